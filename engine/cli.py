@@ -1,0 +1,280 @@
+"""`coop`: the ledger from a shell.
+
+Each invocation is a process start, so this module and everything it imports at the top stays
+on the standard library and the engine: no httpx, structlog or FastAPI on a verb's path.
+Usage errors (a missing actor, an unknown id, an empty title, a missing reason) print one line
+on stderr and exit 2; a lifecycle refusal prints its reason and exits 1; nothing is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from engine import ledger, lifecycle, outbox
+from engine.errors import CoopError
+
+PROG = "coop"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming where to look."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coop-notifier")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Version(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.exit(0, f"{PROG} {_version()}\n")
+
+
+def build_parser() -> Parser:
+    common = Parser(add_help=False)
+    # SUPPRESS: `coop --as X todo take 1` and `coop todo take 1 --as X` both work; a subparser's
+    # default must not overwrite what the top level already read.
+    common.add_argument(
+        "--as", dest="actor", default=argparse.SUPPRESS, help="who is acting (default: $COOP_ACTOR)"
+    )
+    common.add_argument(
+        "--db", default=argparse.SUPPRESS, help="the ledger file (default: $COOP_DB)"
+    )
+
+    parser = Parser(
+        prog=PROG,
+        description="The Coop ledger: todos and requests with guarded lifecycles.",
+        parents=[common],
+    )
+    parser.add_argument("--version", nargs=0, action=_Version, help="print the version")
+    groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser)
+
+    todo = groups.add_parser("todo", help="add, take, release, finish or abandon a todo")
+    todo_verbs = todo.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    p = todo_verbs.add_parser("add", parents=[common], help="add an open todo")
+    p.add_argument("title")
+    p.add_argument("--body", default=None)
+    p = todo_verbs.add_parser("take", parents=[common], help="take a todo to work on it")
+    p.add_argument("id", type=int)
+    p.add_argument("--force", action="store_true", help="take it over from its holder")
+    p = todo_verbs.add_parser("release", parents=[common], help="give a taken todo back")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", default=None, help="why (required)")
+    p = todo_verbs.add_parser("done", parents=[common], help="finish a todo (or amend it)")
+    p.add_argument("id", type=int)
+    p.add_argument("--summary", default=None, help="what came of it")
+    p.add_argument("--commit", default=None, help="the commit that did it")
+    p.add_argument("--force", action="store_true", help="finish a todo someone else holds")
+    p = todo_verbs.add_parser("abandon", parents=[common], help="give a todo up for good")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", default=None, help="why (required)")
+    p.add_argument("--force", action="store_true", help="abandon a todo someone else holds")
+
+    request = groups.add_parser("request", help="add, take, release or close a request")
+    request_verbs = request.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    p = request_verbs.add_parser("add", parents=[common], help="add an open request")
+    p.add_argument("title")
+    p.add_argument("--to", dest="addressed_to", default=None, help="the actor it is for")
+    p.add_argument("--body", default=None)
+    p = request_verbs.add_parser("take", parents=[common], help="take a request")
+    p.add_argument("id", type=int)
+    p.add_argument("--force", action="store_true", help="take it over from its holder")
+    p = request_verbs.add_parser("release", parents=[common], help="give a taken request back")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", default=None)
+    p = request_verbs.add_parser("close", parents=[common], help="close a request (or amend it)")
+    p.add_argument("id", type=int)
+    p.add_argument("--summary", default=None)
+    p.add_argument("--commit", default=None)
+    p.add_argument("--force", action="store_true", help="close a request someone else holds")
+
+    p = groups.add_parser("list", parents=[common], help="list todos and requests")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--todos", action="store_const", dest="kind", const="todo")
+    which.add_argument("--requests", action="store_const", dest="kind", const="request")
+    p.add_argument("--all", action="store_true", help="include done, abandoned and closed rows")
+    p.add_argument("--json", action="store_true")
+
+    p = groups.add_parser("history", parents=[common], help="the event log of one row")
+    p.add_argument("kind", choices=("todo", "request"))
+    p.add_argument("id", type=int)
+    p.add_argument("--json", action="store_true")
+
+    p = groups.add_parser("notify", parents=[common], help="queue a line for the owner")
+    p.add_argument("text")
+    p.add_argument("--kind", default="note", help="a short tag (default: note)")
+
+    box = groups.add_parser("outbox", help="inspect, retry or cancel notification rows")
+    box_verbs = box.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    p = box_verbs.add_parser("list", parents=[common], help="recent rows, newest first")
+    p.add_argument("--state", default=None, choices=outbox.STATES)
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p = box_verbs.add_parser("retry", parents=[common], help="make a deferred row due now")
+    p.add_argument("id", type=int)
+    p = box_verbs.add_parser("cancel", parents=[common], help="give up on a row, with a reason")
+    p.add_argument("id", type=int)
+    p.add_argument("--reason", default=None, help="why (required)")
+    return parser
+
+
+def _actor(args: argparse.Namespace) -> str:
+    actor = getattr(args, "actor", None)
+    return lifecycle.require_actor(actor if actor is not None else os.environ.get("COOP_ACTOR"))
+
+
+def _describe(kind: str, result: dict[str, Any], what: str) -> str:
+    row = result[kind]
+    line = f"{kind} #{row['id']} {what}"
+    if result.get("changed") is False:
+        line = f"{kind} #{row['id']} unchanged (the first close is the record)"
+    if result.get("outbox_id"):
+        line += f"; notification #{result['outbox_id']} queued"
+    return line
+
+
+def format_item(item: dict[str, Any]) -> str:
+    """One listing line: `todo #12  [taken by X, 5h ago]  title`."""
+    if item["status"] == "taken":
+        state = f"[taken by {item['taken_by']}, {lifecycle.ago(item['taken_at'])}]"
+    else:
+        state = f"[{item['status']}]"
+    line = f"{item['kind']} #{item['id']}  {state}  {item['title']}"
+    if item.get("addressed_to"):
+        line += f"  (for {item['addressed_to']})"
+    if item.get("stale"):
+        line += "  ← stale take: ask its holder, or the owner releases it with a reason"
+    return line
+
+
+def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any] | None:
+    """Run one verb; return its result when it may have queued a notification."""
+    db = getattr(args, "db", None)
+    g, v = args.group, getattr(args, "verb", None)
+    if g == "todo":
+        actor = _actor(args)
+        if v == "add":
+            result = ledger.add_todo(args.title, actor=actor, body=args.body, db=db)
+            emit(_describe("todo", result, "added"))
+            return None
+        verbs: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], str]] = {
+            "take": (ledger.take_todo, {"force": args.__dict__.get("force")}, f"taken by {actor}"),
+            "release": (ledger.release_todo, {"reason": args.__dict__.get("reason")}, "released"),
+            "done": (
+                ledger.done_todo,
+                {
+                    "result_summary": args.__dict__.get("summary"),
+                    "commit_sha": args.__dict__.get("commit"),
+                    "force": args.__dict__.get("force"),
+                },
+                "done",
+            ),
+            "abandon": (
+                ledger.abandon_todo,
+                {"reason": args.__dict__.get("reason"), "force": args.__dict__.get("force")},
+                "abandoned",
+            ),
+        }
+        fn, kwargs, what = verbs[v]
+        result = fn(args.id, actor=actor, db=db, **kwargs)
+        emit(_describe("todo", result, what))
+        return result
+    if g == "request":
+        actor = _actor(args)
+        if v == "add":
+            result = ledger.add_request(
+                args.title, actor=actor, addressed_to=args.addressed_to, body=args.body, db=db
+            )
+            emit(_describe("request", result, "added"))
+            return None
+        if v == "take":
+            result = ledger.take_request(args.id, actor=actor, force=args.force, db=db)
+            what = f"taken by {actor}"
+        elif v == "release":
+            result = ledger.release_request(args.id, actor=actor, reason=args.reason, db=db)
+            what = "released"
+        else:
+            result = ledger.close_request(
+                args.id,
+                actor=actor,
+                result_summary=args.summary,
+                commit_sha=args.commit,
+                force=args.force,
+                db=db,
+            )
+            what = "closed"
+        emit(_describe("request", result, what))
+        return result
+    if g == "list":
+        items = ledger.list_items(args.kind, include_closed=args.all, db=db)
+        if args.json:
+            emit(json.dumps(items, indent=2))
+        else:
+            for item in items:
+                emit(format_item(item))
+            if not items:
+                emit("nothing open" if not args.all else "nothing yet")
+        return None
+    if g == "history":
+        events = ledger.history(args.kind, args.id, db=db)
+        if args.json:
+            emit(json.dumps(events, indent=2))
+        else:
+            for event in events:
+                payload = f"  {event['payload']}" if event["payload"] else ""
+                emit(f"{event['at']}  {event['event']:<9} {event['actor']}{payload}")
+        return None
+    if g == "notify":
+        result = outbox.notify(args.text, actor=_actor(args), kind=args.kind, db=db)
+        emit(f"notification #{result['outbox_id']} queued")
+        return result
+    if g == "outbox":
+        if v == "list":
+            rows = outbox.rows(args.state, limit=args.limit, db=db)
+            if args.json:
+                emit(json.dumps(rows, indent=2))
+            for row in [] if args.json else rows:
+                error = f"  last error: {row['last_error']}" if row["last_error"] else ""
+                emit(
+                    f"#{row['id']}  {row['state']:<9} attempts={row['attempts']}"
+                    f"  {row['kind']}: {row['text'][:60]!r}{error}"
+                )
+            return None
+        if v == "retry":
+            result = outbox.retry(args.id, actor=_actor(args), db=db)
+            emit(f"notification #{args.id} is due now")
+            return {"outbox_id": args.id}
+        result = outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
+        emit(f"notification #{args.id} cancelled")
+        return None
+    raise AssertionError(f"unhandled command {g} {v}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = _run(args, print)
+    except CoopError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.exit_status
+    if result and result.get("outbox_id"):
+        from engine import kick, store
+
+        kick.kick(store.resolve(getattr(args, "db", None)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""The engine's errors: one root, each message saying what happened and what to do next.
+
+    CoopError                       root; its docstring is the default message
+    ├── UsageError                  bad input (missing actor, empty title, missing reason); exit 2
+    │   └── NotFound                an unknown todo, request or outbox row id; exit 2
+    ├── LifecycleError              a verb refused by the lifecycle (terminal row, foreign holder,
+    │                               changed under this take); exit 1
+    ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
+    └── OwnerUnavailable            the owner service could not be used (owner file, credential,
+                                    transport); the compatibility client's fail-closed answers
+
+Domain errors travel from the owner service to the compatibility client as (type name, message)
+and are re-raised as the same type with the same words: keep constructors to one message argument.
+"""
+
+from __future__ import annotations
+
+
+class CoopError(Exception):
+    """Coop could not do that."""
+
+    exit_status = 1
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class UsageError(CoopError):
+    """That input is not accepted; see --help."""
+
+    exit_status = 2
+
+
+class NotFound(UsageError):
+    """No such row; `coop list --all` shows the ids that exist."""
+
+
+class LifecycleError(CoopError):
+    """The lifecycle does not allow that move; re-read the row with `coop history`."""
+
+
+class StoreError(CoopError):
+    """The Coop database failed; check the file and its disk, then retry."""
+
+
+class OwnerUnavailable(CoopError):
+    """The Coop owner service could not be used; nothing was written locally."""
+
+
+#: Every error type the owner service may send back as a verdict, by name.
+DOMAIN_ERRORS: dict[str, type[CoopError]] = {
+    cls.__name__: cls
+    for cls in (CoopError, UsageError, NotFound, LifecycleError, StoreError, OwnerUnavailable)
+}

@@ -1,0 +1,76 @@
+"""Waking the notifier after a commit, without polling: standard library only.
+
+A producer that committed an outbox row calls `kick(db)`. If a notifier daemon listens on the
+Unix datagram socket beside the store, one datagram wakes it. If nothing listens, a detached
+one-shot drainer (`python -m notifier drain`) is spawned; it wins or loses the worker lock and
+drains until the idle handoff releases it.
+
+`COOP_KICK` chooses: `auto` (default: datagram, else spawn), `datagram` (never spawn), `off`
+(for tests of the ledger alone and for operators draining by hand).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+KICK_MODES = ("auto", "datagram", "off")
+# sun_path holds 108 bytes on Linux; a longer path falls back to a hashed name in /tmp.
+MAX_SOCKET_PATH_BYTES = 100
+
+
+def socket_path(db: Path) -> Path:
+    """The daemon's kick socket: `<db>.kick` beside the store."""
+    path = Path(str(db.resolve()) + ".kick")
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES:
+        return path
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
+    return Path("/tmp") / f"coop-kick-{digest}.sock"  # noqa: S108 - a name derived from the store
+
+
+def kick(db: Path, mode: str | None = None) -> str:
+    """Wake the daemon or spawn a one-shot drainer; return what was done (for logs and tests)."""
+    mode = mode or os.environ.get("COOP_KICK", "auto")
+    if mode not in KICK_MODES:
+        raise ValueError(f"COOP_KICK must be one of {', '.join(KICK_MODES)}, not {mode!r}")
+    if mode == "off":
+        return "off"
+    if send_datagram(db):
+        return "datagram"
+    if mode == "datagram":
+        return "nobody-listening"
+    spawn_drainer(db)
+    return "spawned"
+
+
+def send_datagram(db: Path) -> bool:
+    """One datagram to the daemon; False when no daemon listens."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.setblocking(False)
+        try:
+            sock.sendto(b"kick", os.fsencode(socket_path(db)))
+        except BlockingIOError:
+            return True  # the daemon's queue is full: it is awake and will drain anyway
+        except OSError:
+            return False
+    return True
+
+
+def spawn_drainer(db: Path) -> None:
+    """A detached one-shot drainer; it outlives this process and takes no terminal."""
+    env = dict(os.environ, COOP_DB=str(db))
+    # Its log lines go beside the store, where an operator looks for them.
+    with open(str(db) + ".drainer.log", "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "notifier", "drain"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )

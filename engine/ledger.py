@@ -1,0 +1,377 @@
+"""The ledger's verbs: one function per use case, each one `BEGIN IMMEDIATE` transaction holding
+the state change, its event row and, where the change is reportable, its outbox row.
+
+Every verb takes JSON-plain arguments and returns a JSON-plain dict, so the owner service can
+run it for a remote caller and ship the answer back unchanged. Each verb reads the row, refuses
+what the lifecycle forbids, then makes one guarded UPDATE whose WHERE clause carries the
+condition and checks its row count: the read is load-bearing (a finished row still carries its
+taker's name), and it is sound because it runs inside the write transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from engine import lifecycle, outbox, store
+from engine.config import EngineConfig
+from engine.errors import LifecycleError, NotFound, UsageError
+
+Row = dict[str, Any]
+
+
+def _load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row:
+    row = conn.execute(
+        f"SELECT * FROM {lifecycle.TABLES[kind]} WHERE id = ?", (item_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{kind} #{item_id} does not exist — `coop list --all` shows the ids")
+    return row
+
+
+def _guarded_update(
+    conn: sqlite3.Connection, kind: str, row: sqlite3.Row, verb: str, sets: str, params: tuple
+) -> None:
+    """Apply `sets` only if the row is still as read; zero rows means someone moved it."""
+    cur = conn.execute(
+        f"UPDATE {lifecycle.TABLES[kind]} SET {sets}, updated_at = ?"
+        " WHERE id = ? AND status = ? AND taken_by IS ?",
+        (*params, store.now_iso(), row["id"], row["status"], row["taken_by"]),
+    )
+    if cur.rowcount != 1:
+        raise LifecycleError(f"{kind} #{row['id']} changed under this {verb} — re-read and retry")
+
+
+def _result(conn: sqlite3.Connection, kind: str, item_id: int, **extra: Any) -> Row:
+    answer: Row = {kind: dict(_load(conn, kind, item_id))}
+    answer.update(extra)
+    return answer
+
+
+def _add(
+    kind: str, title: str, actor: str, body: str | None, addressed_to: str | None, db: str | None
+) -> Row:
+    actor = lifecycle.require_actor(actor)
+    title = lifecycle.require_title(title)
+    at = store.now_iso()
+    with store.connection(db) as conn, store.write(conn):
+        if kind == "todo":
+            cur = conn.execute(
+                "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (title, body, actor, at, at),
+            )
+        else:
+            cur = conn.execute(
+                "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (title, body, addressed_to, actor, at, at),
+            )
+        item_id = int(cur.lastrowid or 0)
+        payload = {"title": title, **({"addressed_to": addressed_to} if addressed_to else {})}
+        store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
+        return _result(conn, kind, item_id)
+
+
+def _take(kind: str, item_id: int, actor: str, force: bool, db: str | None) -> Row:
+    actor = lifecycle.require_actor(actor)
+    with store.connection(db) as conn, store.write(conn):
+        row = _load(conn, kind, item_id)
+        lifecycle.check_move(kind, item_id, "take", row["status"])
+        foreign = row["status"] == "taken" and row["taken_by"] not in (None, actor)
+        if foreign and not force:
+            raise LifecycleError(
+                f"{kind} #{item_id} is already taken by {row['taken_by']}"
+                f" (since {lifecycle.clock(row['taken_at'])}) — --force to take it over"
+            )
+        at = store.now_iso()
+        # The claim is decided here, by the database: still open, or still ours.
+        guard = "status IN ('open', 'taken')" if force else "(status = 'open' OR taken_by = ?)"
+        params: tuple = (actor, at, at, item_id) + (() if force else (actor,))
+        cur = conn.execute(
+            f"UPDATE {lifecycle.TABLES[kind]} SET status = 'taken', taken_by = ?, taken_at = ?,"
+            f" updated_at = ? WHERE id = ? AND {guard}",
+            params,
+        )
+        if cur.rowcount != 1:
+            raise LifecycleError(f"{kind} #{item_id} changed under this take — re-read and retry")
+        outbox_id = None
+        if foreign:
+            previous = {"previous": row["taken_by"], "previous_at": row["taken_at"]}
+            store.record_event(conn, kind, item_id, "takeover", actor, previous, at=at)
+            outbox_id = outbox.enqueue(
+                conn,
+                "takeover",
+                f"{kind} #{item_id} was taken over by {actor} from {row['taken_by']}"
+                f" (who held it since {lifecycle.clock(row['taken_at'])}): {row['title']}",
+                source=f"{kind}:{item_id}",
+            )
+        else:
+            store.record_event(conn, kind, item_id, "take", actor, at=at)
+        return _result(conn, kind, item_id, outbox_id=outbox_id)
+
+
+def _release(kind: str, item_id: int, actor: str, reason: str | None, db: str | None) -> Row:
+    actor = lifecycle.require_actor(actor)
+    if kind == "todo":
+        reason = lifecycle.require_reason(reason, "release")
+    config = EngineConfig.from_env()
+    with store.connection(db) as conn, store.write(conn):
+        row = _load(conn, kind, item_id)
+        lifecycle.check_move(kind, item_id, "release", row["status"])
+        holder = row["taken_by"]
+        payload: dict[str, Any] = {"holder": holder}
+        if holder != actor:
+            # No auto-reap: releasing someone else's take is a named decision with a reason.
+            if actor not in (config.owner, config.chief_actor):
+                raise LifecycleError(
+                    f"{kind} #{item_id} is taken by {holder} — only {holder}, the owner"
+                    f" ({config.owner}) or the chief proxy ({config.chief_actor}) may release it"
+                )
+            reason = lifecycle.require_reason(reason, f"releasing {holder}'s take")
+            payload["decided_by"] = actor
+        if reason:
+            payload["reason"] = reason
+        _guarded_update(
+            conn, kind, row, "release", "status = 'open', taken_by = NULL, taken_at = NULL", ()
+        )
+        store.record_event(conn, kind, item_id, "release", actor, payload)
+        return _result(conn, kind, item_id)
+
+
+def _amend(
+    conn: sqlite3.Connection,
+    kind: str,
+    row: sqlite3.Row,
+    actor: str,
+    result_summary: str | None,
+    commit_sha: str | None,
+) -> Row:
+    """The first close is the record: a repeat may only fill in or correct the outcome."""
+    changes = {
+        name: value
+        for name, value in (("result_summary", result_summary), ("commit_sha", commit_sha))
+        if value is not None and value != row[name]
+    }
+    if not changes:
+        return _result(conn, kind, row["id"], changed=False, outbox_id=None)
+    conn.execute(
+        f"UPDATE {lifecycle.TABLES[kind]} SET result_summary = COALESCE(?, result_summary),"
+        " commit_sha = COALESCE(?, commit_sha), updated_at = ? WHERE id = ?",
+        (changes.get("result_summary"), changes.get("commit_sha"), store.now_iso(), row["id"]),
+    )
+    store.record_event(
+        conn,
+        kind,
+        row["id"],
+        "edit",
+        actor,
+        {"fields": sorted(changes), "previous": {name: row[name] for name in sorted(changes)}},
+    )
+    return _result(conn, kind, row["id"], changed=True, outbox_id=None)
+
+
+def _finish(
+    kind: str,
+    item_id: int,
+    actor: str,
+    force: bool,
+    result_summary: str | None,
+    commit_sha: str | None,
+    db: str | None,
+) -> Row:
+    """done (todos) or close (requests), with the amend, fast-path and owner rules."""
+    actor = lifecycle.require_actor(actor)
+    verb = lifecycle.CLOSING_VERB[kind]
+    config = EngineConfig.from_env()
+    with store.connection(db) as conn, store.write(conn):
+        row = _load(conn, kind, item_id)
+        status = row["status"]
+        payload: dict[str, Any] = {}
+        if status == lifecycle.MOVES[kind][verb][1]:
+            if actor not in (row["closed_by"], config.owner) and not force:
+                raise LifecycleError(
+                    f"{kind} #{item_id} was {lifecycle.past(verb)} by {row['closed_by']} — only"
+                    f" they or the owner may amend its outcome; --force to amend it anyway"
+                )
+            return _amend(conn, kind, row, actor, result_summary, commit_sha)
+        if status == "abandoned":
+            if actor != config.owner or not force:
+                raise LifecycleError(
+                    f"{kind} #{item_id} is 'abandoned' — only the owner ({config.owner}),"
+                    " with --force, may record it done after all"
+                )
+            payload["previous_status"] = "abandoned"
+        else:
+            lifecycle.check_move(kind, item_id, verb, status)
+            holder = row["taken_by"]
+            if status == "taken" and holder != actor:
+                if not force:
+                    raise LifecycleError(
+                        f"{kind} #{item_id} is taken by {holder}"
+                        f" (since {lifecycle.clock(row['taken_at'])}) — only the taker may"
+                        f" {verb} it; --force to {verb} it anyway"
+                    )
+                payload["forced_from"] = holder
+            if status == "open":
+                payload["fast_path"] = True
+        target = lifecycle.MOVES[kind][verb][1]
+        at = store.now_iso()
+        _guarded_update(
+            conn,
+            kind,
+            row,
+            verb,
+            "status = ?, taken_by = COALESCE(taken_by, ?), taken_at = COALESCE(taken_at, ?),"
+            " closed_by = ?, closed_at = ?, result_summary = ?, commit_sha = ?",
+            (target, actor, at, actor, at, result_summary, commit_sha),
+        )
+        store.record_event(conn, kind, item_id, verb, actor, payload or None, at=at)
+        text = f"{kind} #{item_id} {lifecycle.past(verb).removeprefix('marked ')} by {actor}:"
+        text += f" {row['title']}"
+        if result_summary:
+            text += f"\n{result_summary}"
+        if commit_sha:
+            text += f"\n(commit {commit_sha})"
+        outbox_id = outbox.enqueue(conn, f"{kind}_{target}", text, source=f"{kind}:{item_id}")
+        return _result(conn, kind, item_id, changed=True, outbox_id=outbox_id)
+
+
+def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, db: str | None) -> Row:
+    actor = lifecycle.require_actor(actor)
+    reason = lifecycle.require_reason(reason, "abandon")
+    with store.connection(db) as conn, store.write(conn):
+        row = _load(conn, kind, item_id)
+        lifecycle.check_move(kind, item_id, "abandon", row["status"])
+        holder = row["taken_by"]
+        payload: dict[str, Any] = {"reason": reason}
+        if row["status"] == "taken" and holder != actor:
+            if not force:
+                raise LifecycleError(
+                    f"{kind} #{item_id} is taken by {holder}"
+                    f" (since {lifecycle.clock(row['taken_at'])}) — only the taker may abandon"
+                    " it; --force to abandon it anyway"
+                )
+            payload["forced_from"] = holder
+        at = store.now_iso()
+        _guarded_update(
+            conn,
+            kind,
+            row,
+            "abandon",
+            "status = 'abandoned', closed_by = ?, closed_at = ?, reason = ?",
+            (actor, at, reason),
+        )
+        store.record_event(conn, kind, item_id, "abandon", actor, payload, at=at)
+        outbox_id = outbox.enqueue(
+            conn,
+            f"{kind}_abandoned",
+            f"{kind} #{item_id} abandoned by {actor}: {row['title']}\nreason: {reason}",
+            source=f"{kind}:{item_id}",
+        )
+        return _result(conn, kind, item_id, outbox_id=outbox_id)
+
+
+# ---- the public verbs -------------------------------------------------------------------
+
+
+def add_todo(title: str, *, actor: str, body: str | None = None, db: str | None = None) -> Row:
+    return _add("todo", title, actor, body, None, db)
+
+
+def take_todo(todo_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
+    return _take("todo", todo_id, actor, force, db)
+
+
+def release_todo(todo_id: int, *, actor: str, reason: str, db: str | None = None) -> Row:
+    return _release("todo", todo_id, actor, reason, db)
+
+
+def done_todo(
+    todo_id: int,
+    *,
+    actor: str,
+    result_summary: str | None = None,
+    commit_sha: str | None = None,
+    force: bool = False,
+    db: str | None = None,
+) -> Row:
+    return _finish("todo", todo_id, actor, force, result_summary, commit_sha, db)
+
+
+def abandon_todo(
+    todo_id: int, *, actor: str, reason: str, force: bool = False, db: str | None = None
+) -> Row:
+    return _abandon("todo", todo_id, actor, reason, force, db)
+
+
+def add_request(
+    title: str,
+    *,
+    actor: str,
+    addressed_to: str | None = None,
+    body: str | None = None,
+    db: str | None = None,
+) -> Row:
+    if addressed_to is not None:
+        addressed_to = lifecycle.require_actor(addressed_to)
+    return _add("request", title, actor, body, addressed_to, db)
+
+
+def take_request(request_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
+    return _take("request", request_id, actor, force, db)
+
+
+def release_request(
+    request_id: int, *, actor: str, reason: str | None = None, db: str | None = None
+) -> Row:
+    return _release("request", request_id, actor, reason, db)
+
+
+def close_request(
+    request_id: int,
+    *,
+    actor: str,
+    result_summary: str | None = None,
+    commit_sha: str | None = None,
+    force: bool = False,
+    db: str | None = None,
+) -> Row:
+    return _finish("request", request_id, actor, force, result_summary, commit_sha, db)
+
+
+def list_items(
+    kind: str | None = None, *, include_closed: bool = False, db: str | None = None
+) -> list[Row]:
+    """Todos and/or requests, open and taken ones first by id; stale takes are marked."""
+    if kind not in (None, "todo", "request"):
+        raise UsageError(f"kind {kind!r} is not one of todo, request")
+    config = EngineConfig.from_env()
+    now = store.now_epoch()
+    found: list[Row] = []
+    with store.connection(db) as conn:
+        for each in ("todo", "request") if kind is None else (kind,):
+            where = "" if include_closed else " WHERE status IN ('open', 'taken')"
+            for row in conn.execute(f"SELECT * FROM {lifecycle.TABLES[each]}{where} ORDER BY id"):
+                item = dict(row, kind=each)
+                item["stale"] = bool(
+                    row["status"] == "taken"
+                    and now - store.parse_iso(row["taken_at"]).timestamp() > config.stale_after_s
+                )
+                found.append(item)
+    return found
+
+
+def history(kind: str, item_id: int, *, db: str | None = None) -> list[Row]:
+    """The event log of one todo or request, oldest first."""
+    if kind not in lifecycle.TABLES:
+        raise UsageError(f"kind {kind!r} is not one of todo, request")
+    with store.connection(db) as conn:
+        _load(conn, kind, item_id)
+        return [
+            dict(row)
+            for row in conn.execute(
+                "SELECT * FROM coop_events WHERE item_kind = ? AND item_id = ? ORDER BY id",
+                (kind, item_id),
+            )
+        ]

@@ -1,0 +1,114 @@
+"""The engine side of the transactional outbox: rows written beside the change they report,
+and the operator's two acts on a row (cancel with a reason, retry now).
+
+`enqueue` runs inside the caller's `store.write()` transaction, so a notification exists
+exactly when the change it reports does. Delivery state (attempts, deferral, delivered) is the
+notifier's to write; see `notifier.queue`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from engine import lifecycle, store
+from engine.errors import LifecycleError, NotFound, UsageError
+from engine.faults import fault
+
+STATES = ("pending", "delivered", "cancelled")
+
+
+def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None = None) -> int:
+    """Insert one pending row, due now; the text is cut to the door's limit here, never later."""
+    cur = conn.execute(
+        "INSERT INTO coop_outbox (kind, text, source, state, created_at, next_attempt_at)"
+        " VALUES (?, ?, ?, 'pending', ?, ?)",
+        (
+            lifecycle.require_kind(kind),
+            lifecycle.cut_text(text),
+            source,
+            store.now_iso(),
+            store.now_epoch(),
+        ),
+    )
+    # A crash here must leave neither the change nor this row (see the atomicity tests).
+    fault("engine.outbox.after_insert")
+    return int(cur.lastrowid or 0)
+
+
+def notify(text: str, *, actor: str, kind: str = "note", db: str | None = None) -> dict[str, Any]:
+    """`coop notify TEXT`: an explicit notification, recorded as an event."""
+    actor = lifecycle.require_actor(actor)
+    if not text or not text.strip():
+        raise UsageError("the notification text is empty: say what the owner should hear")
+    with store.connection(db) as conn, store.write(conn):
+        outbox_id = enqueue(conn, kind, text, source=None)
+        store.record_event(conn, "outbox", outbox_id, "notify", actor, {"kind": kind})
+    return {"outbox_id": outbox_id}
+
+
+def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM coop_outbox WHERE id = ?", (outbox_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"outbox row #{outbox_id} does not exist — `coop status` lists the rows")
+    if row["state"] != "pending":
+        raise LifecycleError(
+            f"outbox row #{outbox_id} is {row['state']!r} — only a pending row can be {verb}"
+        )
+    return row
+
+
+def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) -> dict[str, Any]:
+    """An operator gives up on a row: it is never delivered, and the event says who and why."""
+    actor = lifecycle.require_actor(actor)
+    reason = lifecycle.require_reason(reason, "cancel")
+    with store.connection(db) as conn, store.write(conn):
+        row = _pending_row(conn, outbox_id, "cancelled")
+        at = store.now_iso()
+        conn.execute(
+            "UPDATE coop_outbox SET state = 'cancelled', cancelled_at = ?, cancelled_by = ?,"
+            " cancel_reason = ? WHERE id = ? AND state = 'pending'",
+            (at, actor, reason, outbox_id),
+        )
+        store.record_event(
+            conn,
+            "outbox",
+            outbox_id,
+            "cancel",
+            actor,
+            {"reason": reason, "attempts": row["attempts"], "last_error": row["last_error"]},
+            at=at,
+        )
+    return {"outbox_id": outbox_id, "state": "cancelled"}
+
+
+def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any]:
+    """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
+    actor = lifecycle.require_actor(actor)
+    with store.connection(db) as conn, store.write(conn):
+        row = _pending_row(conn, outbox_id, "retried")
+        conn.execute(
+            "UPDATE coop_outbox SET next_attempt_at = ? WHERE id = ? AND state = 'pending'",
+            (store.now_epoch(), outbox_id),
+        )
+        store.record_event(conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]})
+    return {"outbox_id": outbox_id, "state": "pending", "outbox_kick": True}
+
+
+def rows(
+    state: str | None = None, *, limit: int = 50, db: str | None = None
+) -> list[dict[str, Any]]:
+    """Outbox rows, newest first, optionally of one state."""
+    if state is not None and state not in STATES:
+        raise UsageError(f"outbox state {state!r} is not one of {', '.join(STATES)}")
+    with store.connection(db) as conn:
+        if state is None:
+            found = conn.execute(
+                "SELECT * FROM coop_outbox ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+        else:
+            found = conn.execute(
+                "SELECT * FROM coop_outbox WHERE state = ? ORDER BY id DESC LIMIT ?",
+                (state, limit),
+            ).fetchall()
+    return [dict(r) for r in found]

@@ -1,0 +1,237 @@
+"""The ledger's SQLite file: opening it, its schema migrations, and the one write transaction.
+
+The store is the engine's only door to SQL besides the verbs' own statements in
+`engine.ledger` and `engine.outbox`, which run inside `write()`. Every write is one
+`BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in Python inside the
+transaction is sound, and nothing outside it decides anything.
+
+sqlite3 errors are translated here into `StoreError`, so callers see one error tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine.config import db_path as configured_db_path
+from engine.errors import StoreError
+
+BUSY_TIMEOUT_MS = 30_000
+
+# Each entry moves the schema one version up; `PRAGMA user_version` records how far a file is.
+# Status columns are plain TEXT with no CHECK: the rules live in the verbs (engine.lifecycle).
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE todos (
+        id             INTEGER PRIMARY KEY,
+        title          TEXT NOT NULL,
+        body           TEXT,
+        status         TEXT NOT NULL DEFAULT 'open',
+        created_by     TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        taken_by       TEXT,
+        taken_at       TEXT,
+        closed_by      TEXT,
+        closed_at      TEXT,
+        reason         TEXT,
+        result_summary TEXT,
+        commit_sha     TEXT,
+        updated_at     TEXT NOT NULL
+    );
+    CREATE TABLE requests (
+        id             INTEGER PRIMARY KEY,
+        title          TEXT NOT NULL,
+        body           TEXT,
+        addressed_to   TEXT,
+        status         TEXT NOT NULL DEFAULT 'open',
+        created_by     TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        taken_by       TEXT,
+        taken_at       TEXT,
+        closed_by      TEXT,
+        closed_at      TEXT,
+        reason         TEXT,
+        result_summary TEXT,
+        commit_sha     TEXT,
+        updated_at     TEXT NOT NULL
+    );
+    CREATE TABLE coop_events (
+        id        INTEGER PRIMARY KEY,
+        item_kind TEXT NOT NULL,
+        item_id   INTEGER NOT NULL,
+        event     TEXT NOT NULL,
+        actor     TEXT NOT NULL,
+        at        TEXT NOT NULL,
+        payload   TEXT
+    );
+    CREATE INDEX coop_events_item ON coop_events (item_kind, item_id, id);
+    CREATE TRIGGER coop_events_no_update BEFORE UPDATE ON coop_events
+    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never updated'); END;
+    CREATE TRIGGER coop_events_no_delete BEFORE DELETE ON coop_events
+    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never deleted'); END;
+    CREATE TABLE coop_outbox (
+        id              INTEGER PRIMARY KEY,
+        kind            TEXT NOT NULL,
+        text            TEXT NOT NULL,
+        source          TEXT,
+        state           TEXT NOT NULL DEFAULT 'pending',
+        created_at      TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_attempt_at TEXT,
+        last_error      TEXT,
+        door_answer     TEXT,
+        delivered_at    TEXT,
+        cancelled_at    TEXT,
+        cancelled_by    TEXT,
+        cancel_reason   TEXT
+    );
+    CREATE INDEX coop_outbox_pending ON coop_outbox (id) WHERE state = 'pending';
+    CREATE TABLE worker_lock (
+        singleton   INTEGER PRIMARY KEY CHECK (singleton = 1),
+        owner       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        started_at  REAL,
+        acquired_at TEXT NOT NULL
+    );
+    """,
+]
+
+
+def now_iso() -> str:
+    """UTC wall time as stored in every `*_at` text column (millisecond precision)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def now_epoch() -> float:
+    return time.time()
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def resolve(db: str | os.PathLike[str] | None) -> Path:
+    """The database path a caller means: the one given, else the configured one."""
+    return Path(db) if db is not None else configured_db_path()
+
+
+def open_connection(path: Path) -> sqlite3.Connection:
+    """Open the ledger file with its pragmas and bring its schema up to date.
+
+    Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # FULL: a committed `coop todo done` and its outbox row survive a power cut, not only
+        # a process crash.
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the Coop database at {path}: {exc}") from exc
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version >= len(MIGRATIONS):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read inside the write lock: another process may have migrated meanwhile.
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+@contextmanager
+def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
+    """A connection for one use case, closed afterwards."""
+    conn = open_connection(resolve(db))
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the block inside `BEGIN IMMEDIATE`; commit if it finishes, roll back otherwise."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot start a write on the Coop database: {exc}") from exc
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreError(f"the Coop database refused the write: {exc}") from exc
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreError(f"the Coop database could not commit: {exc}") from exc
+
+
+def record_event(
+    conn: sqlite3.Connection,
+    item_kind: str,
+    item_id: int,
+    event: str,
+    actor: str,
+    payload: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> int:
+    """Append one row to the event log (never updated, never deleted)."""
+    cur = conn.execute(
+        "INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            item_kind,
+            item_id,
+            event,
+            actor,
+            at or now_iso(),
+            json.dumps(payload, sort_keys=True) if payload is not None else None,
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    return dict(row) if row is not None else None
