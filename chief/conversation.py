@@ -1,0 +1,263 @@
+"""The Master Chief: the owner's one conversation, its turn lock, report() and its one drainer.
+
+Durable before anything waits. `report()` commits the line to chief_report_outbox first (from
+then on it survives a crash or power cut), nudges the Chief's one drainer, and waits at most
+`wait` seconds for it to land. The drainer is a task of the Chief's own task group, never of the
+caller, so a caller whose wait runs out (or who is cancelled) leaves it running: the row lands
+when the Chief is free. This is the fix for "the bug that rang twice": a report used to wait on
+the turn lock inside its caller with no bound, the caller's client timed out and retried, and
+each retry added a waiter.
+
+The drainer takes the turn lock that every live chat turn holds (`async with chief.turn()`), so
+a report never lands between a turn's user message and its reply. It appends every undelivered
+row in outbox order; the append and the record on the outbox row are one transaction.
+
+The turn lock is in-process: host applications and the door share one `Chief` per process, and
+the door refuses a second instance on the same chief.db. Two drainers in different processes
+would still never land a row twice (each pass runs under BEGIN IMMEDIATE and rereads the queue).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import structlog
+
+from chief.config import ChiefConfig
+from chief.errors import ChiefConfigError, ChiefError
+from chief.faults import fault
+from chief.model import (
+    Message,
+    check_message,
+    check_report_text,
+    report_key,
+    turn_kind_for_key,
+)
+from chief.store import ChiefStore
+
+log = structlog.get_logger("chief")
+
+# After a failed pass the drainer retries on its own too (doubling, capped), so a transient
+# failure such as a full disk does not wait for the next report to be noticed.
+DRAIN_RETRY_FIRST_S = 1.0
+DRAIN_RETRY_MAX_S = 60.0
+
+
+@dataclass
+class _Landing:
+    """What the reporters of one key wait on; the drainer fills it in when the key lands."""
+
+    event: anyio.Event = field(default_factory=anyio.Event)
+    message_id: int | None = None
+    waiters: int = 0
+
+
+class Chief:
+    """The owner's Master Chief. Create it with `async with Chief.open(config) as chief:`."""
+
+    def __init__(self, store: ChiefStore, owner: str, chief_id: int) -> None:
+        self.owner = owner
+        self.chief_id = chief_id
+        self.db_path: Path = store.path
+        self._store = store
+        self._turn_lock = anyio.Lock()
+        # Drain passes asked for / finished: a nudge bumps `_wanted`; the drainer runs a pass
+        # whenever `_done < _wanted`, so a nudge during a pass is never lost.
+        self._wanted = 0
+        self._done = 0
+        self._wake = anyio.Event()
+        self._pass_finished = anyio.Event()
+        self._landings: dict[str, _Landing] = {}
+        self._log = log.bind(chief_id=chief_id)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: ChiefConfig) -> AsyncIterator[Chief]:
+        """Open and migrate chief.db, resolve the owner's Master Chief, start its one drainer
+        and drain whatever a restart left waiting. The drainer stops when the block exits."""
+        if config.owner is None:
+            raise ChiefConfigError(
+                "CHIEF_OWNER is not set — set it to the owner whose Master Chief receives reports"
+            )
+        async with ChiefStore.open(config.db_path) as store:
+            chief = cls(store, config.owner, await store.resolve_chief(config.owner))
+            chief._log.info("chief.opened", owner=chief.owner, db_path=str(chief.db_path))
+            body_error: Exception | None = None
+            async with anyio.create_task_group() as tasks:
+                await tasks.start(chief._drain_forever)
+                try:
+                    await chief.resume_reports()
+                    yield chief
+                except Exception as exc:
+                    # Re-raised below, outside the task group, so callers see their own
+                    # exception and not an ExceptionGroup wrapping it.
+                    body_error = exc
+                finally:
+                    tasks.cancel_scope.cancel()
+            if body_error is not None:
+                raise body_error
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """The Chief's turn lock: wrap every live chat turn (user message .. reply) in it.
+        The drainer takes the same lock, so no report lands inside a turn. Not reentrant."""
+        async with self._turn_lock:
+            yield
+
+    async def report(
+        self,
+        text: str,
+        source_id: str,
+        wait: float | None = 2.0,
+        source_conversation_id: str | None = None,
+    ) -> int | None:
+        """Land `text` in the conversation once per `source_id` ('coop-notify:<id>' or
+        'cron:<job>'). Returns the message id, or None when `wait` seconds ran out first (the
+        row is durable and lands when the Chief is free). `wait=None` waits until it lands."""
+        check_report_text(text)
+        key = report_key(source_id)
+        # Registered before the insert, so a landing that happens before we start waiting is
+        # still seen.
+        landing = self._landings.setdefault(key, _Landing())
+        landing.waiters += 1
+        try:
+            landed = await self._store.enqueue_report(
+                self.chief_id, key, text, source_conversation_id
+            )
+            if landed is not None:
+                return landed
+            fault("chief.report.after_insert")
+            self._nudge()
+            deadline_s = math.inf if wait is None else max(wait, 0.0)
+            # Waiting on the landing event, never on the drainer: running out cancels nothing.
+            with anyio.move_on_after(deadline_s):
+                await landing.event.wait()
+            if landing.message_id is None:
+                self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
+            return landing.message_id
+        finally:
+            landing.waiters -= 1
+            if landing.waiters == 0 and self._landings.get(key) is landing:
+                del self._landings[key]
+
+    async def append_message(
+        self, role: str, content: str, turn_kind: str = "chat", origin: str = "user"
+    ) -> int:
+        """Append a host's chat message (call it inside `turn()`) and return its id."""
+        check_message(role, content, turn_kind, origin)
+        return await self._store.append_message(self.chief_id, role, content, turn_kind, origin)
+
+    async def resume_reports(self) -> None:
+        """Drain whatever is waiting (what a restart left, or a row a failed pass left behind)
+        and return once a pass that started after this call has finished. Waits for the turn
+        lock like any pass: do not call it from inside `turn()`."""
+        target = self._nudge()
+        while self._done < target:
+            finished = self._pass_finished
+            await finished.wait()
+
+    async def undelivered_count(self) -> int:
+        """Reports queued for this Chief that have not landed yet."""
+        return await self._store.undelivered_count(self.chief_id)
+
+    async def recent_messages(self, limit: int = 50) -> list[Message]:
+        """The last `limit` messages of the conversation, oldest first."""
+        return await self._store.recent_messages(self.chief_id, limit)
+
+    async def notify_sent(self, outbox_id: str) -> bool:
+        """Whether the door already rang Telegram for this Coop outbox row."""
+        return await self._store.notify_sent(outbox_id)
+
+    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
+        """Record that Telegram accepted this row (INSERT OR IGNORE: a repeat writes nothing)."""
+        await self._store.mark_notify_sent(outbox_id, telegram_message_id)
+
+    async def sent_count(self) -> int:
+        """How many Coop outbox rows the door has rung Telegram for."""
+        return await self._store.sent_count()
+
+    # -- the drainer -------------------------------------------------------------------------
+
+    def _nudge(self) -> int:
+        self._wanted += 1
+        self._wake.set()
+        return self._wanted
+
+    async def _drain_forever(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """The one drainer of this Chief: sleeps until nudged, then runs a pass."""
+        task_status.started()
+        retry_s: float | None = None
+        while True:
+            if self._done >= self._wanted:
+                self._wake = anyio.Event()
+                with anyio.move_on_after(math.inf if retry_s is None else retry_s) as timer:
+                    await self._wake.wait()
+                if timer.cancelled_caught:
+                    self._wanted += 1  # a timed retry after a failed pass
+                continue
+            target = self._wanted
+            ok = await self._drain_pass()
+            # Doubling from DRAIN_RETRY_FIRST_S, capped; reset by the first pass that succeeds.
+            retry_s = (
+                None if ok else min(2 * (retry_s or DRAIN_RETRY_FIRST_S / 2), DRAIN_RETRY_MAX_S)
+            )
+            self._done = target
+            finished, self._pass_finished = self._pass_finished, anyio.Event()
+            finished.set()
+
+    async def _drain_pass(self) -> bool:
+        """Land every undelivered row, a batch per transaction, each batch under the turn lock
+        (released between batches so a waiting chat turn is not starved by a backlog)."""
+        more = True
+        while more:
+            async with self._turn_lock:
+                # Shielded: once the transaction ran, its landings must reach the waiters even
+                # if the Chief is closing.
+                with anyio.CancelScope(shield=True):
+                    try:
+                        landed, more = await self._store.land_undelivered(
+                            self.chief_id, turn_kind_for_key
+                        )
+                    except Exception as exc:  # the drainer must outlive any failure
+                        self._log.error(
+                            "chief.drain.failed",
+                            error=str(exc),
+                            error_type=type(exc).__name__,
+                            action="rows stay queued; the next nudge or report retries them",
+                        )
+                        return False
+            for key, message_id in landed:
+                self._log.info("chief.report.landed", source_key=key, message_id=message_id)
+                landing = self._landings.pop(key, None)
+                if landing is not None:
+                    landing.message_id = message_id
+                    landing.event.set()
+        return True
+
+
+async def read_log(config: ChiefConfig, *, limit: int, owner: str | None = None) -> list[Message]:
+    """The last `limit` messages of a Master Chief, for `chief log` (starts no drainer).
+    The owner is `owner`, else CHIEF_OWNER, else the only owner in the file."""
+    async with ChiefStore.open(config.db_path, create=False) as store:
+        who = owner or config.owner
+        if who is None:
+            owners = await store.owners()
+            if len(owners) != 1:
+                raise ChiefConfigError(
+                    f"{config.db_path} holds {len(owners)} Master Chiefs — set CHIEF_OWNER or "
+                    "pass --owner to pick one"
+                )
+            who = owners[0]
+        chief_id = await store.find_chief(who)
+        if chief_id is None:
+            raise ChiefError(
+                f"{config.db_path} has no Master Chief for {who!r} yet — it is created when the "
+                "door first starts with CHIEF_OWNER set"
+            )
+        return await store.recent_messages(chief_id, limit)

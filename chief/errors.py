@@ -1,0 +1,50 @@
+"""The chief package's errors: one root, each class saying the likely cause and what to do.
+
+    ChiefError                  something in the Chief's side of the pipeline went wrong
+    ├── ChiefConfigError        a setting (CHIEF_DB, COOP_HOME, XDG_DATA_HOME, CHIEF_OWNER) is bad
+    ├── ChiefInputError         a caller passed a value the Chief does not accept (text, source id,
+    │                           role, turn kind, origin); the message lists what is accepted
+    ├── ChiefStoreError         chief.db could not be opened, migrated, read or written
+    │                           (sqlite3 errors are translated into this in chief/store.py only)
+    ├── DoorError               the notify door's branch (subclasses live here, added by the door)
+    └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
+                                Telegram's own Retry-After when it gave one
+
+Every class's docstring is its default message, so `raise ChiefStoreError()` still says something
+a person can act on.
+"""
+
+from __future__ import annotations
+
+
+class ChiefError(Exception):
+    """The Chief could not do what was asked — see the log line before this one for the cause."""
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or (type(self).__doc__ or "").strip()
+        super().__init__(self.message)
+
+
+class ChiefConfigError(ChiefError):
+    """A Chief setting has a bad value — fix the environment variable named in the message."""
+
+
+class ChiefInputError(ChiefError):
+    """The Chief does not accept this value — the message lists what it accepts."""
+
+
+class ChiefStoreError(ChiefError):
+    """chief.db could not be read or written — check the file, its folder and free disk space."""
+
+
+class DoorError(ChiefError):
+    """The notify door refused or failed this request — see the door's log for the reason."""
+
+
+class TelegramUnavailable(ChiefError):
+    """Telegram did not accept the message — the engine will retry the row later."""
+
+    def __init__(self, message: str | None = None, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        # Telegram's own flood-control wait, passed on as the door's Retry-After.
+        self.retry_after_s = retry_after_s

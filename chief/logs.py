@@ -1,0 +1,39 @@
+"""Structured logging for the chief entry points: one structlog event per line on stderr.
+
+JSON when stderr is not a terminal (production, systemd, tests), key=value console output on a
+tty. Library code only calls `structlog.get_logger(...)`; entry points call `configure_logging()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(json: bool | None = None) -> None:
+    """Configure structlog for this process; calling it again just applies the same setup again.
+
+    `json=None` picks JSON unless stderr is a terminal.
+    """
+    if json is None:
+        json = not sys.stderr.isatty()
+    processors: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    if json:
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        # The console renderer formats exceptions itself (and warns if format_exc_info ran first).
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
+        cache_logger_on_first_use=False,
+    )

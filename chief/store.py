@@ -1,0 +1,327 @@
+"""chief.db: the only module that speaks SQL.
+
+Tables (schema version in PRAGMA user_version, migrated on open):
+
+    chiefs               one Master Chief conversation per owner; created on first use, and a
+                         trigger refuses DELETE (the conversation is never trashed)
+    messages             the conversation; `external_request_id` UNIQUE is the report key
+    chief_report_outbox  one row per report key; `message_id`/`landed_at` set when it lands
+    coop_notify_sent     the notify door's record of which Coop outbox rows rang Telegram
+
+Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
+only a process crash (NORMAL would only survive the latter).
+
+Thread hops: aiosqlite runs every call on the connection's own thread, and each await is a
+70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
+thread (aiosqlite's `_execute`, the seam its own methods use). That also means no other task's
+statement can interleave with a transaction, because the thread runs one function at a time.
+sqlite3 errors are translated into ChiefStoreError here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+import anyio
+
+from chief.errors import ChiefStoreError
+from chief.model import Message
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_S = 5.0
+# Rows landed per drain transaction: bounds how long one pass holds the turn lock.
+DRAIN_BATCH_ROWS = 256
+
+# Each migration is a tuple of statements (not a script: executescript would COMMIT on its own,
+# and the whole migration must sit inside the caller's BEGIN IMMEDIATE).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE chiefs (
+            id INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TRIGGER chiefs_never_deleted BEFORE DELETE ON chiefs
+        BEGIN SELECT RAISE(ABORT, 'the Master Chief conversation is never deleted'); END""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'system')),
+            content TEXT NOT NULL,
+            turn_kind TEXT NOT NULL CHECK (turn_kind IN ('chat', 'coop', 'cron')),
+            origin TEXT NOT NULL CHECK (origin IN ('user', 'scheduled_task')),
+            external_request_id TEXT UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX messages_by_chief ON messages (chief_id, id)",
+        """CREATE TABLE chief_report_outbox (
+            source_key TEXT PRIMARY KEY,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            text TEXT NOT NULL,
+            source_conversation_id TEXT,
+            created_at TEXT NOT NULL,
+            message_id INTEGER REFERENCES messages(id),
+            landed_at TEXT
+        )""",
+        # Undelivered rows in insertion (rowid) order: what the drainer scans.
+        """CREATE INDEX chief_report_outbox_undelivered ON chief_report_outbox (chief_id)
+        WHERE message_id IS NULL""",
+        """CREATE TABLE coop_notify_sent (
+            outbox_id TEXT PRIMARY KEY,
+            telegram_message_id INTEGER,
+            sent_at TEXT NOT NULL
+        )""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_MESSAGE_COLUMNS = "id, role, content, turn_kind, origin, external_request_id, created_at"
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """Run `fn` inside BEGIN IMMEDIATE on the connection thread; roll back unless it finishes."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn, *args)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise ChiefStoreError(
+            f"chief.db at {path} cannot use WAL (journal mode stays {mode!r}) — put it on a local "
+            "file system"
+        )
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    # Inside BEGIN IMMEDIATE, so two processes opening a fresh file never both migrate it.
+    _write(conn, _migrate, path)
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise ChiefStoreError(
+            f"chief.db at {path} has schema version {version}, newer than this code's "
+            f"{SCHEMA_VERSION} — upgrade coop-notifier before opening it"
+        )
+    for migration in MIGRATIONS[version:]:
+        for statement in migration:
+            conn.execute(statement)
+    if version < SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _resolve_chief(conn: sqlite3.Connection, owner: str) -> int:
+    conn.execute(
+        "INSERT INTO chiefs (owner, created_at) VALUES (?, ?) ON CONFLICT (owner) DO NOTHING",
+        (owner, _utc_now()),
+    )
+    (chief_id,) = conn.execute("SELECT id FROM chiefs WHERE owner = ?", (owner,)).fetchone()
+    return int(chief_id)
+
+
+def _enqueue_report(
+    conn: sqlite3.Connection,
+    chief_id: int,
+    key: str,
+    text: str,
+    source_conversation_id: str | None,
+) -> int | None:
+    landed = conn.execute(
+        "SELECT id FROM messages WHERE external_request_id = ?", (key,)
+    ).fetchone()
+    if landed is not None:
+        return int(landed[0])
+    # Autocommit: this one statement is its own durable transaction. A key already queued is
+    # ignored, so the first text reported under a key is the one that lands.
+    conn.execute(
+        "INSERT OR IGNORE INTO chief_report_outbox "
+        "(source_key, chief_id, text, source_conversation_id, created_at) VALUES (?, ?, ?, ?, ?)",
+        (key, chief_id, text, source_conversation_id, _utc_now()),
+    )
+    return None
+
+
+def _land_undelivered(
+    conn: sqlite3.Connection, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
+) -> tuple[list[tuple[str, int]], bool]:
+    rows = conn.execute(
+        "SELECT source_key, text FROM chief_report_outbox "
+        "WHERE chief_id = ? AND message_id IS NULL ORDER BY rowid LIMIT ?",
+        (chief_id, limit),
+    ).fetchall()
+    landed: list[tuple[str, int]] = []
+    for key, text in rows:
+        now = _utc_now()
+        cursor = conn.execute(
+            "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
+            "external_request_id, created_at) "
+            "VALUES (?, 'assistant', ?, ?, 'scheduled_task', ?, ?) "
+            "ON CONFLICT (external_request_id) DO NOTHING",
+            (chief_id, text, turn_kind_of(key), key, now),
+        )
+        if cursor.rowcount == 1:
+            message_id = int(cursor.lastrowid or 0)
+        else:
+            # Only reachable if a message with this key exists without its outbox record
+            # (written by hand): adopt it rather than wedge the queue on a UNIQUE error.
+            (message_id,) = conn.execute(
+                "SELECT id FROM messages WHERE external_request_id = ?", (key,)
+            ).fetchone()
+        conn.execute(
+            "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
+            (message_id, now, key),
+        )
+        landed.append((key, int(message_id)))
+    return landed, len(rows) == limit
+
+
+def _append_message(
+    conn: sqlite3.Connection, chief_id: int, role: str, content: str, turn_kind: str, origin: str
+) -> int:
+    cursor = conn.execute(
+        "INSERT INTO messages (chief_id, role, content, turn_kind, origin, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (chief_id, role, content, turn_kind, origin, _utc_now()),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def _recent_messages(conn: sqlite3.Connection, chief_id: int, limit: int) -> list[Message]:
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE chief_id = ? ORDER BY id DESC LIMIT ?",
+        (chief_id, limit),
+    ).fetchall()
+    return [Message(*row) for row in reversed(rows)]
+
+
+def _owners(conn: sqlite3.Connection) -> list[str]:
+    return [str(row[0]) for row in conn.execute("SELECT owner FROM chiefs ORDER BY id")]
+
+
+def _scalar(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+class ChiefStore:
+    """One aiosqlite connection to chief.db; every method is one use case in one thread hop."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        self._closed = False
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, path: Path, *, create: bool = True) -> AsyncIterator[ChiefStore]:
+        """Open (creating the file and its folder unless `create=False`) and migrate chief.db."""
+        if not create and not await anyio.Path(path).exists():
+            raise ChiefStoreError(
+                f"no chief.db at {path} — start the door once (chief serve), or point CHIEF_DB at "
+                "the right file"
+            )
+        try:
+            await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
+            db = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
+        store = cls(db, path)
+        try:
+            await store._hop(_prepare, path)
+            yield store
+        finally:
+            store._closed = True
+            await db.close()
+
+    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(raw_connection, *args)` on the connection thread: one hop, errors translated."""
+        if self._closed:
+            raise ChiefStoreError(
+                f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
+            )
+        db = self._db
+        try:
+            # aiosqlite's own methods are built on _execute; going through it directly is what
+            # lets a whole transaction run as one hop. db._conn is the sqlite3 connection.
+            return await db._execute(lambda: fn(db._conn, *args))  # type: ignore[no-any-return]
+        except sqlite3.Error as exc:
+            raise ChiefStoreError(f"chief.db at {self.path}: {exc}") from exc
+
+    async def resolve_chief(self, owner: str) -> int:
+        """The owner's Master Chief id, created on first use."""
+        return await self._hop(_write, _resolve_chief, owner)
+
+    async def find_chief(self, owner: str) -> int | None:
+        """The owner's Master Chief id, or None when it was never created (read only)."""
+        found = await self._hop(_scalar, "SELECT id FROM chiefs WHERE owner = ?", (owner,))
+        return None if found is None else int(found)
+
+    async def owners(self) -> list[str]:
+        """Every owner with a Master Chief in this file."""
+        return await self._hop(_owners)
+
+    async def enqueue_report(
+        self, chief_id: int, key: str, text: str, source_conversation_id: str | None
+    ) -> int | None:
+        """The landed message id for `key`, or None after durably queueing the report."""
+        return await self._hop(_enqueue_report, chief_id, key, text, source_conversation_id)
+
+    async def land_undelivered(
+        self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int = DRAIN_BATCH_ROWS
+    ) -> tuple[list[tuple[str, int]], bool]:
+        """Append up to `limit` undelivered reports in outbox order and record each message id,
+        all in one transaction. Returns ((key, message id) landed, whether more may wait)."""
+        return await self._hop(_write, _land_undelivered, chief_id, turn_kind_of, limit)
+
+    async def append_message(
+        self, chief_id: int, role: str, content: str, turn_kind: str, origin: str
+    ) -> int:
+        """Append one message (autocommit, one statement) and return its id."""
+        return await self._hop(_append_message, chief_id, role, content, turn_kind, origin)
+
+    async def recent_messages(self, chief_id: int, limit: int) -> list[Message]:
+        """The last `limit` messages, oldest first."""
+        return await self._hop(_recent_messages, chief_id, limit)
+
+    async def undelivered_count(self, chief_id: int) -> int:
+        """Reports queued for this Chief that have not landed yet."""
+        sql = "SELECT COUNT(*) FROM chief_report_outbox WHERE chief_id = ? AND message_id IS NULL"
+        return int(await self._hop(_scalar, sql, (chief_id,)))
+
+    async def notify_sent(self, outbox_id: str) -> bool:
+        """Whether the door already rang Telegram for this Coop outbox row."""
+        sql = "SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?"
+        return await self._hop(_scalar, sql, (outbox_id,)) is not None
+
+    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
+        """Record that Telegram accepted this row's message; a second mark writes nothing."""
+        sql = (
+            "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
+            "VALUES (?, ?, ?)"
+        )
+        await self._hop(_scalar, sql, (outbox_id, telegram_message_id, _utc_now()))
+
+    async def sent_count(self) -> int:
+        """Coop outbox rows the door has rung Telegram for."""
+        return int(await self._hop(_scalar, "SELECT COUNT(*) FROM coop_notify_sent", ()))
