@@ -39,7 +39,8 @@ def _version() -> str:
 
 class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.exit(0, f"{PROG} {_version()}\n")
+        print(f"{PROG} {_version()}")
+        parser.exit(0)
 
 
 def build_parser() -> Parser:

@@ -1,0 +1,73 @@
+"""What the database itself enforces, and what a failed transaction leaves behind: nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from engine import ledger, store
+from engine.errors import StoreError
+
+
+def counts(db: str) -> dict[str, int]:
+    with sqlite3.connect(db) as conn:
+        return {
+            t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("todos", "coop_events", "coop_outbox")
+        }
+
+
+def test_raw_update_on_the_event_log_is_refused_by_the_database(db):
+    ledger.add_todo("t", actor="builder", db=db)
+    conn = sqlite3.connect(db)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only: events are never updated"):
+        conn.execute("UPDATE coop_events SET actor = 'someone else'")
+    conn.close()
+
+
+def test_raw_delete_on_the_event_log_is_refused_by_the_database(db):
+    ledger.add_todo("t", actor="builder", db=db)
+    conn = sqlite3.connect(db)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only: events are never deleted"):
+        conn.execute("DELETE FROM coop_events")
+    conn.close()
+    assert counts(db)["coop_events"] == 1
+
+
+def test_a_failing_outbox_insert_leaves_neither_the_change_nor_its_event(db):
+    ledger.add_todo("t", actor="builder", db=db)
+    ledger.take_todo(1, actor="builder", db=db)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_outbox BEFORE INSERT ON coop_outbox"
+            " BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )
+    before = counts(db)
+    with pytest.raises(StoreError, match="disk says no"):
+        ledger.done_todo(1, actor="builder", result_summary="lost?", db=db)
+    assert counts(db) == before
+    assert ledger.list_items("todo", db=db)[0]["status"] == "taken"
+
+
+def test_a_failure_after_the_outbox_insert_rolls_back_both(db):
+    """The outbox row is in; then the transaction's next statement fails."""
+    ledger.add_todo("t", actor="builder", db=db)
+    with sqlite3.connect(db) as conn:
+        # Fires on the read-back that follows the outbox insert in the same transaction.
+        conn.execute(
+            "CREATE TRIGGER fail_after AFTER INSERT ON coop_outbox"
+            " BEGIN INSERT INTO no_such_table VALUES (1); END"
+        )
+    with pytest.raises(StoreError):
+        ledger.abandon_todo(1, actor="builder", reason="r", db=db)
+    assert counts(db) == {"todos": 1, "coop_events": 1, "coop_outbox": 0}
+
+
+def test_migrations_are_recorded_and_reopening_is_a_no_op(db):
+    with store.connection(db) as conn:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        assert version == len(store.MIGRATIONS)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with store.connection(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == version
