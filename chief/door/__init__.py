@@ -1,0 +1,15 @@
+"""The notify door: the one HTTP endpoint through which a line from the engine reaches the owner.
+
+Layers, pointing inward:
+    config.py    settings from the environment (frozen `DoorConfig`)
+    posture.py   the security posture seam (a JSON file, or always `normal`)
+    guard.py     the six checks, in order, over the raw peer and headers
+    locks.py     per-row asyncio locks that empty themselves; the single-instance serve lock
+    service.py   the verbs: notify (Master Chief first, Telegram once) and status
+    router.py    the FastAPI router (`make_router`) a host application mounts
+    serving.py   uvicorn for the project's long-running entry points
+    app.py       `chief serve`: the standalone app and its `main`
+
+Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable` in posture.py,
+`ChannelUnavailable` and `ChiefUnavailable` in service.py).
+"""

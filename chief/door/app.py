@@ -1,0 +1,132 @@
+"""`chief serve`: the notify door as a standalone service (FastAPI on uvicorn, loopback).
+
+Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
+single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
+then serve. The lifespan opens the Telegram sender (one `Bot` kept open) and the Chief; with no
+`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM lets requests
+in flight finish (bounded), closes the Chief and the Bot, and exits 0.
+
+Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
+unusable), 2 for a wrong setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+
+import structlog
+from fastapi import FastAPI
+
+from chief.config import ChiefConfig
+from chief.door.config import DoorConfig, is_loopback_host
+from chief.door.locks import ServeLock
+from chief.door.posture import posture_source
+from chief.door.router import make_router
+from chief.door.service import DoorService
+from chief.errors import ChiefError
+from chief.telegram.sender import build_sender
+
+log = structlog.get_logger("chief.door")
+
+
+def create_app(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
+    """The standalone door app; `app.state.door` is its `DoorService`."""
+    sender = build_sender(
+        door_config.telegram_bot_token,
+        door_config.telegram_chat_id,
+        base_url=door_config.telegram_api_base,
+        timeout_s=door_config.telegram_timeout_s,
+    )
+    service = DoorService(
+        chief=None, sender=sender, posture=posture_source(door_config.posture_file)
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        from chief.conversation import Chief  # the store and its drivers load at start only
+
+        async with AsyncExitStack() as stack:
+            if sender is not None:
+                await sender.start()
+                stack.push_async_callback(sender.aclose)
+            if chief_config.owner is None:
+                log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
+            else:
+                try:
+                    service.chief = await stack.enter_async_context(Chief.open(chief_config))
+                except ChiefError as exc:
+                    log.error("door.start_failed", error=str(exc))
+                    raise
+            log.info(
+                "door.started",
+                db_path=str(chief_config.db_path),
+                owner_configured=service.chief is not None,
+                telegram_configured=sender is not None,
+                posture_file=str(door_config.posture_file or ""),
+            )
+            try:
+                yield
+            finally:
+                service.chief = None
+                log.info("door.stopping")
+
+    app = FastAPI(
+        title="Coop notify door",
+        version="1",
+        lifespan=lifespan,
+        openapi_url=None,  # no unguarded route at all; tests read app.openapi() directly
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.include_router(make_router(door_config, service))
+    app.state.door = service
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
+    from chief.door.serving import run_server
+    from chief.logs import configure_logging
+
+    parser = argparse.ArgumentParser(
+        prog="chief serve", description="Run the Coop notify door (loopback only)."
+    )
+    parser.add_argument("--host", help="loopback address to bind (default CHIEF_HOST)")
+    parser.add_argument("--port", type=int, help="port to bind, 0 for any (default CHIEF_PORT)")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        chief_config = ChiefConfig.from_env()
+        door_config = DoorConfig.from_env()
+    except ChiefError as exc:
+        print(f"chief serve: {exc}", file=sys.stderr)
+        return 2
+    if args.host is not None:
+        if not is_loopback_host(args.host):
+            print(f"chief serve: --host {args.host} is not a loopback address", file=sys.stderr)
+            return 2
+        door_config = replace(door_config, host=args.host)
+    if args.port is not None:
+        door_config = replace(door_config, port=args.port)
+    lock = ServeLock(chief_config.db_path)
+    try:
+        lock.acquire()
+    except ChiefError as exc:
+        print(f"chief serve: {exc}", file=sys.stderr)
+        return 1
+    try:
+        app = create_app(door_config, chief_config)
+        started = run_server(
+            app, host=door_config.host, port=door_config.port, event="door.listening"
+        )
+    finally:
+        lock.release()
+    if not started:
+        print("chief serve: the door did not start; see the log above", file=sys.stderr)
+        return 1
+    log.info("door.stopped")
+    return 0

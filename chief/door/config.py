@@ -1,0 +1,204 @@
+"""The door's settings, read once at start from the environment into a frozen `DoorConfig`.
+
+    CHIEF_HOST             127.0.0.1       the loopback address `chief serve` binds
+    CHIEF_PORT             8765            its port (0: any free port, logged at start)
+    COOP_SERVICE_KEY_FILE  <COOP_HOME>/service.key   the shared service key, mode 0600
+    CHIEF_ALLOWED_PEERS    127.0.0.1,::1   peer addresses the guard lets in
+    CHIEF_POSTURE_FILE     unset: always `normal`    JSON {"state": "normal|blocked|locked"}
+    TELEGRAM_BOT_TOKEN     unset: Telegram not configured (set both or neither)
+    TELEGRAM_CHAT_ID       unset           the owner's chat (numeric id or @name)
+    TELEGRAM_API_BASE      https://api.telegram.org/bot   the emulator's: http://127.0.0.1:P/bot
+    TELEGRAM_TIMEOUT_S     10              bound on each Telegram call (< the engine's 15 s)
+
+`COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
+`DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
+once here and only its SHA-256 digest is kept: rotating the key means restarting the door.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chief.errors import DoorError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
+DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
+# The engine's client gives up after 15 s and the report wait takes up to 2 s of that: a Telegram
+# call must end well before, or the engine retries a send that is still in flight.
+DEFAULT_TELEGRAM_TIMEOUT_S = 10.0
+MAX_TELEGRAM_TIMEOUT_S = 60.0
+# The key file may hold a newline and nothing else of note; a huge file is a wrong path.
+MAX_KEY_FILE_BYTES = 4096
+
+
+def data_home(env: Mapping[str, str]) -> Path:
+    """The data folder: `COOP_HOME`, else `coop/` under the per-user data directory (the same
+    rule chief.config uses for chief.db: a relative `XDG_DATA_HOME` is ignored, as XDG says)."""
+    if env.get("COOP_HOME", "").strip():
+        return Path(env["COOP_HOME"]).expanduser()
+    xdg = env.get("XDG_DATA_HOME", "")
+    root = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+    return root / "coop"
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for the names a loopback bind may use: `localhost` or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class DoorConfig:
+    """The notify door's settings (see the module docstring for each one and its default)."""
+
+    #: `CHIEF_HOST`: the loopback address `chief serve` binds.
+    host: str
+    #: `CHIEF_PORT`: the port `chief serve` binds (0 picks a free one and logs it).
+    port: int
+    #: `COOP_SERVICE_KEY_FILE`: where the service key was read from.
+    service_key_file: Path
+    #: SHA-256 of the service key; the key itself is never kept.
+    service_key_digest: bytes = field(repr=False)
+    #: `CHIEF_ALLOWED_PEERS`: peer addresses the guard lets in.
+    allowed_peers: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
+    #: `CHIEF_POSTURE_FILE`: the posture source; None means the posture is always `normal`.
+    posture_file: Path | None
+    #: `TELEGRAM_BOT_TOKEN`: the bot's token, None when Telegram is not configured.
+    telegram_bot_token: str | None = field(repr=False)
+    #: `TELEGRAM_CHAT_ID`: the owner's chat, None when Telegram is not configured.
+    telegram_chat_id: str | None
+    #: `TELEGRAM_API_BASE`: the Bot API base URL the token is appended to.
+    telegram_api_base: str
+    #: `TELEGRAM_TIMEOUT_S`: the bound on each Telegram call.
+    telegram_timeout_s: float
+
+    @property
+    def telegram_configured(self) -> bool:
+        return self.telegram_bot_token is not None and self.telegram_chat_id is not None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> DoorConfig:
+        """Read and check every setting; raise `DoorError` naming the first wrong one."""
+        env = os.environ if environ is None else environ
+        host = env.get("CHIEF_HOST", DEFAULT_HOST).strip()
+        if not is_loopback_host(host):
+            raise DoorError(
+                f"CHIEF_HOST={host!r} is not a loopback address; the door listens on loopback only "
+                "(use 127.0.0.1 or ::1)"
+            )
+        key_file = Path(
+            env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key"
+        ).expanduser()
+        token = env.get("TELEGRAM_BOT_TOKEN", "").strip() or None
+        chat_id = env.get("TELEGRAM_CHAT_ID", "").strip() or None
+        if (token is None) != (chat_id is None):
+            missing = "TELEGRAM_CHAT_ID" if chat_id is None else "TELEGRAM_BOT_TOKEN"
+            raise DoorError(
+                f"{missing} is not set while the other Telegram setting is; set both or neither"
+            )
+        posture = env.get("CHIEF_POSTURE_FILE", "").strip()
+        return cls(
+            host=host,
+            port=_port(env.get("CHIEF_PORT", str(DEFAULT_PORT))),
+            service_key_file=key_file,
+            service_key_digest=read_service_key_digest(key_file),
+            allowed_peers=_peers(env.get("CHIEF_ALLOWED_PEERS", ",".join(DEFAULT_ALLOWED_PEERS))),
+            posture_file=Path(posture).expanduser() if posture else None,
+            telegram_bot_token=token,
+            telegram_chat_id=chat_id,
+            telegram_api_base=_api_base(env.get("TELEGRAM_API_BASE", DEFAULT_TELEGRAM_API_BASE)),
+            telegram_timeout_s=_timeout(
+                env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S))
+            ),
+        )
+
+
+def read_service_key_digest(path: Path) -> bytes:
+    """The SHA-256 of the key in `path`, refusing a file anyone but its owner could read."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise DoorError(
+            f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror}); create it with a "
+            "random key and `chmod 600` it"
+        ) from exc
+    if not stat.S_ISREG(mode):
+        raise DoorError(f"COOP_SERVICE_KEY_FILE {path} is not a regular file")
+    if mode & 0o077:
+        raise DoorError(
+            f"COOP_SERVICE_KEY_FILE {path} has mode {stat.S_IMODE(mode):04o}; the service key "
+            f"must be private (0600): run `chmod 600 {path}`"
+        )
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise DoorError(f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror})") from exc
+    key = raw.strip()
+    if len(raw) > MAX_KEY_FILE_BYTES or not key:
+        raise DoorError(
+            f"COOP_SERVICE_KEY_FILE {path} must hold one key of 1..{MAX_KEY_FILE_BYTES} bytes"
+        )
+    return hashlib.sha256(key).digest()
+
+
+def _port(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise DoorError(f"CHIEF_PORT={raw!r} is not a port number (0..65535)")
+    return port
+
+
+def _peers(raw: str) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    peers = set()
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            peers.add(ipaddress.ip_address(item))
+        except ValueError as exc:
+            raise DoorError(
+                f"CHIEF_ALLOWED_PEERS names {item!r}, which is not an IP address "
+                "(a comma-separated list such as 127.0.0.1,::1)"
+            ) from exc
+    if not peers:
+        raise DoorError("CHIEF_ALLOWED_PEERS is empty; leave it unset for 127.0.0.1,::1")
+    return frozenset(peers)
+
+
+def _api_base(raw: str) -> str:
+    base = raw.strip()
+    if not base.startswith(("http://", "https://")):
+        raise DoorError(
+            f"TELEGRAM_API_BASE={raw!r} must be an http(s) URL such as "
+            f"{DEFAULT_TELEGRAM_API_BASE} or http://127.0.0.1:8081/bot"
+        )
+    return base
+
+
+def _timeout(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_TELEGRAM_TIMEOUT_S:
+        raise DoorError(
+            f"TELEGRAM_TIMEOUT_S={raw!r} must be a number of seconds in "
+            f"(0, {MAX_TELEGRAM_TIMEOUT_S:g}]"
+        )
+    return value

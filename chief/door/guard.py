@@ -1,0 +1,141 @@
+"""The door's guard: who may knock, checked in a fixed order before the body is looked at.
+
+1. the peer address is in the accepted list (default 127.0.0.1, ::1)   403 peer_not_allowed
+2. no Origin, Cookie, X-Forwarded-For, Forwarded, X-Forwarded-Host, X-Real-IP or session
+   header: nothing from a browser or a proxy                             403 forwarded_or_browser
+3. the Host header names a loopback host (shuts DNS rebinding: a page can
+   reach loopback, but never with a loopback Host)                       403 host_not_loopback
+4. the service key, compared with hmac.compare_digest over SHA-256
+   digests (fixed length, so a guess's length leaks nothing)             401 service_key_invalid
+5. the security posture: normal passes                                   403 posture_blocked,
+                                                 403 posture_locked, 503 posture_unavailable
+6. the Chief belongs to the configured owner                             503 owner_unconfigured
+
+The guard reads only the raw ASGI scope (peer and header bytes), so it is the same whether the
+router runs in `chief serve` or inside a host application.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from chief.door.config import DoorConfig
+from chief.door.posture import PostureSource, PostureUnavailable
+
+SERVICE_KEY_HEADER = "X-Coop-Service-Key"
+_KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
+# A request that carries any of these came through a browser or a proxy, never from the engine.
+FORBIDDEN_HEADERS: frozenset[bytes] = frozenset(
+    {b"origin", b"cookie", b"x-forwarded-for", b"forwarded", b"x-forwarded-host", b"x-real-ip"}
+)
+# Session headers of host applications (X-Session-Id, X-Pippa-Session, ...): a logged-in
+# client must not ride its session into the door.
+SESSION_MARKER = b"session"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the guard turned a request away: the HTTP status and the `detail` word."""
+
+    status: int
+    reason: str
+
+
+PEER_NOT_ALLOWED = Refusal(403, "peer_not_allowed")
+FORWARDED_OR_BROWSER = Refusal(403, "forwarded_or_browser")
+HOST_NOT_LOOPBACK = Refusal(403, "host_not_loopback")
+SERVICE_KEY_INVALID = Refusal(401, "service_key_invalid")
+POSTURE_BLOCKED = Refusal(403, "posture_blocked")
+POSTURE_LOCKED = Refusal(403, "posture_locked")
+POSTURE_UNAVAILABLE = Refusal(503, "posture_unavailable")
+OWNER_UNCONFIGURED = Refusal(503, "owner_unconfigured")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The six checks over one request's peer and headers; `check` answers the first refusal."""
+
+    config: DoorConfig
+    posture: PostureSource
+
+    def check(
+        self,
+        peer: str | None,
+        headers: Iterable[tuple[bytes, bytes]],
+        *,
+        owner_configured: bool,
+    ) -> Refusal | None:
+        if not self._peer_allowed(peer):
+            return PEER_NOT_ALLOWED
+        header_list = [(name.lower(), value) for name, value in headers]
+        if any(_forbidden(name) for name, _ in header_list):
+            return FORWARDED_OR_BROWSER
+        hosts = [value for name, value in header_list if name == b"host"]
+        if len(hosts) != 1 or not host_is_loopback(hosts[0]):
+            return HOST_NOT_LOOPBACK
+        keys = [value for name, value in header_list if name == _KEY_HEADER]
+        if len(keys) != 1 or not self._key_matches(keys[0]):
+            return SERVICE_KEY_INVALID
+        try:
+            state = self.posture.read()
+        except PostureUnavailable:
+            return POSTURE_UNAVAILABLE
+        if state == "blocked":
+            return POSTURE_BLOCKED
+        if state == "locked":
+            return POSTURE_LOCKED
+        if not owner_configured:
+            return OWNER_UNCONFIGURED
+        return None
+
+    def _peer_allowed(self, peer: str | None) -> bool:
+        if peer is None:
+            return False
+        try:
+            address = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return address in self.config.allowed_peers
+
+    def _key_matches(self, presented: bytes) -> bool:
+        # Digests of equal length make the comparison's time independent of the guess's length.
+        digest = hashlib.sha256(presented.strip()).digest()
+        return hmac.compare_digest(digest, self.config.service_key_digest)
+
+
+def _forbidden(name: bytes) -> bool:
+    return name in FORBIDDEN_HEADERS or SESSION_MARKER in name
+
+
+def host_is_loopback(raw: bytes) -> bool:
+    """True for exactly `127.0.0.1`, `localhost` or `[::1]`, each with or without a port."""
+    try:
+        host = raw.decode("ascii").strip().lower()
+    except UnicodeDecodeError:
+        return False
+    name, port = host, ""
+    if host.startswith("["):
+        close = host.find("]")
+        if close < 0:
+            return False
+        name, rest = host[: close + 1], host[close + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                return False
+            port = rest[1:]
+            if not port:
+                return False
+    elif ":" in host:
+        name, port = host.split(":", 1)
+        if not port:
+            return False
+    if port and not (port.isdigit() and len(port) <= 5):
+        return False
+    return name in LOOPBACK_HOSTS

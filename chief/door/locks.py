@@ -1,0 +1,97 @@
+"""Locks of the door: per-key asyncio locks, and the single-instance lock of `chief serve`.
+
+`KeyedLocks`: per-key asyncio locks that exist only while someone holds or waits on them. The
+door serialises the Telegram send for one outbox row under the row's lock, so concurrent
+retries of the same row wait and then find the sent mark instead of ringing again. An entry is
+dropped the moment its last holder or waiter leaves (cancelled waiters included), so the table
+is bounded by the requests in flight, never by the rows ever seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chief.errors import DoorError
+
+
+@dataclass
+class _Entry:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+class KeyedLocks:
+    """One lock per key; `async with locks.hold(key):` serialises callers of the same key."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        """How many keys have a holder or a waiter right now."""
+        return len(self._entries)
+
+    def waiting(self, key: str) -> int:
+        """Holders plus waiters of `key` (0 when it has no entry)."""
+        entry = self._entries.get(key)
+        return entry.users if entry else 0
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        # The count moves before the first await, so no other task can see an entry with no
+        # users that is about to be used (the event loop switches tasks only at an await).
+        entry = self._entries.setdefault(key, _Entry())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self._entries.get(key) is entry:
+                del self._entries[key]
+
+
+class ServeLock:
+    """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
+
+    The per-row locks above live in one process, so two doors on one chief.db could both ring
+    for the same row; the second one refuses to start instead. The kernel drops the lock when
+    the holder dies, however it dies, so a crash never leaves a stale lock behind.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path.with_name(db_path.name + ".serve.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise DoorError(
+                f"another `chief serve` (pid {holder}) already runs on {self.path.parent} "
+                f"(it holds {self.path}); stop it first — the door must run as one process"
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> ServeLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()

@@ -1,0 +1,208 @@
+"""The door's HTTP surface: a FastAPI router a host application mounts, or `chief serve` runs.
+
+    POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?}
+    GET  /api/coop/engine/status   undelivered reports, sent count, posture, Telegram, uptime
+
+Both run the guard first, on the raw peer and headers, before the body is read: an
+unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
+validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
+characters). Answers:
+
+    200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..}
+        (+ "already_sent": true when this row had already rung)
+    401/403/503 {"detail": <guard reason>}        422 {"detail": [validation errors]}
+    413 {"detail": "body_too_large"}
+    503 {"detail": "notification_channel_unavailable"} (+ Retry-After when Telegram gave one)
+    503 {"detail": "chief_unavailable"}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import structlog
+from fastapi import APIRouter, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from chief.door.config import DoorConfig
+from chief.door.guard import SERVICE_KEY_HEADER, Guard
+from chief.door.service import ChannelUnavailable, ChiefUnavailable, DoorService
+
+log = structlog.get_logger("chief.door")
+
+NOTIFY_PATH = "/api/coop/engine/notify"
+STATUS_PATH = "/api/coop/engine/status"
+MAX_TEXT_CHARS = 4000
+MAX_KIND_CHARS = 100
+# Report source ids are at most 200 characters, 12 of them "coop-notify:".
+MAX_OUTBOX_ID_CHARS = 128
+# A valid body is at most ~50 kB (4,000 characters, each escaped as a surrogate pair); a larger
+# one is refused before it is parsed so a caller cannot make the door buffer without bound.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def _encodable(value: str) -> str:
+    # JSON can carry lone surrogates ("\ud800") that no database or Telegram can store.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from exc
+    return value
+
+
+def _has_content(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must contain something other than whitespace")
+    return value
+
+
+class NotifyBody(BaseModel):
+    """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    text: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_TEXT_CHARS),
+        AfterValidator(_encodable),
+        AfterValidator(_has_content),
+    ]
+    kind: Annotated[
+        str,
+        Field(min_length=1, max_length=MAX_KIND_CHARS),
+        AfterValidator(_encodable),
+        AfterValidator(_has_content),
+    ]
+    outbox_id: Annotated[
+        str | None,
+        Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS),
+    ] = None
+
+
+class NotifyAnswer(BaseModel):
+    delivered: bool
+    channel: str
+    outbox_id: str | None
+    chief_message_id: int | None
+    already_sent: bool = False
+
+
+class StatusAnswer(BaseModel):
+    undelivered_reports: int
+    sent_count: int
+    posture: str
+    telegram_configured: bool
+    uptime_s: float
+    notify_locks: int
+
+
+class Detail(BaseModel):
+    detail: str
+
+
+_KEY_PARAMETER = {
+    "name": SERVICE_KEY_HEADER,
+    "in": "header",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "the shared service key (its file is mode 0600)",
+}
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Detail, "description": "service key missing or wrong"},
+    403: {"model": Detail, "description": "peer, header, Host or posture refused"},
+    413: {"model": Detail, "description": "body larger than the door reads"},
+    503: {"model": Detail, "description": "posture, owner, Chief or Telegram unavailable"},
+}
+
+
+def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
+    """The door's routes over `service`; mount with `app.include_router(...)`."""
+    guard = Guard(config, service.posture)
+    router = APIRouter(tags=["coop engine door"])
+
+    def refused(request: Request) -> JSONResponse | None:
+        client = request.scope.get("client")
+        peer = client[0] if client else None
+        refusal = guard.check(
+            peer, request.scope.get("headers", []), owner_configured=service.chief is not None
+        )
+        if refusal is None:
+            return None
+        log.warning("door.refused", reason=refusal.reason, path=request.url.path, peer=peer)
+        return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
+
+    @router.post(
+        NOTIFY_PATH,
+        response_model=NotifyAnswer,
+        responses={
+            **_REFUSALS,
+            422: {"description": "the body is not exactly {text, kind, outbox_id?}"},
+        },
+        openapi_extra={
+            "parameters": [_KEY_PARAMETER],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": NotifyBody.model_json_schema()}},
+            },
+        },
+    )
+    async def notify(request: Request) -> JSONResponse:
+        """Land a line in the Master Chief, then ring Telegram once for its outbox row."""
+        refusal = refused(request)
+        if refusal is not None:
+            return refusal
+        raw = await _read_body(request)
+        if raw is None:
+            log.warning("door.refused", reason="body_too_large", path=request.url.path)
+            return JSONResponse({"detail": "body_too_large"}, status_code=413)
+        try:
+            body = NotifyBody.model_validate_json(raw)
+        except ValidationError as exc:
+            log.warning("door.refused", reason="invalid_body", path=request.url.path)
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+        try:
+            answer = await service.notify(body.text, body.kind, body.outbox_id)
+        except ChannelUnavailable as exc:
+            headers = {}
+            if exc.retry_after_s is not None:
+                headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
+            return JSONResponse(
+                {"detail": "notification_channel_unavailable"}, status_code=503, headers=headers
+            )
+        except ChiefUnavailable:
+            return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
+        return JSONResponse(answer)
+
+    @router.get(
+        STATUS_PATH,
+        response_model=StatusAnswer,
+        responses=_REFUSALS,
+        openapi_extra={"parameters": [_KEY_PARAMETER]},
+    )
+    async def status(request: Request) -> JSONResponse:
+        """What an operator asks the door: undelivered reports, sent count, posture, uptime."""
+        refusal = refused(request)
+        if refusal is not None:
+            return refusal
+        try:
+            return JSONResponse(await service.status())
+        except ChiefUnavailable:
+            return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
+
+    return router
+
+
+async def _read_body(request: Request) -> bytes | None:
+    """The body, or None once it passes MAX_BODY_BYTES (never buffering more than that)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

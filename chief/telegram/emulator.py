@@ -1,0 +1,308 @@
+"""A local Telegram Bot API emulator for tests and demos (`chief telegram-emulator`, loopback).
+
+It answers the calls the door's python-telegram-bot client makes, the way the real Bot API does
+(`{"ok": true, "result": ...}`, errors as `{"ok": false, "error_code": n, "description": ...}`):
+`getMe` (called at initialise), `sendMessage`, and harmless `close`/`logOut`/`deleteWebhook`.
+Bodies may be form-encoded (what PTB sends) or JSON. PTB's base URL is `http://127.0.0.1:P/bot`.
+
+Every accepted message is kept: `GET /emulator/messages` answers them as JSON, and with `--log`
+each is appended as one JSON line. Control endpoints, for tests and demos:
+
+- `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay", "count": N, "retry_after": s,
+  "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
+  429 with `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then
+  answered only after `delay_s` (past the client's timeout, a message that was still received);
+- `GET /emulator/calls`: how many API calls each method received;
+- `POST /emulator/reset`: forget messages, calls and faults (the JSON lines file is kept).
+
+In-process: `create_emulator()` returns the ASGI app and its `EmulatorState`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import anyio
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+log = structlog.get_logger("chief.telegram.emulator")
+
+DEFAULT_PORT = 8081
+MAX_MESSAGE_CHARS = 4096  # the Bot API's own limit for sendMessage text
+MAX_FAULT_DELAY_S = 300.0
+MAX_FAULT_COUNT = 10_000
+BOT_USER: dict[str, Any] = {
+    "id": 4242424242,
+    "is_bot": True,
+    "first_name": "Coop Emulator",
+    "username": "coop_emulator_bot",
+    "can_join_groups": True,
+    "can_read_all_group_messages": False,
+    "supports_inline_queries": False,
+}
+FAULT_MODES = frozenset({"429", "5xx", "delay"})
+
+
+@dataclass
+class Fault:
+    """One armed fault: applies to the next `remaining` calls of `methods`."""
+
+    mode: str
+    remaining: int
+    methods: frozenset[str]
+    retry_after_s: int = 1
+    status: int = 500
+    delay_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "remaining": self.remaining,
+            "methods": sorted(self.methods),
+            "retry_after": self.retry_after_s,
+            "status": self.status,
+            "delay_s": self.delay_s,
+        }
+
+
+@dataclass
+class EmulatorState:
+    """What the emulator received and what it was told to do; readable from in-process tests."""
+
+    token: str | None = None
+    log_path: Path | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    faults: list[Fault] = field(default_factory=list)
+    next_message_id: int = 1
+
+    def texts(self) -> list[str]:
+        return [message["text"] for message in self.messages]
+
+    def arm(self, fault: Fault) -> None:
+        self.faults.append(fault)
+
+    def take_fault(self, method: str) -> Fault | None:
+        for fault in self.faults:
+            if method in fault.methods:
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    def keep(self, chat_id: int | str, text: str) -> dict[str, Any]:
+        record = {
+            "message_id": self.next_message_id,
+            "chat_id": chat_id,
+            "text": text,
+            "received_at": time.time(),
+        }
+        self.next_message_id += 1
+        self.messages.append(record)
+        if self.log_path is not None:
+            with self.log_path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+        return record
+
+    def reset(self) -> None:
+        self.messages.clear()
+        self.calls.clear()
+        self.faults.clear()
+
+
+def _ok(result: Any) -> JSONResponse:
+    return JSONResponse({"ok": True, "result": result})
+
+
+def _error(code: int, description: str, **parameters: Any) -> JSONResponse:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return JSONResponse(body, status_code=code)
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query_params)
+    raw = await request.body()
+    if not raw:
+        return params
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        document = json.loads(raw)
+        if not isinstance(document, dict):
+            raise ValueError("the JSON body must be an object")
+        params.update(document)
+    else:
+        params.update(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+    return params
+
+
+def _chat(chat_id: Any) -> tuple[int | str, dict[str, Any]]:
+    text = str(chat_id).strip()
+    if text.lstrip("-").isdigit():
+        number = int(text)
+        if number < 0:
+            return number, {"id": number, "type": "group", "title": "Coop group"}
+        return number, {"id": number, "type": "private", "first_name": "Owner"}
+    return text, {"id": -1001234567890, "type": "channel", "title": text, "username": text[1:]}
+
+
+def create_emulator(
+    *, token: str | None = None, log_path: Path | None = None
+) -> tuple[Starlette, EmulatorState]:
+    """The emulator's ASGI app and its state (`token=None` accepts any token)."""
+    state = EmulatorState(token=token, log_path=log_path)
+
+    async def api(request: Request) -> JSONResponse:
+        if state.token is not None and request.path_params["token"] != state.token:
+            return _error(401, "Unauthorized")
+        method = request.path_params["method"].lower()
+        state.calls[method] += 1
+        try:
+            params = await _params(request)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(400, f"Bad Request: can't parse request body: {exc}")
+        fault = state.take_fault(method)
+        if fault is not None and fault.mode == "429":
+            return _error(
+                429,
+                f"Too Many Requests: retry after {fault.retry_after_s}",
+                retry_after=fault.retry_after_s,
+            )
+        if fault is not None and fault.mode == "5xx":
+            return _error(fault.status, "Internal Server Error")
+        answer = _answer(method, params)
+        if fault is not None and fault.mode == "delay":
+            await anyio.sleep(fault.delay_s)
+        return answer
+
+    def _answer(method: str, params: dict[str, Any]) -> JSONResponse:
+        if method == "getme":
+            return _ok(BOT_USER)
+        if method in {"close", "logout", "deletewebhook"}:
+            return _ok(True)
+        if method != "sendmessage":
+            return _error(404, "Not Found: method not found")
+        if not str(params.get("chat_id", "")).strip():
+            return _error(400, "Bad Request: chat_id is empty")
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if len(text) > MAX_MESSAGE_CHARS:
+            return _error(400, "Bad Request: message is too long")
+        chat_id, chat = _chat(params["chat_id"])
+        record = state.keep(chat_id, text)
+        log.info("emulator.message", message_id=record["message_id"], chat_id=chat_id)
+        return _ok(
+            {
+                "message_id": record["message_id"],
+                "from": BOT_USER,
+                "chat": chat,
+                "date": int(record["received_at"]),
+                "text": text,
+            }
+        )
+
+    async def messages(_: Request) -> JSONResponse:
+        return JSONResponse({"messages": state.messages})
+
+    async def calls(_: Request) -> JSONResponse:
+        return JSONResponse({"calls": dict(state.calls)})
+
+    async def faults(request: Request) -> JSONResponse:
+        if request.method == "GET":
+            return JSONResponse({"faults": [fault.as_dict() for fault in state.faults]})
+        try:
+            fault = parse_fault(json.loads(await request.body()))
+        except (ValueError, TypeError) as exc:
+            return JSONResponse({"ok": False, "description": str(exc)}, status_code=400)
+        state.arm(fault)
+        log.info("emulator.fault_armed", **fault.as_dict())
+        return JSONResponse({"ok": True, "faults": [f.as_dict() for f in state.faults]})
+
+    async def reset(_: Request) -> JSONResponse:
+        state.reset()
+        return JSONResponse({"ok": True})
+
+    app = Starlette(
+        routes=[
+            Route("/bot{token}/{method}", api, methods=["GET", "POST"]),
+            Route("/emulator/messages", messages, methods=["GET"]),
+            Route("/emulator/calls", calls, methods=["GET"]),
+            Route("/emulator/faults", faults, methods=["GET", "POST"]),
+            Route("/emulator/reset", reset, methods=["POST"]),
+        ]
+    )
+    return app, state
+
+
+def parse_fault(document: Any) -> Fault:
+    """A `Fault` from the control endpoint's JSON, or ValueError saying what is wrong."""
+    if not isinstance(document, dict):
+        raise ValueError("a fault is a JSON object")
+    mode = str(document.get("mode", ""))
+    if mode not in FAULT_MODES:
+        raise ValueError(f"mode must be one of {sorted(FAULT_MODES)}, got {mode!r}")
+    count = int(document.get("count", 1))
+    if not 1 <= count <= MAX_FAULT_COUNT:
+        raise ValueError(f"count must be 1..{MAX_FAULT_COUNT}")
+    status = int(document.get("status", 500))
+    if not 500 <= status <= 599:
+        raise ValueError("status must be a 5xx code")
+    delay_s = float(document.get("delay_s", 0.0))
+    if not 0 <= delay_s <= MAX_FAULT_DELAY_S:
+        raise ValueError(f"delay_s must be 0..{MAX_FAULT_DELAY_S:g}")
+    retry_after = int(document.get("retry_after", 1))
+    if retry_after < 1:
+        raise ValueError("retry_after must be at least 1 second")
+    methods = document.get("methods", ["sendMessage"])
+    if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
+        raise ValueError("methods must be a list of Bot API method names")
+    return Fault(
+        mode=mode,
+        remaining=count,
+        methods=frozenset(m.lower() for m in methods),
+        retry_after_s=retry_after,
+        status=status,
+        delay_s=delay_s,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
+    from chief.door.config import is_loopback_host
+    from chief.door.serving import run_server
+    from chief.logs import configure_logging
+
+    parser = argparse.ArgumentParser(
+        prog="chief telegram-emulator",
+        description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
+    )
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
+    parser.add_argument("--log", type=Path, help="append every received message as JSON lines")
+    parser.add_argument("--token", help="accept only this bot token (default: any)")
+    args = parser.parse_args(argv)
+    configure_logging()
+    if not is_loopback_host(args.host):
+        print(
+            f"chief telegram-emulator: --host {args.host} is not loopback; use 127.0.0.1 or ::1",
+            file=sys.stderr,
+        )
+        return 2
+    app, _ = create_emulator(token=args.token, log_path=args.log)
+    started = run_server(app, host=args.host, port=args.port, event="emulator.listening")
+    return 0 if started else 1
