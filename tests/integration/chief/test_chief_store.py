@@ -1,0 +1,83 @@
+"""chief.db on a real file: migrations on open, WAL, the Master Chief never deleted."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from chief.config import ChiefConfig
+from chief.conversation import Chief
+from chief.errors import ChiefStoreError
+from chief.store import SCHEMA_VERSION, ChiefStore
+from tests.integration.chief.conftest import execute, query
+
+
+async def test_open_creates_the_folder_migrates_and_uses_wal(chief_config: ChiefConfig) -> None:
+    async with ChiefStore.open(chief_config.db_path):
+        pass
+    db = chief_config.db_path
+    assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(db, "PRAGMA journal_mode") == [("wal",)]
+    tables = {name for (name,) in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"chiefs", "messages", "chief_report_outbox", "coop_notify_sent"} <= tables
+
+
+async def test_two_openers_of_a_fresh_file_migrate_it_once(chief_config: ChiefConfig) -> None:
+    opened: list[int] = []
+
+    async def open_and_resolve() -> None:
+        async with ChiefStore.open(chief_config.db_path) as store:
+            opened.append(await store.resolve_chief("dad"))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(4):
+            tasks.start_soon(open_and_resolve)
+    assert len(opened) == 4
+    assert len(set(opened)) == 1
+    assert query(chief_config.db_path, "SELECT COUNT(*) FROM chiefs") == [(1,)]
+
+
+async def test_the_master_chief_is_created_once_and_kept_across_opens(
+    chief_config: ChiefConfig,
+) -> None:
+    async with Chief.open(chief_config) as chief:
+        first_id = chief.chief_id
+        await chief.append_message("user", "hello")
+    async with Chief.open(chief_config) as chief:
+        assert chief.chief_id == first_id
+        assert [m.content for m in await chief.recent_messages()] == ["hello"]
+    with pytest.raises(sqlite3.IntegrityError, match="never deleted"):
+        execute(chief_config.db_path, "DELETE FROM chiefs")
+
+
+async def test_a_newer_schema_is_refused_with_what_to_do(chief_config: ChiefConfig) -> None:
+    async with ChiefStore.open(chief_config.db_path):
+        pass
+    execute(chief_config.db_path, f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ChiefStoreError, match="upgrade coop-notifier"):
+        async with ChiefStore.open(chief_config.db_path):
+            pass
+
+
+async def test_an_unopenable_path_is_a_chief_store_error(tmp_path: Path) -> None:
+    (tmp_path / "chief.db").mkdir()
+    with pytest.raises(ChiefStoreError, match=r"chief\.db"):
+        async with ChiefStore.open(tmp_path / "chief.db"):
+            pass
+
+
+async def test_reading_a_missing_file_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(ChiefStoreError, match="chief serve"):
+        async with ChiefStore.open(tmp_path / "absent.db", create=False):
+            pass
+    assert not (tmp_path / "absent.db").exists()
+
+
+async def test_using_the_chief_after_close_says_so(chief_config: ChiefConfig) -> None:
+    async with Chief.open(chief_config) as chief:
+        pass
+    with pytest.raises(ChiefStoreError, match="closed"):
+        await chief.undelivered_count()
