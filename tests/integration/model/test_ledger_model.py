@@ -1,0 +1,183 @@
+"""A model-based test of the ledger: Hypothesis drives random sequences of verbs by several
+actors against a real SQLite file and, after every step, checks the database against a simple
+model: states, holders, closers never rewritten, one event per transition, one outbox row per
+reportable transition."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+
+from engine import ledger
+from engine.errors import CoopError
+
+ACTORS = ("builder", "reviewer", "owner", "chief")
+OWNER, CHIEF = "owner", "chief"
+
+
+@dataclass
+class Item:
+    kind: str
+    status: str = "open"
+    holder: str | None = None
+    closer: str | None = None
+    summary: str | None = None
+    sha: str | None = None
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    items = Bundle("items")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.TemporaryDirectory()
+        self.db = str(Path(self.dir.name) / "coop.db")
+        self.model: dict[tuple[str, int], Item] = {}
+        self.events = 0
+        self.outbox = 0
+
+    def teardown(self) -> None:
+        self.dir.cleanup()
+
+    def _apply(self, call, *, moved: bool, reported: bool) -> None:
+        """Run a verb the model says is legal; it must succeed and write what the model says."""
+        call()
+        self.events += int(moved)
+        self.outbox += int(reported)
+
+    def _refused(self, call) -> None:
+        with pytest.raises(CoopError):
+            call()
+
+    @rule(target=items, kind=st.sampled_from(["todo", "request"]), actor=st.sampled_from(ACTORS))
+    def add(self, kind: str, actor: str) -> tuple[str, int]:
+        if kind == "todo":
+            item_id = ledger.add_todo(f"t by {actor}", actor=actor, db=self.db)["todo"]["id"]
+        else:
+            item_id = ledger.add_request(f"r by {actor}", actor=actor, db=self.db)["request"]["id"]
+        self.model[(kind, item_id)] = Item(kind)
+        self.events += 1
+        return (kind, item_id)
+
+    @rule(ref=items, actor=st.sampled_from(ACTORS), force=st.booleans())
+    def take(self, ref, actor: str, force: bool) -> None:
+        kind, item_id = ref
+        item = self.model[ref]
+        verb = ledger.take_todo if kind == "todo" else ledger.take_request
+        call = lambda: verb(item_id, actor=actor, force=force, db=self.db)  # noqa: E731
+        if item.status not in ("open", "taken"):
+            return self._refused(call)
+        foreign = item.status == "taken" and item.holder != actor
+        if foreign and not force:
+            return self._refused(call)
+        self._apply(call, moved=True, reported=foreign)
+        item.status, item.holder = "taken", actor
+        return None
+
+    @rule(ref=items, actor=st.sampled_from(ACTORS), reason=st.sampled_from([None, "why"]))
+    def release(self, ref, actor: str, reason: str | None) -> None:
+        kind, item_id = ref
+        item = self.model[ref]
+        verb = ledger.release_todo if kind == "todo" else ledger.release_request
+        call = lambda: verb(item_id, actor=actor, reason=reason, db=self.db)  # noqa: E731
+        needs_reason = kind == "todo" or item.holder != actor
+        allowed = (
+            item.status == "taken"
+            and (item.holder == actor or actor in (OWNER, CHIEF))
+            and (reason is not None or not needs_reason)
+        )
+        if not allowed:
+            return self._refused(call)
+        self._apply(call, moved=True, reported=False)
+        item.status, item.holder = "open", None
+        return None
+
+    @rule(
+        ref=items,
+        actor=st.sampled_from(ACTORS),
+        force=st.booleans(),
+        summary=st.sampled_from([None, "s1", "s2"]),
+        sha=st.sampled_from([None, "abc"]),
+    )
+    def finish(self, ref, actor: str, force: bool, summary, sha) -> None:
+        kind, item_id = ref
+        item = self.model[ref]
+        verb = ledger.done_todo if kind == "todo" else ledger.close_request
+        target = "done" if kind == "todo" else "closed"
+        call = lambda: verb(  # noqa: E731
+            item_id, actor=actor, force=force, result_summary=summary, commit_sha=sha, db=self.db
+        )
+        if item.status == target:
+            if actor not in (item.closer, OWNER) and not force:
+                return self._refused(call)
+            changed = (summary is not None and summary != item.summary) or (
+                sha is not None and sha != item.sha
+            )
+            self._apply(call, moved=changed, reported=False)
+            item.summary = summary if summary is not None else item.summary
+            item.sha = sha if sha is not None else item.sha
+            return None
+        if item.status == "abandoned":
+            if actor != OWNER or not force:
+                return self._refused(call)
+        elif item.status == "taken" and item.holder != actor and not force:
+            return self._refused(call)
+        self._apply(call, moved=True, reported=True)
+        item.holder = item.holder or actor
+        item.status, item.closer, item.summary, item.sha = target, actor, summary, sha
+        return None
+
+    @rule(ref=items, actor=st.sampled_from(ACTORS), force=st.booleans())
+    def abandon(self, ref, actor: str, force: bool) -> None:
+        kind, item_id = ref
+        item = self.model[ref]
+        if kind != "todo":
+            return None
+        call = lambda: ledger.abandon_todo(  # noqa: E731
+            item_id, actor=actor, reason="gave up", force=force, db=self.db
+        )
+        if item.status not in ("open", "taken") or (
+            item.status == "taken" and item.holder != actor and not force
+        ):
+            return self._refused(call)
+        self._apply(call, moved=True, reported=True)
+        item.status, item.closer = "abandoned", actor
+        return None
+
+    @invariant()
+    def database_matches_the_model(self) -> None:
+        if not self.model:
+            return
+        with sqlite3.connect(self.db) as conn:
+            conn.row_factory = sqlite3.Row
+            for (kind, item_id), item in self.model.items():
+                row = conn.execute(f"SELECT * FROM {kind}s WHERE id = ?", (item_id,)).fetchone()
+                assert row["status"] == item.status
+                if item.status in ("open", "taken"):
+                    assert row["taken_by"] == item.holder
+                else:
+                    assert row["closed_by"] == item.closer
+                    assert row["result_summary"] == item.summary
+                    assert row["commit_sha"] == item.sha
+            assert conn.execute("SELECT COUNT(*) FROM coop_events").fetchone()[0] == self.events
+            assert conn.execute("SELECT COUNT(*) FROM coop_outbox").fetchone()[0] == self.outbox
+            for (payload,) in conn.execute("SELECT payload FROM coop_events"):
+                assert payload is None or isinstance(json.loads(payload), dict)
+
+
+LedgerMachine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_ledger_matches_its_model = LedgerMachine.TestCase
