@@ -1,0 +1,114 @@
+"""`live`: one standalone door app (`create_app`, lifespan and all) per test module, served by a
+real uvicorn in a background thread, with the Bot API emulator in another; tests speak plain
+HTTP to it and read chief.db with a second connection, as an operator would."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chief.config import ChiefConfig
+from chief.door.app import create_app
+from chief.door.config import DoorConfig
+from chief.door.router import NOTIFY_PATH, STATUS_PATH
+from chief.door.service import DoorService
+from chief.telegram.emulator import EmulatorState, create_emulator
+from tests.integration.door.door_env import (
+    BOT_TOKEN,
+    CHAT_ID,
+    OWNER,
+    door_env,
+    key_headers,
+    write_key,
+)
+from tests.support.asgi import serve_asgi_in_thread
+
+
+@dataclass
+class LiveDoor:
+    url: str
+    client: httpx.Client
+    service: DoorService
+    emulator: EmulatorState
+    emulator_url: str
+    db_path: Path
+    posture_path: Path
+
+    def notify(self, document: object, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.client.post(
+            self.url + NOTIFY_PATH,
+            json=document,
+            headers=key_headers() if headers is None else headers,
+        )
+
+    def post_raw(self, content: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.client.post(
+            self.url + NOTIFY_PATH,
+            content=content,
+            headers=key_headers() if headers is None else headers,
+        )
+
+    def status(self) -> dict[str, object]:
+        response = self.client.get(self.url + STATUS_PATH, headers=key_headers())
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def _scalar(self, sql: str, *params: object) -> int:
+        with sqlite3.connect(self.db_path) as conn:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+    def chief_lines(self, outbox_id: str) -> int:
+        return self._scalar(
+            "SELECT COUNT(*) FROM messages WHERE external_request_id = ?",
+            "chief-report:coop-notify:" + outbox_id,
+        )
+
+    def written(self) -> tuple[int, int, int, int]:
+        """Everything the door can write: Telegram messages, Chief messages, queued reports,
+        sent marks."""
+        return (
+            len(self.emulator.messages),
+            self._scalar("SELECT COUNT(*) FROM messages"),
+            self._scalar("SELECT COUNT(*) FROM chief_report_outbox"),
+            self._scalar("SELECT COUNT(*) FROM coop_notify_sent"),
+        )
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDoor]:
+    folder = tmp_path_factory.mktemp("door")
+    write_key(folder)
+    posture = folder / "posture.json"
+    posture.write_text('{"state": "normal"}')
+    emulator_app, emulator = create_emulator(token=BOT_TOKEN)
+    with serve_asgi_in_thread(emulator_app) as emulator_url:
+        config = DoorConfig.from_env(
+            door_env(
+                folder,
+                CHIEF_POSTURE_FILE=str(posture),
+                TELEGRAM_BOT_TOKEN=BOT_TOKEN,
+                TELEGRAM_CHAT_ID=CHAT_ID,
+                TELEGRAM_API_BASE=emulator_url + "/bot",
+                TELEGRAM_TIMEOUT_S="2",
+            )
+        )
+        db_path = folder / "chief.db"
+        app = create_app(config, ChiefConfig(db_path=db_path, owner=OWNER))
+        with (
+            serve_asgi_in_thread(app, lifespan="on") as url,
+            httpx.Client(timeout=10.0) as client,
+        ):
+            yield LiveDoor(url, client, app.state.door, emulator, emulator_url, db_path, posture)
+
+
+@pytest.fixture
+def door(live: LiveDoor) -> Iterator[LiveDoor]:
+    """The module's door, with the posture and the emulator's faults put back after the test."""
+    yield live
+    live.posture_path.write_text('{"state": "normal"}')
+    live.emulator.faults.clear()

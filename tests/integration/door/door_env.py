@@ -1,0 +1,146 @@
+"""Shared set-up for the door's tests: a 0600 key file, the door's environment, and the whole
+stack in-process (the Bot API emulator and the door each on a real uvicorn, a real Chief on a
+real chief.db, python-telegram-bot as the sender)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI
+
+from chief.config import ChiefConfig
+from chief.conversation import Chief
+from chief.door.config import DoorConfig
+from chief.door.posture import posture_source
+from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
+from chief.door.service import DoorService
+from chief.telegram.emulator import EmulatorState, create_emulator
+from chief.telegram.sender import BotSender
+from tests.support.asgi import serve_asgi
+
+KEY = "k3y-for-tests-0123456789abcdef"
+BOT_TOKEN = "123456:TEST-token"
+CHAT_ID = "4242"
+OWNER = "dad"
+
+
+def write_key(folder: Path, key: str = KEY, mode: int = 0o600) -> Path:
+    path = folder / "service.key"
+    path.write_text(key + "\n")
+    os.chmod(path, mode)
+    return path
+
+
+def door_env(folder: Path, **settings: str) -> dict[str, str]:
+    """A complete door environment over `folder` (no inherited variables), plus `settings`."""
+    env = {
+        "COOP_HOME": str(folder),
+        "COOP_SERVICE_KEY_FILE": str(folder / "service.key"),
+        "CHIEF_PORT": "0",
+    }
+    env.update(settings)
+    return env
+
+
+def key_headers(key: str = KEY) -> dict[str, str]:
+    return {"X-Coop-Service-Key": key}
+
+
+def body(outbox_id: str | None = "1", text: str = "todo #1 done: tests green") -> dict[str, str]:
+    document = {"text": text, "kind": "todo.done"}
+    if outbox_id is not None:
+        document["outbox_id"] = outbox_id
+    return document
+
+
+@dataclass
+class Stack:
+    url: str
+    client: httpx.AsyncClient
+    service: DoorService
+    chief: Chief | None
+    emulator: EmulatorState
+    emulator_url: str
+    folder: Path
+
+    async def notify(self, document: object, **kwargs: object) -> httpx.Response:
+        headers = kwargs.pop("headers", key_headers())
+        return await self.client.post(
+            self.url + NOTIFY_PATH,
+            json=document,
+            headers=headers,  # type: ignore[arg-type]
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    async def status(self) -> httpx.Response:
+        return await self.client.get(self.url + STATUS_PATH, headers=key_headers())
+
+    async def chief_lines(self, outbox_id: str) -> int:
+        assert self.chief is not None
+        key = "chief-report:coop-notify:" + outbox_id
+        messages = await self.chief.recent_messages(1000)
+        return sum(1 for message in messages if message.external_request_id == key)
+
+
+@asynccontextmanager
+async def door_stack(
+    folder: Path,
+    *,
+    owner: str | None = OWNER,
+    host: str = "127.0.0.1",
+    telegram: bool = True,
+    settings: Mapping[str, str] | None = None,
+    client_timeout_s: float = 10.0,
+) -> AsyncIterator[Stack]:
+    """The door mounted in a host FastAPI app, as a host application would mount it."""
+    write_key(folder)
+    emulator_app, emulator = create_emulator(token=BOT_TOKEN, log_path=folder / "telegram.jsonl")
+    async with serve_asgi(emulator_app) as emulator_url:
+        extra = dict(settings or {})
+        if telegram:
+            extra |= {
+                "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
+                "TELEGRAM_CHAT_ID": CHAT_ID,
+                "TELEGRAM_API_BASE": emulator_url + "/bot",
+            }
+        config = DoorConfig.from_env(door_env(folder, **extra))
+        sender = None
+        if config.telegram_configured:
+            assert config.telegram_bot_token is not None
+            assert config.telegram_chat_id is not None
+            sender = BotSender(
+                config.telegram_bot_token,
+                config.telegram_chat_id,
+                base_url=config.telegram_api_base,
+                timeout_s=config.telegram_timeout_s,
+            )
+            await sender.start()
+        try:
+            async with _maybe_chief(folder, owner) as chief:
+                service = DoorService(
+                    chief=chief, sender=sender, posture=posture_source(config.posture_file)
+                )
+                app = FastAPI()
+                app.include_router(make_router(config, service))
+                async with (
+                    serve_asgi(app, host=host) as url,
+                    httpx.AsyncClient(timeout=client_timeout_s) as client,
+                ):
+                    yield Stack(url, client, service, chief, emulator, emulator_url, folder)
+        finally:
+            if sender is not None:
+                await sender.aclose()
+
+
+@asynccontextmanager
+async def _maybe_chief(folder: Path, owner: str | None) -> AsyncIterator[Chief | None]:
+    if owner is None:
+        yield None
+        return
+    async with Chief.open(ChiefConfig(db_path=folder / "chief.db", owner=owner)) as chief:
+        yield chief
