@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from engine import ledger, lifecycle, outbox
-from engine.errors import CoopError
+from engine.errors import CoopError, UsageError
 
 PROG = "coop"
 
@@ -128,6 +128,23 @@ def build_parser() -> Parser:
     p = box_verbs.add_parser("cancel", parents=[common], help="give up on a row, with a reason")
     p.add_argument("id", type=int)
     p.add_argument("--reason", default=None, help="why (required)")
+
+    p = groups.add_parser("status", parents=[common], help="ledger and outbox counts, receipts")
+    p.add_argument("--json", action="store_true")
+
+    p = groups.add_parser("serve", parents=[common], help="run the engine service (owner+notifier)")
+
+    p = groups.add_parser(
+        "cutover", parents=[common], help="make the owner service the only writer, or undo it"
+    )
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--url", help="the owner service's loopback URL, e.g. http://127.0.0.1:8764")
+    how.add_argument("--undo", action="store_true", help="return to local mode")
+
+    p = groups.add_parser(
+        "reconcile", parents=[common], help="ask the owner what became of a request key"
+    )
+    p.add_argument("key")
     return parser
 
 
@@ -260,21 +277,114 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
         result = outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
         emit(f"notification #{args.id} cancelled")
         return None
+    if g == "status":
+        _status(db, args.json, emit)
+        return None
+    if g == "cutover":
+        _cutover(args, db, emit)
+        return None
+    if g == "reconcile":
+        _reconcile(args.key, db, emit)
+        return None
     raise AssertionError(f"unhandled command {g} {v}")
+
+
+def _operator(args: argparse.Namespace) -> str:
+    actor = getattr(args, "actor", None) or os.environ.get("COOP_ACTOR") or "operator"
+    return lifecycle.require_actor(actor)
+
+
+def _status(db: str | None, as_json: bool, emit: Callable[[str], None]) -> None:
+    from engine import receipts
+
+    counts = ledger.counts(db=db)
+    pending = receipts.uncertain()
+    if as_json:
+        emit(json.dumps({**counts, "uncertain_receipts": pending}, indent=2))
+        return
+    for kind in ("todo", "request"):
+        states = ", ".join(f"{n} {state}" for state, n in counts[kind].items()) or "none"
+        stale = counts[f"{kind}_stale"]
+        emit(f"{kind}s: {states}" + (f"; {stale} stale take(s)" if stale else ""))
+    emit("outbox: " + (", ".join(f"{n} {s}" for s, n in counts["outbox"].items()) or "empty"))
+    lock = counts["worker_lock"]
+    holder = f"{lock['owner']} (pid {lock['pid']} on {lock['host']})" if lock else "free"
+    emit(f"worker lock: {holder}")
+    emit(f"uncertain receipts: {len(pending)}")
+    for receipt in pending:
+        emit(f"  {receipt['key']}  {receipt['method']}  — `coop reconcile {receipt['key']}`")
+
+
+def _cutover(args: argparse.Namespace, db: str | None, emit: Callable[[str], None]) -> None:
+    from engine import cutover
+
+    if args.undo:
+        for line in cutover.undo(actor=_operator(args), db=db):
+            emit(line)
+        return
+    config = cutover.cutover(args.url, actor=_operator(args), db=db)
+    emit(f"backed up {config['database']} to {config['backup']}")
+    emit(f"wrote the owner credential {config['credential_file']} (0600)")
+    emit(f"installed the fence ({config['fence_triggers']} triggers)")
+    emit(f"wrote the owner file {config['owner_file']}: every call now goes to {config['url']}")
+
+
+def _reconcile(key: str, db: str | None, emit: Callable[[str], None]) -> None:
+    from engine import compat, owner, receipts, store
+
+    config = owner.owner_config(store.resolve(db))
+    if config is None:
+        raise UsageError(
+            "no owner file: reconcile asks the owner service, and this ledger is in local mode"
+        )
+    answer = compat.reconcile(key, config)
+    settled = answer.get("receipt")
+    what = {
+        "committed": "committed: it ran once and its change is in the ledger",
+        "rejected": "rejected: it changed nothing",
+        "never_arrived": "never arrived: it changed nothing and will not run later; send it again",
+    }.get(answer["outcome"], answer["outcome"])
+    method = f" ({answer['method']})" if answer.get("method") not in (None, "?") else ""
+    emit(f"request {key}{method} {what}")
+    if answer.get("error"):
+        emit(f"  refused with: {answer['error']['message']}")
+    emit(f"  receipt settled {settled['state']}" if settled else "  no local receipt for it")
+    receipts.prune()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.group == "serve":
+        if getattr(args, "db", None):
+            os.environ["COOP_DB"] = args.db
+        from engine import server
+
+        try:
+            return server.main()
+        except CoopError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return exc.exit_status
     try:
         result = _run(args, print)
     except CoopError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_status
-    if result and result.get("outbox_id"):
-        from engine import kick, store
-
-        kick.kick(store.resolve(getattr(args, "db", None)))
+    if result and (result.get("outbox_id") or result.get("outbox_kick")):
+        _kick(getattr(args, "db", None))
     return 0
+
+
+def _kick(db: str | None) -> None:
+    """Local mode only: in service mode the owner kicks its in-process daemon itself."""
+    from engine import kick, owner, store
+
+    path = store.resolve(db)
+    try:
+        if owner.owner_config(path) is not None:
+            return
+    except (CoopError, ValueError, KeyError):
+        return  # a broken owner file: nobody local may drain either
+    kick.kick(path)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 from engine import lifecycle, outbox, store
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
+from engine.owner import routed
 
 Row = dict[str, Any]
 
@@ -275,18 +276,22 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, db: 
 # ---- the public verbs -------------------------------------------------------------------
 
 
+@routed
 def add_todo(title: str, *, actor: str, body: str | None = None, db: str | None = None) -> Row:
     return _add("todo", title, actor, body, None, db)
 
 
+@routed
 def take_todo(todo_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
     return _take("todo", todo_id, actor, force, db)
 
 
+@routed
 def release_todo(todo_id: int, *, actor: str, reason: str, db: str | None = None) -> Row:
     return _release("todo", todo_id, actor, reason, db)
 
 
+@routed
 def done_todo(
     todo_id: int,
     *,
@@ -299,12 +304,14 @@ def done_todo(
     return _finish("todo", todo_id, actor, force, result_summary, commit_sha, db)
 
 
+@routed
 def abandon_todo(
     todo_id: int, *, actor: str, reason: str, force: bool = False, db: str | None = None
 ) -> Row:
     return _abandon("todo", todo_id, actor, reason, force, db)
 
 
+@routed
 def add_request(
     title: str,
     *,
@@ -318,16 +325,19 @@ def add_request(
     return _add("request", title, actor, body, addressed_to, db)
 
 
+@routed
 def take_request(request_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
     return _take("request", request_id, actor, force, db)
 
 
+@routed
 def release_request(
     request_id: int, *, actor: str, reason: str | None = None, db: str | None = None
 ) -> Row:
     return _release("request", request_id, actor, reason, db)
 
 
+@routed
 def close_request(
     request_id: int,
     *,
@@ -340,6 +350,7 @@ def close_request(
     return _finish("request", request_id, actor, force, result_summary, commit_sha, db)
 
 
+@routed
 def list_items(
     kind: str | None = None, *, include_closed: bool = False, db: str | None = None
 ) -> list[Row]:
@@ -362,6 +373,7 @@ def list_items(
     return found
 
 
+@routed
 def history(kind: str, item_id: int, *, db: str | None = None) -> list[Row]:
     """The event log of one todo or request, oldest first."""
     if kind not in lifecycle.TABLES:
@@ -375,3 +387,33 @@ def history(kind: str, item_id: int, *, db: str | None = None) -> list[Row]:
                 (kind, item_id),
             )
         ]
+
+
+@routed
+def counts(*, db: str | None = None) -> Row:
+    """Counts by state for todos, requests and outbox rows, stale takes, and the worker lock."""
+    config = EngineConfig.from_env()
+    now = store.now_epoch()
+    answer: Row = {}
+    with store.connection(db) as conn:
+        for kind, table in lifecycle.TABLES.items():
+            answer[kind] = {
+                row["status"]: row["n"]
+                for row in conn.execute(
+                    f"SELECT status, COUNT(*) AS n FROM {table} GROUP BY status ORDER BY status"
+                )
+            }
+            answer[f"{kind}_stale"] = sum(
+                1
+                for row in conn.execute(f"SELECT taken_at FROM {table} WHERE status = 'taken'")
+                if now - store.parse_iso(row["taken_at"]).timestamp() > config.stale_after_s
+            )
+        answer["outbox"] = {
+            row["state"]: row["n"]
+            for row in conn.execute(
+                "SELECT state, COUNT(*) AS n FROM coop_outbox GROUP BY state ORDER BY state"
+            )
+        }
+        lock = conn.execute("SELECT * FROM worker_lock").fetchone()
+        answer["worker_lock"] = dict(lock) if lock is not None else None
+    return answer

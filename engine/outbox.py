@@ -14,6 +14,7 @@ from typing import Any
 from engine import lifecycle, store
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.faults import fault
+from engine.owner import routed
 
 STATES = ("pending", "delivered", "cancelled")
 
@@ -36,6 +37,7 @@ def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None =
     return int(cur.lastrowid or 0)
 
 
+@routed
 def notify(text: str, *, actor: str, kind: str = "note", db: str | None = None) -> dict[str, Any]:
     """`coop notify TEXT`: an explicit notification, recorded as an event."""
     actor = lifecycle.require_actor(actor)
@@ -58,6 +60,7 @@ def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3
     return row
 
 
+@routed
 def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) -> dict[str, Any]:
     """An operator gives up on a row: it is never delivered, and the event says who and why."""
     actor = lifecycle.require_actor(actor)
@@ -82,6 +85,7 @@ def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) ->
     return {"outbox_id": outbox_id, "state": "cancelled"}
 
 
+@routed
 def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any]:
     """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
     actor = lifecycle.require_actor(actor)
@@ -95,6 +99,7 @@ def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any
     return {"outbox_id": outbox_id, "state": "pending", "outbox_kick": True}
 
 
+@routed
 def rows(
     state: str | None = None, *, limit: int = 50, db: str | None = None
 ) -> list[dict[str, Any]]:

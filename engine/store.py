@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from engine import owner
 from engine.config import db_path as configured_db_path
-from engine.errors import StoreError
+from engine.errors import OwnerUnavailable, StoreError
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -103,7 +104,31 @@ MIGRATIONS: list[str] = [
         acquired_at TEXT NOT NULL
     );
     """,
+    # 2: the owner service files every command it runs under the caller's request key, in the
+    # same transaction as the command's own change, so `coop reconcile KEY` has one answer.
+    """
+    CREATE TABLE coop_commands (
+        key           TEXT PRIMARY KEY,
+        method        TEXT NOT NULL,
+        input_sha256  TEXT NOT NULL,
+        actor         TEXT,
+        metadata      TEXT,
+        outcome       TEXT NOT NULL,
+        result        TEXT,
+        error_type    TEXT,
+        error_message TEXT,
+        filed_at      TEXT NOT NULL
+    );
+    """,
 ]
+
+# The fence: while the ledger is in service mode, every write to these tables needs the SQL
+# function only the owner's connections register (`owner.register_fence_function`). Installed
+# by `coop cutover`, dropped by `coop cutover --undo`: in local mode there is no fence at all,
+# so the notifier and the CLI write as before.
+FENCED_TABLES = ("todos", "requests", "coop_events", "coop_outbox", "worker_lock", "coop_commands")
+FENCED_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
+FENCE_TRIGGER_PREFIX = "coop_fence_"
 
 
 def now_iso() -> str:
@@ -124,14 +149,21 @@ def resolve(db: str | os.PathLike[str] | None) -> Path:
     return Path(db) if db is not None else configured_db_path()
 
 
-def open_connection(path: Path) -> sqlite3.Connection:
+def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
     """Open the ledger file with its pragmas and bring its schema up to date.
 
     Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
+    `check_same_thread=False` is for the owner service, which serialises its connection's use
+    with a lock and runs each call in a worker thread.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn = sqlite3.connect(
+            path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+        )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
@@ -176,10 +208,64 @@ def _statements(script: str) -> Iterator[str]:
         yield buffer.strip()
 
 
+def _fence_triggers() -> Iterator[tuple[str, str]]:
+    for table in FENCED_TABLES:
+        for operation in FENCED_OPERATIONS:
+            name = f"{FENCE_TRIGGER_PREFIX}{table}_{operation.lower()}"
+            yield (
+                name,
+                (
+                    f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table}"
+                    f" WHEN {owner.FENCE_FUNCTION}() IS NOT 1 BEGIN"
+                    f" SELECT RAISE(ABORT, '{owner.DIRECT_SQL_DISABLED} (the Coop owner service"
+                    " is the only writer)'); END"
+                ),
+            )
+
+
+def install_fence(conn: sqlite3.Connection) -> list[str]:
+    """Create the fence triggers (inside the caller's write); return their names."""
+    names = []
+    for name, ddl in _fence_triggers():
+        conn.execute(ddl)
+        names.append(name)
+    return names
+
+
+def remove_fence(conn: sqlite3.Connection) -> list[str]:
+    """Drop every fence trigger (inside the caller's write); return the names that existed."""
+    present = fence_triggers(conn)
+    for name in present:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return present
+
+
+def fence_triggers(conn: sqlite3.Connection) -> list[str]:
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE ? ORDER BY name",
+            (FENCE_TRIGGER_PREFIX + "%",),
+        )
+    ]
+
+
 @contextmanager
 def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """A connection for one use case, closed afterwards."""
-    conn = open_connection(resolve(db))
+    """A connection for one use case, closed afterwards.
+
+    Inside the owner's request context this lends the owner's connection (and leaves it open).
+    Anywhere else, an owner file means the owner service is the only door to the ledger:
+    `Direct SQL is disabled; use the Coop service API` (a broken owner file fails closed too).
+    """
+    borrowed = owner.borrowed()
+    if borrowed is not None:
+        yield borrowed
+        return
+    path = resolve(db)
+    if owner.owner_config(path) is not None:
+        raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
+    conn = open_connection(path)
     try:
         yield conn
     finally:
@@ -188,7 +274,17 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
 
 @contextmanager
 def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run the block inside `BEGIN IMMEDIATE`; commit if it finishes, roll back otherwise."""
+    """Run the block inside `BEGIN IMMEDIATE`; commit if it finishes, roll back otherwise.
+
+    If the connection is already inside a transaction (the owner service files each command in
+    the same transaction as the verb it runs), the block becomes a savepoint of that
+    transaction: a refused verb rolls back its own changes, and the outer transaction commits
+    the verb and its filing together or neither.
+    """
+    if conn.in_transaction:
+        with _savepoint(conn):
+            yield conn
+        return
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
@@ -206,6 +302,22 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except sqlite3.Error as exc:
         conn.execute("ROLLBACK")
         raise StoreError(f"the Coop database could not commit: {exc}") from exc
+
+
+@contextmanager
+def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    conn.execute("SAVEPOINT coop_verb")
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK TO coop_verb")
+        conn.execute("RELEASE coop_verb")
+        raise StoreError(f"the Coop database refused the write: {exc}") from exc
+    except BaseException:
+        conn.execute("ROLLBACK TO coop_verb")
+        conn.execute("RELEASE coop_verb")
+        raise
+    conn.execute("RELEASE coop_verb")
 
 
 def record_event(

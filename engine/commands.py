@@ -1,0 +1,188 @@
+"""The owner's command log (`coop_commands`): run a routed verb once per request key, filed.
+
+`run()` opens one `BEGIN IMMEDIATE` transaction on the owner's connection, looks the key up,
+and either answers from the filing (same key, same input SHA-256: the filed outcome, without
+running again) or runs the verb inside the owner's request context and files the outcome in
+the same transaction: the verb's own `store.write()` becomes a savepoint of it. So a committed
+change always has its filing, and a filing always has its change; `coop reconcile KEY` gets one
+true answer.
+
+    outcome        meaning
+    committed      the verb ran and its change committed (`result` holds its answer)
+    rejected       the verb refused with a domain error (its type and words are filed)
+    never_arrived  `reconcile` asked first: filed so a late copy of the request is refused
+
+Reads (`READ_METHODS`) are filed without their answer; a repeated read key runs the read again,
+which changes nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from engine import owner, store
+from engine.errors import CoopError, UsageError
+
+COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
+READ_METHODS = frozenset({"list_items", "history", "rows", "counts"})
+
+
+class CommandRefused(UsageError):
+    """The owner refused the request before running it; send a corrected request."""
+
+    status_code = 400
+
+
+class KeyConflict(CommandRefused):
+    """That request key was already filed for another input; mint a new key."""
+
+    status_code = 409
+
+
+@dataclass(frozen=True)
+class Filed:
+    """One command's filed outcome, as the owner answers it."""
+
+    key: str
+    method: str
+    outcome: str
+    result: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+    replayed: bool = False
+
+    def answer(self) -> dict[str, Any]:
+        error = (
+            {"type": self.error_type, "message": self.error_message}
+            if self.outcome == REJECTED
+            else None
+        )
+        return {
+            "key": self.key,
+            "method": self.method,
+            "outcome": self.outcome,
+            "result": self.result,
+            "error": error,
+            "replayed": self.replayed,
+        }
+
+
+def lookup(conn: sqlite3.Connection, key: str) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM coop_commands WHERE key = ?", (key,)).fetchone()
+
+
+def _filed(row: sqlite3.Row, replayed: bool) -> Filed:
+    return Filed(
+        key=row["key"],
+        method=row["method"],
+        outcome=row["outcome"],
+        result=json.loads(row["result"]) if row["result"] is not None else None,
+        error_type=row["error_type"],
+        error_message=row["error_message"],
+        replayed=replayed,
+    )
+
+
+def _file(
+    conn: sqlite3.Connection,
+    key: str,
+    method: str,
+    digest: str,
+    actor: str | None,
+    metadata: dict[str, Any],
+    outcome: str,
+    result: Any = None,
+    error: CoopError | None = None,
+) -> None:
+    conn.execute(
+        "INSERT INTO coop_commands (key, method, input_sha256, actor, metadata, outcome, result,"
+        " error_type, error_message, filed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            key,
+            method,
+            digest,
+            actor,
+            json.dumps(metadata, sort_keys=True),
+            outcome,
+            None if result is None or method in READ_METHODS else json.dumps(result),
+            type(error).__name__ if error is not None else None,
+            error.message if error is not None else None,
+            store.now_iso(),
+        ),
+    )
+
+
+def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    fn = owner.ROUTED.get(method)
+    if fn is None:
+        raise CommandRefused(f"{method!r} is not a Coop operation the owner runs")
+    if "db" in kwargs:
+        raise CommandRefused("the owner runs every operation on its own database; drop 'db'")
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise CommandRefused(f"{method}: {exc}") from exc
+    return fn
+
+
+def run(
+    conn: sqlite3.Connection,
+    *,
+    key: str,
+    method: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    digest: str,
+    metadata: dict[str, Any],
+) -> Filed:
+    """Run `method` once for `key` on the owner's connection and file its outcome."""
+    fn = _verb(method, args, kwargs)
+    actor = kwargs.get("actor") if isinstance(kwargs.get("actor"), str) else None
+    context = owner.OwnerContext(connection=conn, key=key, metadata=metadata)
+    with store.write(conn):
+        row = lookup(conn, key)
+        if row is not None:
+            if row["input_sha256"] != digest:
+                raise KeyConflict(f"request {key} was already filed for another input")
+            if row["outcome"] == NEVER_ARRIVED:
+                raise KeyConflict(
+                    f"request {key} was reconciled as never arrived; send it again (a new key)"
+                )
+            if row["outcome"] == COMMITTED and method in READ_METHODS:
+                with owner.owner_context(context):
+                    return Filed(key, method, COMMITTED, fn(*args, **kwargs), replayed=True)
+            return _filed(row, replayed=True)
+        with owner.owner_context(context):
+            try:
+                result = fn(*args, **kwargs)
+            except CoopError as exc:
+                _file(conn, key, method, digest, actor, metadata, REJECTED, error=exc)
+                return Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
+        _file(conn, key, method, digest, actor, metadata, COMMITTED, result=result)
+        return Filed(key, method, COMMITTED, result)
+
+
+def reconcile(conn: sqlite3.Connection, key: str) -> dict[str, Any]:
+    """What became of `key`; an unknown key is filed `never_arrived` so it can never run later."""
+    with store.write(conn):
+        row = lookup(conn, key)
+        if row is None:
+            _file(conn, key, "?", "", None, {"reconciled": True}, NEVER_ARRIVED)
+            return {"key": key, "found": False, "outcome": NEVER_ARRIVED}
+        return {
+            "key": key,
+            "found": row["outcome"] != NEVER_ARRIVED,
+            "method": row["method"],
+            "input_sha256": row["input_sha256"],
+            "outcome": row["outcome"],
+            "error": (
+                {"type": row["error_type"], "message": row["error_message"]}
+                if row["outcome"] == REJECTED
+                else None
+            ),
+            "filed_at": row["filed_at"],
+        }

@@ -1,0 +1,154 @@
+"""`coop cutover --url URL` and `coop cutover --undo`: moving the ledger to one writer and back.
+
+Cutover, in this order (each step fails closed if the next never happens):
+
+1. a consistent backup of the database with SQLite's backup API, `<db>.pre-cutover-<time>.bak`
+   (0600);
+2. a fresh credential, `<db>.owner.key`, created exclusively with mode 0600;
+3. the fence: triggers on every ledger table refusing writes from any connection that has not
+   registered the owner's SQL function, installed in one write transaction together with a
+   `cutover` event in `coop_events`;
+4. the owner file (`<db>.owner.json`, or `COOP_OWNER_FILE`), written atomically: from the next
+   call on, every caller routes to the owner.
+
+A crash after 3 and before 4 leaves a fenced database without an owner file: local writers are
+refused by the database (fail closed); re-run the cutover, or undo it.
+
+The fence is installed by cutover and dropped by undo (not merely disabled), so in local mode
+the database carries no trace of it. Undo is an operator act: it drops the fence and records a
+`cutover_undo` event in the same transaction, then removes the owner file and the credential
+it created, and returns the list of what it did for the CLI to print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from engine import owner, store
+from engine.compat import check_owner_url
+from engine.errors import StoreError, UsageError
+
+CREDENTIAL_SUFFIX = ".owner.key"
+CREDENTIAL_BYTES = 32
+PRIVATE_MODE = 0o600
+
+
+def credential_path(db: Path) -> Path:
+    return Path(str(db) + CREDENTIAL_SUFFIX)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to a new 0600 file, atomically (temp + rename), fsync'd."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _owner_connection(db: Path) -> sqlite3.Connection:
+    # Cutover and undo are the owner's own acts: their writes must pass the fence.
+    return owner.register_fence_function(store.open_connection(db))
+
+
+def _backup(conn: sqlite3.Connection, db: Path, stamp: str) -> Path:
+    target = db.with_name(f"{db.name}.pre-cutover-{stamp}.bak")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+    os.close(fd)
+    try:
+        dest = sqlite3.connect(target)
+        try:
+            conn.backup(dest)
+        finally:
+            dest.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot back up the Coop database to {target}: {exc}") from exc
+    return target
+
+
+def cutover(url: str, *, actor: str, db: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Make the owner service at `url` the ledger's only writer; return the owner file's body."""
+    path = store.resolve(db).resolve()
+    owner_file = owner.owner_file_path(path)
+    if owner_file.exists():
+        raise UsageError(
+            f"{path} is already in service mode ({owner_file}); `coop cutover --undo` first"
+        )
+    url = check_owner_url(url)
+    now = datetime.now(UTC)
+    conn = _owner_connection(path)
+    try:
+        backup = _backup(conn, path, now.strftime("%Y%m%dT%H%M%S%fZ"))
+        credential = credential_path(path)
+        _write_private(credential, secrets.token_urlsafe(CREDENTIAL_BYTES) + "\n")
+        with store.write(conn):
+            triggers = store.install_fence(conn)
+            store.record_event(
+                conn,
+                "owner",
+                0,
+                "cutover",
+                actor,
+                {"url": url, "backup": str(backup), "fence_triggers": len(triggers)},
+            )
+    finally:
+        conn.close()
+    config = {
+        "mode": owner.SERVICE_MODE,
+        "database": str(path),
+        "url": url,
+        "credential_file": str(credential),
+        "transferred_at": now.isoformat(),
+        "backup": str(backup),
+    }
+    _write_private(owner_file, json.dumps(config, indent=2) + "\n")
+    return {**config, "owner_file": str(owner_file), "fence_triggers": len(triggers)}
+
+
+def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
+    """Return to local mode: drop the fence, remove the owner file and its credential."""
+    path = store.resolve(db).resolve()
+    owner_file = owner.owner_file_path(path)
+    done: list[str] = []
+    conn = _owner_connection(path)
+    try:
+        with store.write(conn):
+            removed = store.remove_fence(conn)
+            if removed or owner_file.exists():
+                store.record_event(
+                    conn,
+                    "owner",
+                    0,
+                    "cutover_undo",
+                    actor,
+                    {"fence_triggers": len(removed), "owner_file": str(owner_file)},
+                )
+    finally:
+        conn.close()
+    if removed:
+        done.append(f"dropped the fence ({len(removed)} triggers) on {path}")
+    if owner_file.exists():
+        owner_file.unlink()
+        done.append(f"removed the owner file {owner_file}")
+    # Only the credential this module creates: an owner file could name any path.
+    credential = credential_path(path)
+    if credential.exists():
+        credential.unlink()
+        done.append(f"removed the owner credential {credential}")
+    if not done:
+        done.append(f"{path} was already in local mode; nothing to undo")
+    return done

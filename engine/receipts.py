@@ -1,0 +1,174 @@
+"""Receipts: the client's own record of every call it sent to the owner, written before the call.
+
+One file per request key in `<data home>/receipts` (directory 0700, files 0600):
+
+    {"key": "...", "method": "done_todo", "input_sha256": "...", "database": "/abs/coop.db",
+     "state": "uncertain", "created_at": "...", "settled_at": null, "outcome": null}
+
+Never bodies, never credentials: only what `coop reconcile KEY` needs to ask the owner.
+
+- `create` runs before a byte is sent: exclusive create (O_EXCL), fsync'd file and directory,
+  state `uncertain`. A receipt written afterwards would be lost exactly when it is needed.
+- `settle` moves it to `committed` or `rejected` (atomic replace, fsync'd).
+- `prune` deletes settled receipts older than a day, at most once an hour (the mtime of a stamp
+  file says when it last ran); uncertain receipts stay until reconciled.
+
+Standard library only: this is on the CLI's path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.config import data_home
+
+RECEIPTS_DIR_NAME = "receipts"
+PRUNE_STAMP_NAME = ".pruned"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+UNCERTAIN, COMMITTED, REJECTED = "uncertain", "committed", "rejected"
+STATES = (UNCERTAIN, COMMITTED, REJECTED)
+SETTLED_KEEP_S = 24 * 3600.0
+PRUNE_EVERY_S = 3600.0
+
+
+def receipts_dir(environ: Mapping[str, str] | None = None) -> Path:
+    return data_home(environ) / RECEIPTS_DIR_NAME
+
+
+def _ensure_dir(directory: Path) -> Path:
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    # An older or hand-made folder may be looser: receipts name what callers did.
+    if directory.stat().st_mode & 0o777 != DIR_MODE:
+        directory.chmod(DIR_MODE)
+    return directory
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _path(directory: Path, key: str) -> Path:
+    if not key or not all(ch.isalnum() or ch in "-_" for ch in key):
+        raise ValueError(f"{key!r} is not a request key")
+    return directory / f"{key}.json"
+
+
+def create(
+    key: str,
+    method: str,
+    input_sha256: str,
+    database: str,
+    *,
+    directory: Path | None = None,
+) -> Path:
+    """Write the `uncertain` receipt for `key`; fails if one already exists (keys are fresh)."""
+    directory = _ensure_dir(directory or receipts_dir())
+    path = _path(directory, key)
+    body = {
+        "key": key,
+        "method": method,
+        "input_sha256": input_sha256,
+        "database": database,
+        "state": UNCERTAIN,
+        "created_at": time.time(),
+        "settled_at": None,
+        "outcome": None,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.write(fd, json.dumps(body, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    _fsync_dir(directory)
+    return path
+
+
+def read(key: str, *, directory: Path | None = None) -> dict[str, Any] | None:
+    path = _path(directory or receipts_dir(), key)
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+
+
+def settle(
+    key: str, state: str, outcome: str | None = None, *, directory: Path | None = None
+) -> dict[str, Any] | None:
+    """Record how the call ended; `outcome` is a short word (never a body). None if no receipt."""
+    if state not in (COMMITTED, REJECTED):
+        raise ValueError(f"a receipt settles as committed or rejected, not {state!r}")
+    directory = directory or receipts_dir()
+    body = read(key, directory=directory)
+    if body is None:
+        return None
+    body.update(state=state, settled_at=time.time(), outcome=outcome or state)
+    path = _path(directory, key)
+    temp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.write(fd, json.dumps(body, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    _fsync_dir(directory)
+    return body
+
+
+def all_receipts(*, directory: Path | None = None) -> list[dict[str, Any]]:
+    directory = directory or receipts_dir()
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        # A receipt being replaced or pruned under us is simply skipped.
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            found.append(dict(json.loads(path.read_text(encoding="utf-8"))))
+    return sorted(found, key=lambda r: r.get("created_at") or 0)
+
+
+def uncertain(*, directory: Path | None = None) -> list[dict[str, Any]]:
+    """Receipts nobody has settled yet, oldest first: what `coop reconcile` is for."""
+    return [r for r in all_receipts(directory=directory) if r.get("state") == UNCERTAIN]
+
+
+def prune(*, directory: Path | None = None, now: float | None = None) -> int:
+    """Delete settled receipts settled more than a day ago, at most once an hour; return how many.
+
+    Why the hour: the folder grew to hundreds of files in days; listing it on every call would
+    cost more than the call.
+    """
+    directory = directory or receipts_dir()
+    if not directory.is_dir():
+        return 0
+    now = time.time() if now is None else now
+    stamp = directory / PRUNE_STAMP_NAME
+    try:
+        if now - stamp.stat().st_mtime < PRUNE_EVERY_S:
+            return 0
+    except FileNotFoundError:
+        pass
+    stamp.touch(mode=FILE_MODE)
+    os.utime(stamp, (now, now))
+    removed = 0
+    for receipt in all_receipts(directory=directory):
+        settled_at = receipt.get("settled_at")
+        if receipt.get("state") == UNCERTAIN or settled_at is None:
+            continue
+        if now - float(settled_at) > SETTLED_KEEP_S:
+            with contextlib.suppress(FileNotFoundError):
+                _path(directory, receipt["key"]).unlink()
+                removed += 1
+    return removed

@@ -1,0 +1,202 @@
+"""The engine service (`coop serve`): the owner's compat endpoint and the notifier daemon, in one
+process, on loopback.
+
+    POST /compat/call       run one routed verb for a compatibility client, filed by its key
+    POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
+    GET  /status            mode (service|local), database, daemon running; no secrets
+
+Guard, before anything else runs (the same shape as the Chief's notify door): the peer is
+loopback; no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host` or session
+header; a `Host` that names a loopback host (no DNS rebinding); and, for the compat endpoints,
+the `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against
+the credential file the owner file names.
+
+Mode is decided per request from the owner file, exactly as the clients decide it: with a valid
+owner file for this database the service is the owner and runs calls; without one (local mode,
+before a cutover or after its undo) it still runs the notifier daemon and `/status`, and the
+compat endpoints answer 409. So a cutover or an undo needs no restart.
+
+One writer: compat calls run one at a time, each in one worker-thread call holding a lock, on
+the owner's connection (fence function registered). Domain refusals travel as a verdict in a
+200 answer, never as an HTTP error. After a committed call that queued or re-armed an outbox
+row, the owner kicks its in-process daemon.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from fastapi import Depends, FastAPI, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine import commands, compat, ledger, outbox, owner, store
+from engine.errors import CoopError
+
+#: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
+VERB_MODULES = (ledger, outbox)
+
+LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
+LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+BROWSER_HEADERS = ("origin", "cookie", "x-forwarded-for", "forwarded", "x-forwarded-host")
+
+log = structlog.get_logger("engine.service")
+
+
+class CallBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = Field(min_length=1, max_length=100)
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    key: str = Field(min_length=8, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")
+    input_sha256: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReconcileBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")
+
+
+class Owner:
+    """The owner's side of the ledger: its connections, and one writer for compat calls."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def connect(self) -> sqlite3.Connection:
+        """A new owner connection (fence function registered): the daemon's `connect`."""
+        return owner.register_fence_function(
+            store.open_connection(self.db, check_same_thread=False)
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self.connect()
+        return self._conn
+
+    def call(self, body: CallBody) -> commands.Filed:
+        with self._lock:
+            return commands.run(
+                self._connection(),
+                key=body.key,
+                method=body.method,
+                args=body.args,
+                kwargs=body.kwargs,
+                digest=compat.input_digest(body.method, body.args, body.kwargs),
+                metadata=body.metadata,
+            )
+
+    def reconcile(self, key: str) -> dict[str, Any]:
+        with self._lock:
+            return commands.reconcile(self._connection(), key)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _refuse(status: int, reason: str, detail: str) -> HTTPException:
+    log.warning("owner.refused", reason=reason, status=status)
+    return HTTPException(status_code=status, detail=detail)
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def guard_request(request: Request) -> None:
+    """Loopback peer, no browser or proxy headers, loopback Host: in that order."""
+    peer = request.client.host if request.client else ""
+    if peer not in LOOPBACK_PEERS:
+        raise _refuse(403, "peer", "the Coop owner answers loopback callers only")
+    names = {name.lower() for name in request.headers}
+    if any(name in names for name in BROWSER_HEADERS) or any("session" in n for n in names):
+        raise _refuse(403, "browser_header", "browser and proxy headers are refused")
+    if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOST_NAMES:
+        raise _refuse(403, "host", "the Host header must name a loopback host")
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAPI:
+    """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon."""
+    app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
+
+    def owner_credential(request: Request) -> dict[str, Any]:
+        guard_request(request)
+        try:
+            config = owner.owner_config(service.db)
+        except (CoopError, ValueError, KeyError) as exc:
+            raise _refuse(503, "owner_file", f"{owner.INVALID_OWNER}: {exc}") from exc
+        if config is None:
+            raise _refuse(
+                409,
+                "local_mode",
+                f"this service is not the Coop owner of {service.db} (no owner file): callers"
+                " write locally; `coop cutover --url URL` makes it the owner",
+            )
+        try:
+            expected = Path(config["credential_file"]).read_text(encoding="utf-8").strip()
+        except (OSError, KeyError) as exc:
+            raise _refuse(503, "credential_file", "the owner credential is unreadable") from exc
+        given = request.headers.get(compat.CREDENTIAL_HEADER, "")
+        if not expected or not hmac.compare_digest(_digest(given), _digest(expected)):
+            raise _refuse(401, "credential", "missing or wrong Coop owner credential")
+        return config
+
+    @app.post("/compat/call", dependencies=[Depends(owner_credential)])
+    async def compat_call(body: CallBody) -> dict[str, Any]:
+        bound = log.bind(key=body.key, method=body.method)
+        if body.input_sha256 is not None:
+            digest = compat.input_digest(body.method, body.args, body.kwargs)
+            if not hmac.compare_digest(digest, body.input_sha256):
+                raise _refuse(400, "digest", "input_sha256 does not match the input")
+        try:
+            filed = await anyio.to_thread.run_sync(service.call, body)
+        except commands.CommandRefused as exc:
+            raise _refuse(exc.status_code, "command", exc.message) from exc
+        bound.info("owner.call", outcome=filed.outcome, replayed=filed.replayed)
+        result = filed.result if isinstance(filed.result, dict) else {}
+        wants_kick = result.get("outbox_id") or result.get("outbox_kick")
+        if kick is not None and filed.outcome == commands.COMMITTED and wants_kick:
+            kick()
+        return filed.answer()
+
+    @app.post("/compat/reconcile", dependencies=[Depends(owner_credential)])
+    async def compat_reconcile(body: ReconcileBody) -> dict[str, Any]:
+        answer = await anyio.to_thread.run_sync(service.reconcile, body.key)
+        log.info("owner.reconcile", key=body.key, outcome=answer["outcome"])
+        return answer
+
+    @app.get("/status", dependencies=[Depends(guard_request)])
+    async def status() -> dict[str, Any]:
+        try:
+            mode = "service" if owner.owner_config(service.db) is not None else "local"
+        except (CoopError, ValueError, KeyError):
+            mode = "invalid"
+        return {
+            "mode": mode,
+            "database": str(service.db),
+            "daemon": getattr(app.state, "daemon_running", False),
+        }
+
+    return app
