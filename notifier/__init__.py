@@ -1,0 +1,14 @@
+"""The Coop notifier: drains the engine's outbox to the Chief's notify door, one row at a time.
+
+Layers, pointing inward:
+
+- `outcome`  pure: an HTTP answer (or the lack of one) -> delivered / deferred, backoff with
+             jitter, `Retry-After`.
+- `lock`     who a worker is (pid, host, process start time) and whether a holder is provably gone.
+- `store`    the only module speaking SQL: outbox delivery state and the `worker_lock` row, each
+             use case one `BEGIN IMMEDIATE` transaction on one dedicated database thread.
+- `client`   the door seam: the httpx client and a test double beside it.
+- `worker`   the drain loop and the atomic idle handoff (`drain`, `release_worker_if_idle`).
+- `daemon`   the long-running role: kick socket, sleep until due / kick / backstop.
+- `__main__` `coop-notifier run | drain [--max-runs N]`.
+"""

@@ -1,0 +1,147 @@
+"""The notifier's settings, read once at start from the environment into a frozen `NotifierConfig`.
+
+    COOP_DB                the ledger database          default <COOP_HOME>/coop.db
+    COOP_DOOR_URL          the Chief's notify door      default http://127.0.0.1:8765/api/coop/engine/notify
+    COOP_SERVICE_KEY_FILE  the shared service key, 0600 default <COOP_HOME>/service.key
+    COOP_CLIENT_TIMEOUT_S  bound on one door call       default 15
+    COOP_BACKOFF_BASE_S    first deferral's delay       default 1 (doubles per attempt, with jitter)
+    COOP_BACKOFF_MAX_S     cap of that delay            default 300
+    COOP_BACKSTOP_S        longest sleep of the daemon  default 300 (a kick or a due row wakes
+                                                        it sooner; the backstop bounds a lost kick)
+
+A wrong value raises `ConfigError` naming the setting, and the notifier does not start. The key
+file must be private to its owner (mode 0600), as on the door's side; it is read here once, so
+rotating the key means restarting the notifier.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from engine.config import data_home
+from engine.config import db_path as engine_db_path
+from notifier.errors import ConfigError, ServiceKeyError
+
+DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"
+DEFAULT_KEY_FILE_NAME = "service.key"
+DEFAULT_CLIENT_TIMEOUT_S = 15.0
+DEFAULT_BACKOFF_BASE_S = 1.0
+DEFAULT_BACKOFF_MAX_S = 300.0
+DEFAULT_BACKSTOP_S = 300.0
+# A setting past a day is a typo (milliseconds for seconds), not a wish.
+MAX_SETTING_S = 86_400.0
+# The key is a line of text; a large file is a wrong path.
+MAX_KEY_FILE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class NotifierConfig:
+    """The notifier's settings, read once."""
+
+    db_path: Path
+    door_url: str
+    service_key: str = field(repr=False)
+    service_key_file: Path | None = None
+    client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S
+    backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
+    backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    backstop_s: float = DEFAULT_BACKSTOP_S
+
+    def __post_init__(self) -> None:
+        _check_door_url(self.door_url)
+        for name, value in (
+            ("COOP_CLIENT_TIMEOUT_S", self.client_timeout_s),
+            ("COOP_BACKOFF_BASE_S", self.backoff_base_s),
+            ("COOP_BACKOFF_MAX_S", self.backoff_max_s),
+            ("COOP_BACKSTOP_S", self.backstop_s),
+        ):
+            if not 0 < value <= MAX_SETTING_S:
+                raise ConfigError(
+                    f"{name} must be a number of seconds above 0 and at most {MAX_SETTING_S:g},"
+                    f" not {value!r}"
+                )
+        if self.backoff_max_s < self.backoff_base_s:
+            raise ConfigError(
+                f"COOP_BACKOFF_MAX_S ({self.backoff_max_s:g}) must be at least"
+                f" COOP_BACKOFF_BASE_S ({self.backoff_base_s:g})"
+            )
+        if not self.service_key:
+            raise ServiceKeyError("the service key is empty — put the door's key in the file")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> NotifierConfig:
+        """Read and check every setting; `ConfigError` names the first wrong one."""
+        env = os.environ if environ is None else environ
+        key_file = Path(
+            env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / DEFAULT_KEY_FILE_NAME
+        ).expanduser()
+        return cls(
+            db_path=engine_db_path(env),
+            door_url=env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL,
+            service_key=read_service_key(key_file),
+            service_key_file=key_file,
+            client_timeout_s=_seconds(env, "COOP_CLIENT_TIMEOUT_S", DEFAULT_CLIENT_TIMEOUT_S),
+            backoff_base_s=_seconds(env, "COOP_BACKOFF_BASE_S", DEFAULT_BACKOFF_BASE_S),
+            backoff_max_s=_seconds(env, "COOP_BACKOFF_MAX_S", DEFAULT_BACKOFF_MAX_S),
+            backstop_s=_seconds(env, "COOP_BACKSTOP_S", DEFAULT_BACKSTOP_S),
+        )
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_SETTING_S:  # also false for nan
+        raise ConfigError(
+            f"{name} must be a number of seconds above 0 and at most {MAX_SETTING_S:g}, not {raw!r}"
+        )
+    return value
+
+
+def _check_door_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"COOP_DOOR_URL must be an http(s) URL such as {DEFAULT_DOOR_URL}, not {url!r}"
+        )
+
+
+def read_service_key(path: Path) -> str:
+    """The key in `path`, refusing a file anyone but its owner could read (as the door does)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ServiceKeyError(
+            f"COOP_SERVICE_KEY_FILE {path} does not exist — write the door's service key there"
+            " (mode 0600), or point COOP_SERVICE_KEY_FILE at it"
+        ) from None
+    except OSError as exc:
+        raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise ServiceKeyError(
+            f"COOP_SERVICE_KEY_FILE {path} has mode {stat.S_IMODE(info.st_mode):04o}; the service"
+            f" key must be private (0600) — run `chmod 600 {path}`"
+        )
+    if info.st_size > MAX_KEY_FILE_BYTES:
+        raise ServiceKeyError(
+            f"COOP_SERVICE_KEY_FILE {path} is {info.st_size} bytes; a service key is one short"
+            " line — check the path"
+        )
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
+    if not key:
+        raise ServiceKeyError(
+            f"COOP_SERVICE_KEY_FILE {path} is empty — write the door's service key there"
+        )
+    return key

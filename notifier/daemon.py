@@ -1,0 +1,180 @@
+"""The long-running notifier: drain, then sleep until a kick, the head's due time, or a backstop.
+
+    daemon = Daemon(config)     # no I/O here
+    await daemon.run()          # binds the kick socket, resumes pending rows, runs until stop()
+    daemon.kick()               # in-process wake (from the event loop's thread)
+    daemon.stop()               # finish the row in flight, release, then run() returns
+
+Start order closes the lost-kick window: the kick socket is bound *before* the first drain, so
+a producer committing after the bind wakes the daemon with a datagram, and one committing
+before it is seen by the first drain (which also resumes whatever a dead process left pending
+or in flight: its lock is taken over once the holder is provably gone).
+
+The lock is claimed per drain, not held while asleep: each drain ends with the atomic idle
+handoff, so a one-shot drainer spawned while the socket was briefly unbound can win the lock
+and drain, and the daemon never strands a row by sleeping on a lock. While a live worker holds
+the lock the daemon re-tries with a growing interval (it drains every due row and hands off
+atomically; the retry only catches a deferred head coming due afterwards).
+
+Stop order: finish the row in flight, release the lock, close the socket; then, if a due row
+is left, kick (`engine.kick.kick`, honouring `COOP_KICK`): a datagram to a successor daemon, or
+a one-shot drainer, so no row waits for the next producer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+from anyio.abc import UNIXDatagramSocket
+
+from engine import kick as engine_kick
+from engine.store import open_connection
+from notifier import store
+from notifier.config import NotifierConfig
+from notifier.errors import DaemonAlreadyRunning
+from notifier.store import Database
+from notifier.worker import DrainOutcome, Worker
+
+if TYPE_CHECKING:
+    from notifier.client import DoorClient
+
+# The first re-try after losing the lock to a live drainer, doubling up to the backstop.
+LOCK_BUSY_RETRY_S = 0.25
+KICK_SOCKET_MODE = 0o600
+MAX_DATAGRAM_BYTES = 64
+
+
+def http_client_factory(config: NotifierConfig) -> Callable[[], DoorClient]:
+    def make() -> DoorClient:
+        from notifier.client import HttpDoorClient  # httpx only once a lock is won
+
+        return HttpDoorClient(config.door_url, config.service_key, config.client_timeout_s)
+
+    return make
+
+
+class Daemon:
+    """The notifier's long-running role (for `coop-notifier run` and `coop serve`)."""
+
+    def __init__(
+        self,
+        config: NotifierConfig,
+        *,
+        connect: Callable[[], sqlite3.Connection] | None = None,
+        client_factory: Callable[[], DoorClient] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self._connect = connect or (lambda: open_connection(config.db_path))
+        self._client_factory = client_factory or http_client_factory(config)
+        self._clock = clock
+        self._worker: Worker | None = None
+        self._wake: anyio.Event | None = None
+        self._kicked = False
+        self._stopping = False
+        self.log = structlog.get_logger("notifier.daemon")
+
+    @property
+    def socket_path(self) -> Path:
+        return engine_kick.socket_path(self.config.db_path)
+
+    def kick(self) -> None:
+        """Wake the daemon now (a row was committed). Call from the event loop's thread."""
+        self._kicked = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def stop(self) -> None:
+        """Finish the row in flight, then let `run()` return."""
+        self._stopping = True
+        if self._worker is not None:
+            self._worker.stop()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Bind the kick socket, then drain and sleep until `stop()`."""
+        db = Database(self._connect)
+        worker = Worker(
+            self.config,
+            db=db,
+            client_factory=self._client_factory,
+            role="daemon",
+            clock=self._clock,
+        )
+        self._worker = worker
+        if self._stopping:
+            worker.stop()
+        self._wake = anyio.Event()
+        sock = await self._bind()
+        work_left = False
+        try:
+            self.log.info("notifier.daemon.started", socket=str(self.socket_path))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._receive_kicks, sock)
+                work_left = await self._loop(db, worker)
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sock.aclose()
+                self.socket_path.unlink(missing_ok=True)
+                try:
+                    if work_left or self._stopping:
+                        work_left = await db.call(store.due_head, self._clock()) is not None
+                finally:
+                    await worker.aclose()
+                    await db.aclose()
+        if work_left:
+            done = engine_kick.kick(self.config.db_path)
+            self.log.info("worker.handoff", outcome="kicked_successor", kick=done)
+        self.log.info("notifier.daemon.stopped")
+
+    async def _bind(self) -> UNIXDatagramSocket:
+        path = self.socket_path
+        # anyio replaces a socket file at the path: refuse first if a live daemon answers there.
+        if path.exists() and engine_kick.send_datagram(self.config.db_path):
+            raise DaemonAlreadyRunning(
+                f"another notifier daemon listens on {path} for {self.config.db_path};"
+                " stop it (or point COOP_DB elsewhere) before starting this one"
+            )
+        return await anyio.create_unix_datagram_socket(local_path=path, local_mode=KICK_SOCKET_MODE)
+
+    async def _receive_kicks(self, sock: UNIXDatagramSocket) -> None:
+        while True:
+            await sock.receive()
+            self.kick()
+
+    async def _loop(self, db: Database, worker: Worker) -> bool:
+        """Drain and sleep until stopped; True when stopped with a due row left."""
+        busy_retry_s = LOCK_BUSY_RETRY_S
+        while not self._stopping:
+            self._kicked = False
+            self._wake = anyio.Event()
+            report = await worker.drain()
+            if report.outcome is DrainOutcome.STOPPED:
+                return True
+            if self._stopping:
+                break
+            if report.outcome is DrainOutcome.LOCK_BUSY:
+                sleep_s = min(busy_retry_s, self.config.backstop_s)
+                busy_retry_s *= 2
+            else:
+                busy_retry_s = LOCK_BUSY_RETRY_S
+                head = await db.call(store.head)
+                if head is None:
+                    sleep_s = self.config.backstop_s
+                else:
+                    sleep_s = min(
+                        max(head.next_attempt_at - self._clock(), 0.0), self.config.backstop_s
+                    )
+            if self._kicked or sleep_s <= 0:
+                continue
+            with anyio.move_on_after(sleep_s):
+                await self._wake.wait()
+        return False

@@ -1,0 +1,37 @@
+"""Structured logging for the notifier's entry points: one structlog event per line on stderr.
+
+JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file),
+key=value console output on a tty. Library modules only call `structlog.get_logger(...)`; the
+entry point (`notifier.__main__`) calls `configure_logging()`. An embedding service (`coop serve`)
+configures structlog itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(json: bool | None = None) -> None:
+    """Configure structlog for this process. `json=None` picks JSON unless stderr is a tty."""
+    if json is None:
+        json = not sys.stderr.isatty()
+    processors: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    if json:
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
+        cache_logger_on_first_use=False,
+    )

@@ -1,0 +1,297 @@
+"""The notifier's only SQL: outbox delivery state and the `worker_lock` row.
+
+Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the notifier's
+database thread (`Database.call`): one thread hop per transaction, never a transaction held
+open across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
+
+The queue predicate, shared by the drain and the idle handoff so they can never disagree:
+
+    the head pending row (lowest id) exists and its next_attempt_at <= now
+
+Strict FIFO follows: only the head is ever a candidate, so a deferred head holds the rows
+behind it.
+
+sqlite3 errors (and the engine's, when the connection is opened) are translated here into
+`notifier.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from engine.errors import CoopError
+from notifier.errors import LockLost, StoreError
+from notifier.lock import Holder, why_gone
+from notifier.outcome import Delivered, Outcome
+
+T = TypeVar("T")
+
+HEAD_SQL = (
+    "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
+    " WHERE state = 'pending' ORDER BY id LIMIT 1"
+)
+
+
+class IdleHandoff(enum.Enum):
+    """What `release_worker_if_idle` decided, atomically with the queue recheck."""
+
+    WORK_AVAILABLE = "work_available"  # a due row exists: the lock is kept, drain on
+    RELEASED = "released"  # nothing due: the lock is deleted, stop
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    kind: str
+    text: str
+    attempts: int
+    next_attempt_at: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of one check-and-claim of the worker lock."""
+
+    acquired: bool
+    holder: Holder | None = None  # the live holder, when not acquired
+    taken_over_from: Holder | None = None  # the dead holder, when taken over
+    reason: str | None = None  # why that holder is provably gone
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The result of recording one attempt: whether the row was still pending, and the next one."""
+
+    applied: bool
+    next_due: OutboxRow | None
+
+
+# -- the database thread -------------------------------------------------------------------
+
+
+class Database:
+    """One connection on one dedicated thread (sqlite3 connections belong to their thread).
+
+    `connect` is called on that thread the first time it is needed; the default is the
+    engine's `open_connection`, and the owner service may hand in its own fenced connection.
+    """
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._connect = connect
+        self._conn: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` — one whole transaction — on the database thread."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifier-db")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._run, fn, args)
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        if self._conn is None:
+            self._conn = open_with(self._connect)
+        return fn(self._conn, *args)
+
+    async def aclose(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(executor, self._close_conn)
+        executor.shutdown(wait=False)
+
+    def _close_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
+    try:
+        return connect()
+    except CoopError as exc:
+        raise StoreError(f"cannot open the Coop database: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the Coop database: {exc}") from exc
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE`; commit when the block finishes, roll back otherwise."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot start a write on the Coop database: {exc}") from exc
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreError(f"the Coop database refused the notifier's write: {exc}") from exc
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StoreError(f"the Coop database could not commit: {exc}") from exc
+
+
+# -- the queue -----------------------------------------------------------------------------
+
+
+def _row(found: sqlite3.Row | tuple[Any, ...] | None) -> OutboxRow | None:
+    if found is None:
+        return None
+    return OutboxRow(
+        id=int(found[0]),
+        kind=str(found[1]),
+        text=str(found[2]),
+        attempts=int(found[3]),
+        next_attempt_at=float(found[4]),
+    )
+
+
+def head(conn: sqlite3.Connection) -> OutboxRow | None:
+    """The head pending row, due or not (the daemon sleeps until it is due)."""
+    try:
+        return _row(conn.execute(HEAD_SQL).fetchone())
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
+
+
+def _due_head(conn: sqlite3.Connection, now_epoch: float) -> OutboxRow | None:
+    """The queue predicate (see the module docstring): the head pending row if it is due."""
+    row = _row(conn.execute(HEAD_SQL).fetchone())
+    return row if row is not None and row.next_attempt_at <= now_epoch else None
+
+
+def due_head(conn: sqlite3.Connection, now_epoch: float) -> OutboxRow | None:
+    try:
+        return _due_head(conn, now_epoch)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
+
+
+def _require_owner(conn: sqlite3.Connection, owner: str, doing: str) -> None:
+    found = conn.execute("SELECT owner FROM worker_lock WHERE singleton = 1").fetchone()
+    if found is None or found[0] != owner:
+        held = "nobody" if found is None else found[0]
+        raise LockLost(
+            f"worker {owner} no longer holds the worker lock (held by {held}) while {doing};"
+            " it stops and leaves the queue to the holder"
+        )
+
+
+def record_attempt(
+    conn: sqlite3.Connection,
+    owner: str,
+    row: OutboxRow,
+    outcome: Outcome,
+    now_epoch: float,
+    now_iso: str,
+) -> Recorded:
+    """Mark `row` delivered or deferred and read the next due row, in one transaction.
+
+    Refuses (`LockLost`) when the caller no longer holds the lock. A row an operator cancelled
+    while it was in flight stays cancelled (`applied=False`).
+    """
+    with write(conn):
+        _require_owner(conn, owner, f"recording outbox row #{row.id}")
+        if isinstance(outcome, Delivered):
+            cur = conn.execute(
+                "UPDATE coop_outbox SET state = 'delivered', attempts = attempts + 1,"
+                " last_attempt_at = ?, delivered_at = ?, door_answer = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (now_iso, now_iso, outcome.answer, row.id),
+            )
+        else:
+            cur = conn.execute(
+                "UPDATE coop_outbox SET attempts = attempts + 1, next_attempt_at = ?,"
+                " last_attempt_at = ?, last_error = ?, door_answer = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (now_epoch + outcome.retry_in_s, now_iso, outcome.error, outcome.answer, row.id),
+            )
+        return Recorded(applied=cur.rowcount == 1, next_due=_due_head(conn, now_epoch))
+
+
+# -- the worker lock -----------------------------------------------------------------------
+
+
+def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
+    """Check-and-claim in one transaction; take over only a provably gone holder."""
+    with write(conn):
+        found = conn.execute(
+            "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
+        ).fetchone()
+        if found is not None:
+            holder = Holder(
+                owner=str(found[0]),
+                pid=int(found[1]),
+                host=str(found[2]),
+                started_at=None if found[3] is None else float(found[3]),
+            )
+            if holder.owner == me.owner:
+                return Claim(acquired=True)
+            reason = why_gone(holder, me)
+            if reason is None:
+                return Claim(acquired=False, holder=holder)
+            conn.execute(
+                "DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (holder.owner,)
+            )
+        conn.execute(
+            "INSERT INTO worker_lock (singleton, owner, pid, host, started_at, acquired_at)"
+            " VALUES (1, ?, ?, ?, ?, ?)",
+            (me.owner, me.pid, me.host, me.started_at, now_iso),
+        )
+        if found is None:
+            return Claim(acquired=True)
+        return Claim(acquired=True, taken_over_from=holder, reason=reason)
+
+
+def release_worker_if_idle(conn: sqlite3.Connection, owner: str, now_epoch: float) -> IdleHandoff:
+    """The atomic idle handoff: verify ownership, recheck the queue, keep or delete the lock.
+
+    Producers insert under `BEGIN IMMEDIATE` too, so either their row committed first (seen
+    here: `WORK_AVAILABLE`, the caller drains on) or this release committed first (their kick's
+    worker finds the lock free). No committed state has queued work and no worker to run it.
+    """
+    with write(conn):
+        _require_owner(conn, owner, "handing off")
+        if _due_head(conn, now_epoch) is not None:
+            return IdleHandoff.WORK_AVAILABLE
+        conn.execute("DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (owner,))
+        return IdleHandoff.RELEASED
+
+
+def release_lock(conn: sqlite3.Connection, owner: str) -> bool:
+    """Delete the lock if `owner` holds it (a bounded drain's end, a stop); True if deleted."""
+    with write(conn):
+        cur = conn.execute("DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (owner,))
+        return cur.rowcount == 1
+
+
+def lock_holder(conn: sqlite3.Connection) -> Holder | None:
+    """Who holds the worker lock now (for logs and tests)."""
+    try:
+        found = conn.execute(
+            "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
+        ).fetchone()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the worker lock: {exc}") from exc
+    if found is None:
+        return None
+    return Holder(
+        owner=str(found[0]),
+        pid=int(found[1]),
+        host=str(found[2]),
+        started_at=None if found[3] is None else float(found[3]),
+    )

@@ -1,0 +1,236 @@
+"""The drain loop under the worker lock, and the atomic idle handoff.
+
+One worker drains at a time, FIFO by id, one row at a time:
+
+    claim the lock (check-and-claim in one BEGIN IMMEDIATE; a provably dead holder is taken over)
+    row = the due head
+    loop:
+        no due row  -> release_worker_if_idle(owner)      # one BEGIN IMMEDIATE transaction
+                         WORK_AVAILABLE -> read the due head again, drain on
+                         RELEASED       -> stop (outcome `released`)
+        stopping    -> release, stop (outcome `stopped`; the caller kicks if work is left)
+        max_runs    -> release, stop (outcome `max_runs`; rows left wait for the next kick)
+        else        -> POST the row; mark delivered or deferred and read the next due row
+                       in one transaction
+
+The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
+(lowest id) exists and is due* (`next_attempt_at <= now`). So:
+
+- a deferred head holds the rows behind it (strict FIFO) and does not count as work: a
+  one-shot drain releases the lock and exits, logging the deferred head and when it is due.
+  That row is left to the daemon (which sleeps until it is due) or to the next kick (a
+  producer's commit, or `coop outbox retry N`, which makes it due now).
+- a row a producer commits while the worker decides it is idle is never stranded: producers
+  insert under BEGIN IMMEDIATE too, so either the insert committed first and the handoff sees
+  it (`WORK_AVAILABLE`), or the handoff committed first and the producer's kick finds the lock
+  free.
+
+A worker that loses the lock to a live holder does nothing (`lock_busy`): the holder drains
+every due row and hands off atomically.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from engine.faults import fault
+from engine.store import now_iso
+from notifier import store
+from notifier.config import NotifierConfig
+from notifier.lock import Holder, this_worker
+from notifier.outcome import BackoffPolicy, Delivered, classify
+from notifier.store import Database, IdleHandoff, OutboxRow
+
+if TYPE_CHECKING:
+    from notifier.client import DoorClient
+
+
+class DrainOutcome(enum.Enum):
+    RELEASED = "released"  # idle handoff: nothing due, lock deleted
+    LOCK_BUSY = "lock_busy"  # a live worker holds the lock; it drains
+    MAX_RUNS = "max_runs"  # bounded drain reached its count, lock released
+    STOPPED = "stopped"  # asked to stop; the row in flight was finished, lock released
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    outcome: DrainOutcome
+    delivered: int = 0
+    deferred: int = 0
+    holder: Holder | None = None  # the live holder, for LOCK_BUSY
+
+
+class Worker:
+    """Drains the outbox under the worker lock; one instance, one identity, one door client.
+
+    `client_factory` is called once, after the first lock is won (a drainer that loses the
+    lock never builds an HTTP client). `idle_seam` is a test hook run between the drain's
+    empty read and its handoff: the seam where a producer's row must not be stranded.
+    """
+
+    def __init__(
+        self,
+        config: NotifierConfig,
+        *,
+        db: Database,
+        client_factory: Callable[[], DoorClient],
+        role: str = "drain",
+        clock: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
+        idle_seam: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.db = db
+        self.me = this_worker(role)
+        self._client_factory = client_factory
+        self._client: DoorClient | None = None
+        self._clock = clock
+        self._rand = rand
+        self._idle_seam = idle_seam
+        self._policy = BackoffPolicy(base_s=config.backoff_base_s, max_s=config.backoff_max_s)
+        self._stopping = False
+        self.log = structlog.get_logger("notifier.worker").bind(owner=self.me.owner)
+
+    def stop(self) -> None:
+        """Finish the row in flight, then end the drain (releasing the lock)."""
+        self._stopping = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def drain(self, max_runs: int | None = None) -> DrainReport:
+        """Claim the lock and deliver due rows until the idle handoff releases it."""
+        claim = await self.db.call(store.claim_lock, self.me, now_iso())
+        if not claim.acquired:
+            holder = claim.holder
+            self.log.info(
+                "worker.lock.busy",
+                holder=holder.owner if holder else None,
+                holder_pid=holder.pid if holder else None,
+            )
+            return DrainReport(DrainOutcome.LOCK_BUSY, holder=holder)
+        if claim.taken_over_from is not None:
+            dead = claim.taken_over_from
+            self.log.warning(
+                "worker.lock.taken_over",
+                dead_owner=dead.owner,
+                dead_pid=dead.pid,
+                dead_host=dead.host,
+                reason=claim.reason,
+            )
+        self.log.info("worker.lock.acquired", pid=self.me.pid)
+        if self._client is None:
+            self._client = self._client_factory()
+        delivered = deferred = 0
+        released = False
+        outcome = DrainOutcome.RELEASED
+        try:
+            row = await self.db.call(store.due_head, self._clock())
+            while True:
+                if row is None:
+                    if self._idle_seam is not None:
+                        await self._idle_seam()
+                    handoff = await self.db.call(
+                        store.release_worker_if_idle, self.me.owner, self._clock()
+                    )
+                    if handoff is IdleHandoff.WORK_AVAILABLE:
+                        self.log.info("worker.handoff", outcome=handoff.value)
+                        row = await self.db.call(store.due_head, self._clock())
+                        continue
+                    released = True
+                    await self._log_released(delivered, deferred)
+                    break
+                if self._stopping:
+                    outcome = DrainOutcome.STOPPED
+                    break
+                if max_runs is not None and delivered + deferred >= max_runs:
+                    outcome = DrainOutcome.MAX_RUNS
+                    break
+                row, was_delivered = await self._deliver(row)
+                if was_delivered:
+                    delivered += 1
+                else:
+                    deferred += 1
+        finally:
+            if not released:
+                # Shielded: a cancelled drain must still give the lock back while it can.
+                with anyio.CancelScope(shield=True):
+                    await self.db.call(store.release_lock, self.me.owner)
+                self.log.info(
+                    "worker.handoff",
+                    outcome=outcome.value,
+                    delivered=delivered,
+                    deferred=deferred,
+                    work_left=True,
+                )
+                self.log.info("worker.lock.released")
+        return DrainReport(outcome, delivered=delivered, deferred=deferred)
+
+    async def _deliver(self, row: OutboxRow) -> tuple[OutboxRow | None, bool]:
+        """One attempt at `row`; return the next due row and whether this one was delivered."""
+        assert self._client is not None
+        attempt = row.attempts + 1
+        reply = await self._client.send(row)
+        now = self._clock()
+        outcome = classify(
+            reply, attempt=attempt, policy=self._policy, now_epoch=now, rand=self._rand()
+        )
+        if isinstance(outcome, Delivered):
+            # Door answered 2xx, row not yet marked: a crash here re-sends the row on restart
+            # (at-least-once; the door deduplicates per destination by outbox_id).
+            fault("notifier.after_door_answer")
+        # Shielded: the door's answer must be recorded even if the drain is being cancelled.
+        with anyio.CancelScope(shield=True):
+            recorded = await self.db.call(
+                store.record_attempt, self.me.owner, row, outcome, now, now_iso()
+            )
+        if not recorded.applied:
+            self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
+        elif isinstance(outcome, Delivered):
+            self.log.info("outbox.delivered", outbox_id=row.id, attempt=attempt)
+        else:
+            self.log.warning(
+                "outbox.deferred",
+                outbox_id=row.id,
+                attempt=attempt,
+                retry_in_s=round(outcome.retry_in_s, 3),
+                error=outcome.error,
+            )
+        return recorded.next_due, isinstance(outcome, Delivered)
+
+    async def _log_released(self, delivered: int, deferred: int) -> None:
+        head = await self.db.call(store.head)
+        if head is None:
+            self.log.info(
+                "worker.handoff", outcome="released", delivered=delivered, deferred=deferred
+            )
+        else:
+            self.log.info(
+                "worker.handoff",
+                outcome="released",
+                delivered=delivered,
+                deferred=deferred,
+                deferred_head=head.id,
+                due_in_s=round(max(head.next_attempt_at - self._clock(), 0.0), 3),
+                note="the deferred head is left to the daemon or the next kick",
+            )
+        self.log.info("worker.lock.released")
+
+
+async def release_worker_if_idle(db: Database, owner: str, now_epoch: float) -> IdleHandoff:
+    """The service verb: the atomic idle handoff for `owner` (see notifier.store)."""
+    return await db.call(store.release_worker_if_idle, owner, now_epoch)

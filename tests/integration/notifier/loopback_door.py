@@ -1,0 +1,142 @@
+"""A test door speaking the notify door's contract, on real uvicorn over loopback.
+
+    POST /api/coop/engine/notify  X-Coop-Service-Key  {"text", "kind", "outbox_id"}
+
+It records every request in arrival order and counts re-sent outbox ids. A test steers it:
+`script` answers the next requests (status, headers) in turn; `down` makes every answer a
+503; `delay_s` slows each answer. The default answer is 200 `{"delivered": true, ...}`.
+
+`serve_door(door, sock)` serves it on an already bound socket: a bound socket that is not yet
+listening refuses connections, so a test can start with "the door is down" at a fixed URL and
+bring it up later on the same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.support.waiting import wait_until, wait_until_sync
+
+DOOR_PATH = "/api/coop/engine/notify"
+SERVICE_KEY = "test-service-key-0123456789"
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, object] | None = None
+
+
+@dataclass
+class TestDoor:
+    __test__ = False  # not a test class, despite the name
+
+    received: list[dict[str, str]] = field(default_factory=list)
+    script: list[Answer] = field(default_factory=list)
+    down: bool = False
+    delay_s: float = 0.0
+    wrong_keys: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def ids(self) -> list[int]:
+        with self.lock:
+            return [int(r["outbox_id"]) for r in self.received]
+
+    def resent(self) -> dict[int, int]:
+        """outbox id -> times seen, for ids seen more than once."""
+        counts = Counter(self.ids())
+        return {i: n for i, n in counts.items() if n > 1}
+
+    async def handle(self, request: Request) -> JSONResponse:
+        if request.headers.get("x-coop-service-key") != SERVICE_KEY:
+            self.wrong_keys += 1
+            return JSONResponse({"detail": "unauthorized"}, status_code=401)
+        body = json.loads(await request.body())
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        with self.lock:
+            answer = self.script.pop(0) if self.script else None
+            if answer is None and self.down:
+                answer = Answer(503, body={"detail": "notification_channel_unavailable"})
+            if answer is None or 200 <= answer.status < 300:
+                self.received.append(body)
+        if answer is None:
+            return JSONResponse({"delivered": True, "outbox_id": body.get("outbox_id")})
+        return JSONResponse(
+            answer.body if answer.body is not None else {"detail": "scripted"},
+            status_code=answer.status,
+            headers=answer.headers,
+        )
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route(DOOR_PATH, self.handle, methods=["POST"])])
+
+
+def bound_socket() -> socket.socket:
+    """A loopback TCP socket with a port, not listening yet (connections to it are refused)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def door_url(sock: socket.socket) -> str:
+    return f"http://127.0.0.1:{sock.getsockname()[1]}{DOOR_PATH}"
+
+
+def _server(door: TestDoor) -> uvicorn.Server:
+    config = uvicorn.Config(
+        door.app(), log_config=None, access_log=False, lifespan="off", ws="none"
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    return server
+
+
+@asynccontextmanager
+async def serve_door(door: TestDoor, sock: socket.socket) -> AsyncIterator[str]:
+    """Serve `door` on `sock` in this event loop; yield its notify URL."""
+    server = _server(door)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await wait_until(lambda: server.started or task.done(), what="test door start")
+        if task.done():
+            task.result()
+        yield door_url(sock)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=STOP_TIMEOUT_S)
+
+
+@contextmanager
+def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
+    """Serve `door` on its own loop in a thread (for tests driving real processes)."""
+    sock = bound_socket()
+    server = _server(door)
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])), name="test-door", daemon=True
+    )
+    thread.start()
+    try:
+        wait_until_sync(lambda: server.started or not thread.is_alive(), what="test door start")
+        assert server.started, "the test door did not start"
+        yield door_url(sock)
+    finally:
+        server.should_exit = True
+        thread.join(STOP_TIMEOUT_S)
+        sock.close()

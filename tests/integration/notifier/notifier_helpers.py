@@ -1,0 +1,45 @@
+"""Helpers for the notifier's tests: configs, producer-like commits, reading rows back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import store as engine_store
+from engine.outbox import enqueue
+from notifier.config import NotifierConfig
+from tests.integration.notifier.loopback_door import SERVICE_KEY
+
+
+def make_config(
+    db_path: Path, door_url: str = "http://127.0.0.1:9/none", **kw: float
+) -> NotifierConfig:
+    settings: dict[str, float] = {
+        "client_timeout_s": 5.0,
+        "backoff_base_s": 0.05,
+        "backoff_max_s": 0.2,
+        "backstop_s": 30.0,
+    }
+    settings.update(kw)
+    return NotifierConfig(db_path=db_path, door_url=door_url, service_key=SERVICE_KEY, **settings)
+
+
+def add_rows(db_path: Path, count: int, prefix: str = "row") -> list[int]:
+    """Commit `count` pending rows in one transaction, as a producer would; return their ids."""
+    with engine_store.connection(db_path) as conn, engine_store.write(conn):
+        return [enqueue(conn, "note", f"{prefix} {n}") for n in range(count)]
+
+
+def states(db_path: Path) -> dict[int, str]:
+    with engine_store.connection(db_path) as conn:
+        return {r["id"]: r["state"] for r in conn.execute("SELECT id, state FROM coop_outbox")}
+
+
+def outbox_row(db_path: Path, outbox_id: int) -> dict[str, object]:
+    with engine_store.connection(db_path) as conn:
+        return dict(conn.execute("SELECT * FROM coop_outbox WHERE id = ?", (outbox_id,)).fetchone())
+
+
+def lock_row(db_path: Path) -> dict[str, object] | None:
+    with engine_store.connection(db_path) as conn:
+        found = conn.execute("SELECT * FROM worker_lock").fetchone()
+        return dict(found) if found else None
