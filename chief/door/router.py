@@ -97,6 +97,7 @@ class StatusAnswer(BaseModel):
     telegram_configured: bool
     uptime_s: float
     notify_locks: int
+    notify_in_flight: int
 
 
 class Detail(BaseModel):

@@ -79,9 +79,19 @@ class DoorService:
         self.sender = sender
         self.posture = posture
         self.locks = KeyedLocks()
+        #: notify requests inside the door right now: bounded by the report wait and the
+        #: Telegram timeout, so retries never pile up behind a busy Chief.
+        self.in_flight = 0
         self._started_monotonic = time.monotonic()
 
     async def notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
+        self.in_flight += 1
+        try:
+            return await self._notify(text, kind, outbox_id)
+        finally:
+            self.in_flight -= 1
+
+    async def _notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
         bound = log.bind(outbox_id=outbox_id, kind=kind)
         if outbox_id is None:
             telegram_id = await self._send(text, bound)
@@ -129,6 +139,7 @@ class DoorService:
             "telegram_configured": self.sender is not None,
             "uptime_s": round(time.monotonic() - self._started_monotonic, 3),
             "notify_locks": len(self.locks),
+            "notify_in_flight": self.in_flight,
         }
 
     def _chief(self) -> ChiefPort:

@@ -11,6 +11,7 @@ API or the project's emulator). One `Bot` (and its HTTP connection pool) stays o
 from __future__ import annotations
 
 import datetime as dtm
+import os
 import warnings
 from typing import Protocol
 
@@ -47,13 +48,11 @@ class BotSender:
             write_timeout=timeout_s,
             pool_timeout=timeout_s,
         )
-        # PTB 22 warns inside RetryAfter's constructor about the type `retry_after` will have in
-        # a future major version; we read it type-agnostically (retry_after_seconds), so the
-        # warning says nothing to act on and would turn a flood-control answer into a crash
-        # wherever warnings are errors.
-        warnings.filterwarnings(
-            "ignore", message=r".*`retry_after` will be of type", category=PTBDeprecationWarning
-        )
+        # PTB 22 warns inside RetryAfter's own constructor unless the process opts in to the
+        # future type of `retry_after` (a timedelta). We read it type-agnostically
+        # (retry_after_seconds), so opt in: otherwise the warning turns a flood-control answer
+        # into a crash wherever warnings are errors (the test suite), and is noise elsewhere.
+        os.environ.setdefault("PTB_TIMEDELTA", "true")
         self._bot = Bot(token, base_url=base_url, request=request)
         self._chat_id: int | str = int(chat_id) if _is_int(chat_id) else chat_id
 

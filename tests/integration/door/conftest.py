@@ -94,7 +94,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDoor]:
                 TELEGRAM_BOT_TOKEN=BOT_TOKEN,
                 TELEGRAM_CHAT_ID=CHAT_ID,
                 TELEGRAM_API_BASE=emulator_url + "/bot",
-                TELEGRAM_TIMEOUT_S="2",
+                TELEGRAM_TIMEOUT_S="1",
             )
         )
         db_path = folder / "chief.db"
