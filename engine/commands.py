@@ -146,12 +146,12 @@ def run(
     with store.write(conn):
         row = lookup(conn, key)
         if row is not None:
-            if row["input_sha256"] != digest:
-                raise KeyConflict(f"request {key} was already filed for another input")
             if row["outcome"] == NEVER_ARRIVED:
                 raise KeyConflict(
                     f"request {key} was reconciled as never arrived; send it again (a new key)"
                 )
+            if row["input_sha256"] != digest:
+                raise KeyConflict(f"request {key} was already filed for another input")
             if row["outcome"] == COMMITTED and method in READ_METHODS:
                 with owner.owner_context(context):
                     return Filed(key, method, COMMITTED, fn(*args, **kwargs), replayed=True)

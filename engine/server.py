@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -146,7 +147,15 @@ async def serve(config: ServiceConfig) -> None:
 
 
 def main() -> int:
+    """Run until SIGTERM; a wrong setting stops the service at start, naming the setting."""
+    from notifier.errors import NotifierError
+
     configure_logging()
-    config = ServiceConfig.from_env()
-    anyio.run(serve, config)
+    try:
+        config = ServiceConfig.from_env()
+        anyio.run(serve, config)
+    except (UsageError, NotifierError) as exc:
+        log.error("service.refused_to_start", error=exc.message)
+        print(f"coop serve: {exc.message}", file=sys.stderr)
+        return exc.exit_status
     return 0

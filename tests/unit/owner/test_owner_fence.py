@@ -1,0 +1,110 @@
+"""The fence: while installed, only a connection with the owner's SQL function writes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine import owner, store
+
+WRITES = {
+    "todos": (
+        "INSERT INTO todos (title, created_by, created_at, updated_at) VALUES ('t', 'a', 'x', 'x')",
+        "UPDATE todos SET title = 'u'",
+        "DELETE FROM todos",
+    ),
+    "requests": (
+        "INSERT INTO requests (title, created_by, created_at, updated_at)"
+        " VALUES ('t', 'a', 'x', 'x')",
+        "UPDATE requests SET title = 'u'",
+        "DELETE FROM requests",
+    ),
+    "coop_events": (
+        "INSERT INTO coop_events (item_kind, item_id, event, actor, at)"
+        " VALUES ('todo', 1, 'add', 'a', 'x')",
+    ),
+    "coop_outbox": (
+        "INSERT INTO coop_outbox (kind, text, created_at, next_attempt_at)"
+        " VALUES ('note', 't', 'x', 0)",
+        "UPDATE coop_outbox SET state = 'delivered'",
+        "DELETE FROM coop_outbox",
+    ),
+    "worker_lock": (
+        "INSERT INTO worker_lock (singleton, owner, pid, host, acquired_at)"
+        " VALUES (1, 'w', 1, 'h', 'x')",
+        "UPDATE worker_lock SET pid = 2",
+        "DELETE FROM worker_lock",
+    ),
+    "coop_commands": (
+        "INSERT INTO coop_commands (key, method, input_sha256, outcome, filed_at)"
+        " VALUES ('k', 'm', 'd', 'committed', 'x')",
+        "UPDATE coop_commands SET outcome = 'rejected'",
+        "DELETE FROM coop_commands",
+    ),
+}
+
+
+def _fenced(path: Path) -> None:
+    conn = owner.register_fence_function(store.open_connection(path))
+    try:
+        with store.write(conn):
+            assert len(store.install_fence(conn)) == 18
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "statement", [sql for table in sorted(WRITES) for sql in WRITES[table]], ids=str
+)
+def test_a_raw_writer_is_refused_naming_the_owner_service(home: Path, statement: str) -> None:
+    path = home / "coop.db"
+    _fenced(path)
+    raw = sqlite3.connect(path)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="coop_owner_service_required"):
+            raw.execute(statement)
+        assert raw.execute("SELECT COUNT(*) FROM todos").fetchone()[0] == 0  # reads still work
+    finally:
+        raw.close()
+
+
+def test_the_owners_connection_writes_through_the_fence(home: Path) -> None:
+    path = home / "coop.db"
+    _fenced(path)
+    conn = owner.register_fence_function(store.open_connection(path))
+    try:
+        for table in sorted(WRITES):
+            for statement in WRITES[table][:1]:
+                conn.execute(statement)
+        assert conn.execute("SELECT COUNT(*) FROM coop_commands").fetchone()[0] == 1
+    finally:
+        conn.close()
+
+
+def test_removing_the_fence_lets_every_writer_back_in(home: Path) -> None:
+    path = home / "coop.db"
+    _fenced(path)
+    conn = owner.register_fence_function(store.open_connection(path))
+    try:
+        with store.write(conn):
+            assert len(store.remove_fence(conn)) == 18
+        assert store.fence_triggers(conn) == []
+    finally:
+        conn.close()
+    raw = sqlite3.connect(path)
+    try:
+        raw.execute(WRITES["todos"][0])
+        raw.commit()
+    finally:
+        raw.close()
+
+
+def test_a_fenced_write_inside_a_verb_is_a_store_error(home: Path) -> None:
+    from engine import ledger
+    from engine.errors import StoreError
+
+    _fenced(home / "coop.db")
+    with pytest.raises(StoreError, match="no such function: coop_owner_service_required"):
+        ledger.add_todo("written around the owner", actor="alice")
