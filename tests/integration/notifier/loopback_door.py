@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.support.waiting import wait_until, wait_until_sync
@@ -40,6 +40,7 @@ class Answer:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: dict[str, object] | None = None
+    raw: bytes | None = None  # a body that is not JSON (a malformed answer)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class TestDoor:
         counts = Counter(self.ids())
         return {i: n for i, n in counts.items() if n > 1}
 
-    async def handle(self, request: Request) -> JSONResponse:
+    async def handle(self, request: Request) -> Response:
         if request.headers.get("x-coop-service-key") != SERVICE_KEY:
             self.wrong_keys += 1
             return JSONResponse({"detail": "unauthorized"}, status_code=401)
@@ -75,6 +76,8 @@ class TestDoor:
                 answer = Answer(503, body={"detail": "notification_channel_unavailable"})
             if answer is None or 200 <= answer.status < 300:
                 self.received.append(body)
+        if answer is not None and answer.raw is not None:
+            return Response(answer.raw, status_code=answer.status, headers=answer.headers)
         if answer is None:
             return JSONResponse({"delivered": True, "outbox_id": body.get("outbox_id")})
         return JSONResponse(
@@ -89,7 +92,9 @@ class TestDoor:
 
 def bound_socket() -> socket.socket:
     """A loopback TCP socket with a port, not listening yet (connections to it are refused)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # listening socket's proto says TCP; with proto 0, Nagle meets delayed ACKs (~40 ms a request).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock

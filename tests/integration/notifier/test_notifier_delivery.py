@@ -1,0 +1,167 @@
+"""Delivering rows to a real loopback door over HTTP: FIFO, deferral, backoff, Retry-After."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+from structlog.testing import capture_logs
+
+from engine import outbox
+from engine import store as engine_store
+from notifier.client import HttpDoorClient
+from notifier.config import NotifierConfig
+from notifier.daemon import Daemon
+from notifier.store import Database
+from notifier.worker import DrainOutcome, Worker
+from tests.integration.notifier.loopback_door import (
+    Answer,
+    TestDoor,
+    bound_socket,
+    door_url,
+    serve_door,
+)
+from tests.integration.notifier.notifier_helpers import (
+    add_rows,
+    lock_row,
+    make_config,
+    outbox_row,
+    states,
+)
+from tests.support.waiting import wait_until
+
+
+def _worker(config: NotifierConfig) -> Worker:
+    return Worker(
+        config,
+        db=Database(lambda: engine_store.open_connection(config.db_path)),
+        client_factory=lambda: HttpDoorClient(
+            config.door_url, config.service_key, config.client_timeout_s
+        ),
+    )
+
+
+async def _drain_once(config: NotifierConfig) -> DrainOutcome:
+    worker = _worker(config)
+    try:
+        return (await worker.drain()).outcome
+    finally:
+        await worker.aclose()
+        await worker.db.aclose()
+
+
+async def test_rows_reach_the_door_in_fifo_order_with_the_key_and_the_answer_is_recorded(
+    db_path: Path,
+) -> None:
+    door = TestDoor()
+    ids = add_rows(db_path, 5)
+    with bound_socket() as sock:
+        async with serve_door(door, sock) as url:
+            with capture_logs() as logs:
+                assert await _drain_once(make_config(db_path, url)) is DrainOutcome.RELEASED
+    assert door.ids() == ids
+    assert door.wrong_keys == 0
+    assert door.received[0] == {"text": "row 0", "kind": "note", "outbox_id": str(ids[0])}
+    first = outbox_row(db_path, ids[0])
+    assert first["state"] == "delivered"
+    assert first["attempts"] == 1
+    assert json.loads(str(first["door_answer"])) == {"delivered": True, "outbox_id": str(ids[0])}
+    assert lock_row(db_path) is None
+    delivered = [e for e in logs if e["event"] == "outbox.delivered"]
+    assert [(e["outbox_id"], e["attempt"]) for e in delivered] == [(i, 1) for i in ids]
+
+
+async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order(
+    db_path: Path,
+) -> None:
+    door = TestDoor()
+    ids = add_rows(db_path, 5)
+    with bound_socket() as sock:  # bound, not listening: connections are refused
+        config = make_config(db_path, door_url(sock), backoff_base_s=0.05, backoff_max_s=0.2)
+        daemon = Daemon(config)
+        with capture_logs() as logs:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(daemon.run)
+                await wait_until(
+                    lambda: outbox_row(db_path, ids[0])["attempts"] >= 4, what="4 deferrals"
+                )
+                # Strict FIFO: the deferred head holds every row behind it.
+                assert [outbox_row(db_path, i)["attempts"] for i in ids[1:]] == [0, 0, 0, 0]
+                assert "cannot connect to the door" in str(
+                    outbox_row(db_path, ids[0])["last_error"]
+                )
+                async with serve_door(door, sock):
+                    await wait_until(
+                        lambda: set(states(db_path).values()) == {"delivered"},
+                        what="every row delivered",
+                    )
+                daemon.stop()
+    assert door.ids() == ids
+    deferred = [e for e in logs if e["event"] == "outbox.deferred"]
+    # Capped exponential backoff with equal jitter: attempt n waits within [cap/2, cap].
+    for event in deferred:
+        cap = min(0.2, 0.05 * 2 ** (event["attempt"] - 1))
+        assert cap / 2 <= event["retry_in_s"] <= cap
+        assert event["outbox_id"] == ids[0]
+    assert lock_row(db_path) is None
+
+
+async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_it_due(
+    db_path: Path,
+) -> None:
+    door = TestDoor(
+        script=[
+            Answer(503, {"Retry-After": "3"}, body={"detail": "notification_channel_unavailable"})
+        ]
+    )
+    first, second = add_rows(db_path, 2)
+    with bound_socket() as sock:
+        async with serve_door(door, sock) as url:
+            config = make_config(db_path, url)  # backoff caps at 0.2 s: the 3 s is the door's
+            assert await _drain_once(config) is DrainOutcome.RELEASED
+            row = outbox_row(db_path, first)
+            assert row["state"] == "pending"
+            assert row["attempts"] == 1
+            assert "notification_channel_unavailable" in str(row["last_error"])
+            assert "Retry-After 3" in str(row["last_error"])
+            attempted = engine_store.parse_iso(str(row["last_attempt_at"])).timestamp()
+            assert float(row["next_attempt_at"]) - attempted >= 3.0 - 0.01
+            # A drain before the door's time sends nothing: the head is not due.
+            assert await _drain_once(config) is DrainOutcome.RELEASED
+            assert door.ids() == []
+            outbox.retry(first, actor="operator", db=str(db_path))
+            assert await _drain_once(config) is DrainOutcome.RELEASED
+    assert door.ids() == [first, second]
+
+
+async def test_other_statuses_a_malformed_answer_a_wrong_key_and_a_timeout_are_deferrals(
+    db_path: Path,
+) -> None:
+    door = TestDoor(script=[Answer(500, body={"detail": "boom"}), Answer(200, raw=b"<html>")])
+    (only,) = add_rows(db_path, 1)
+    errors: list[str] = []
+    with bound_socket() as sock:
+        async with serve_door(door, sock) as url:
+            config = make_config(db_path, url, client_timeout_s=0.3)
+            for tweak in ("500", "malformed", "wrong key", "timeout"):
+                if tweak == "wrong key":
+                    await _drain_once(NotifierConfig(**{**config.__dict__, "service_key": "wrong"}))
+                elif tweak == "timeout":
+                    door.delay_s = 1.0
+                    await _drain_once(config)
+                    door.delay_s = 0.0
+                else:
+                    await _drain_once(config)
+                row = outbox_row(db_path, only)
+                assert row["state"] == "pending"
+                errors.append(str(row["last_error"]))
+                outbox.retry(only, actor="operator", db=str(db_path))
+            await _drain_once(config)
+    assert errors[0] == "HTTP 500: boom"
+    assert "malformed answer" in errors[1]
+    assert errors[2] == "HTTP 401: unauthorized"
+    assert errors[3].startswith("timeout after 0.3s")
+    row = outbox_row(db_path, only)
+    assert row["state"] == "delivered"
+    assert row["attempts"] == 5
