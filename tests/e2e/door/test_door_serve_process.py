@@ -1,0 +1,145 @@
+"""`chief serve` as a real process: the crash window between the Telegram send and the mark,
+measured; fault points inert unless named; one door per chief.db; the 0600 key; SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from chief.telegram.emulator import parse_fault
+from tests.e2e.door.conftest import NOTIFY_URL, Harness, spawn_door
+from tests.integration.door.door_env import body, key_headers
+from tests.support.waiting import wait_until_sync
+
+pytestmark = pytest.mark.timeout(120)
+
+FAULT_EXIT_STATUS = 86
+
+
+def test_door_crash_between_send_and_mark_rings_again_but_chief_once(harness: Harness) -> None:
+    document = body("41", text="todo #41 done: crash window")
+    door = spawn_door(harness.env(COOP_TEST_FAULTS="door.after_telegram_send"))
+    with pytest.raises(httpx.TransportError):
+        harness.notify(door, document)
+    assert door.proc.wait(15) == FAULT_EXIT_STATUS
+    # Telegram accepted it, the Chief line landed, the sent mark was never written.
+    assert harness.emulator.texts() == [document["text"]]
+    assert harness.chief_lines("41") == 1
+    assert harness.sent_marks("41") == 0
+
+    door = spawn_door(harness.env())
+    retried = harness.notify(door, document)
+    assert retried.status_code == 200, retried.text
+    assert "already_sent" not in retried.json()
+    # The documented at-least-once window, measured: the phone rang twice, the Chief has one.
+    assert harness.emulator.texts() == [document["text"], document["text"]]
+    assert harness.chief_lines("41") == 1
+    assert harness.sent_marks("41") == 1
+    assert harness.notify(door, document).json()["already_sent"] is True
+    assert len(harness.emulator.messages) == 2
+    assert door.terminate() == 0
+
+
+def test_door_crash_after_report_rings_once_on_retry(harness: Harness) -> None:
+    document = body("42", text="todo #42 done: crash after report")
+    door = spawn_door(harness.env(COOP_TEST_FAULTS="door.after_report"))
+    with pytest.raises(httpx.TransportError):
+        harness.notify(door, document)
+    assert door.proc.wait(15) == FAULT_EXIT_STATUS
+    assert harness.emulator.messages == []
+    assert harness.chief_lines("42") == 1
+
+    # A fault list that names other points leaves these inert.
+    door = spawn_door(harness.env(COOP_TEST_FAULTS="door.not_a_point,engine.other"))
+    answer = harness.notify(door, document)
+    assert answer.status_code == 200
+    assert harness.emulator.texts() == [document["text"]]
+    assert harness.chief_lines("42") == 1
+    assert door.terminate() == 0
+    assert door.events("door.stopped")
+
+
+def test_door_retry_storm_against_a_slow_telegram_rings_once(harness: Harness) -> None:
+    """A real door process; Telegram answers only after 3 s while the engine's client gives up
+    after 1 s and retries: 10 concurrent posts of one row, then 5 retries as they time out."""
+    door = spawn_door(harness.env(TELEGRAM_TIMEOUT_S="10"))
+    harness.emulator.arm(parse_fault({"mode": "delay", "delay_s": 3.0, "count": 1}))
+    document = body("storm", text="todo #50 done: storm against slow Telegram")
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def post(retries: int) -> None:
+        with httpx.Client(timeout=1.0) as client:
+            for _ in range(1 + retries):
+                try:
+                    client.post(door.url + NOTIFY_URL, json=document, headers=key_headers())
+                    result = "answered"
+                except httpx.TimeoutException:
+                    result = "timeout"
+                with lock:
+                    outcomes.append(result)
+                if result != "timeout":
+                    return
+
+    threads = [threading.Thread(target=post, args=(1 if n < 5 else 0,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes.count("timeout") >= 10
+    wait_until_sync(
+        lambda: (s := harness.status(door))["notify_in_flight"] == 0 and s["sent_count"] == 1,
+        timeout_s=20,
+        what="every handler to finish",
+    )
+    status = harness.status(door)
+    assert status["notify_locks"] == 0
+    assert harness.emulator.texts() == [document["text"]]
+    assert harness.chief_lines("storm") == 1
+    assert harness.sent_marks("storm") == 1
+    assert len(door.events("door.delivered")) == 1
+    assert door.terminate() == 0
+
+
+def test_door_second_serve_on_the_same_db_refuses(harness: Harness) -> None:
+    first = spawn_door(harness.env())
+    second = spawn_door(harness.env(), wait_listening=False)
+    assert second.proc.wait(20) == 1
+    wait_until_sync(lambda: "already runs" in second.stderr(), timeout_s=5)
+    assert str(first.proc.pid) in second.stderr()
+    assert harness.notify(first, body("43")).status_code == 200
+    assert first.terminate() == 0
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640])
+def test_door_refuses_to_start_with_a_key_file_not_0600(harness: Harness, mode: int) -> None:
+    os.chmod(harness.folder / "service.key", mode)
+    result = subprocess.run(
+        [sys.executable, "-m", "chief", "serve"],
+        env=harness.env(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    message = result.stderr.decode()
+    assert "COOP_SERVICE_KEY_FILE" in message
+    assert "0600" in message
+    assert f"{mode:04o}" in message
+
+
+def test_door_refuses_to_start_with_a_bad_setting(harness: Harness) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "chief", "serve"],
+        env=harness.env(CHIEF_PORT="eighty"),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "CHIEF_PORT" in result.stderr.decode()
