@@ -296,9 +296,17 @@ def _operator(args: argparse.Namespace) -> str:
 
 def _status(db: str | None, as_json: bool, emit: Callable[[str], None]) -> None:
     from engine import receipts
+    from engine.errors import OwnerUnavailable
 
-    counts = ledger.counts(db=db)
     pending = receipts.uncertain()
+    try:
+        counts = ledger.counts(db=db)
+    except OwnerUnavailable:
+        # The receipts are this machine's own: show them even when the owner cannot answer,
+        # since that is exactly when someone needs them; then fail with the owner's words.
+        for receipt in pending:
+            emit(f"uncertain receipt {receipt['key']}  {receipt['method']}")
+        raise
     if as_json:
         emit(json.dumps({**counts, "uncertain_receipts": pending}, indent=2))
         return

@@ -28,7 +28,7 @@ from engine import owner, store
 from engine.errors import CoopError, UsageError
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
-READ_METHODS = frozenset({"list_items", "history", "rows", "counts"})
+READ_METHODS = owner.READ_METHODS
 
 
 class CommandRefused(UsageError):

@@ -14,6 +14,8 @@
                                             reconcile request <key>`        receipt uncertain
     5xx                                     `Coop owner failed (HTTP n); reconcile request <key>`
                                                                             receipt uncertain
+      (a read, `owner.READ_METHODS`, changes nothing: its receipt settles `rejected` with the
+      outcome `unanswered_read` instead of waiting for a reconcile that could only say so)
     4xx without a verdict                   `Coop refused the request (HTTP n): <detail>`
                                                                             receipt rejected
     a domain verdict                        the same error type, the same words   rejected
@@ -41,7 +43,7 @@ from urllib.parse import urlsplit
 
 from engine import receipts
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
-from engine.owner import INVALID_OWNER
+from engine.owner import INVALID_OWNER, READ_METHODS
 
 CREDENTIAL_HEADER = "X-Coop-Owner-Key"
 CALL_PATH = "/compat/call"
@@ -149,10 +151,12 @@ def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[st
     try:
         status, raw = _post(url, credential, body)
     except (OSError, ValueError) as exc:
+        _settle_unanswered_read(method, key)
         raise OwnerUnavailable(
             f"Coop owner unavailable; no local write attempted; reconcile request {key}"
         ) from exc
     if status >= 500:
+        _settle_unanswered_read(method, key)
         raise OwnerUnavailable(f"Coop owner failed (HTTP {status}); reconcile request {key}")
     if status >= 400:
         receipts.settle(key, receipts.REJECTED, "refused")
@@ -170,6 +174,13 @@ def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[st
         return answer.get("result")
     receipts.settle(key, receipts.REJECTED, str(outcome))
     raise verdict_error(answer.get("error"), key)
+
+
+def _settle_unanswered_read(method: str, key: str) -> None:
+    # A read changes nothing whatever became of it: an uncertain receipt would only ask an
+    # operator to reconcile a no-op (and make every failed `coop status` look like lost work).
+    if method in READ_METHODS:
+        receipts.settle(key, receipts.REJECTED, "unanswered_read")
 
 
 def verdict_error(error: Any, key: str) -> CoopError:

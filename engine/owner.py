@@ -52,6 +52,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Every routed verb by its method name: the owner service runs only these.
 ROUTED: dict[str, Callable[..., Any]] = {}
 
+#: The routed verbs that change nothing. Their filings keep no answer, and a read the owner
+#: never answered leaves nothing to reconcile, so its receipt settles at once.
+READ_METHODS = frozenset({"list_items", "history", "rows", "counts"})
+
 
 class OwnerContext(NamedTuple):
     """The owner's request context: the connection every verb in it borrows, and who asked.
