@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -38,6 +39,7 @@ class LiveDoor:
     emulator_url: str
     db_path: Path
     posture_path: Path
+    openapi: dict[str, Any]
 
     def notify(self, document: object, headers: dict[str, str] | None = None) -> httpx.Response:
         return self.client.post(
@@ -103,7 +105,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDoor]:
             serve_asgi_in_thread(app, lifespan="on") as url,
             httpx.Client(timeout=10.0) as client,
         ):
-            yield LiveDoor(url, client, app.state.door, emulator, emulator_url, db_path, posture)
+            yield LiveDoor(
+                url, client, app.state.door, emulator, emulator_url, db_path, posture, app.openapi()
+            )
 
 
 @pytest.fixture

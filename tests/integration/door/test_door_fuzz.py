@@ -1,0 +1,66 @@
+"""Schemathesis against the door's own OpenAPI, with a valid key, over real HTTP: hundreds of
+generated bodies (fitting the schema and not) and not one 5xx."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.generation import GenerationMode
+
+from tests.integration.door.conftest import LiveDoor
+from tests.integration.door.door_env import key_headers
+
+pytestmark = pytest.mark.timeout(120)
+
+NOTIFY_CASES = 500
+STATUS_CASES = 30
+MIN_NOTIFY_CASES = 500
+
+
+def _strategy(live: LiveDoor, path: str, method: str) -> st.SearchStrategy:  # type: ignore[type-arg]
+    operation = schemathesis.openapi.from_dict(live.openapi)[path][method]
+    # The key is fixed (a valid one), so negative cases mutate the body, not the credential.
+    return st.one_of(
+        operation.as_strategy(GenerationMode.POSITIVE, headers=key_headers()),
+        operation.as_strategy(GenerationMode.NEGATIVE, headers=key_headers()),
+    )
+
+
+def _fuzz(live: LiveDoor, path: str, method: str, cases: int) -> Counter[int]:
+    statuses: Counter[int] = Counter()
+
+    @given(case=_strategy(live, path, method))
+    @settings(
+        max_examples=cases,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        # Real HTTP per case is the point; schemathesis bodies are large and often filtered.
+        suppress_health_check=list(HealthCheck),
+    )
+    def run(case: schemathesis.Case) -> None:
+        response = case.call(base_url=live.url, headers=key_headers())
+        statuses[response.status_code] += 1
+        assert response.status_code < 500, (response.status_code, response.text, case.body)
+
+    run()
+    return statuses
+
+
+def test_door_fuzzed_notify_never_answers_a_server_error(live: LiveDoor) -> None:
+    statuses = _fuzz(live, "/api/coop/engine/notify", "POST", NOTIFY_CASES)
+    assert sum(statuses.values()) >= MIN_NOTIFY_CASES, statuses
+    # Both kinds of case reached the door's logic: accepted bodies and refused ones.
+    assert statuses[200] > 0
+    assert statuses[422] > 0
+    assert set(statuses) <= {200, 422}, statuses
+    assert live.status()["notify_locks"] == 0
+
+
+def test_door_fuzzed_status_never_answers_a_server_error(live: LiveDoor) -> None:
+    statuses = _fuzz(live, "/api/coop/engine/status", "GET", STATUS_CASES)
+    assert set(statuses) <= {200, 403}, statuses
