@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
+import anyio.to_thread
 
 from chief.errors import ChiefStoreError
 from chief.model import Message
@@ -242,9 +243,16 @@ class ChiefStore:
             )
         try:
             await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
-            db = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
+        except OSError as exc:
+            raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
+        # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
+        db = aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            await db
+        except sqlite3.Error as exc:
+            # aiosqlite stops its worker thread without waiting for it; wait here, or the thread
+            # reports to an event loop that may be closed by then.
+            await anyio.to_thread.run_sync(db._thread.join, BUSY_TIMEOUT_S)
             raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
         store = cls(db, path)
         try:
