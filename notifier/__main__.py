@@ -15,6 +15,12 @@ import argparse
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from notifier.config import NotifierConfig
+    from notifier.lock import Holder
+    from notifier.store import Claim
 
 PROG = "coop-notifier"
 
@@ -28,11 +34,21 @@ def _version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse.Action):
+    """`--version`, looked up only when asked (importlib.metadata is slow to import)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{PROG} {_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Deliver the Coop outbox to the Chief's notify door."
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="show the version and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("run", help="the long-running daemon (kick socket, sleeps between rows)")
     drain = commands.add_parser("drain", help="drain once until the queue is idle, then exit")
@@ -77,20 +93,67 @@ async def _run_daemon() -> None:
         tg.cancel_scope.cancel()
 
 
-async def _drain(max_runs: int | None) -> None:
+def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
+    """Check-and-claim with the standard library and the engine only.
+
+    Most kicked drainers lose the lock to the one already draining; they learn it and exit in
+    tens of milliseconds, before anyio, structlog or httpx are imported.
+    """
+    from engine.store import now_iso
+    from notifier import store
+    from notifier.lock import this_worker
+
+    me = this_worker("drain")
+    conn = store.open_own_connection(config.db_path)
+    try:
+        return me, store.claim_lock(conn, me, now_iso())
+    finally:
+        conn.close()
+
+
+def _drain_command(max_runs: int | None) -> None:
+    from notifier.config import NotifierConfig
+    from notifier.logs import configure_logging, emit_plain
+
+    config = NotifierConfig.from_env()
+    me, claim = _claim_cheaply(config)
+    if not claim.acquired:
+        holder = claim.holder
+        emit_plain(
+            "worker.lock.busy",
+            owner=me.owner,
+            holder=holder.owner if holder else None,
+            holder_pid=holder.pid if holder else None,
+        )
+        emit_plain("notifier.exit", owner=me.owner, outcome="lock_busy", delivered=0, deferred=0)
+        return
+    configure_logging()
+    import anyio
+
+    anyio.run(_drain, config, me, claim, max_runs)
+
+
+async def _drain(config: NotifierConfig, me: Holder, claim: Claim, max_runs: int | None) -> None:
     import anyio
     import structlog
 
     from engine import kick
-    from engine.store import open_connection
-    from notifier.config import NotifierConfig
     from notifier.daemon import http_client_factory
-    from notifier.store import Database
+    from notifier.store import Database, open_own_connection
     from notifier.worker import DrainOutcome, Worker
 
-    config = NotifierConfig.from_env()
-    db = Database(lambda: open_connection(config.db_path))
-    worker = Worker(config, db=db, client_factory=http_client_factory(config))
+    log = structlog.get_logger("notifier.main").bind(owner=me.owner)
+    if claim.taken_over_from is not None:
+        dead = claim.taken_over_from
+        log.warning(
+            "worker.lock.taken_over",
+            dead_owner=dead.owner,
+            dead_pid=dead.pid,
+            dead_host=dead.host,
+            reason=claim.reason,
+        )
+    db = Database(lambda: open_own_connection(config.db_path))
+    worker = Worker(config, db=db, client_factory=http_client_factory(config), me=me)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signal, worker.stop)
@@ -99,7 +162,6 @@ async def _drain(max_runs: int | None) -> None:
     finally:
         await worker.aclose()
         await db.aclose()
-    log = structlog.get_logger("notifier.main")
     if report.outcome is DrainOutcome.STOPPED:
         # Stopped with a due row left: hand it to the daemon or a fresh drainer, never strand it.
         log.info("worker.handoff", outcome="kicked_successor", kick=kick.kick(config.db_path))
@@ -113,17 +175,18 @@ async def _drain(max_runs: int | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import anyio
-
     from notifier.errors import NotifierError
-    from notifier.logs import configure_logging
 
-    configure_logging()
     try:
         if args.command == "run":
+            import anyio
+
+            from notifier.logs import configure_logging
+
+            configure_logging()
             anyio.run(_run_daemon)
         else:
-            anyio.run(_drain, args.max_runs)
+            _drain_command(args.max_runs)
     except NotifierError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_status

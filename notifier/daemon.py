@@ -34,11 +34,10 @@ import structlog
 from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
-from engine.store import open_connection
 from notifier import store
 from notifier.config import NotifierConfig
 from notifier.errors import DaemonAlreadyRunning
-from notifier.store import Database
+from notifier.store import Database, open_own_connection
 from notifier.worker import DrainOutcome, Worker
 
 if TYPE_CHECKING:
@@ -71,7 +70,7 @@ class Daemon:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
-        self._connect = connect or (lambda: open_connection(config.db_path))
+        self._connect = connect or (lambda: open_own_connection(config.db_path))
         self._client_factory = client_factory or http_client_factory(config)
         self._clock = clock
         self._worker: Worker | None = None

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 
 # `last_error` is one line an operator reads in `coop status`; the door's answer is a record,
 # not a dump.
@@ -73,6 +72,8 @@ def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
     try:
         seconds = float(text)
     except ValueError:
+        from email.utils import parsedate_to_datetime  # rare: most doors send seconds
+
         try:
             seconds = parsedate_to_datetime(text).timestamp() - now_epoch
         except (TypeError, ValueError, IndexError, OverflowError):

@@ -72,8 +72,10 @@ class Worker:
     """Drains the outbox under the worker lock; one instance, one identity, one door client.
 
     `client_factory` is called once, after the first lock is won (a drainer that loses the
-    lock never builds an HTTP client). `idle_seam` is a test hook run between the drain's
-    empty read and its handoff: the seam where a producer's row must not be stranded.
+    lock never builds an HTTP client). `me` lets a caller that already claimed the lock under
+    that identity hand it over (the claim is re-entrant for its owner). `idle_seam` is a test
+    hook run between the drain's empty read and its handoff: the seam where a producer's row
+    must not be stranded.
     """
 
     def __init__(
@@ -83,13 +85,14 @@ class Worker:
         db: Database,
         client_factory: Callable[[], DoorClient],
         role: str = "drain",
+        me: Holder | None = None,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
         idle_seam: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
         self.db = db
-        self.me = this_worker(role)
+        self.me = me or this_worker(role)
         self._client_factory = client_factory
         self._client: DoorClient | None = None
         self._clock = clock

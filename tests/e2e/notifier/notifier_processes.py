@@ -1,0 +1,65 @@
+"""Real notifier processes for the e2e tests: their environment, and reading their logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.notifier.loopback_door import SERVICE_KEY
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def notifier_env(tmp_path: Path, db_path: Path, door_url: str, **extra: str) -> dict[str, str]:
+    """The environment a daemon, a drainer or a producer runs with (key file written 0600)."""
+    key_file = tmp_path / "service.key"
+    if not key_file.exists():
+        key_file.write_text(SERVICE_KEY + "\n")
+        key_file.chmod(0o600)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("COOP_") and k not in ("PYTEST_CURRENT_TEST",)
+    }
+    env.update(
+        COOP_HOME=str(tmp_path),
+        COOP_DB=str(db_path),
+        COOP_DOOR_URL=door_url,
+        COOP_SERVICE_KEY_FILE=str(key_file),
+        COOP_CLIENT_TIMEOUT_S="10",
+        COOP_BACKOFF_BASE_S="0.05",
+        COOP_BACKOFF_MAX_S="0.2",
+        PYTHONPATH=str(REPO),
+    )
+    env.update(extra)
+    return env
+
+
+def start_notifier(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "notifier", *args],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+
+
+def log_events(path: Path) -> list[dict[str, object]]:
+    """The JSON log lines in `path` (other lines, if any, are kept as {"raw": line})."""
+    if not path.exists():
+        return []
+    events: list[dict[str, object]] = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            events.append({"raw": line})
+    return events

@@ -1,0 +1,111 @@
+"""The hammer: producer processes commit rows in bursts and kick one-shot drainers (real
+processes) that win or lose the worker lock, drain and exit. No row may be stranded or sent
+twice, the door sees them in FIFO order, and the lock ends free. Repeated five times."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine import store as engine_store
+from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env
+from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
+from tests.support.waiting import wait_until_sync
+
+PRODUCERS = 4
+BURSTS = 5
+BURST_ROWS = 100
+TOTAL_ROWS = PRODUCERS * BURSTS * BURST_ROWS  # 2,000
+
+# One producer: each burst is one transaction, then the kick a `coop` verb does after commit.
+PRODUCER = """
+import json, sys
+from pathlib import Path
+from engine import kick, store
+from engine.outbox import enqueue
+db, tag, bursts, rows = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+kicks = []
+for b in range(bursts):
+    with store.connection(db) as conn, store.write(conn):
+        for n in range(rows):
+            enqueue(conn, "note", f"{tag} burst {b} row {n}")
+    kicks.append(kick.kick(db))
+print(json.dumps(kicks))
+"""
+
+
+def _delivered(db_path: Path) -> int:
+    with engine_store.connection(db_path) as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM coop_outbox WHERE state = 'delivered'"
+        ).fetchone()
+    return int(count)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", range(5))
+def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
+    tmp_path: Path, run: int
+) -> None:
+    db_path = tmp_path / "coop.db"
+    engine_store.open_connection(db_path).close()
+    drainer_log = Path(str(db_path) + ".drainer.log")
+    door = TestDoor()
+    with serve_door_in_thread(door) as url:
+        env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto")
+        producers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    PRODUCER,
+                    str(db_path),
+                    f"p{n}",
+                    str(BURSTS),
+                    str(BURST_ROWS),
+                ],
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+            )
+            for n in range(PRODUCERS)
+        ]
+        kicks: list[str] = []
+        for proc in producers:
+            out, _ = proc.communicate(timeout=60)
+            assert proc.returncode == 0
+            kicks += json.loads(out)
+        assert kicks == ["spawned"] * PRODUCERS * BURSTS  # no daemon: every kick spawned
+        # Polls the door's memory, not the database: the test must not compete for the GIL
+        # with the door it serves, nor for the write lock with the drainer.
+        wait_until_sync(
+            lambda: len(door.received) >= TOTAL_ROWS, timeout_s=90, what="every row at the door"
+        )
+        # Every spawned drainer has finished (won or lost, drained, exited).
+        wait_until_sync(
+            lambda: (
+                sum(e.get("event") == "notifier.exit" for e in log_events(drainer_log))
+                == len(kicks)
+            ),
+            timeout_s=60,
+            what="every drainer exited",
+        )
+    events = log_events(drainer_log)
+    exits = Counter(str(e["outcome"]) for e in events if e.get("event") == "notifier.exit")
+    with engine_store.connection(db_path) as conn:
+        ids = [r[0] for r in conn.execute("SELECT id FROM coop_outbox ORDER BY id")]
+        assert conn.execute("SELECT count(*) FROM worker_lock").fetchone()[0] == 0
+    seen = door.ids()
+    resent = door.resent()
+    assert _delivered(db_path) == TOTAL_ROWS
+    print(f"hammer run {run}: drainers {dict(exits)}, re-sent {len(resent)}")
+    assert len(ids) == TOTAL_ROWS
+    assert resent == {}
+    assert seen == ids  # exactly once each, in FIFO order across every drainer
+    assert not [e for e in events if "raw" in e or e.get("level") in ("error", "critical")]
+    assert exits["released"] >= 1
