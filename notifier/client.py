@@ -38,7 +38,14 @@ def payload(row: OutboxRow) -> dict[str, str]:
 class HttpDoorClient:
     """The real door, over httpx."""
 
-    def __init__(self, door_url: str, service_key: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        door_url: str,
+        service_key: str,
+        timeout_s: float,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self._url = door_url
         self._timeout_s = timeout_s
         self._client = httpx.AsyncClient(
@@ -46,6 +53,7 @@ class HttpDoorClient:
             timeout=httpx.Timeout(timeout_s),
             # The door is on loopback: an HTTP(S)_PROXY in the environment must not reroute it.
             trust_env=False,
+            transport=transport,  # None: httpx's own; tests pass httpx.MockTransport
         )
 
     async def send(self, row: OutboxRow) -> DoorReply:

@@ -1,0 +1,70 @@
+"""The door client: the request it sends, and every httpx failure translated into a reply."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from notifier.client import SERVICE_KEY_HEADER, FakeDoorClient, HttpDoorClient
+from notifier.outcome import DoorReply
+from notifier.store import OutboxRow
+
+ROW = OutboxRow(id=41, kind="note", text="todo #12 done", attempts=0, next_attempt_at=0.0)
+URL = "http://127.0.0.1:8765/api/coop/engine/notify"
+
+
+def _leaf_transport_errors() -> list[type[httpx.TransportError]]:
+    found: list[type[httpx.TransportError]] = []
+    todo: list[type[httpx.TransportError]] = [httpx.TransportError]
+    while todo:
+        cls = todo.pop()
+        subs = cls.__subclasses__()
+        if not subs:
+            found.append(cls)
+        todo.extend(subs)
+    return found
+
+
+async def test_the_request_carries_the_key_and_exactly_the_doors_fields() -> None:
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"delivered": True}, headers={"Retry-After": "1"})
+
+    client = HttpDoorClient(URL, "k3y", 15.0, transport=httpx.MockTransport(answer))
+    reply = await client.send(ROW)
+    await client.aclose()
+    assert reply == DoorReply(status=200, body=b'{"delivered":true}', retry_after="1")
+    assert seen[0].headers[SERVICE_KEY_HEADER] == "k3y"
+    assert json.loads(seen[0].content) == {
+        "text": "todo #12 done",
+        "kind": "note",
+        "outbox_id": "41",
+    }
+
+
+@pytest.mark.parametrize("error", _leaf_transport_errors(), ids=lambda c: c.__name__)
+async def test_every_transport_error_becomes_a_reply_never_an_exception(
+    error: type[httpx.TransportError],
+) -> None:
+    def fail(request: httpx.Request) -> httpx.Response:
+        raise error("boom", request=request)
+
+    client = HttpDoorClient(URL, "k3y", 15.0, transport=httpx.MockTransport(fail))
+    reply = await client.send(ROW)
+    await client.aclose()
+    assert reply.status is None
+    assert reply.error
+    if issubclass(error, httpx.TimeoutException):
+        assert reply.error.startswith("timeout after 15s")
+
+
+async def test_the_fake_door_records_what_it_was_sent() -> None:
+    fake = FakeDoorClient(lambda row: DoorReply(status=503))
+    assert (await fake.send(ROW)).status == 503
+    await fake.aclose()
+    assert fake.sent == [{"text": "todo #12 done", "kind": "note", "outbox_id": "41"}]
+    assert fake.closed
