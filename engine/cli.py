@@ -205,7 +205,7 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
                 "abandoned",
             ),
         }
-        fn, kwargs, what = verbs[v]
+        fn, kwargs, what = verbs[str(v)]
         result = fn(args.id, actor=actor, db=db, **kwargs)
         emit(_describe("todo", result, what))
         return result

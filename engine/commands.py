@@ -12,8 +12,9 @@ true answer.
     rejected       the verb refused with a domain error (its type and words are filed)
     never_arrived  `reconcile` asked first: filed so a late copy of the request is refused
 
-Reads (`READ_METHODS`) are filed without their answer; a repeated read key runs the read again,
-which changes nothing.
+Reads (`owner.READ_METHODS`) run outside any write transaction (a read may take its own read
+snapshot, and must not hold the write lock) and are filed afterwards without their answer; a
+repeated read key runs the read again, which changes nothing.
 """
 
 from __future__ import annotations
@@ -143,18 +144,11 @@ def run(
     fn = _verb(method, args, kwargs)
     actor = kwargs.get("actor") if isinstance(kwargs.get("actor"), str) else None
     context = owner.OwnerContext(connection=conn, key=key, metadata=metadata)
+    if method in READ_METHODS:
+        return _run_read(conn, context, fn, method, args, kwargs, digest, actor)
     with store.write(conn):
-        row = lookup(conn, key)
+        row = _check_key(lookup(conn, key), key, digest)
         if row is not None:
-            if row["outcome"] == NEVER_ARRIVED:
-                raise KeyConflict(
-                    f"request {key} was reconciled as never arrived; send it again (a new key)"
-                )
-            if row["input_sha256"] != digest:
-                raise KeyConflict(f"request {key} was already filed for another input")
-            if row["outcome"] == COMMITTED and method in READ_METHODS:
-                with owner.owner_context(context):
-                    return Filed(key, method, COMMITTED, fn(*args, **kwargs), replayed=True)
             return _filed(row, replayed=True)
         with owner.owner_context(context):
             try:
@@ -164,6 +158,55 @@ def run(
                 return Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
         _file(conn, key, method, digest, actor, metadata, COMMITTED, result=result)
         return Filed(key, method, COMMITTED, result)
+
+
+def _check_key(row: sqlite3.Row | None, key: str, digest: str) -> sqlite3.Row | None:
+    if row is not None and row["outcome"] == NEVER_ARRIVED:
+        raise KeyConflict(
+            f"request {key} was reconciled as never arrived; send it again (a new key)"
+        )
+    if row is not None and row["input_sha256"] != digest:
+        raise KeyConflict(f"request {key} was already filed for another input")
+    return row
+
+
+def _run_read(
+    conn: sqlite3.Connection,
+    context: owner.OwnerContext,
+    fn: Any,
+    method: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    digest: str,
+    actor: str | None,
+) -> Filed:
+    """A read runs outside any write transaction (it may take its own read snapshot, and it
+    should not hold the write lock); its filing is a separate short write. A repeated key
+    reads again, which changes nothing."""
+    with store.write(conn):
+        row = _check_key(lookup(conn, context.key or ""), context.key or "", digest)
+    key = context.key or ""
+    with owner.owner_context(context):
+        try:
+            result = fn(*args, **kwargs)
+            filed = Filed(key, method, COMMITTED, result, replayed=row is not None)
+            error = None
+        except CoopError as exc:
+            error = exc
+            filed = Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
+    if row is None:
+        with store.write(conn):
+            _file(
+                conn,
+                key,
+                method,
+                digest,
+                actor,
+                dict(context.metadata or {}),
+                filed.outcome,
+                error=error,
+            )
+    return filed
 
 
 def reconcile(conn: sqlite3.Connection, key: str) -> dict[str, Any]:

@@ -54,7 +54,7 @@ ROUTED: dict[str, Callable[..., Any]] = {}
 
 #: The routed verbs that change nothing. Their filings keep no answer, and a read the owner
 #: never answered leaves nothing to reconcile, so its receipt settles at once.
-READ_METHODS = frozenset({"list_items", "history", "rows", "counts"})
+READ_METHODS = frozenset({"list_items", "history", "rows", "counts", "status_snapshot"})
 
 
 class OwnerContext(NamedTuple):
