@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.e2e.owner.conftest import ServeProcess, ok, run_coop
 from tests.support.procs import child_env
+from tests.support.waiting import wait_until_sync
 
 
 def _count(db: Path, table: str) -> int:
@@ -99,6 +100,19 @@ def test_the_whole_cli_works_through_coop_serve_and_a_raw_write_is_refused(
     # Every call after the cutover was filed by the owner under its request key.
     assert _count(db, "coop_commands") == 17
     assert "owner.call" in serve.log()
+    # The embedded notifier writes outbox state through the fence on the owner's connections:
+    # the door is down, so the head row it was kicked for records a deferred attempt.
+    wait_until_sync(lambda: _attempts(db, 1) >= 1, timeout_s=20, what="a deferred attempt")
+    assert "coop_owner_service_required" not in serve.log()
+
+
+def _attempts(db: Path, outbox_id: int) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("SELECT attempts FROM coop_outbox WHERE id = ?", (outbox_id,))
+        return int(row.fetchone()[0])
+    finally:
+        conn.close()
 
 
 def test_owner_killed_then_the_next_add_fails_closed_and_reconcile_settles_it(
