@@ -18,8 +18,8 @@ from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thr
 from tests.support.waiting import wait_until_sync
 
 PRODUCERS = 4
-BURSTS = 5
-BURST_ROWS = 100
+BURSTS = 4
+BURST_ROWS = 125
 TOTAL_ROWS = PRODUCERS * BURSTS * BURST_ROWS  # 2,000
 
 # One producer: each burst is one transaction, then the kick a `coop` verb does after commit.
