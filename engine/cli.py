@@ -129,8 +129,26 @@ def build_parser() -> Parser:
     p.add_argument("id", type=int)
     p.add_argument("--reason", default=None, help="why (required)")
 
-    p = groups.add_parser("status", parents=[common], help="ledger and outbox counts, receipts")
+    p = groups.add_parser(
+        "status",
+        parents=[common],
+        help="ledger, outbox, worker lock, receipts and the door, for an operator",
+        description="What needs a person, at a glance. --check exits 1 when something does.",
+    )
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 0 when healthy, 1 when something needs a person (for monitoring)",
+    )
+    p.add_argument(
+        "--max-pending-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --check: a pending row older than this needs a person"
+        " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
+    )
 
     p = groups.add_parser("serve", parents=[common], help="run the engine service (owner+notifier)")
 
@@ -278,7 +296,8 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
         emit(f"notification #{args.id} cancelled")
         return None
     if g == "status":
-        _status(db, args.json, emit)
+        if _status(args, db, emit):
+            raise _NeedsAPerson
         return None
     if g == "cutover":
         _cutover(args, db, emit)
@@ -289,38 +308,39 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
     raise AssertionError(f"unhandled command {g} {v}")
 
 
+class _NeedsAPerson(CoopError):
+    """`coop status --check` found something that needs a person."""
+
+
 def _operator(args: argparse.Namespace) -> str:
     actor = getattr(args, "actor", None) or os.environ.get("COOP_ACTOR") or "operator"
     return lifecycle.require_actor(actor)
 
 
-def _status(db: str | None, as_json: bool, emit: Callable[[str], None]) -> None:
-    from engine import receipts
+def _status(args: argparse.Namespace, db: str | None, emit: Callable[[str], None]) -> int:
+    from engine import status
     from engine.errors import OwnerUnavailable
 
-    pending = receipts.uncertain()
+    max_age_s = status.max_pending_age(args.max_pending_age)
+    pending = status.uncertain_receipts()
     try:
-        counts = ledger.counts(db=db)
+        snapshot = status.status_snapshot(db=db)
     except OwnerUnavailable:
         # The receipts are this machine's own: show them even when the owner cannot answer,
         # since that is exactly when someone needs them; then fail with the owner's words.
         for receipt in pending:
             emit(f"uncertain receipt {receipt['key']}  {receipt['method']}")
         raise
-    if as_json:
-        emit(json.dumps({**counts, "uncertain_receipts": pending}, indent=2))
-        return
-    for kind in ("todo", "request"):
-        states = ", ".join(f"{n} {state}" for state, n in counts[kind].items()) or "none"
-        stale = counts[f"{kind}_stale"]
-        emit(f"{kind}s: {states}" + (f"; {stale} stale take(s)" if stale else ""))
-    emit("outbox: " + (", ".join(f"{n} {s}" for s, n in counts["outbox"].items()) or "empty"))
-    lock = counts["worker_lock"]
-    holder = f"{lock['owner']} (pid {lock['pid']} on {lock['host']})" if lock else "free"
-    emit(f"worker lock: {holder}")
-    emit(f"uncertain receipts: {len(pending)}")
-    for receipt in pending:
-        emit(f"  {receipt['key']}  {receipt['method']}  — `coop reconcile {receipt['key']}`")
+    report = {**snapshot, "uncertain_receipts": pending, "door": status.door_status()}
+    found = status.problems(report, max_age_s)
+    if args.json:
+        emit(json.dumps({**report, "problems": found}, indent=2))
+    else:
+        for line in status.render(report):
+            emit(line)
+        for line in found:
+            emit(f"needs a person: {line}")
+    return 1 if args.check and found else 0
 
 
 def _cutover(args: argparse.Namespace, db: str | None, emit: Callable[[str], None]) -> None:

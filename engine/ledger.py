@@ -387,33 +387,3 @@ def history(kind: str, item_id: int, *, db: str | None = None) -> list[Row]:
                 (kind, item_id),
             )
         ]
-
-
-@routed
-def counts(*, db: str | None = None) -> Row:
-    """Counts by state for todos, requests and outbox rows, stale takes, and the worker lock."""
-    config = EngineConfig.from_env()
-    now = store.now_epoch()
-    answer: Row = {}
-    with store.connection(db) as conn:
-        for kind, table in lifecycle.TABLES.items():
-            answer[kind] = {
-                row["status"]: row["n"]
-                for row in conn.execute(
-                    f"SELECT status, COUNT(*) AS n FROM {table} GROUP BY status ORDER BY status"
-                )
-            }
-            answer[f"{kind}_stale"] = sum(
-                1
-                for row in conn.execute(f"SELECT taken_at FROM {table} WHERE status = 'taken'")
-                if now - store.parse_iso(row["taken_at"]).timestamp() > config.stale_after_s
-            )
-        answer["outbox"] = {
-            row["state"]: row["n"]
-            for row in conn.execute(
-                "SELECT state, COUNT(*) AS n FROM coop_outbox GROUP BY state ORDER BY state"
-            )
-        }
-        lock = conn.execute("SELECT * FROM worker_lock").fetchone()
-        answer["worker_lock"] = dict(lock) if lock is not None else None
-    return answer

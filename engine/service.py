@@ -37,11 +37,11 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, ledger, outbox, owner, store
+from engine import commands, compat, ledger, outbox, owner, status, store
 from engine.errors import CoopError
 
 #: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
-VERB_MODULES = (ledger, outbox)
+VERB_MODULES = (ledger, outbox, status)
 
 LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
 LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})

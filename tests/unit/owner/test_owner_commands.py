@@ -135,14 +135,15 @@ def test_an_unknown_method_or_bad_arguments_are_refused_before_running(
 
 
 def test_every_public_verb_is_routed() -> None:
-    from engine import outbox
+    from engine import outbox, status
 
     expected = {
         "add_todo", "take_todo", "release_todo", "done_todo", "abandon_todo", "add_request",
-        "take_request", "release_request", "close_request", "list_items", "history", "counts",
+        "take_request", "release_request", "close_request", "list_items", "history",
         "notify", "cancel", "retry", "rows",
     }  # fmt: skip
     assert expected <= set(owner.ROUTED)
     for name in expected:
         module = ledger if hasattr(ledger, name) else outbox
         assert getattr(module, name).__wrapped__ is owner.ROUTED[name]
+    assert status.status_snapshot.__wrapped__ is owner.ROUTED["status_snapshot"]
