@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 
 from chief.errors import ChiefStoreError
+from chief.faults import fault
 from chief.model import Message
 
 T = TypeVar("T")
@@ -152,6 +153,7 @@ def _enqueue_report(
     ).fetchone()
     if landed is not None:
         return int(landed[0])
+    fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
     # Autocommit: this one statement is its own durable transaction. A key already queued is
     # ignored, so the first text reported under a key is the one that lands.
     conn.execute(
@@ -188,6 +190,7 @@ def _land_undelivered(
             (message_id,) = conn.execute(
                 "SELECT id FROM messages WHERE external_request_id = ?", (key,)
             ).fetchone()
+        fault("chief.store.land_report")  # test-only: a full disk between the landing's writes
         conn.execute(
             "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
             (message_id, now, key),

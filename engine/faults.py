@@ -2,7 +2,13 @@
 
 A crash test sets `COOP_TEST_FAULTS=engine.outbox.after_insert` (comma-separated names) in a
 child process's environment; when that process reaches the named point it dies at once, as a
-power cut or SIGKILL would, without unwinding or committing anything.
+power cut or SIGKILL would, without unwinding or committing anything. The same grammar as
+chief/faults.py (chief keeps its own copy: it must not import the engine):
+
+    name                   die at once with exit status 86
+    name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time
+    name:raise-while=PATH  the same, only while the file PATH exists (the disk fills and empties
+                           under a running process)
 """
 
 from __future__ import annotations
@@ -11,10 +17,24 @@ import os
 
 FAULTS_ENV = "COOP_TEST_FAULTS"
 FAULT_EXIT_STATUS = 86
+# What SQLite itself says when a write meets ENOSPC (SQLITE_FULL).
+DISK_FULL_MESSAGE = "database or disk is full"
 
 
 def fault(name: str) -> None:
-    """Die here with status 86 if the test-only environment variable names this point."""
-    named = os.environ.get(FAULTS_ENV)
-    if named and name in named.split(","):
-        os._exit(FAULT_EXIT_STATUS)
+    """Die here with status 86, or raise a disk-full error, if the environment names this point."""
+    entries = os.environ.get(FAULTS_ENV)
+    if not entries or name not in entries:
+        return
+    for entry in entries.split(","):
+        point, _, mode = entry.strip().partition(":")
+        if point != name:
+            continue
+        if not mode:
+            os._exit(FAULT_EXIT_STATUS)
+        if mode == "raise" or (
+            mode.startswith("raise-while=") and os.path.exists(mode.removeprefix("raise-while="))
+        ):
+            import sqlite3
+
+            raise sqlite3.OperationalError(DISK_FULL_MESSAGE)
