@@ -32,7 +32,7 @@ _KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
 FORBIDDEN_HEADERS: frozenset[bytes] = frozenset(
     {b"origin", b"cookie", b"x-forwarded-for", b"forwarded", b"x-forwarded-host", b"x-real-ip"}
 )
-# Session headers of host applications (X-Session-Id, X-Pippa-Session, ...): a logged-in
+# Session headers of host applications (X-Session-Id, X-Host-Session, ...): a logged-in
 # client must not ride its session into the door.
 SESSION_MARKER = b"session"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})

@@ -18,7 +18,7 @@ from chief.faults import FAULT_EXIT_STATUS
 from tests.support.waiting import wait_until_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-OWNER = "dad"
+OWNER = "owner"
 SOURCE = "coop-notify:41"
 KEY = "chief-report:" + SOURCE
 CHILD_TIMEOUT_S = 30.0

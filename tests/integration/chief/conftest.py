@@ -12,7 +12,7 @@ import pytest
 
 from chief.config import ChiefConfig
 
-OWNER = "dad"
+OWNER = "owner"
 
 
 @pytest.fixture

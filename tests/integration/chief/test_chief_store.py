@@ -30,7 +30,7 @@ async def test_two_openers_of_a_fresh_file_migrate_it_once(chief_config: ChiefCo
 
     async def open_and_resolve() -> None:
         async with ChiefStore.open(chief_config.db_path) as store:
-            opened.append(await store.resolve_chief("dad"))
+            opened.append(await store.resolve_chief("owner"))
 
     async with anyio.create_task_group() as tasks:
         for _ in range(4):

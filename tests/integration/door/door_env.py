@@ -26,7 +26,7 @@ from tests.support.asgi import serve_asgi
 KEY = "k3y-for-tests-0123456789abcdef"
 BOT_TOKEN = "123456:TEST-token"
 CHAT_ID = "4242"
-OWNER = "dad"
+OWNER = "owner"
 
 
 def write_key(folder: Path, key: str = KEY, mode: int = 0o600) -> Path:

@@ -69,7 +69,7 @@ async def test_door_refuses_peer_outside_accepted_list(tmp_path: Path) -> None:
         ("Forwarded", "for=127.0.0.1"),
         ("X-Forwarded-Host", "127.0.0.1"),
         ("X-Session-Id", "abc"),
-        ("X-Pippa-Session", "abc"),
+        ("X-Host-Session", "abc"),
     ],
 )
 def test_door_refuses_browser_and_proxy_headers(door: LiveDoor, name: str, value: str) -> None:

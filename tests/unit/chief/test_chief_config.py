@@ -22,19 +22,19 @@ def test_coop_home_holds_chief_db() -> None:
 
 def test_xdg_data_home_then_the_home_default() -> None:
     assert ChiefConfig.from_env({"XDG_DATA_HOME": "/d"}).db_path == Path("/d/coop/chief.db")
-    assert ChiefConfig.from_env({"HOME": "/home/dad"}).db_path == Path(
-        "/home/dad/.local/share/coop/chief.db"
+    assert ChiefConfig.from_env({"HOME": "/home/owner"}).db_path == Path(
+        "/home/owner/.local/share/coop/chief.db"
     )
 
 
 def test_a_relative_xdg_data_home_is_ignored_as_the_spec_says() -> None:
-    env = {"XDG_DATA_HOME": "relative/dir", "HOME": "/home/dad"}
-    assert ChiefConfig.from_env(env).db_path == Path("/home/dad/.local/share/coop/chief.db")
+    env = {"XDG_DATA_HOME": "relative/dir", "HOME": "/home/owner"}
+    assert ChiefConfig.from_env(env).db_path == Path("/home/owner/.local/share/coop/chief.db")
 
 
 def test_owner_has_no_default_and_is_trimmed() -> None:
     assert ChiefConfig.from_env({"HOME": "/h"}).owner is None
-    assert ChiefConfig.from_env({"HOME": "/h", "CHIEF_OWNER": " dad "}).owner == "dad"
+    assert ChiefConfig.from_env({"HOME": "/h", "CHIEF_OWNER": " owner "}).owner == "owner"
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_owner_has_no_default_and_is_trimmed() -> None:
         ({"CHIEF_DB": "  "}, "CHIEF_DB"),
         ({"COOP_HOME": ""}, "COOP_HOME"),
         ({"HOME": "/h", "CHIEF_OWNER": ""}, "CHIEF_OWNER"),
-        ({"HOME": "/h", "CHIEF_OWNER": "dad\x07"}, "CHIEF_OWNER"),
+        ({"HOME": "/h", "CHIEF_OWNER": "owner\x07"}, "CHIEF_OWNER"),
         ({"HOME": "/h", "CHIEF_OWNER": "d" * 500}, "CHIEF_OWNER"),
     ],
 )
@@ -59,6 +59,6 @@ def test_chief_db_naming_a_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_config_is_frozen() -> None:
-    config = ChiefConfig(db_path=Path("/x/chief.db"), owner="dad")
+    config = ChiefConfig(db_path=Path("/x/chief.db"), owner="owner")
     with pytest.raises(AttributeError):
         config.owner = "mum"  # type: ignore[misc]
