@@ -1,0 +1,165 @@
+"""`coop status` and `--check` as a real CLI process, against a real ledger file and the real
+notify door on uvicorn (loopback, ephemeral port): healthy, each reason a person is needed,
+and usage errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chief.config import ChiefConfig
+from chief.door.app import create_app
+from chief.door.config import DoorConfig
+from engine import ledger, outbox, receipts
+from tests.support.asgi import serve_asgi_in_thread
+from tests.support.procs import coop
+
+KEY = "status-test-key-0123456789"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("COOP_HOME", str(tmp_path))
+    monkeypatch.setenv("COOP_KICK", "off")
+    for name in ("COOP_DB", "COOP_OWNER_FILE", "COOP_DOOR_URL", "CHIEF_DB"):
+        monkeypatch.delenv(name, raising=False)
+    key_file = tmp_path / "service.key"
+    key_file.write_text(KEY + "\n")
+    key_file.chmod(0o600)
+    return tmp_path
+
+
+def door_environ(home: Path, **extra: str) -> dict[str, str]:
+    return {
+        "COOP_HOME": str(home),
+        "COOP_SERVICE_KEY_FILE": str(home / "service.key"),
+        "CHIEF_OWNER": "owner",
+        "CHIEF_PORT": "0",
+        **extra,
+    }
+
+
+@pytest.fixture
+def door(home: Path) -> Iterator[str]:
+    """The real door (no Telegram configured: status still answers)."""
+    env = door_environ(home)
+    app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env))
+    with serve_asgi_in_thread(app) as base_url:
+        yield base_url + "/api/coop/engine/notify"
+
+
+def status(home: Path, door_url: str, *args: str):
+    return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_URL": door_url})
+
+
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/api/coop/engine/notify"
+
+
+def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
+    ledger.add_todo("open one", actor="builder")
+    result = status(home, door, "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "todos: 1 open" in out
+    assert "outbox: 0 pending, 0 delivered, 0 cancelled" in out
+    assert "worker lock: free" in out
+    assert "uncertain receipts: 0" in out
+    assert "door: answering; undelivered_reports=0, sent_count=0, posture=normal" in out
+    assert "needs a person" not in out
+
+
+def test_an_old_pending_row_needs_a_person(home, door):
+    outbox.notify("waiting", actor="cron")
+    assert status(home, door, "--check").returncode == 0  # young: fine
+    result = status(home, door, "--check", "--max-pending-age", "0.001")
+    assert result.returncode == 1
+    assert "needs a person: outbox row #1 has waited" in result.stdout
+
+
+def test_failing_rows_show_attempts_error_and_next_attempt(home, door):
+    outbox.notify("stuck", actor="cron")
+    with sqlite3.connect(home / "coop.db") as conn:
+        conn.execute(
+            "UPDATE coop_outbox SET attempts = 3, last_error = 'door answered 503',"
+            " next_attempt_at = next_attempt_at + 60"
+        )
+    out = status(home, door).stdout
+    assert "failing: #1 attempts=3 next in" in out
+    assert "door answered 503" in out
+
+
+def test_an_uncertain_receipt_needs_a_person(home, door):
+    receipts.create("k" * 32, "add_todo", "0" * 64, str(home / "coop.db"))
+    result = status(home, door, "--check")
+    assert result.returncode == 1
+    assert f"uncertain receipt {'k' * 32} (add_todo): coop reconcile" in result.stdout
+
+
+def test_a_door_that_does_not_answer_needs_a_person(home):
+    ledger.add_todo("x", actor="builder")
+    url = closed_port_url()
+    result = status(home, url, "--check")
+    assert result.returncode == 1
+    assert "door: did not answer at" in result.stdout
+    assert "needs a person: the door did not answer" in result.stdout
+    # Without --check the view is still shown and the command succeeds.
+    assert status(home, url).returncode == 0
+
+
+def test_a_blocked_posture_needs_a_person(home):
+    posture = home / "posture.json"
+    posture.write_text(json.dumps({"state": "blocked"}))
+    env = door_environ(home, CHIEF_POSTURE_FILE=str(posture))
+    app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env))
+    with serve_asgi_in_thread(app) as base_url:
+        result = status(home, base_url + "/api/coop/engine/notify", "--check")
+    assert result.returncode == 1
+    assert "posture_blocked" in result.stdout
+
+
+def test_json_view_carries_every_figure_and_the_problems(home, door):
+    outbox.notify("one", actor="cron")
+    result = status(home, door, "--json")
+    report = json.loads(result.stdout)
+    assert report["outbox"] == {"pending": 1, "delivered": 0, "cancelled": 0}
+    assert report["oldest_pending"]["id"] == 1
+    assert report["door"]["answered"] is True
+    assert report["door"]["telegram_configured"] is False
+    assert report["problems"] == []
+    assert set(report) >= {"ledger", "stale_takes", "failing", "worker_lock", "uncertain_receipts"}
+
+
+@pytest.mark.parametrize("bad", ["abc", "-1", "0"])
+def test_a_bad_max_pending_age_is_a_usage_error(home, bad):
+    result = status(home, closed_port_url(), "--check", "--max-pending-age", bad)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_max_pending_age_setting_is_a_usage_error(home):
+    result = coop(
+        "status",
+        "--check",
+        env={"COOP_HOME": str(home), "COOP_STATUS_MAX_PENDING_AGE_S": "soon"},
+    )
+    assert result.returncode == 2
+    assert "COOP_STATUS_MAX_PENDING_AGE_S" in result.stderr
+
+
+def test_a_stale_take_is_listed(home, door):
+    ledger.add_todo("long job", actor="builder")
+    ledger.take_todo(1, actor="builder")
+    out = coop(
+        "status",
+        env={"COOP_HOME": str(home), "COOP_DOOR_URL": door, "COOP_STALE_AFTER_S": "0.001"},
+    ).stdout
+    assert "stale: todo #1 [taken by builder," in out
