@@ -21,8 +21,21 @@ from engine.errors import CoopError, UsageError
 PROG = "coop"
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help text as wide as `$COLUMNS` (default 100) without importing shutil to ask the tty:
+    argparse builds a formatter for every argument it adds, and shutil costs a cold start ~4 ms."""
+
+    def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
+        super().__init__(prog, width=(int(columns) if columns.isdigit() else 100) - 2)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming where to look."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -43,7 +56,29 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
-def build_parser() -> Parser:
+GROUP_HELP: dict[str, str] = {
+    "todo": "add, take, release, finish or abandon a todo",
+    "request": "add, take, release or close a request",
+    "list": "list todos and requests",
+    "history": "the event log of one row",
+    "notify": "queue a line for the owner",
+    "outbox": "inspect, retry or cancel notification rows",
+    "serve": "run the engine service (owner+notifier)",
+    "status": "ledger, outbox, worker lock, receipts and the door, for an operator",
+    "cutover": "make the owner service the only writer, or undo it",
+    "reconcile": "ask the owner what became of a request key",
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> Parser:
+    """The whole command tree; given `argv`, only the group it names gets its arguments (the
+    others stay one-line stubs for --help), since building every subparser costs a cold start
+    several milliseconds."""
+    words = list(argv or ())
+    while words[:1] in (["--as"], ["--db"]):  # a top-level option and its value
+        del words[:2]
+    positional = [word for word in words if not word.startswith("-")]
+    wanted = positional[0] if positional else None
     common = Parser(add_help=False)
     # SUPPRESS: `coop --as X todo take 1` and `coop todo take 1 --as X` both work; a subparser's
     # default must not overwrite what the top level already read.
@@ -61,8 +96,16 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", nargs=0, action=_Version, help="print the version")
     groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser)
+    for name, add in GROUPS.items():
+        if wanted in GROUPS and name != wanted:
+            groups.add_parser(name, help=GROUP_HELP[name])  # a stub: listed in --help only
+        else:
+            add(groups, common)
+    return parser
 
-    todo = groups.add_parser("todo", help="add, take, release, finish or abandon a todo")
+
+def _todo_parser(groups: Any, common: Parser) -> None:
+    todo = groups.add_parser("todo", help=GROUP_HELP["todo"])
     todo_verbs = todo.add_subparsers(dest="verb", required=True, parser_class=Parser)
     p = todo_verbs.add_parser("add", parents=[common], help="add an open todo")
     p.add_argument("title")
@@ -83,7 +126,9 @@ def build_parser() -> Parser:
     p.add_argument("--reason", default=None, help="why (required)")
     p.add_argument("--force", action="store_true", help="abandon a todo someone else holds")
 
-    request = groups.add_parser("request", help="add, take, release or close a request")
+
+def _request_parser(groups: Any, common: Parser) -> None:
+    request = groups.add_parser("request", help=GROUP_HELP["request"])
     request_verbs = request.add_subparsers(dest="verb", required=True, parser_class=Parser)
     p = request_verbs.add_parser("add", parents=[common], help="add an open request")
     p.add_argument("title")
@@ -101,23 +146,31 @@ def build_parser() -> Parser:
     p.add_argument("--commit", default=None)
     p.add_argument("--force", action="store_true", help="close a request someone else holds")
 
-    p = groups.add_parser("list", parents=[common], help="list todos and requests")
+
+def _list_parser(groups: Any, common: Parser) -> None:
+    p = groups.add_parser("list", parents=[common], help=GROUP_HELP["list"])
     which = p.add_mutually_exclusive_group()
     which.add_argument("--todos", action="store_const", dest="kind", const="todo")
     which.add_argument("--requests", action="store_const", dest="kind", const="request")
     p.add_argument("--all", action="store_true", help="include done, abandoned and closed rows")
     p.add_argument("--json", action="store_true")
 
-    p = groups.add_parser("history", parents=[common], help="the event log of one row")
+
+def _history_parser(groups: Any, common: Parser) -> None:
+    p = groups.add_parser("history", parents=[common], help=GROUP_HELP["history"])
     p.add_argument("kind", choices=("todo", "request"))
     p.add_argument("id", type=int)
     p.add_argument("--json", action="store_true")
 
-    p = groups.add_parser("notify", parents=[common], help="queue a line for the owner")
+
+def _notify_parser(groups: Any, common: Parser) -> None:
+    p = groups.add_parser("notify", parents=[common], help=GROUP_HELP["notify"])
     p.add_argument("text")
     p.add_argument("--kind", default="note", help="a short tag (default: note)")
 
-    box = groups.add_parser("outbox", help="inspect, retry or cancel notification rows")
+
+def _outbox_parser(groups: Any, common: Parser) -> None:
+    box = groups.add_parser("outbox", help=GROUP_HELP["outbox"])
     box_verbs = box.add_subparsers(dest="verb", required=True, parser_class=Parser)
     p = box_verbs.add_parser("list", parents=[common], help="recent rows, newest first")
     p.add_argument("--state", default=None, choices=outbox.STATES)
@@ -129,10 +182,12 @@ def build_parser() -> Parser:
     p.add_argument("id", type=int)
     p.add_argument("--reason", default=None, help="why (required)")
 
+
+def _status_parser(groups: Any, common: Parser) -> None:
     p = groups.add_parser(
         "status",
         parents=[common],
-        help="ledger, outbox, worker lock, receipts and the door, for an operator",
+        help=GROUP_HELP["status"],
         description="What needs a person, at a glance. --check exits 1 when something does.",
     )
     p.add_argument("--json", action="store_true")
@@ -150,20 +205,35 @@ def build_parser() -> Parser:
         " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
     )
 
-    p = groups.add_parser("serve", parents=[common], help="run the engine service (owner+notifier)")
 
-    p = groups.add_parser(
-        "cutover", parents=[common], help="make the owner service the only writer, or undo it"
-    )
+def _serve_parser(groups: Any, common: Parser) -> None:
+    groups.add_parser("serve", parents=[common], help=GROUP_HELP["serve"])
+
+
+def _cutover_parser(groups: Any, common: Parser) -> None:
+    p = groups.add_parser("cutover", parents=[common], help=GROUP_HELP["cutover"])
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--url", help="the owner service's loopback URL, e.g. http://127.0.0.1:8764")
     how.add_argument("--undo", action="store_true", help="return to local mode")
 
-    p = groups.add_parser(
-        "reconcile", parents=[common], help="ask the owner what became of a request key"
-    )
+
+def _reconcile_parser(groups: Any, common: Parser) -> None:
+    p = groups.add_parser("reconcile", parents=[common], help=GROUP_HELP["reconcile"])
     p.add_argument("key")
-    return parser
+
+
+GROUPS: dict[str, Callable[[Any, Parser], None]] = {
+    "todo": _todo_parser,
+    "request": _request_parser,
+    "list": _list_parser,
+    "history": _history_parser,
+    "notify": _notify_parser,
+    "outbox": _outbox_parser,
+    "status": _status_parser,
+    "serve": _serve_parser,
+    "cutover": _cutover_parser,
+    "reconcile": _reconcile_parser,
+}
 
 
 def _actor(args: argparse.Namespace) -> str:
@@ -381,7 +451,8 @@ def _reconcile(key: str, db: str | None, emit: Callable[[str], None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
     if args.group == "serve":
         if getattr(args, "db", None):
             os.environ["COOP_DB"] = args.db

@@ -11,10 +11,8 @@ drains until the idle handoff releases it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +26,8 @@ def socket_path(db: Path) -> Path:
     path = Path(str(db.resolve()) + ".kick")
     if len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES:
         return path
+    import hashlib  # rare, and openssl's import costs a cold CLI ~5 ms
+
     digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:16]
     return Path("/tmp") / f"coop-kick-{digest}.sock"  # noqa: S108 - a name derived from the store
 
@@ -62,6 +62,8 @@ def send_datagram(db: Path) -> bool:
 
 def spawn_drainer(db: Path) -> None:
     """A detached one-shot drainer; it outlives this process and takes no terminal."""
+    import subprocess  # only when no daemon listens: the common path is one datagram
+
     env = dict(os.environ, COOP_DB=str(db))
     # Its log lines go beside the store, where an operator looks for them.
     with open(str(db) + ".drainer.log", "ab") as log:
