@@ -1,0 +1,177 @@
+"""The notifier against huey, same job, same machine, one run, side by side.
+
+    .venv/bin/python bench/bench_vs_huey.py [--rows 2000] [--rate 50] [--rate-rows 500]
+
+One Chief door (`python -m chief serve`) and one Telegram emulator serve both queues:
+
+(a) the notifier: rows in coop.db written by `engine.outbox.enqueue`, one per transaction,
+    delivered by the notifier daemon inside `python -m engine serve`;
+(b) huey: tasks in a SqliteHuey file, run by a huey consumer process (bench/huey_job.py, one
+    worker thread) whose task posts the same body with the same key header to the same door;
+    its outbox ids are `huey-...`, distinct, so the door does Chief + Telegram for every one.
+
+Figures printed, never asserted:
+
+1. drain: `--rows` queued with the deliverer idle (the daemon not kicked; the huey consumer not
+   yet started), then released; rows/s between the first and the last message the emulator
+   received (start-up excluded on both sides), CPU ms per row per process, and the ratio;
+2. latency: rows committed one at a time at `--rate` rows/s (each notifier commit kicks the
+   daemon, as a `coop` verb does; huey enqueues and its consumer polls), commit -> emulator
+   p50/p99 for the notifier, huey with its default polling (0.1 s, x1.15 per empty poll, capped
+   at 10 s) and huey polling every 10 ms. Each huey consumer is started fresh for its run.
+
+huey runs its drain first, so whatever a growing chief.db costs falls on the notifier.
+Issue 8's targets: the notifier >= 1.5x huey's rows/s, and a p99 >= 10x lower than default huey.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import benchkit as kit
+from benchkit import Stack
+from huey_job import make_huey
+
+from engine import kick as engine_kick
+from engine import store as engine_store
+from engine.outbox import enqueue
+
+
+def drain_timeout_s(rows: int) -> float:
+    return max(120.0, rows / 10)  # 10 rows/s is far below anything seen: a hang, not a slow run
+
+
+class Run:
+    """One bench run: the stack, the huey file, and how many receipts the emulator should hold."""
+
+    def __init__(self, stack: Stack, test_door: bool) -> None:
+        self.stack = stack
+        kit.start_door(stack, test_door=test_door)
+        engine_store.open_connection(stack.db).close()
+        kit.start_engine_service(stack)
+        self.huey_db = stack.home / "huey.db"
+        self.huey, self.deliver = make_huey(self.huey_db)
+        self.expected = 0
+
+    def wait(self, rows: int, what: str) -> dict[str, float]:
+        self.expected += rows
+        return kit.wait_receipts(self.stack.receipt_log, self.expected, drain_timeout_s(rows), what)
+
+    def huey_send(self, prefix: str) -> Callable[[int], str]:
+        def produce(n: int) -> str:
+            text = f"{prefix} {n}"
+            self.deliver(text, f"{prefix.replace(' ', '-')}-{n}")
+            return text
+
+        return produce
+
+    # -- drain ---------------------------------------------------------------------------------
+
+    def drain_huey(self, rows: int) -> float:
+        began = time.perf_counter()
+        texts = [self.huey_send("huey drain")(n) for n in range(rows)]
+        queued_s = time.perf_counter() - began
+        before = self.stack.cpu()
+        proc = kit.start_huey_consumer(self.stack, "huey", self.huey_db, kit.HUEY_DEFAULT_POLLING)
+        before["huey"] = kit.pipeline.cpu_s(proc.pid)  # from "consumer started" on
+        got = self.wait(rows, f"{rows} huey rows at the emulator")
+        after = self.stack.cpu()
+        kit.stop_proc(self.stack, "huey")
+        rate = kit.drain_rate([got[t] for t in texts])
+        print(f"  huey     : {rate:7.1f} rows/s   (queued in {queued_s:.2f}s, one task per commit)")
+        print(f"             CPU ms/row: {kit.cpu_ms_per_row(before, after, rows)}")
+        return rate
+
+    def drain_notifier(self, rows: int) -> float:
+        began = time.perf_counter()
+        texts = list(
+            kit.commit_rows(self.stack.db, [f"coop drain {n}" for n in range(rows)], kick=False)
+        )
+        queued_s = time.perf_counter() - began
+        before = self.stack.cpu()
+        engine_kick.kick(self.stack.db, mode="datagram")
+        got = self.wait(rows, f"{rows} notifier rows at the emulator")
+        after = self.stack.cpu()
+        rate = kit.drain_rate([got[t] for t in texts])
+        print(f"  notifier : {rate:7.1f} rows/s   (queued in {queued_s:.2f}s, one row per commit)")
+        print(f"             CPU ms/row: {kit.cpu_ms_per_row(before, after, rows)}")
+        return rate
+
+    # -- latency -------------------------------------------------------------------------------
+
+    def latency(
+        self, label: str, rate: float, rows: int, produce: Callable[[int], str]
+    ) -> list[float]:
+        committed = kit.paced(rate, rows, produce)
+        got = self.wait(rows, f"{label}: {rows} paced rows at the emulator")
+        lat = kit.latencies_ms(committed, got)
+        print(
+            f"  {label:<22} p50 {statistics.median(lat):7.1f} ms   p99"
+            f" {kit.percentile(lat, 99):7.1f} ms   max {max(lat):7.1f} ms   ({len(lat)} rows)"
+        )
+        return lat
+
+    def latency_notifier(self, rate: float, rows: int) -> list[float]:
+        conn = engine_store.open_connection(self.stack.db)
+
+        def produce(n: int) -> str:
+            text = f"coop paced {n}"
+            with engine_store.write(conn):
+                enqueue(conn, "note", text)
+            engine_kick.kick(self.stack.db, mode="datagram")
+            return text
+
+        try:
+            return self.latency("notifier", rate, rows, produce)
+        finally:
+            conn.close()
+
+    def latency_huey(
+        self, label: str, polling: tuple[float, float, float], rate: float, rows: int
+    ) -> list[float]:
+        kit.start_huey_consumer(self.stack, "huey", self.huey_db, polling)
+        try:
+            return self.latency(label, rate, rows, self.huey_send(label.replace(",", "")))
+        finally:
+            kit.stop_proc(self.stack, "huey")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2000, help="drain size N")
+    parser.add_argument("--rate", type=float, default=50.0, help="rows/s for the latency runs")
+    parser.add_argument("--rate-rows", type=int, default=500, help="rows per latency run")
+    parser.add_argument("--test-door", action="store_true", help="skip chief serve")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="coop-bench-huey-") as tmp:
+        stack = Stack(Path(tmp))
+        try:
+            run = Run(stack, args.test_door)
+            print(
+                f"stack: {stack.label} (engine serve's daemon vs a huey consumer);"
+                f" {os.cpu_count()} CPUs"
+            )
+            print(f"drain of {args.rows} rows (first -> last emulator receipt):")
+            huey_rate = run.drain_huey(args.rows)
+            coop_rate = run.drain_notifier(args.rows)
+            print(f"  ratio notifier/huey: {coop_rate / huey_rate:.2f}x (target >= 1.5x)")
+            print(f"latency at {args.rate:g} rows/s, commit -> emulator:")
+            coop = run.latency_notifier(args.rate, args.rate_rows)
+            default = run.latency_huey(
+                "huey default polling", kit.HUEY_DEFAULT_POLLING, args.rate, args.rate_rows
+            )
+            run.latency_huey("huey polling 10 ms", kit.HUEY_FAST_POLLING, args.rate, args.rate_rows)
+            ratio = kit.percentile(default, 99) / kit.percentile(coop, 99)
+            print(f"  p99 huey default / notifier: {ratio:.1f}x (target >= 10x)")
+        finally:
+            stack.stop()
+
+
+if __name__ == "__main__":
+    main()
