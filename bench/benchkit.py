@@ -37,6 +37,7 @@ from engine.outbox import enqueue  # noqa: E402
 
 __all__ = [
     "BENCH",
+    "LineCounter",
     "Stack",
     "commit_rows",
     "count_lines",
@@ -55,6 +56,7 @@ __all__ = [
     "stop_proc",
     "wait_for",
     "wait_receipts",
+    "wait_slowly",
 ]
 
 START_TIMEOUT_S = 30.0
@@ -194,6 +196,36 @@ def wait_receipts(log: Path, total: int, timeout_s: float, what: str) -> dict[st
     """Wait until the receipt log holds `total` lines, then read it (text -> receipt time)."""
     wait_for(lambda: count_lines(log) >= total, timeout_s, what)
     return receipts(log)
+
+
+class LineCounter:
+    """Lines in a growing JSON-lines log, read incrementally (a 100,000-line log re-read every
+    few milliseconds would cost the machine more than the processes being measured)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+
+    def __call__(self) -> int:
+        if not self.path.exists():
+            return 0
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        complete = chunk.rfind(b"\n") + 1  # a line still being written is counted next time
+        self.lines += chunk.count(b"\n", 0, complete)
+        self.offset += complete
+        return self.lines
+
+
+def wait_slowly(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float) -> None:
+    """`wait_for` with a coarser poll, for waits of minutes (bounded all the same)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: timed out after {timeout_s:g}s waiting for {what}")
+        time.sleep(poll_s)
 
 
 def drain_rate(times: list[float]) -> float:
