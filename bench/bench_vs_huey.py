@@ -12,15 +12,16 @@ One Chief door (`python -m chief serve`) and one Telegram emulator serve both qu
 
 Figures printed, never asserted:
 
-1. drain: `--rows` queued with the deliverer idle (the daemon not kicked; the huey consumer not
-   yet started), then released; rows/s between the first and the last message the emulator
-   received (start-up excluded on both sides), CPU ms per row per process, and the ratio;
+1. drain: `--rows` per side in `--rounds` alternating rounds (huey first, then the notifier
+   first, ...): each round's rows are queued with the deliverer idle (the daemon not kicked;
+   the huey consumer not yet started), then released; rows/s = receipts after the first of
+   each round / seconds from the first to the last receipt of each round, summed over the
+   rounds (start-up excluded on both sides), CPU ms per row per process, and the ratio;
 2. latency: rows committed one at a time at `--rate` rows/s (each notifier commit kicks the
    daemon, as a `coop` verb does; huey enqueues and its consumer polls), commit -> emulator
    p50/p99 for the notifier, huey with its default polling (0.1 s, x1.15 per empty poll, capped
    at 10 s) and huey polling every 10 ms. Each huey consumer is started fresh for its run.
 
-huey runs its drain first, so whatever a growing chief.db costs falls on the notifier.
 Issue 8's targets: the notifier >= 1.5x huey's rows/s, and a p99 >= 10x lower than default huey.
 """
 
@@ -30,7 +31,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +45,39 @@ from engine.outbox import enqueue
 
 def drain_timeout_s(rows: int) -> float:
     return max(120.0, rows / 10)  # 10 rows/s is far below anything seen: a hang, not a slow run
+
+
+class Tally:
+    """One side's drain over several rounds: rows, seconds first -> last receipt, CPU by process."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.rows = 0
+        self.gaps = 0  # receipts after the first of each round: what the seconds were spent on
+        self.seconds = 0.0
+        self.cpu: dict[str, float] = {}
+        self.rounds: list[float] = []
+
+    def add(self, times: list[float], before: dict[str, float], after: dict[str, float]) -> None:
+        self.rows += len(times)
+        self.gaps += len(times) - 1
+        self.seconds += max(times) - min(times)
+        self.rounds.append(kit.drain_rate(times))
+        for name in after:
+            if name in before:
+                self.cpu[name] = self.cpu.get(name, 0.0) + after[name] - before[name]
+
+    @property
+    def rate(self) -> float:
+        return self.gaps / self.seconds if self.seconds > 0 else float("nan")
+
+    def report(self) -> None:
+        rounds = ", ".join(f"{r:.1f}" for r in self.rounds)
+        print(f"  {self.name:<9}: {self.rate:7.1f} rows/s   (rounds: {rounds})")
+        used = {n: v for n, v in self.cpu.items() if v * 1000 / self.rows >= 0.05}
+        per_row = ", ".join(f"{n} {v * 1000 / self.rows:.2f}" for n, v in used.items())
+        total = sum(used.values()) * 1000 / self.rows
+        print(f"{'':13}CPU ms/row: {per_row}; total {total:.2f}")
 
 
 class Run:
@@ -73,35 +106,22 @@ class Run:
 
     # -- drain ---------------------------------------------------------------------------------
 
-    def drain_huey(self, rows: int) -> float:
-        began = time.perf_counter()
-        texts = [self.huey_send("huey drain")(n) for n in range(rows)]
-        queued_s = time.perf_counter() - began
+    def drain_huey(self, first: int, rows: int, tally: Tally) -> None:
+        texts = [self.huey_send("huey drain")(n) for n in range(first, first + rows)]
         before = self.stack.cpu()
         proc = kit.start_huey_consumer(self.stack, "huey", self.huey_db, kit.HUEY_DEFAULT_POLLING)
         before["huey"] = kit.pipeline.cpu_s(proc.pid)  # from "consumer started" on
         got = self.wait(rows, f"{rows} huey rows at the emulator")
-        after = self.stack.cpu()
+        tally.add([got[t] for t in texts], before, self.stack.cpu())
         kit.stop_proc(self.stack, "huey")
-        rate = kit.drain_rate([got[t] for t in texts])
-        print(f"  huey     : {rate:7.1f} rows/s   (queued in {queued_s:.2f}s, one task per commit)")
-        print(f"             CPU ms/row: {kit.cpu_ms_per_row(before, after, rows)}")
-        return rate
 
-    def drain_notifier(self, rows: int) -> float:
-        began = time.perf_counter()
-        texts = list(
-            kit.commit_rows(self.stack.db, [f"coop drain {n}" for n in range(rows)], kick=False)
-        )
-        queued_s = time.perf_counter() - began
+    def drain_notifier(self, first: int, rows: int, tally: Tally) -> None:
+        texts = [f"coop drain {n}" for n in range(first, first + rows)]
+        kit.commit_rows(self.stack.db, texts, kick=False)
         before = self.stack.cpu()
         engine_kick.kick(self.stack.db, mode="datagram")
         got = self.wait(rows, f"{rows} notifier rows at the emulator")
-        after = self.stack.cpu()
-        rate = kit.drain_rate([got[t] for t in texts])
-        print(f"  notifier : {rate:7.1f} rows/s   (queued in {queued_s:.2f}s, one row per commit)")
-        print(f"             CPU ms/row: {kit.cpu_ms_per_row(before, after, rows)}")
-        return rate
+        tally.add([got[t] for t in texts], before, self.stack.cpu())
 
     # -- latency -------------------------------------------------------------------------------
 
@@ -145,6 +165,7 @@ class Run:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000, help="drain size N")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating drain rounds")
     parser.add_argument("--rate", type=float, default=50.0, help="rows/s for the latency runs")
     parser.add_argument("--rate-rows", type=int, default=500, help="rows per latency run")
     parser.add_argument("--test-door", action="store_true", help="skip chief serve")
@@ -157,10 +178,24 @@ def main() -> None:
                 f"stack: {stack.label} (engine serve's daemon vs a huey consumer);"
                 f" {os.cpu_count()} CPUs"
             )
-            print(f"drain of {args.rows} rows (first -> last emulator receipt):")
-            huey_rate = run.drain_huey(args.rows)
-            coop_rate = run.drain_notifier(args.rows)
-            print(f"  ratio notifier/huey: {coop_rate / huey_rate:.2f}x (target >= 1.5x)")
+            per_round = args.rows // args.rounds
+            print(
+                f"drain of {per_round * args.rounds} rows per side in {args.rounds} alternating"
+                " rounds (rows/s first -> last emulator receipt of each round):"
+            )
+            huey, coop = Tally("huey"), Tally("notifier")
+            for n in range(args.rounds):
+                # Alternating who goes first spreads other load on the machine over both sides.
+                sides = [run.drain_huey, run.drain_notifier]
+                tallies = [huey, coop]
+                if n % 2:
+                    sides.reverse()
+                    tallies.reverse()
+                for side, tally in zip(sides, tallies, strict=True):
+                    side(n * per_round, per_round, tally)
+            huey.report()
+            coop.report()
+            print(f"  ratio notifier/huey: {coop.rate / huey.rate:.2f}x (target >= 1.5x)")
             print(f"latency at {args.rate:g} rows/s, commit -> emulator:")
             coop = run.latency_notifier(args.rate, args.rate_rows)
             default = run.latency_huey(
