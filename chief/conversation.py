@@ -12,6 +12,11 @@ The drainer takes the turn lock that every live chat turn holds (`async with chi
 a report never lands between a turn's user message and its reply. It appends every undelivered
 row in outbox order; the append and the record on the outbox row are one transaction.
 
+The fast path: when no turn is held and the drainer is idle, report() takes the turn lock
+itself and lands the queue (its own row last, in outbox order) in the same thread hop as its
+insert, exactly as a drain pass would; a landing that fails leaves the rows queued and nudges
+the drainer. Either way one party at a time lands rows, always under the turn lock.
+
 The turn lock is in-process: host applications and the door share one `Chief` per process, and
 the door refuses a second instance on the same chief.db. Two drainers in different processes
 would still never land a row twice (each pass runs under BEGIN IMMEDIATE and rereads the queue).
@@ -31,7 +36,6 @@ import structlog
 
 from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefError
-from chief.faults import fault
 from chief.model import (
     Message,
     check_message,
@@ -39,9 +43,12 @@ from chief.model import (
     report_key,
     turn_kind_for_key,
 )
-from chief.store import ChiefStore
+from chief.store import ChiefStore, Reported
 
 log = structlog.get_logger("chief")
+
+# The source prefix of a Coop outbox row's report (the door's key: one line per outbox row).
+NOTIFY_SOURCE_PREFIX = "coop-notify:"
 
 # After a failed pass the drainer retries on its own too (doubling, capped), so a transient
 # failure such as a full disk does not wait for the next report to be noticed.
@@ -120,6 +127,26 @@ class Chief:
         """Land `text` in the conversation once per `source_id` ('coop-notify:<id>' or
         'cron:<job>'). Returns the message id, or None when `wait` seconds ran out first (the
         row is durable and lands when the Chief is free). `wait=None` waits until it lands."""
+        message_id, _ = await self._report(text, source_id, wait, source_conversation_id, None)
+        return message_id
+
+    async def report_notify(
+        self, text: str, outbox_id: str, *, wait: float | None
+    ) -> tuple[int | None, bool]:
+        """`report(text, 'coop-notify:<outbox_id>', wait)` for the door, and whether the door
+        already rang Telegram for that row, read in the same thread hop as the insert. The
+        sent flag is as of that read: recheck under the row's lock if a mark may have happened
+        since."""
+        return await self._report(text, NOTIFY_SOURCE_PREFIX + outbox_id, wait, None, outbox_id)
+
+    async def _report(
+        self,
+        text: str,
+        source_id: str,
+        wait: float | None,
+        source_conversation_id: str | None,
+        sent_for: str | None,
+    ) -> tuple[int | None, bool]:
         check_report_text(text)
         key = report_key(source_id)
         # Registered before the insert, so a landing that happens before we start waiting is
@@ -127,24 +154,58 @@ class Chief:
         landing = self._landings.setdefault(key, _Landing())
         landing.waiters += 1
         try:
-            landed = await self._store.enqueue_report(
-                self.chief_id, key, text, source_conversation_id
-            )
-            if landed is not None:
-                return landed
-            fault("chief.report.after_insert")
-            self._nudge()
+            reported = await self._enqueue(key, text, source_conversation_id, sent_for)
+            if reported.message_id is not None:
+                return reported.message_id, reported.already_sent
             deadline_s = math.inf if wait is None else max(wait, 0.0)
             # Waiting on the landing event, never on the drainer: running out cancels nothing.
             with anyio.move_on_after(deadline_s):
                 await landing.event.wait()
             if landing.message_id is None:
                 self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
-            return landing.message_id
+            return landing.message_id, reported.already_sent
         finally:
             landing.waiters -= 1
             if landing.waiters == 0 and self._landings.get(key) is landing:
                 del self._landings[key]
+
+    async def _enqueue(
+        self, key: str, text: str, source_conversation_id: str | None, sent_for: str | None
+    ) -> Reported:
+        """Queue the row durably, and land it in the same hop when nobody else may be landing:
+        no turn held and the drainer idle (no pass asked for or running). Otherwise, or when
+        that landing fails, the drainer is nudged and lands it."""
+        if self._done < self._wanted or self._turn_lock.locked():
+            reported = await self._store.report(
+                self.chief_id, key, text, source_conversation_id, sent_for=sent_for
+            )
+            if reported.message_id is None:
+                self._nudge()
+            return reported
+        self._turn_lock.acquire_nowait()  # free (checked above, no await since)
+        try:
+            # Shielded, as the drainer's pass: once rows landed, their waiters must hear of it.
+            with anyio.CancelScope(shield=True):
+                reported = await self._store.report(
+                    self.chief_id,
+                    key,
+                    text,
+                    source_conversation_id,
+                    sent_for=sent_for,
+                    land=turn_kind_for_key,
+                )
+        finally:
+            self._turn_lock.release()
+        self._announce(reported.landed)
+        if reported.land_error is not None:
+            self._log.error(
+                "chief.drain.failed",
+                error=reported.land_error,
+                action="rows stay queued; the drainer retries them",
+            )
+        if reported.land_error is not None or reported.more:
+            self._nudge()
+        return reported
 
     async def append_message(
         self, role: str, content: str, turn_kind: str = "chat", origin: str = "user"
@@ -232,13 +293,17 @@ class Chief:
                             action="rows stay queued; the next nudge or report retries them",
                         )
                         return False
-            for key, message_id in landed:
-                self._log.info("chief.report.landed", source_key=key, message_id=message_id)
-                landing = self._landings.pop(key, None)
-                if landing is not None:
-                    landing.message_id = message_id
-                    landing.event.set()
+            self._announce(landed)
         return True
+
+    def _announce(self, landed: list[tuple[str, int]]) -> None:
+        """Tell the waiters of each landed key its message id."""
+        for key, message_id in landed:
+            self._log.info("chief.report.landed", source_key=key, message_id=message_id)
+            landing = self._landings.pop(key, None)
+            if landing is not None:
+                landing.message_id = message_id
+                landing.event.set()
 
 
 async def read_log(config: ChiefConfig, *, limit: int, owner: str | None = None) -> list[Message]:

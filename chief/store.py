@@ -15,6 +15,9 @@ Thread hops: aiosqlite runs every call on the connection's own thread, and each 
 70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
 thread (aiosqlite's `_execute`, the seam its own methods use). That also means no other task's
 statement can interleave with a transaction, because the thread runs one function at a time.
+`report` is the door's hot path: the sent-mark lookup, the durable insert (its own FULL commit,
+so a crash right after it still has the row) and, when the caller may land it, the landing
+transaction all run in that one hop.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -164,6 +168,48 @@ def _enqueue_report(
     return None
 
 
+@dataclass(frozen=True)
+class Reported:
+    """What one `report` hop did."""
+
+    message_id: int | None  # the key's message, when it landed (earlier or in this hop)
+    already_sent: bool = False  # `sent_for` was already in coop_notify_sent
+    landed: list[tuple[str, int]] = field(default_factory=list)  # (key, id) landed, in order
+    more: bool = False  # the landing batch was full: more rows may wait
+    land_error: str | None = None  # the landing failed and rolled back; the row stays queued
+
+
+def _report(
+    conn: sqlite3.Connection,
+    chief_id: int,
+    key: str,
+    text: str,
+    source_conversation_id: str | None,
+    sent_for: str | None,
+    land: Callable[[str], str] | None,
+    limit: int,
+) -> Reported:
+    sent = sent_for is not None and _notify_sent(conn, sent_for)
+    landed_id = _enqueue_report(conn, chief_id, key, text, source_conversation_id)
+    if landed_id is not None:
+        return Reported(landed_id, sent)
+    # The insert is committed (FULL): from here the line survives a crash.
+    fault("chief.report.after_insert")
+    if land is None:
+        return Reported(None, sent)
+    try:
+        landed, more = _write(conn, _land_undelivered, chief_id, land, limit)
+    except sqlite3.Error as exc:
+        return Reported(None, sent, land_error=str(exc))
+    message_id = next((found for landed_key, found in landed if landed_key == key), None)
+    return Reported(message_id, sent, landed, more)
+
+
+def _notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
+    found = conn.execute("SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?", (outbox_id,))
+    return found.fetchone() is not None
+
+
 def _land_undelivered(
     conn: sqlite3.Connection, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
 ) -> tuple[list[tuple[str, int]], bool]:
@@ -292,11 +338,24 @@ class ChiefStore:
         """Every owner with a Master Chief in this file."""
         return await self._hop(_owners)
 
-    async def enqueue_report(
-        self, chief_id: int, key: str, text: str, source_conversation_id: str | None
-    ) -> int | None:
-        """The landed message id for `key`, or None after durably queueing the report."""
-        return await self._hop(_enqueue_report, chief_id, key, text, source_conversation_id)
+    async def report(
+        self,
+        chief_id: int,
+        key: str,
+        text: str,
+        source_conversation_id: str | None,
+        *,
+        sent_for: str | None = None,
+        land: Callable[[str], str] | None = None,
+        limit: int = DRAIN_BATCH_ROWS,
+    ) -> Reported:
+        """One hop: whether `sent_for` was marked sent, then the landed message id for `key`, or
+        durably queue the report (its own commit) and, with `land` (the caller holds the turn
+        lock and the drainer is idle), land up to `limit` undelivered rows in outbox order in
+        one transaction, as a drain pass would. A failed landing leaves the rows queued."""
+        return await self._hop(
+            _report, chief_id, key, text, source_conversation_id, sent_for, land, limit
+        )
 
     async def land_undelivered(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int = DRAIN_BATCH_ROWS
@@ -322,8 +381,7 @@ class ChiefStore:
 
     async def notify_sent(self, outbox_id: str) -> bool:
         """Whether the door already rang Telegram for this Coop outbox row."""
-        sql = "SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?"
-        return await self._hop(_scalar, sql, (outbox_id,)) is not None
+        return await self._hop(_notify_sent, outbox_id)
 
     async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
         """Record that Telegram accepted this row's message; a second mark writes nothing."""
