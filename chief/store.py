@@ -9,7 +9,12 @@ Tables (schema version in PRAGMA user_version, migrated on open):
     coop_notify_sent     the notify door's record of which Coop outbox rows rang Telegram
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
-only a process crash (NORMAL would only survive the latter).
+only a process crash (NORMAL would only survive the latter). One exception, the landing: its
+commit runs with synchronous=NORMAL (no fsync of its own; the next FULL commit, such as the
+door's sent mark a Telegram round trip later, makes it durable with everything before it). A
+power cut can only lose a landing whose outbox row is durable and still reads "not landed",
+so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
+this machine's disk, and more while other writers share it).
 
 Thread hops: aiosqlite runs every call on the connection's own thread, and each await is a
 70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
@@ -198,7 +203,7 @@ def _report(
     if land is None:
         return Reported(None, sent)
     try:
-        landed, more = _write(conn, _land_undelivered, chief_id, land, limit)
+        landed, more = _land(conn, chief_id, land, limit)
     except sqlite3.Error as exc:
         return Reported(None, sent, land_error=str(exc))
     message_id = next((found for landed_key, found in landed if landed_key == key), None)
@@ -208,6 +213,17 @@ def _report(
 def _notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
     found = conn.execute("SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?", (outbox_id,))
     return found.fetchone() is not None
+
+
+def _land(
+    conn: sqlite3.Connection, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
+) -> tuple[list[tuple[str, int]], bool]:
+    """The landing transaction, committed with synchronous=NORMAL (see Durability above)."""
+    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        return _write(conn, _land_undelivered, chief_id, turn_kind_of, limit)
+    finally:
+        conn.execute("PRAGMA synchronous = FULL")
 
 
 def _land_undelivered(
@@ -362,7 +378,7 @@ class ChiefStore:
     ) -> tuple[list[tuple[str, int]], bool]:
         """Append up to `limit` undelivered reports in outbox order and record each message id,
         all in one transaction. Returns ((key, message id) landed, whether more may wait)."""
-        return await self._hop(_write, _land_undelivered, chief_id, turn_kind_of, limit)
+        return await self._hop(_land, chief_id, turn_kind_of, limit)
 
     async def append_message(
         self, chief_id: int, role: str, content: str, turn_kind: str, origin: str
