@@ -1,0 +1,241 @@
+"""What the proof suite checks once a run settles, and the figures it prints.
+
+`Producers` runs the producer processes and collects the outbox ids each was promised;
+`settle` waits (bounded) until the stack has nothing left to do; `measure` reads coop.db,
+chief.db and the emulator's file into `Figures`; `Figures.check` asserts the invariants.
+
+Telegram duplicates are bounded by the crashes that landed in the door's send-to-mark window
+(DESIGN.md: the one window left open). Which crashes landed there is measured, not guessed,
+from three clocks of the same machine: the emulator's receipt time of each message, the door's
+sent mark of each row, and the test's own record of each door death (`DoorDeath`). A death
+landed in the window of row R when the dead instance's emulator received a message for R
+(between the instance's start and its successor listening) and R had no sent mark at the
+moment of death (its mark is later, or missing). A SIGKILL of the engine cannot ring twice:
+the door still marks the row, and the engine's resend finds the mark (`already_sent`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.e2e.proof.proof_stack import REPO, Stack
+from tests.support.waiting import wait_until_sync
+
+PRODUCER_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class DoorDeath:
+    """One abnormal end of a door instance (SIGKILL or a fault point), in epoch seconds."""
+
+    started_at: float  # just before the instance was spawned
+    died_at: float  # just before the SIGKILL, or once its fault exit was seen
+    back_at: float  # once its successor logged that it listens
+
+
+class Producers:
+    """Producer processes (tests.e2e.proof.proof_producer), started together."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, *, seed: int, count: int, rate: float, tag: str, cli: bool = False) -> None:
+        argv = [
+            sys.executable, "-m", "tests.e2e.proof.proof_producer", "--seed", str(seed),
+            "--count", str(count), "--rate", str(rate), "--tag", tag,
+        ]  # fmt: skip
+        self.procs.append(
+            subprocess.Popen(
+                [*argv, *(["--cli"] if cli else [])],
+                env=self.stack.env(),
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+
+    def finish(self) -> list[int]:
+        """Wait for every producer (bounded); the outbox ids they were promised."""
+        ids: list[int] = []
+        for proc in self.procs:
+            out, err = proc.communicate(timeout=PRODUCER_TIMEOUT_S)
+            assert proc.returncode == 0, f"a producer failed ({proc.returncode}): {err}"
+            ids += [int(line) for line in out.split()]
+        return ids
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=PRODUCER_TIMEOUT_S)
+
+
+def wait_delivered(stack: Stack, count: int, *, timeout_s: float, what: str) -> None:
+    """Wait (bounded) until `count` rows were delivered: how the suite picks its moments."""
+    wait_until_sync(
+        lambda: stack.delivered_count() >= count, timeout_s=timeout_s, what=f"{count} rows {what}"
+    )
+
+
+def settle(stack: Stack, committed: set[int], *, timeout_s: float) -> None:
+    """Wait until every committed row is delivered, the lock is free, and both destinations
+    have every row (the Chief's line landed, Telegram rang)."""
+
+    def drained() -> bool:
+        return (
+            stack.pending_count() == 0
+            and stack.delivered_count() >= len(committed)
+            and stack.lock_holder() is None
+        )
+
+    wait_until_sync(drained, timeout_s=timeout_s, what="every row delivered and the lock free")
+
+    def landed() -> bool:
+        if stack.chief_unlanded() or set(stack.chief_lines()) < committed:
+            return False
+        texts = {r["text"] for r in stack.outbox().values()}
+        rung = {m["text"] for m in stack.telegram_messages()}
+        return texts <= rung
+
+    wait_until_sync(landed, timeout_s=timeout_s, what="every Chief line landed, every row rung")
+
+
+@dataclass
+class Figures:
+    seed: int
+    rows_committed: int
+    rows_in_ledger: int
+    rows_delivered: int
+    lost: int
+    chief_per_row: Counter[int]  # how many rows have n Chief messages
+    telegram_per_row: Counter[int]  # how many rows have n Telegram messages
+    telegram_duplicates: int
+    stray_telegram: int  # messages matching no outbox row
+    delivery_attempts: int
+    crashes: dict[str, int]
+    window_deaths: int
+    lock_free: bool
+    integrity: dict[str, str]
+    half_written: int
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        per_chief = ", ".join(
+            f"{n} line(s): {rows} rows" for n, rows in sorted(self.chief_per_row.items())
+        )
+        per_tg = ", ".join(
+            f"{n} msg(s): {rows} rows" for n, rows in sorted(self.telegram_per_row.items())
+        )
+        crashes = ", ".join(f"{k}={v}" for k, v in sorted(self.crashes.items())) or "none"
+        return [
+            f"PROOF_SEED={self.seed}",
+            f"rows committed {self.rows_committed} (in coop.db: {self.rows_in_ledger}),"
+            f" delivered {self.rows_delivered}, lost {self.lost}",
+            f"Chief messages per row: {per_chief}",
+            f"Telegram messages per row: {per_tg}; duplicates {self.telegram_duplicates},"
+            f" stray {self.stray_telegram}",
+            f"crashes: {crashes}; door deaths inside the send-to-mark window {self.window_deaths}",
+            f"delivery attempts {self.delivery_attempts} for {self.rows_delivered} rows",
+            f"worker lock free: {self.lock_free}; half-written Chief rows: {self.half_written};"
+            f" integrity_check: {self.integrity}",
+            *self.notes,
+        ]
+
+    def show(self, record: Any = None) -> None:
+        for line in self.lines():
+            print(line)
+        if record is not None:
+            for key in ("rows_committed", "rows_delivered", "lost", "telegram_duplicates",
+                        "window_deaths", "delivery_attempts"):  # fmt: skip
+                record(f"proof_{key}", getattr(self, key))
+
+    def check(self, *, duplicates_allowed: int) -> None:
+        """The invariants every proof run keeps; `duplicates_allowed` is the measured bound."""
+        where = f"(replay with PROOF_SEED={self.seed})"
+        assert self.rows_in_ledger == self.rows_committed, f"rows appeared or vanished {where}"
+        assert self.lost == 0, f"{self.lost} rows lost {where}"
+        assert set(self.chief_per_row) == {1}, f"Chief lines per row {self.chief_per_row} {where}"
+        assert min(self.telegram_per_row) >= 1, f"a row never rang {where}"
+        assert self.stray_telegram == 0, f"Telegram got text of no row {where}"
+        assert self.telegram_duplicates <= duplicates_allowed, (
+            f"{self.telegram_duplicates} Telegram duplicates, bound {duplicates_allowed} {where}"
+        )
+        assert self.lock_free, f"the worker lock is still held {where}"
+        assert self.half_written == 0, f"half-written Chief rows {where}"
+        assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
+
+
+def start_note(stack: Stack) -> str:
+    """How often each part started and how long it took to listen (the run's main cost)."""
+    parts = []
+    for part in stack.parts:
+        if part.start_s:
+            mean_s = sum(part.start_s) / len(part.start_s)
+            parts.append(f"{part.name} {len(part.start_s)}x (mean {mean_s:.2f} s)")
+    return "starts, spawn to listening: " + ", ".join(parts)
+
+
+def window_deaths(stack: Stack, deaths: list[DoorDeath]) -> int:
+    """Door deaths that left a row sent to Telegram and not marked (see the module docstring)."""
+    marks = stack.sent_marks()
+    sent: dict[int, list[float]] = {}
+    by_text = {r["text"]: i for i, r in stack.outbox().items()}
+    for message in stack.telegram_messages():
+        row = by_text.get(message["text"])
+        if row is not None:
+            sent.setdefault(row, []).append(float(message["received_at"]))
+    found = 0
+    for death in deaths:
+        for row, times in sent.items():
+            by_this_instance = any(death.started_at <= t < death.back_at for t in times)
+            mark = marks.get(row)
+            if by_this_instance and (mark is None or mark > death.died_at):
+                found += 1
+    return found
+
+
+def measure(
+    stack: Stack,
+    *,
+    seed: int,
+    committed: set[int],
+    crashes: dict[str, int],
+    deaths: list[DoorDeath],
+) -> Figures:
+    rows = stack.outbox()
+    delivered = {i for i, r in rows.items() if r["state"] == "delivered"}
+    chief = stack.chief_lines()
+    by_text = {r["text"]: i for i, r in rows.items()}
+    rung: Counter[int] = Counter()
+    stray = 0
+    for message in stack.telegram_messages():
+        row = by_text.get(message["text"])
+        if row is None:
+            stray += 1
+        else:
+            rung[row] += 1
+    lost = len(committed - (delivered & set(chief) & set(rung)))
+    return Figures(
+        seed=seed,
+        rows_committed=len(committed),
+        rows_in_ledger=len(rows),
+        rows_delivered=len(delivered),
+        lost=lost,
+        chief_per_row=Counter(chief.get(i, 0) for i in rows),
+        telegram_per_row=Counter(rung.get(i, 0) for i in rows),
+        telegram_duplicates=sum(n - 1 for n in rung.values() if n > 1),
+        stray_telegram=stray,
+        delivery_attempts=sum(int(r["attempts"]) for r in rows.values()),
+        crashes=crashes,
+        window_deaths=window_deaths(stack, deaths),
+        lock_free=stack.lock_holder() is None,
+        integrity=stack.integrity(),
+        half_written=stack.chief_half_written(),
+    )
