@@ -23,9 +23,9 @@ from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(180)
 
-ROWS = 150
+ROWS = 100
 PRODUCERS = 2
-PRODUCE_S = 6.0
+PRODUCE_S = 4.0
 # The door gives Telegram 1 s; a delayed reply comes after 1.5 s, when the door has given up.
 TELEGRAM_TIMEOUT_S = "1"
 DELAY_S = 1.5
