@@ -117,7 +117,9 @@ class Worker:
 
     async def drain(self, max_runs: int | None = None) -> DrainReport:
         """Claim the lock and deliver due rows until the idle handoff releases it."""
-        claim = await self.db.call(store.claim_lock, self.me, now_iso())
+        claim, row = await self.db.call(
+            store.claim_lock_and_due_head, self.me, now_iso(), self._clock()
+        )
         if not claim.acquired:
             holder = claim.holder
             self.log.info(
@@ -142,7 +144,6 @@ class Worker:
         released = False
         outcome = DrainOutcome.RELEASED
         try:
-            row = await self.db.call(store.due_head, self._clock())
             while True:
                 if row is None:
                     if self._idle_seam is not None:
