@@ -6,7 +6,9 @@ It answers the calls the door's python-telegram-bot client makes, the way the re
 Bodies may be form-encoded (what PTB sends) or JSON. PTB's base URL is `http://127.0.0.1:P/bot`.
 
 Every accepted message is kept: `GET /emulator/messages` answers them as JSON, and with `--log`
-each is appended as one JSON line. Control endpoints, for tests and demos:
+each is appended as one JSON line (with its receipt time). The line and the `emulator.message`
+log event are written just after the answer is sent, so the sender does not wait for them.
+Control endpoints, for tests and demos:
 
 - `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay", "count": N, "retry_after": s,
   "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
@@ -33,6 +35,7 @@ from urllib.parse import parse_qsl
 import anyio
 import structlog
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -112,10 +115,13 @@ class EmulatorState:
         }
         self.next_message_id += 1
         self.messages.append(record)
+        return record
+
+    def write_log(self, record: dict[str, Any]) -> None:
+        """Append `record` to the JSON-lines log, when there is one."""
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
-        return record
 
     def reset(self) -> None:
         self.messages.clear()
@@ -205,8 +211,12 @@ def create_emulator(
             return _error(400, "Bad Request: message is too long")
         chat_id, chat = _chat(params["chat_id"])
         record = state.keep(chat_id, text)
-        log.info("emulator.message", message_id=record["message_id"], chat_id=chat_id)
-        return _ok(
+
+        async def after_answer() -> None:
+            state.write_log(record)
+            log.info("emulator.message", message_id=record["message_id"], chat_id=chat_id)
+
+        answer = _ok(
             {
                 "message_id": record["message_id"],
                 "from": BOT_USER,
@@ -215,6 +225,8 @@ def create_emulator(
                 "text": text,
             }
         )
+        answer.background = BackgroundTask(after_answer)
+        return answer
 
     async def messages(_: Request) -> JSONResponse:
         return JSONResponse({"messages": state.messages})
