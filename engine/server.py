@@ -148,12 +148,13 @@ async def serve(config: ServiceConfig) -> None:
 
 def main() -> int:
     """Run until SIGTERM; a wrong setting stops the service at start, naming the setting."""
+    from notifier.daemon import backend_options
     from notifier.errors import NotifierError
 
     configure_logging()
     try:
         config = ServiceConfig.from_env()
-        anyio.run(serve, config)
+        anyio.run(serve, config, backend_options=backend_options())
     except (UsageError, NotifierError) as exc:
         log.error("service.refused_to_start", error=exc.message)
         print(f"coop serve: {exc.message}", file=sys.stderr)

@@ -181,10 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             import anyio
 
+            from notifier.daemon import backend_options
             from notifier.logs import configure_logging
 
             configure_logging()
-            anyio.run(_run_daemon)
+            anyio.run(_run_daemon, backend_options=backend_options())
         else:
             _drain_command(args.max_runs)
     except NotifierError as exc:
