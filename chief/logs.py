@@ -29,7 +29,7 @@ def configure_logging(json: bool | None = None) -> None:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
         # The console renderer formats exceptions itself (and warns if format_exc_info ran first).
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+        processors.append(structlog.dev.ConsoleRenderer(colors=True))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),

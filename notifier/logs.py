@@ -42,7 +42,7 @@ def configure_logging(json: bool | None = None) -> None:
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+        processors.append(structlog.dev.ConsoleRenderer(colors=True))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -30,9 +31,11 @@ def test_json_logging_is_one_object_per_line_and_idempotent(
     assert event["level"] == "info"
 
 
-def test_console_logging_is_key_value(capsys: pytest.CaptureFixture[str]) -> None:
+def test_console_logging_is_coloured_key_value(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(json=False)
     structlog.get_logger("chief").info("chief.opened", chief_id=1)
     err = capsys.readouterr().err
-    assert "chief.opened" in err
-    assert "chief_id=1" in err
+    assert "\x1b[" in err  # coloured on a terminal
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", err)
+    assert "chief.opened" in plain
+    assert "chief_id=1" in plain
