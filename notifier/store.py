@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from engine import store as engine_store
 from engine.errors import CoopError
+from engine.errors import StoreError as EngineStoreError
 from engine.store import open_connection
 from notifier.errors import LockLost, StoreError
 from notifier.lock import Holder, why_gone
@@ -154,24 +156,13 @@ def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
 
 @contextmanager
 def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """`BEGIN IMMEDIATE`; commit when the block finishes, roll back otherwise."""
+    """The engine's one write transaction (`engine.store.write`: `BEGIN IMMEDIATE`, commit when
+    the block finishes, roll back otherwise), its failures raised as the notifier's."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot start a write on the Coop database: {exc}") from exc
-    try:
-        yield conn
-    except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
-        raise StoreError(f"the Coop database refused the notifier's write: {exc}") from exc
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    try:
-        conn.execute("COMMIT")
-    except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
-        raise StoreError(f"the Coop database could not commit: {exc}") from exc
+        with engine_store.write(conn):
+            yield conn
+    except EngineStoreError as exc:
+        raise StoreError(exc.message) from exc
 
 
 # -- the queue -----------------------------------------------------------------------------
