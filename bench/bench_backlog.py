@@ -40,14 +40,12 @@ def drain(size: int, measure: int, *, full_stack: bool, time_limit_s: float) -> 
             fill_s = kit.fill_backlog(stack.db, "backlog", size)
             db_mb = stack.db.stat().st_size / 1e6
             kit.start_engine_service(stack)
-            log = stack.receipt_log
-            kit.wait_for(lambda: kit.count_lines(log) >= 1, time_limit_s, "the first receipt")
+            counter = kit.LineCounter(stack.receipt_log)
+            kit.wait_for(lambda: counter() >= 1, time_limit_s, "the first receipt")
             cpu_first = stack.cpu()
-            kit.wait_for(
-                lambda: kit.count_lines(log) >= measure, time_limit_s, f"{measure} receipts"
-            )
+            kit.wait_for(lambda: counter() >= measure, time_limit_s, f"{measure} receipts")
             cpu_last = stack.cpu()
-            times = sorted(kit.receipts(log).values())[:measure]
+            times = sorted(kit.receipts(stack.receipt_log).values())[:measure]
             rate = kit.drain_rate(times)
             cpu = kit.cpu_ms_per_row(cpu_first, cpu_last, max(1, measure - 1))
             where = "full stack " if full_stack else "test door  "

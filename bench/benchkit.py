@@ -2,7 +2,8 @@
 
 bench_pipeline.py owns the process-starting code (temp folder, service key, the Chief's door,
 the Telegram emulator, the minimal test door, receipt logs); this module imports it rather than
-copying it, and adds the pieces the three benches need besides:
+copying it, and uses only `Stack`, `wait_for`, `receipts` and `cpu_s` from it (keep those, or
+move them to a shared module). It adds the pieces the three benches need besides:
 
 - `start_engine_service`: `python -m engine serve` (owner endpoint + notifier daemon) on a free
   loopback port, ready once its kick socket is bound;
@@ -29,7 +30,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 import bench_pipeline as pipeline  # noqa: E402  (sibling script; it puts the repo on sys.path)
-from bench_pipeline import Stack, count_lines, receipts, wait_for  # noqa: E402
+from bench_pipeline import Stack, receipts, wait_for  # noqa: E402
 
 from engine import kick as engine_kick  # noqa: E402
 from engine import store as engine_store  # noqa: E402
@@ -40,7 +41,6 @@ __all__ = [
     "LineCounter",
     "Stack",
     "commit_rows",
-    "count_lines",
     "cpu_ms_per_row",
     "drain_rate",
     "fill_backlog",
@@ -194,7 +194,8 @@ def fill_backlog(db: Path, prefix: str, rows: int, batch: int = 5000) -> float:
 
 def wait_receipts(log: Path, total: int, timeout_s: float, what: str) -> dict[str, float]:
     """Wait until the receipt log holds `total` lines, then read it (text -> receipt time)."""
-    wait_for(lambda: count_lines(log) >= total, timeout_s, what)
+    counter = LineCounter(log)
+    wait_for(lambda: counter() >= total, timeout_s, what)
     return receipts(log)
 
 
