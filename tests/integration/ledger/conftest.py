@@ -1,16 +1,3 @@
-from __future__ import annotations
+from tests.support.ledger import db
 
-from pathlib import Path
-
-import pytest
-
-
-@pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh ledger file; kicks off (these tests are about the ledger alone)."""
-    monkeypatch.setenv("COOP_KICK", "off")
-    monkeypatch.setenv("COOP_OWNER", "owner")
-    monkeypatch.setenv("COOP_CHIEF_ACTOR", "chief")
-    monkeypatch.delenv("COOP_OWNER_FILE", raising=False)
-    monkeypatch.delenv("COOP_TEST_FAULTS", raising=False)
-    return str(tmp_path / "coop.db")
+__all__ = ["db"]
