@@ -7,7 +7,7 @@ For each size B, in a fresh folder: B pending rows are written to coop.db first 
 transaction, no kick), then `python -m engine serve` starts and its notifier daemon drains
 them (a start resumes pending rows). What is measured:
 
-1. against the minimal test door (bench_pipeline's: one process, the door's contract, no
+1. against the minimal test door (bench/stack.py's: one process, the door's contract, no
    Chief, no Telegram), the first `--measure` rows of each backlog (all of it when smaller):
    rows/s between the first and the last of those receipts, and each process's CPU ms per
    row over the same window (the figure other work on the machine disturbs least). This

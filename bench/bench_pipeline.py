@@ -20,203 +20,26 @@ of the pipeline alone. Figures are printed, never asserted (DESIGN.md: targets p
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import kick as engine_kick  # noqa: E402
-from engine import store as engine_store  # noqa: E402
-from engine.outbox import enqueue  # noqa: E402
+from stack import (
+    DRAIN_TIMEOUT_S,
+    LineCounter,
+    Stack,
+    receipts,
+    wait_for,
+)
 
-SERVICE_KEY = "bench-service-key-0123456789abcdef"
-BOT_TOKEN = "123456:bench-token"
-CHAT_ID = "4242"
-DOOR_PATH = "/api/coop/engine/notify"
-START_TIMEOUT_S = 20.0
-DRAIN_TIMEOUT_S = 120.0
-
-# A stand-in door for when `chief serve` is missing: the contract, nothing else; it logs each
-# accepted row as one JSON line with its receipt time, as the emulator does.
-TEST_DOOR = r"""
-import json, sys, time, uvicorn
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-port, key, log_path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-out = open(log_path, "a", buffering=1)
-async def notify(request):
-    if request.headers.get("x-coop-service-key") != key:
-        return JSONResponse({"detail": "unauthorized"}, status_code=401)
-    body = json.loads(await request.body())
-    out.write(json.dumps({"text": body["text"], "received_at": time.time()}) + "\n")
-    return JSONResponse({"delivered": True, "outbox_id": body.get("outbox_id")})
-app = Starlette(routes=[Route("/api/coop/engine/notify", notify, methods=["POST"])])
-uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(0.005)
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of `pid` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def receipts(path: Path) -> dict[str, float]:
-    """text -> receipt time, from a JSON-lines log (the emulator's `--log`, or the test door's)."""
-    if not path.exists():
-        return {}
-    found: dict[str, float] = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            found.setdefault(record["text"], float(record["received_at"]))
-    return found
-
-
-class LineCounter:
-    """Lines appended to a file so far, reading only what was appended since the last call: the
-    bench polls while the pipeline runs on the same two cores, and rereading a growing file
-    every few milliseconds took CPU from the processes being measured."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.lines = 0
-
-    def __call__(self) -> int:
-        if not self.path.exists():
-            return 0
-        with self.path.open("rb") as handle:
-            handle.seek(self.offset)
-            chunk = handle.read()
-        self.offset += len(chunk)
-        self.lines += chunk.count(b"\n")
-        return self.lines
-
-
-class Stack:
-    """The processes of one bench run, in a temp folder."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.db = home / "coop.db"
-        self.receipt_log = home / "received.jsonl"
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        key = home / "service.key"
-        key.write_text(SERVICE_KEY + "\n")
-        key.chmod(0o600)
-        self.door_port = free_port()
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("COOP_", "CHIEF_"))},
-            "COOP_HOME": str(home),
-            "COOP_DB": str(self.db),
-            "COOP_SERVICE_KEY_FILE": str(key),
-            "COOP_DOOR_URL": f"http://127.0.0.1:{self.door_port}{DOOR_PATH}",
-            "COOP_KICK": "datagram",
-            "PYTHONPATH": str(REPO),
-        }
-        self.label = ""
-
-    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        log = (self.home / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, *args], env=env or self.env, cwd=REPO, stdout=log, stderr=log
-        )
-
-    def start_chief(self) -> bool:
-        emulator_port = free_port()
-        self.spawn(
-            "emulator",
-            [
-                "-m",
-                "chief",
-                "telegram-emulator",
-                "--port",
-                str(emulator_port),
-                "--log",
-                str(self.receipt_log),
-            ],
-        )
-        chief_env = {
-            **self.env,
-            "CHIEF_OWNER": "owner",
-            "CHIEF_PORT": str(self.door_port),
-            "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
-            "TELEGRAM_CHAT_ID": CHAT_ID,
-            "TELEGRAM_API_BASE": f"http://127.0.0.1:{emulator_port}/bot",
-        }
-        self.spawn("chief", ["-m", "chief", "serve", "--port", str(self.door_port)], chief_env)
-        try:
-            wait_for(lambda: listening(emulator_port), START_TIMEOUT_S, "the Telegram emulator")
-            wait_for(
-                lambda: listening(self.door_port) or self.procs["chief"].poll() is not None,
-                START_TIMEOUT_S,
-                "chief serve",
-            )
-        except SystemExit:
-            return False
-        if self.procs["chief"].poll() is not None:
-            return False
-        self.label = "engine -> notifier -> chief serve -> Telegram emulator"
-        return True
-
-    def start_test_door(self) -> None:
-        self.spawn(
-            "door",
-            ["-c", TEST_DOOR, str(self.door_port), SERVICE_KEY, str(self.receipt_log)],
-        )
-        wait_for(lambda: listening(self.door_port), START_TIMEOUT_S, "the test door")
-        self.label = "engine -> notifier -> minimal test door (chief serve unavailable)"
-
-    def start_notifier(self) -> None:
-        self.spawn("notifier", ["-m", "notifier", "run"])
-        sock = engine_kick.socket_path(self.db)
-        wait_for(sock.exists, START_TIMEOUT_S, "the notifier's kick socket")
-
-    def stop(self) -> None:
-        for proc in reversed(list(self.procs.values())):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-    def cpu(self) -> dict[str, float]:
-        return {name: cpu_s(p.pid) for name, p in self.procs.items() if p.poll() is None}
+from engine import kick as engine_kick
+from engine import store as engine_store
+from engine.outbox import enqueue
 
 
 def bench_backlog(stack: Stack, rows: int) -> None:

@@ -110,7 +110,7 @@ class Run:
         texts = [self.huey_send("huey drain")(n) for n in range(first, first + rows)]
         before = self.stack.cpu()
         proc = kit.start_huey_consumer(self.stack, "huey", self.huey_db, kit.HUEY_DEFAULT_POLLING)
-        before["huey"] = kit.pipeline.cpu_s(proc.pid)  # from "consumer started" on
+        before["huey"] = kit.stack.cpu_s(proc.pid)  # from "consumer started" on
         got = self.wait(rows, f"{rows} huey rows at the emulator")
         tally.add([got[t] for t in texts], before, self.stack.cpu())
         kit.stop_proc(self.stack, "huey")

@@ -1,9 +1,5 @@
-"""What bench_vs_huey, bench_backlog and bench_memory share, on top of bench_pipeline's `Stack`.
-
-bench_pipeline.py owns the process-starting code (temp folder, service key, the Chief's door,
-the Telegram emulator, the minimal test door, receipt logs); this module imports it rather than
-copying it, and uses only `Stack`, `wait_for`, `receipts` and `cpu_s` from it (keep those, or
-move them to a shared module). It adds the pieces the three benches need besides:
+"""What bench_vs_huey, bench_backlog and bench_memory share, on top of bench/stack.py's `Stack`
+(the process-starting code every stack bench uses). It adds the pieces the three benches need:
 
 - `start_engine_service`: `python -m engine serve` (owner endpoint + notifier daemon) on a free
   loopback port, ready once its kick socket is bound;
@@ -12,7 +8,7 @@ move them to a shared module). It adds the pieces the three benches need besides
 - `commit_rows`: engine outbox rows, one `enqueue` per transaction, as `coop` verbs write them;
 - `wait_receipts`, `drain_rate`, `percentile`, `memory_kb`: the measuring side.
 
-Every wait is bounded (`pipeline.wait_for` raises SystemExit naming what it waited for).
+Every wait is bounded (`stack.wait_for` raises SystemExit naming what it waited for).
 """
 
 from __future__ import annotations
@@ -29,8 +25,8 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-import bench_pipeline as pipeline  # noqa: E402  (sibling script; it puts the repo on sys.path)
-from bench_pipeline import Stack, receipts, wait_for  # noqa: E402
+import stack  # noqa: E402  (sibling module; it puts the repo on sys.path)
+from stack import LineCounter, Stack, receipts, wait_for  # noqa: E402
 
 from engine import kick as engine_kick  # noqa: E402
 from engine import store as engine_store  # noqa: E402
@@ -48,8 +44,8 @@ __all__ = [
     "memory_kb",
     "paced",
     "percentile",
-    "pipeline",
     "receipts",
+    "stack",
     "start_door",
     "start_engine_service",
     "start_huey_consumer",
@@ -197,27 +193,6 @@ def wait_receipts(log: Path, total: int, timeout_s: float, what: str) -> dict[st
     counter = LineCounter(log)
     wait_for(lambda: counter() >= total, timeout_s, what)
     return receipts(log)
-
-
-class LineCounter:
-    """Lines in a growing JSON-lines log, read incrementally (a 100,000-line log re-read every
-    few milliseconds would cost the machine more than the processes being measured)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.lines = 0
-
-    def __call__(self) -> int:
-        if not self.path.exists():
-            return 0
-        with self.path.open("rb") as handle:
-            handle.seek(self.offset)
-            chunk = handle.read()
-        complete = chunk.rfind(b"\n") + 1  # a line still being written is counted next time
-        self.lines += chunk.count(b"\n", 0, complete)
-        self.offset += complete
-        return self.lines
 
 
 def wait_slowly(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float) -> None:
