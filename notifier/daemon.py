@@ -34,6 +34,7 @@ import structlog
 from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
+from engine.errors import CoopError
 from notifier import store
 from notifier.config import NotifierConfig
 from notifier.errors import DaemonAlreadyRunning
@@ -47,6 +48,18 @@ if TYPE_CHECKING:
 LOCK_BUSY_RETRY_S = 0.25
 KICK_SOCKET_MODE = 0o600
 MAX_DATAGRAM_BYTES = 64
+
+
+def may_spawn_drainer(db_path: Path) -> bool:
+    """Whether a stopping daemon may hand its work to a spawned one-shot drainer: not in service
+    mode (an owner file governs the store, or a broken one does), where only the owner service
+    may write and the fence would refuse the drainer."""
+    from engine.owner import owner_config
+
+    try:
+        return owner_config(db_path) is None
+    except (CoopError, ValueError, KeyError):
+        return False
 
 
 def backend_options() -> dict[str, bool]:
@@ -139,8 +152,13 @@ class Daemon:
                     await worker.aclose()
                     await db.aclose()
         if work_left:
-            done = engine_kick.kick(self.config.db_path)
-            self.log.info("worker.handoff", outcome="kicked_successor", kick=done)
+            if not may_spawn_drainer(self.config.db_path):
+                # After a cutover only the owner service may write: a spawned drainer would be
+                # fenced out. The owner's next start resumes the row.
+                self.log.info("worker.handoff", outcome="left_to_owner_restart")
+            else:
+                done = engine_kick.kick(self.config.db_path)
+                self.log.info("worker.handoff", outcome="kicked_successor", kick=done)
         self.log.info("notifier.daemon.stopped")
 
     async def _bind(self) -> UNIXDatagramSocket:
