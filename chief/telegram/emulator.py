@@ -43,7 +43,7 @@ from starlette.routing import Route
 log = structlog.get_logger("chief.telegram.emulator")
 
 DEFAULT_PORT = 8081
-MAX_MESSAGE_CHARS = 4096  # the Bot API's own limit for sendMessage text
+MAX_MESSAGE_UTF16_UNITS = 4096  # the Bot API's own limit for sendMessage text, in UTF-16 units
 MAX_FAULT_DELAY_S = 300.0
 MAX_FAULT_COUNT = 10_000
 BOT_USER: dict[str, Any] = {
@@ -207,7 +207,7 @@ def create_emulator(
         text = params.get("text")
         if not isinstance(text, str) or not text.strip():
             return _error(400, "Bad Request: message text is empty")
-        if len(text) > MAX_MESSAGE_CHARS:
+        if len(text.encode("utf-16-le")) // 2 > MAX_MESSAGE_UTF16_UNITS:
             return _error(400, "Bad Request: message is too long")
         chat_id, chat = _chat(params["chat_id"])
         record = state.keep(chat_id, text)

@@ -38,12 +38,38 @@ log = structlog.get_logger("chief.telegram")
 CONNECTION_POOL_SIZE = 8
 
 
+MAX_TELEGRAM_UTF16_UNITS = 4096
+
+
 class TelegramSender(Protocol):
     async def send(self, text: str) -> int:
         """Send `text` to the owner's chat; return Telegram's message id.
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure."""
         ...
+
+
+def fit_for_telegram(text: str) -> str:
+    """`text` cut to the Bot API's 4,096 UTF-16 units, with a visible marker.
+
+    The door accepts 4,000 characters, but a character outside the Basic Multilingual Plane (an
+    emoji) is two UTF-16 units: such a text would be refused by Telegram on every retry, for
+    ever. The Master Chief keeps the whole line; only the phone's copy is cut."""
+    if _utf16_units(text) <= MAX_TELEGRAM_UTF16_UNITS:
+        return text
+    marker = " … [cut for Telegram; the whole line is in the Master Chief]"
+    budget = MAX_TELEGRAM_UTF16_UNITS - _utf16_units(marker)
+    kept, used = [], 0
+    for char in text:
+        used += _utf16_units(char)
+        if used > budget:
+            break
+        kept.append(char)
+    return "".join(kept) + marker
+
+
+def _utf16_units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
 class TransportRequest(BaseRequest):
@@ -169,7 +195,9 @@ class BotSender:
             # The public Bot.send_message, not the private Bot._post under it: parsing the whole
             # Message costs ~0.15 ms per send, cheaper than a door that breaks on a library
             # upgrade.
-            message = await self._bot.send_message(chat_id=self._chat_id, text=text)
+            message = await self._bot.send_message(
+                chat_id=self._chat_id, text=fit_for_telegram(text)
+            )
         except TelegramError as exc:
             raise translate_error(exc) from exc
         except (KeyError, TypeError, ValueError) as exc:

@@ -122,3 +122,16 @@ def test_door_emulator_log_is_inspectable_over_http(door: LiveDoor) -> None:
     assert messages[-1]["text"] == f"inspect {outbox_id}"
     assert messages[-1]["chat_id"] == 4242
     wait_until_sync(lambda: door.status()["notify_in_flight"] == 0, timeout_s=5)
+
+
+def test_door_cuts_a_wide_text_for_telegram_and_keeps_it_whole_in_the_chief(
+    door: LiveDoor,
+) -> None:
+    outbox_id = new_id()
+    wide = "🌱" * 4000  # 4,000 characters the door accepts, 8,000 UTF-16 units for Telegram
+    response = door.notify(body(outbox_id, text=wide))
+    assert response.status_code == 200, response.text
+    assert door.chief_lines(outbox_id) == 1
+    (sent,) = [text for text in door.emulator.texts() if text.startswith("🌱")]
+    assert len(sent.encode("utf-16-le")) // 2 <= 4096
+    assert sent.endswith("[cut for Telegram; the whole line is in the Master Chief]")
