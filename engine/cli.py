@@ -275,26 +275,27 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
             result = ledger.add_todo(args.title, actor=actor, body=args.body, db=db)
             emit(_describe("todo", result, "added"))
             return None
-        verbs: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any], str]] = {
-            "take": (ledger.take_todo, {"force": args.__dict__.get("force")}, f"taken by {actor}"),
-            "release": (ledger.release_todo, {"reason": args.__dict__.get("reason")}, "released"),
-            "done": (
-                ledger.done_todo,
-                {
-                    "result_summary": args.__dict__.get("summary"),
-                    "commit_sha": args.__dict__.get("commit"),
-                    "force": args.__dict__.get("force"),
-                },
-                "done",
-            ),
-            "abandon": (
-                ledger.abandon_todo,
-                {"reason": args.__dict__.get("reason"), "force": args.__dict__.get("force")},
-                "abandoned",
-            ),
-        }
-        fn, kwargs, what = verbs[str(v)]
-        result = fn(args.id, actor=actor, db=db, **kwargs)
+        if v == "take":
+            result = ledger.take_todo(args.id, actor=actor, force=args.force, db=db)
+            what = f"taken by {actor}"
+        elif v == "release":
+            result = ledger.release_todo(args.id, actor=actor, reason=args.reason, db=db)
+            what = "released"
+        elif v == "done":
+            result = ledger.done_todo(
+                args.id,
+                actor=actor,
+                result_summary=args.summary,
+                commit_sha=args.commit,
+                force=args.force,
+                db=db,
+            )
+            what = "done"
+        else:
+            result = ledger.abandon_todo(
+                args.id, actor=actor, reason=args.reason, force=args.force, db=db
+            )
+            what = "abandoned"
         emit(_describe("todo", result, what))
         return result
     if g == "request":
@@ -361,8 +362,8 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
         if v == "retry":
             result = outbox.retry(args.id, actor=_actor(args), db=db)
             emit(f"notification #{args.id} is due now")
-            return {"outbox_id": args.id}
-        result = outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
+            return result
+        outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
         emit(f"notification #{args.id} cancelled")
         return None
     if g == "status":
@@ -468,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoopError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_status
-    if result and (result.get("outbox_id") or result.get("outbox_kick")):
+    if result and result.get("outbox_id"):
         _kick(getattr(args, "db", None))
     return 0
 

@@ -96,7 +96,7 @@ def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any
             (store.now_epoch(), outbox_id),
         )
         store.record_event(conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]})
-    return {"outbox_id": outbox_id, "state": "pending", "outbox_kick": True}
+    return {"outbox_id": outbox_id, "state": "pending"}
 
 
 @routed

@@ -176,8 +176,7 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
             raise _refuse(exc.status_code, "command", exc.message) from exc
         bound.info("owner.call", outcome=filed.outcome, replayed=filed.replayed)
         result = filed.result if isinstance(filed.result, dict) else {}
-        wants_kick = result.get("outbox_id") or result.get("outbox_kick")
-        if kick is not None and filed.outcome == commands.COMMITTED and wants_kick:
+        if kick is not None and filed.outcome == commands.COMMITTED and result.get("outbox_id"):
             kick()
         return filed.answer()
 
