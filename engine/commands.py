@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import owner, store
-from engine.errors import CoopError, UsageError
+from engine.errors import CoopError, StoreError, UsageError
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
 READ_METHODS = owner.READ_METHODS
@@ -153,6 +153,11 @@ def run(
         with owner.owner_context(context):
             try:
                 result = fn(*args, **kwargs)
+            except StoreError:
+                # The database failed (a full disk): no verdict, and SQLite may already have
+                # ended this transaction. File nothing; the caller's receipt stays uncertain
+                # and a reconcile answers what really happened.
+                raise
             except CoopError as exc:
                 _file(conn, key, method, digest, actor, metadata, REJECTED, error=exc)
                 return Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
@@ -191,6 +196,8 @@ def _run_read(
             result = fn(*args, **kwargs)
             filed = Filed(key, method, COMMITTED, result, replayed=row is not None)
             error = None
+        except StoreError:
+            raise
         except CoopError as exc:
             error = exc
             filed = Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)

@@ -10,6 +10,7 @@ sqlite3 errors are translated here into `StoreError`, so callers see one error t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -191,7 +192,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
             conn.execute(f"PRAGMA user_version = {number}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
 
 
@@ -292,16 +293,30 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise StoreError(f"the Coop database refused the write: {exc}") from exc
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise StoreError(f"the Coop database could not commit: {exc}") from exc
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is left of the transaction, if anything is.
+
+    On SQLITE_FULL, SQLITE_IOERR or SQLITE_NOMEM SQLite may already have rolled the whole
+    transaction back by the time the error reaches Python; a second ROLLBACK would raise its
+    own `OperationalError` over the real one. A rollback that fails anyway (the file is gone)
+    leaves SQLite to discard the transaction when the connection closes: the caller still gets
+    the error that caused it.
+    """
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 @contextmanager
@@ -310,14 +325,20 @@ def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK TO coop_verb")
-        conn.execute("RELEASE coop_verb")
+        _rollback_savepoint(conn)
         raise StoreError(f"the Coop database refused the write: {exc}") from exc
     except BaseException:
-        conn.execute("ROLLBACK TO coop_verb")
-        conn.execute("RELEASE coop_verb")
+        _rollback_savepoint(conn)
         raise
     conn.execute("RELEASE coop_verb")
+
+
+def _rollback_savepoint(conn: sqlite3.Connection) -> None:
+    """Undo the verb's own changes; if SQLite already ended the whole transaction (a full
+    disk), there is no savepoint left to undo and the outer write sees no transaction either."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK TO coop_verb")
+        conn.execute("RELEASE coop_verb")
 
 
 def record_event(
