@@ -462,16 +462,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return server.main()
         except CoopError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
-            return exc.exit_status
+            return _fail(exc)
     try:
         result = _run(args, print)
     except CoopError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return exc.exit_status
+        return _fail(exc)
+    except OSError as exc:
+        # A folder or file the command needs (the data folder, the receipts) is not usable.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     if result and result.get("outbox_id"):
         _kick(getattr(args, "db", None))
     return 0
+
+
+def _fail(exc: CoopError) -> int:
+    """One line with the error's exact words; its detail, if any, on a line of its own."""
+    print(f"{PROG}: {exc}", file=sys.stderr)
+    if exc.detail:
+        print(f"{PROG}: {exc.detail}", file=sys.stderr)
+    return exc.exit_status
 
 
 def _kick(db: str | None) -> None:

@@ -19,13 +19,12 @@ repeated read key runs the read again, which changes nothing.
 
 from __future__ import annotations
 
-import inspect
 import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from engine import owner, store
+from engine import arguments, owner, store
 from engine.errors import CoopError, StoreError, UsageError
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
@@ -124,9 +123,9 @@ def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if "db" in kwargs:
         raise CommandRefused("the owner runs every operation on its own database; drop 'db'")
     try:
-        inspect.signature(fn).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise CommandRefused(f"{method}: {exc}") from exc
+        arguments.check(method, fn, args, kwargs)
+    except arguments.ArgumentError as exc:
+        raise CommandRefused(str(exc)) from exc
     return fn
 
 

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import sys
 import urllib.error
 import urllib.request
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine import receipts
+from engine import keyfile, receipts
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
 from engine.owner import INVALID_OWNER, READ_METHODS
 
@@ -83,7 +82,7 @@ def check_owner_url(url: str) -> str:
         scheme, host = "", None
     if scheme != "http" or host not in LOOPBACK_HOSTS:
         raise OwnerUnavailable(
-            f"{INVALID_OWNER}: the owner URL must be http on loopback, not {url!r}"
+            INVALID_OWNER, detail=f"the owner URL must be http on loopback, not {url!r}"
         )
     return url.rstrip("/")
 
@@ -92,15 +91,11 @@ def read_credential(config: dict[str, Any]) -> str:
     """The owner credential, refused unless its file is private to this user."""
     path = Path(str(config.get("credential_file") or ""))
     try:
-        info = path.stat()
-    except OSError as exc:
-        raise OwnerUnavailable(f"{INVALID_OWNER}: cannot read the credential file") from exc
-    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
-        raise OwnerUnavailable(CREDENTIAL_PRIVATE)
-    credential = path.read_text(encoding="utf-8").strip()
-    if not credential:
-        raise OwnerUnavailable(f"{INVALID_OWNER}: the credential file is empty")
-    return credential
+        return keyfile.read_private(path, "the owner credential")
+    except keyfile.KeyFileNotPrivate as exc:
+        raise OwnerUnavailable(CREDENTIAL_PRIVATE, detail=exc.message) from exc
+    except keyfile.KeyFileError as exc:
+        raise OwnerUnavailable(INVALID_OWNER, detail=exc.message) from exc
 
 
 def _post(url: str, credential: str, body: dict[str, Any]) -> tuple[int, bytes]:

@@ -10,7 +10,9 @@
                                     transport); the compatibility client's fail-closed answers
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
-and are re-raised as the same type with the same words: keep constructors to one message argument.
+and are re-raised as the same type with the same words: keep constructors to one message argument
+(the keyword-only `detail` stays on the side that raised it; entry points print it on a line of
+its own).
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ class CoopError(Exception):
 
     exit_status = 1
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, detail: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
+        #: What exactly was wrong, for a second line or the log: the message stays the exact
+        #: sentence the design gives (`Invalid Coop owner configuration`), the detail varies.
+        self.detail = detail
 
     @property
     def message(self) -> str:

@@ -7,9 +7,10 @@ ledger has one writer, the owner service, and where it listens:
      "credential_file": "/abs/coop.db.owner.key", "transferred_at": "...", "backup": "..."}
 
 The file is read on **every** call, so running processes follow a cutover or its undo at their
-next call. A bad file fails closed before anything is routed or opened: a wrong mode or another
-database raises `Invalid Coop owner configuration`; invalid JSON or a missing `database` key
-escape as Python's own `JSONDecodeError` / `KeyError` (the words differ, the outcome does not).
+next call. A bad file fails closed before anything is routed or opened: a wrong mode, another
+database, invalid JSON, a missing `database` or an unreadable file all raise exactly
+`Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
+which the CLI prints on a line of its own.
 
 Every public ledger and outbox verb is wrapped by `routed`: with an owner file, the call is
 shipped to the owner (`engine.compat`); inside the owner's own request context (`OwnerContext`,
@@ -113,8 +114,8 @@ def owner_file_path(db: Path, environ: Mapping[str, str] | None = None) -> Path:
 def owner_config(db: Path | None = None) -> dict[str, Any] | None:
     """The owner file governing `db`, validated; None in local mode (no file).
 
-    Raises before anything is routed or opened: `OwnerUnavailable(INVALID_OWNER)` for a wrong
-    mode or another database, `JSONDecodeError` / `KeyError` for a broken file.
+    Raises before anything is routed or opened: `OwnerUnavailable(INVALID_OWNER)`, exactly
+    those words, for any broken file; `.detail` says what was wrong.
     """
     db = Path(db) if db is not None else configured_db_path()
     path = owner_file_path(db)
@@ -122,14 +123,27 @@ def owner_config(db: Path | None = None) -> dict[str, Any] | None:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    config = json.loads(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise _invalid(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(config, dict):
-        raise OwnerUnavailable(f"{INVALID_OWNER}: {path} is not a JSON object")
+        raise _invalid(f"{path} is not a JSON object")
     if config.get("mode") != SERVICE_MODE:
-        raise OwnerUnavailable(f"{INVALID_OWNER}: mode must be 'service' in {path}")
-    if Path(config["database"]).resolve() != db.resolve():
-        raise OwnerUnavailable(f"{INVALID_OWNER}: {path} governs another database")
+        raise _invalid(f"mode must be 'service' in {path}")
+    governed = config.get("database")
+    if not isinstance(governed, str) or not governed:
+        raise _invalid(f"{path} names no database")
+    if Path(governed).resolve() != db.resolve():
+        raise _invalid(f"{path} governs another database")
     return config
+
+
+def _invalid(detail: str) -> OwnerUnavailable:
+    """The design's exact words, and what exactly was wrong as the detail (its own line)."""
+    return OwnerUnavailable(INVALID_OWNER, detail=detail)
 
 
 def routed(fn: F) -> F:

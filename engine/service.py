@@ -3,7 +3,8 @@ process, on loopback.
 
     POST /compat/call       run one routed verb for a compatibility client, filed by its key
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
-    GET  /status            mode (service|local), database, daemon running; no secrets
+    GET  /status            mode (service|local|invalid) and whether the daemon runs; nothing
+                            about the database (it needs no credential)
 
 Guard, before anything else runs (the same shape as the Chief's notify door): the peer is
 loopback; no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host` or session
@@ -37,8 +38,8 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, ledger, outbox, owner, status, store
-from engine.errors import CoopError
+from engine import commands, compat, keyfile, ledger, outbox, owner, status, store
+from engine.errors import CoopError, StoreError
 
 #: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
 VERB_MODULES = (ledger, outbox, status)
@@ -143,23 +144,27 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
 
     def owner_credential(request: Request) -> dict[str, Any]:
         guard_request(request)
+        # Nothing before the credential check may name the database or its files: a caller
+        # without the credential learns only that the service takes no calls.
         try:
             config = owner.owner_config(service.db)
         except (CoopError, ValueError, KeyError) as exc:
-            raise _refuse(503, "owner_file", f"{owner.INVALID_OWNER}: {exc}") from exc
+            log.error("owner.owner_file_invalid", detail=str(exc))
+            raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
         if config is None:
             raise _refuse(
                 409,
                 "local_mode",
-                f"this service is not the Coop owner of {service.db} (no owner file): callers"
-                " write locally; `coop cutover --url URL` makes it the owner",
+                "this service is not the Coop owner (local mode): callers write locally;"
+                " `coop cutover --url URL` makes it the owner",
             )
         try:
-            expected = Path(config["credential_file"]).read_text(encoding="utf-8").strip()
-        except (OSError, KeyError) as exc:
-            raise _refuse(503, "credential_file", "the owner credential is unreadable") from exc
+            expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
+        except (CoopError, KeyError, TypeError) as exc:
+            log.error("owner.credential_unusable", detail=str(exc))
+            raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
         given = request.headers.get(compat.CREDENTIAL_HEADER, "")
-        if not expected or not hmac.compare_digest(_digest(given), _digest(expected)):
+        if not hmac.compare_digest(_digest(given), _digest(expected)):
             raise _refuse(401, "credential", "missing or wrong Coop owner credential")
         return config
 
@@ -174,6 +179,11 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
             filed = await anyio.to_thread.run_sync(service.call, body)
         except commands.CommandRefused as exc:
             raise _refuse(exc.status_code, "command", exc.message) from exc
+        except StoreError as exc:
+            # The database failed (a full disk): nothing was filed, so the caller's receipt stays
+            # uncertain and `coop reconcile` answers later what became of the key.
+            bound.error("owner.store_failed", error=exc.message)
+            raise _refuse(503, "store", exc.message) from exc
         bound.info("owner.call", outcome=filed.outcome, replayed=filed.replayed)
         result = filed.result if isinstance(filed.result, dict) else {}
         if kick is not None and filed.outcome == commands.COMMITTED and result.get("outbox_id"):
@@ -182,7 +192,11 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
 
     @app.post("/compat/reconcile", dependencies=[Depends(owner_credential)])
     async def compat_reconcile(body: ReconcileBody) -> dict[str, Any]:
-        answer = await anyio.to_thread.run_sync(service.reconcile, body.key)
+        try:
+            answer = await anyio.to_thread.run_sync(service.reconcile, body.key)
+        except StoreError as exc:
+            log.error("owner.store_failed", key=body.key, error=exc.message)
+            raise _refuse(503, "store", exc.message) from exc
         log.info("owner.reconcile", key=body.key, outcome=answer["outcome"])
         return answer
 
@@ -192,10 +206,7 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
             mode = "service" if owner.owner_config(service.db) is not None else "local"
         except (CoopError, ValueError, KeyError):
             mode = "invalid"
-        return {
-            "mode": mode,
-            "database": str(service.db),
-            "daemon": getattr(app.state, "daemon_running", False),
-        }
+        # No database path: /status answers any loopback caller, credential or not.
+        return {"mode": mode, "daemon": getattr(app.state, "daemon_running", False)}
 
     return app

@@ -3,7 +3,6 @@ sent, no receipt written."""
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +65,11 @@ def _assert_nothing_happened(home: Path, sock: socket.socket) -> None:
 
 
 BROKEN = {
-    "mode local": (lambda v: {**v, "mode": "local"}, OwnerUnavailable, "Invalid Coop owner"),
+    "mode local": (
+        lambda v: {**v, "mode": "local"},
+        OwnerUnavailable,
+        "Invalid Coop owner configuration",
+    ),
     "mode missing": (
         lambda v: {k: x for k, x in v.items() if k != "mode"},
         OwnerUnavailable,
@@ -78,11 +81,11 @@ BROKEN = {
         "Invalid Coop owner configuration",
     ),
     "not an object": (lambda v: [v], OwnerUnavailable, "Invalid Coop owner configuration"),
-    "invalid json": (lambda v: "{not json", json.JSONDecodeError, "Expecting property name"),
+    "invalid json": (lambda v: "{not json", OwnerUnavailable, "Invalid Coop owner configuration"),
     "database missing": (
         lambda v: {k: x for k, x in v.items() if k != "database"},
-        KeyError,
-        "database",
+        OwnerUnavailable,
+        "Invalid Coop owner configuration",
     ),
 }
 
@@ -98,9 +101,12 @@ def test_broken_owner_file_fails_closed_before_routing_or_opening(
         ledger.add_todo("write the report", actor="alice")
     with pytest.raises(error, match=words), store.connection():
         pass
-    with pytest.raises(error, match=words):
+    with pytest.raises(error, match=words) as caught:
         ledger.list_items()
 
+    # Exactly the design's sentence; what was wrong is the detail, printed on its own line.
+    assert str(caught.value) == words
+    assert caught.value.detail
     _assert_nothing_happened(home, listener)
 
 
@@ -118,9 +124,10 @@ def test_owner_url_or_credential_unusable_fails_closed(
 ) -> None:
     write_owner_file(home / "coop.db.owner.json", {**_valid(home, listener), field: value})
 
-    with pytest.raises(OwnerUnavailable, match=words):
+    with pytest.raises(OwnerUnavailable, match=words) as caught:
         ledger.add_todo("write the report", actor="alice")
 
+    assert str(caught.value) == words
     _assert_nothing_happened(home, listener)
 
 
