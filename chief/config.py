@@ -3,7 +3,7 @@
 | setting        | meaning                                                            |
 |----------------|--------------------------------------------------------------------|
 | CHIEF_DB       | path of chief.db; wins over everything below                       |
-| COOP_HOME      | data folder shared with the engine; chief.db lives in it           |
+| COOP_HOME      | data folder shared with the engine; chief.db lives in it (blank: unset) |
 | XDG_DATA_HOME  | per-user data root (default ~/.local/share); chief.db in its coop/ |
 | CHIEF_OWNER    | the owner whose Master Chief this is; no default (the door 503s)   |
 
@@ -48,8 +48,11 @@ def _db_path(environ: Mapping[str, str]) -> Path:
                 f"e.g. {path / DB_FILE_NAME}"
             )
         return path
-    coop_home = environ.get("COOP_HOME")
-    if coop_home is not None:
+    # The data folder's rule is shared with `engine.config.data_home` and
+    # `chief.door.config.data_home` (deliberate twins; tests/contract/test_shared_facts.py pins
+    # them): a blank COOP_HOME counts as unset, as an empty XDG_DATA_HOME does.
+    coop_home = environ.get("COOP_HOME", "")
+    if coop_home.strip():
         return _non_blank_path("COOP_HOME", coop_home) / DB_FILE_NAME
     return _data_home(environ) / DATA_DIR_NAME / DB_FILE_NAME
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine import keyfile, receipts
+from engine import keyfile, loopback, receipts
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
 from engine.owner import INVALID_OWNER, READ_METHODS
 
@@ -107,9 +107,8 @@ def _post(url: str, credential: str, body: dict[str, Any]) -> tuple[int, bytes]:
         headers={"Content-Type": "application/json", CREDENTIAL_HEADER: credential},
     )
     # No proxies: the owner is on loopback, and a proxy would see the credential.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(request, timeout=CLIENT_TIMEOUT_S) as response:
+        with loopback.open_url(request, CLIENT_TIMEOUT_S) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         with exc:

@@ -1,7 +1,7 @@
 """Where the engine's files live and who the named deciders are, read from the environment.
 
-- `COOP_HOME`: the data folder for every file; default `$XDG_DATA_HOME/coop`, or
-  `~/.local/share/coop`.
+- `COOP_HOME`: the data folder for every file; default `$XDG_DATA_HOME/coop` when that is an
+  absolute path, else `~/.local/share/coop` (a blank `COOP_HOME` counts as unset).
 - `COOP_DB`: the ledger database; default `<COOP_HOME>/coop.db`.
 - `COOP_OWNER`: the actor who may make the owner's calls; default `owner`.
 - `COOP_CHIEF_ACTOR`: the Chief acting as the owner's proxy; default `chief`.
@@ -20,18 +20,28 @@ from typing import NamedTuple
 
 from engine.errors import UsageError
 
+DATA_DIR_NAME = "coop"
 DEFAULT_OWNER = "owner"
 DEFAULT_CHIEF_ACTOR = "chief"
 DEFAULT_STALE_AFTER_S = 3600.0
 
 
 def data_home(environ: Mapping[str, str] | None = None) -> Path:
-    """The data folder: `COOP_HOME`, else the per-user data directory."""
+    """The data folder: a non-blank `COOP_HOME`; else `coop/` under `XDG_DATA_HOME` if that is
+    an absolute path (the XDG spec says a relative or empty one is ignored); else
+    `~/.local/share/coop`.
+
+    One rule, three copies (the packages share no code): `chief.config._db_path` and
+    `chief.door.config.data_home` are its twins, and tests/contract/test_shared_facts.py fails
+    if any of them resolves another folder. The notifier calls this one."""
     env = os.environ if environ is None else environ
-    if env.get("COOP_HOME"):
-        return Path(env["COOP_HOME"]).expanduser()
-    xdg = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(xdg).expanduser() / "coop"
+    coop_home = env.get("COOP_HOME", "")
+    if coop_home.strip():
+        return Path(coop_home).expanduser()
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / DATA_DIR_NAME
+    return Path(env.get("HOME") or Path.home()) / ".local" / "share" / DATA_DIR_NAME
 
 
 def db_path(environ: Mapping[str, str] | None = None) -> Path:

@@ -6,9 +6,11 @@ process, on loopback.
     GET  /status            mode (service|local|invalid) and whether the daemon runs; nothing
                             about the database (it needs no credential)
 
-Guard, before anything else runs (the same shape as the Chief's notify door): the peer is
-loopback; no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host` or session
-header; a `Host` that names a loopback host (no DNS rebinding); and, for the compat endpoints,
+Guard, before anything else runs (the same checks as the Chief's notify door, pinned by the
+contract test): the peer is loopback; no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`,
+`X-Forwarded-Host`, `X-Real-IP` or session header; exactly one `Host`, naming `127.0.0.1`,
+`localhost` or `[::1]` (`engine.loopback.host_is_loopback`; no DNS rebinding); and, for the
+compat endpoints,
 the `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against
 the credential file the owner file names.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -38,15 +41,24 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, keyfile, ledger, outbox, owner, status, store
+from engine import commands, compat, keyfile, ledger, loopback, outbox, owner, status, store
 from engine.errors import CoopError, StoreError
 
 #: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
 VERB_MODULES = (ledger, outbox, status)
 
-LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
-LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-BROWSER_HEADERS = ("origin", "cookie", "x-forwarded-for", "forwarded", "x-forwarded-host")
+LOOPBACK_PEERS = loopback.LOOPBACK_PEERS
+# The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
+# purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.
+BROWSER_HEADERS = (
+    "origin",
+    "cookie",
+    "x-forwarded-for",
+    "forwarded",
+    "x-forwarded-host",
+    "x-real-ip",
+)
+SESSION_MARKER = "session"
 
 log = structlog.get_logger("engine.service")
 
@@ -115,22 +127,26 @@ def _refuse(status: int, reason: str, detail: str) -> HTTPException:
     return HTTPException(status_code=status, detail=detail)
 
 
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def _peer_is_loopback(peer: str) -> bool:
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address) in LOOPBACK_PEERS
 
 
 def guard_request(request: Request) -> None:
-    """Loopback peer, no browser or proxy headers, loopback Host: in that order."""
+    """Loopback peer, no browser or proxy headers, one loopback Host: in that order."""
     peer = request.client.host if request.client else ""
-    if peer not in LOOPBACK_PEERS:
+    if not _peer_is_loopback(peer):
         raise _refuse(403, "peer", "the Coop owner answers loopback callers only")
     names = {name.lower() for name in request.headers}
-    if any(name in names for name in BROWSER_HEADERS) or any("session" in n for n in names):
+    if any(name in names for name in BROWSER_HEADERS) or any(SESSION_MARKER in n for n in names):
         raise _refuse(403, "browser_header", "browser and proxy headers are refused")
-    if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOST_NAMES:
+    hosts = request.headers.getlist("host")
+    if len(hosts) != 1 or not loopback.host_is_loopback(hosts[0]):
         raise _refuse(403, "host", "the Host header must name a loopback host")
 
 

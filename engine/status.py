@@ -10,7 +10,8 @@ Three sources, each read where it lives:
 
 `--check` exits 0 when nothing needs a person, 1 when something does (a pending row older than
 `--max-pending-age`, an uncertain receipt, a door that does not answer, a posture that is not
-normal), 2 on a usage error. Standard library only (urllib for the door).
+normal), 2 on a usage error. Standard library only (urllib for the door, never through a proxy;
+the service key only from a 0600 file).
 """
 
 from __future__ import annotations
@@ -22,15 +23,18 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from engine import lifecycle, store
+from engine import keyfile, lifecycle, loopback, store
 from engine.config import EngineConfig, data_home
 from engine.errors import UsageError
 from engine.owner import routed
 
-DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"
+# Shared with the notifier and the door, which keep their own copies (the packages share no
+# code): tests/contract/test_shared_facts.py fails if any copy differs.
+DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"  # notifier.config, chief.door
+SERVICE_KEY_HEADER = "X-Coop-Service-Key"  # notifier.client, chief.door.guard
+SERVICE_KEY_FILE_NAME = "service.key"  # notifier.config, chief.door.config
 DOOR_TIMEOUT_S = 2.0
 DEFAULT_MAX_PENDING_AGE_S = 600.0
-SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 
 
 @routed
@@ -111,30 +115,42 @@ def uncertain_receipts() -> list[dict[str, Any]]:
 
 
 def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """Ask the door how it is; `{"answered": False, "error": ...}` when it does not answer."""
+    """Ask the door how it is; `{"answered": False, "error": ...}` when it does not answer.
+
+    The service key is read through the engine's one key reader (refused unless 0600) and sent
+    straight to the door, never through a proxy the environment names."""
     env = os.environ if environ is None else environ
-    notify_url = env.get("COOP_DOOR_URL", DEFAULT_DOOR_URL)
-    url = notify_url.rsplit("/", 1)[0] + "/status"
-    key_file = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key")
+    notify_url = env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL
+    url = door_status_url(notify_url)
+    key_file = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / SERVICE_KEY_FILE_NAME)
     try:
-        key = key_file.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        return {"answered": False, "url": url, "error": f"cannot read the service key: {exc}"}
+        key = keyfile.read_private(key_file.expanduser(), "the service key")
+    except keyfile.KeyFileError as exc:
+        return {"answered": False, "url": url, "error": exc.message}
     request = urllib.request.Request(url, headers={SERVICE_KEY_HEADER: key})  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=DOOR_TIMEOUT_S) as response:  # noqa: S310
+        with loopback.open_url(request, DOOR_TIMEOUT_S) as response:
             answer = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         # The door's refusals name their reason (posture_blocked, owner_unconfigured, ...).
-        try:
-            reason = json.loads(exc.read()).get("detail")
-        except (OSError, ValueError, AttributeError):
-            reason = None
+        with exc:
+            try:
+                reason = json.loads(exc.read()).get("detail")
+            except (OSError, ValueError, AttributeError):
+                reason = None
         error = f"HTTP {exc.code}" + (f" {reason}" if reason else "")
         return {"answered": False, "url": url, "error": error}
     except (OSError, ValueError) as exc:
         return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
+    if not isinstance(answer, dict):
+        return {"answered": False, "url": url, "error": "the door's answer is not a JSON object"}
     return {"answered": True, "url": url, **answer}
+
+
+def door_status_url(notify_url: str) -> str:
+    """The door's status endpoint beside its notify endpoint (`.../engine/notify` ->
+    `.../engine/status`, the door's STATUS_PATH)."""
+    return notify_url.rsplit("/", 1)[0] + "/status"
 
 
 def collect(db: str | None = None) -> dict[str, Any]:

@@ -26,6 +26,8 @@ import httpx
 from notifier.outcome import DoorReply
 from notifier.store import OutboxRow
 
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: chief.door.guard,
+# engine.status.
 SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 USER_AGENT = "coop-notifier"
 

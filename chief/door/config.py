@@ -27,6 +27,9 @@ from pathlib import Path
 
 from chief.errors import DoorError
 
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.status,
+# notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
+# (engine.keyfile, notifier.config.read_service_key).
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
@@ -40,13 +43,17 @@ MAX_KEY_FILE_BYTES = 4096
 
 
 def data_home(env: Mapping[str, str]) -> Path:
-    """The data folder: `COOP_HOME`, else `coop/` under the per-user data directory (the same
-    rule chief.config uses for chief.db: a relative `XDG_DATA_HOME` is ignored, as XDG says)."""
+    """The data folder: a non-blank `COOP_HOME`, else `coop/` under an absolute `XDG_DATA_HOME`
+    (a relative or empty one is ignored, as XDG says), else `~/.local/share/coop`.
+
+    Twin of `engine.config.data_home` and `chief.config._db_path` (the packages share no code):
+    tests/contract/test_shared_facts.py fails if they ever resolve different folders."""
     if env.get("COOP_HOME", "").strip():
         return Path(env["COOP_HOME"]).expanduser()
     xdg = env.get("XDG_DATA_HOME", "")
-    root = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
-    return root / "coop"
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "coop"
+    return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "coop"
 
 
 def is_loopback_host(host: str) -> bool:

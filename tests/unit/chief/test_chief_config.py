@@ -42,7 +42,6 @@ def test_owner_has_no_default_and_is_trimmed() -> None:
     [
         ({"CHIEF_DB": ""}, "CHIEF_DB"),
         ({"CHIEF_DB": "  "}, "CHIEF_DB"),
-        ({"COOP_HOME": ""}, "COOP_HOME"),
         ({"HOME": "/h", "CHIEF_OWNER": ""}, "CHIEF_OWNER"),
         ({"HOME": "/h", "CHIEF_OWNER": "owner\x07"}, "CHIEF_OWNER"),
         ({"HOME": "/h", "CHIEF_OWNER": "d" * 500}, "CHIEF_OWNER"),

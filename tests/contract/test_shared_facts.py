@@ -1,0 +1,296 @@
+"""Facts the three packages share, pinned in one place.
+
+`engine/`, `notifier/` and `chief/` talk only over HTTP and share no code, so a fact both sides
+must agree on (where the data folder is, what a loopback Host looks like, the key header, the
+door's URL, the 4,000-character limit, the key file's rule) is written once per package, as a
+deliberate twin named in a comment at each end. This module fails when any copy differs: change
+a fact everywhere or nowhere.
+
+The notifier reads the data folder and the ledger path through `engine.config` (it depends on
+the engine), so its copy is the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+from fastapi import HTTPException
+from starlette.requests import Request
+
+from chief.config import ChiefConfig
+from chief.door import config as door_config
+from chief.door import guard as door_guard
+from chief.door import router as door_router
+from chief.errors import DoorError
+from engine import config as engine_config
+from engine import keyfile, lifecycle, loopback, status
+from engine import service as engine_service
+from notifier import client as notifier_client
+from notifier import config as notifier_config
+from notifier.errors import ServiceKeyError
+
+# ---- the data folder -------------------------------------------------------------------------
+
+HOME = "/home/someone"
+DATA_FOLDER_CASES: list[dict[str, str]] = [
+    {"HOME": HOME},
+    {"HOME": HOME, "COOP_HOME": "/srv/coop"},
+    {"HOME": HOME, "COOP_HOME": "relative/data"},
+    {"HOME": HOME, "COOP_HOME": "./data", "XDG_DATA_HOME": "/xdg"},
+    {"HOME": HOME, "COOP_HOME": ""},
+    {"HOME": HOME, "COOP_HOME": "   "},
+    {"HOME": HOME, "XDG_DATA_HOME": "/xdg"},
+    {"HOME": HOME, "XDG_DATA_HOME": "xdg-relative"},
+    {"HOME": HOME, "XDG_DATA_HOME": "./xdg"},
+    {"HOME": HOME, "XDG_DATA_HOME": "~/xdg"},
+    {"HOME": HOME, "XDG_DATA_HOME": ""},
+    {"HOME": "/other/home", "XDG_DATA_HOME": "relative"},
+]
+
+
+def _engine_folder(env: Mapping[str, str]) -> Path:
+    return engine_config.data_home(env)
+
+
+def _engine_db_folder(env: Mapping[str, str]) -> Path:
+    return engine_config.db_path(env).parent
+
+
+def _door_folder(env: Mapping[str, str]) -> Path:
+    return door_config.data_home(env)
+
+
+def _chief_folder(env: Mapping[str, str]) -> Path:
+    return ChiefConfig.from_env(env).db_path.parent
+
+
+FOLDER_READERS: dict[str, Callable[[Mapping[str, str]], Path]] = {
+    "engine.config.data_home": _engine_folder,
+    "engine.config.db_path": _engine_db_folder,
+    "chief.door.config.data_home": _door_folder,
+    "chief.config.ChiefConfig": _chief_folder,
+}
+
+
+def expected_folder(env: Mapping[str, str]) -> Path:
+    """The one rule: a non-blank `COOP_HOME`; else `coop/` under `XDG_DATA_HOME` when that is
+    absolute (the XDG spec ignores a relative or empty one); else `~/.local/share/coop`."""
+    if env.get("COOP_HOME", "").strip():
+        return Path(env["COOP_HOME"]).expanduser()
+    xdg = env.get("XDG_DATA_HOME", "")
+    root = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env["HOME"]) / ".local/share"
+    return root / "coop"
+
+
+@pytest.mark.parametrize("env", DATA_FOLDER_CASES, ids=lambda env: repr(env)[:60])
+def test_every_package_resolves_the_same_data_folder(env: dict[str, str]) -> None:
+    found = {name: str(reader(env)) for name, reader in FOLDER_READERS.items()}
+
+    assert set(found.values()) == {str(expected_folder(env))}, found
+
+
+@pytest.mark.parametrize("env", DATA_FOLDER_CASES[:4], ids=lambda env: repr(env)[:60])
+def test_the_ledger_and_chief_db_sit_in_that_folder(env: dict[str, str]) -> None:
+    folder = expected_folder(env)
+    assert engine_config.db_path(env) == folder / "coop.db"
+    assert ChiefConfig.from_env(env).db_path == folder / "chief.db"
+
+
+def test_every_package_finds_the_service_key_in_that_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "xdg" / "coop"
+    folder.mkdir(parents=True)
+    key = folder / "service.key"
+    key.write_text("shared-key-0123456789\n")
+    key.chmod(0o600)
+    env = {"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+
+    assert notifier_config.NotifierConfig.from_env(env).service_key_file == key
+    assert door_config.DoorConfig.from_env(env).service_key_file == key
+    assert engine_config.data_home(env) / status.SERVICE_KEY_FILE_NAME == key
+    assert notifier_config.DEFAULT_KEY_FILE_NAME == status.SERVICE_KEY_FILE_NAME
+
+
+# ---- the service key file's rule -------------------------------------------------------------
+
+
+def _engine_reads(path: Path) -> bool:
+    try:
+        keyfile.read_private(path, "the service key")
+    except keyfile.KeyFileError:
+        return False
+    return True
+
+
+def _notifier_reads(path: Path) -> bool:
+    try:
+        notifier_config.read_service_key(path)
+    except ServiceKeyError:
+        return False
+    return True
+
+
+def _door_reads(path: Path) -> bool:
+    try:
+        door_config.read_service_key_digest(path)
+    except DoorError:
+        return False
+    return True
+
+
+KEY_READERS = {"engine": _engine_reads, "notifier": _notifier_reads, "door": _door_reads}
+
+
+@pytest.mark.parametrize(
+    ("mode", "content", "accepted"),
+    [
+        (0o600, "k\n", True),
+        (0o400, "k", True),
+        (0o640, "k\n", False),
+        (0o604, "k\n", False),
+        (0o644, "k\n", False),
+        (0o660, "k\n", False),
+        (0o600, "", False),
+        (0o600, "  \n", False),
+        (0o600, "k" * 4096, True),
+        (0o600, "k" * 4097, False),
+    ],
+)
+def test_every_reader_of_the_key_file_applies_the_same_rule(
+    tmp_path: Path, mode: int, content: str, accepted: bool
+) -> None:
+    path = tmp_path / "service.key"
+    path.write_text(content)
+    path.chmod(mode)
+
+    answers = {name: reads(path) for name, reads in KEY_READERS.items()}
+
+    assert answers == dict.fromkeys(KEY_READERS, accepted)
+
+
+def test_every_reader_refuses_a_missing_key_file_and_a_folder(tmp_path: Path) -> None:
+    for path in (tmp_path / "absent.key", tmp_path):
+        answers = {name: reads(path) for name, reads in KEY_READERS.items()}
+        assert answers == dict.fromkeys(KEY_READERS, False), path
+
+
+def test_the_key_file_size_limit_is_one_number() -> None:
+    assert keyfile.MAX_KEY_FILE_BYTES == notifier_config.MAX_KEY_FILE_BYTES
+    assert keyfile.MAX_KEY_FILE_BYTES == door_config.MAX_KEY_FILE_BYTES
+
+
+# ---- the loopback guard ----------------------------------------------------------------------
+
+HOST_CASES = [
+    "127.0.0.1",
+    "127.0.0.1:8764",
+    "localhost",
+    "LOCALHOST:1",
+    "[::1]",
+    "[::1]:8765",
+    "::1",
+    "::1:8764",
+    "[::1",
+    "[::1]x",
+    "[::1]:",
+    "localhost:",
+    "127.0.0.1:123456",
+    "127.0.0.1:80a",
+    "127.0.0.2",
+    "127.0.0.1.evil.example",
+    "evil.example",
+    "",
+    " 127.0.0.1 ",
+    "0.0.0.0",  # noqa: S104 - a Host value under test, not a bind
+    "[::ffff:127.0.0.1]",
+    "localhost.",
+]
+
+
+def _engine_service_admits(host: str) -> bool:
+    """The engine service's own guard, on a request from a loopback peer with this Host."""
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/status",
+        "headers": [(b"host", host.encode("ascii"))],
+        "client": ("127.0.0.1", 40000),
+    }
+    try:
+        engine_service.guard_request(Request(scope))
+    except HTTPException as exc:
+        status_code = exc.status_code
+    else:
+        return True
+    assert status_code == 403
+    return False
+
+
+@pytest.mark.parametrize("host", HOST_CASES)
+def test_the_engine_and_the_door_agree_on_every_loopback_host(host: str) -> None:
+    door = door_guard.host_is_loopback(host.encode("ascii"))
+    engine = _engine_service_admits(host)
+
+    assert engine == door, f"Host {host!r}: engine service {engine}, door {door}"
+    assert loopback.host_is_loopback(host) == door
+
+
+def test_a_bare_ipv6_loopback_host_is_refused_by_both() -> None:
+    assert not loopback.host_is_loopback("::1")
+    assert not door_guard.host_is_loopback(b"::1")
+    assert loopback.host_is_loopback("[::1]:8764")
+
+
+def test_the_engine_service_uses_the_shared_host_rule_and_peers() -> None:
+    assert engine_service.LOOPBACK_PEERS is loopback.LOOPBACK_PEERS
+    door_peers = frozenset(door_config.DEFAULT_ALLOWED_PEERS)
+    assert door_peers == loopback.LOOPBACK_PEERS
+    assert loopback.LOOPBACK_HOST_NAMES == door_guard.LOOPBACK_HOSTS
+
+
+def test_the_engine_and_the_door_refuse_the_same_browser_and_proxy_headers() -> None:
+    engine = {name.encode("latin-1") for name in engine_service.BROWSER_HEADERS}
+    assert engine == door_guard.FORBIDDEN_HEADERS
+    assert engine_service.SESSION_MARKER.encode("latin-1") == door_guard.SESSION_MARKER
+
+
+# ---- the wire: header, URL, limit ------------------------------------------------------------
+
+
+def test_the_service_key_header_is_one_name() -> None:
+    names = {
+        "engine.status": status.SERVICE_KEY_HEADER,
+        "notifier.client": notifier_client.SERVICE_KEY_HEADER,
+        "chief.door.guard": door_guard.SERVICE_KEY_HEADER,
+    }
+    assert set(names.values()) == {"X-Coop-Service-Key"}, names
+
+
+def test_the_default_door_url_is_where_the_door_listens() -> None:
+    door = f"http://{door_config.DEFAULT_HOST}:{door_config.DEFAULT_PORT}"
+    notify_url, status_url = door + door_router.NOTIFY_PATH, door + door_router.STATUS_PATH
+    assert {status.DEFAULT_DOOR_URL, notifier_config.DEFAULT_DOOR_URL} == {notify_url}
+    assert status.door_status_url(status.DEFAULT_DOOR_URL) == status_url
+
+
+def test_the_notification_text_limit_is_one_number() -> None:
+    assert lifecycle.MAX_TEXT_CHARS == door_router.MAX_TEXT_CHARS == 4000
+    # The cut at write time always fits the door.
+    assert len(lifecycle.cut_text("x" * 50_000)) <= door_router.MAX_TEXT_CHARS
+
+
+def test_every_kind_the_engine_writes_the_door_accepts() -> None:
+    longest = "k" * 64
+    assert lifecycle.KIND_PATTERN.fullmatch(longest)
+    assert len(longest) <= door_router.MAX_KIND_CHARS
+    assert not lifecycle.KIND_PATTERN.fullmatch("k" * 65)
+
+
+def test_nothing_here_reads_the_real_environment() -> None:
+    # The readers above were given their environment; none fell back to os.environ's HOME.
+    env = {"HOME": "/nowhere-real"}
+    assert engine_config.data_home(env) == Path("/nowhere-real/.local/share/coop")
+    assert door_config.data_home(env) == Path("/nowhere-real/.local/share/coop")
+    assert os.environ.get("HOME") != "/nowhere-real"
