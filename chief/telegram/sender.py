@@ -17,6 +17,7 @@ Telegram said how long to wait.
 from __future__ import annotations
 
 import datetime as dtm
+import ipaddress
 import os
 import urllib.request
 import warnings
@@ -151,8 +152,12 @@ class TransportRequest(BaseRequest):
 
 
 def environment_proxy(url: str) -> str | None:
-    """The proxy the environment names for `url` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY)."""
+    """The proxy the environment names for `url` (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY); never
+    one for a loopback Bot API (the local emulator): no loopback call in the project follows
+    an environment proxy, which would see the bot token."""
     parts = urlsplit(url)
+    if _is_loopback(parts.hostname or ""):
+        return None
     proxies = urllib.request.getproxies_environment()
     if not proxies or urllib.request.proxy_bypass(parts.hostname or ""):
         return None
@@ -160,6 +165,15 @@ def environment_proxy(url: str) -> str | None:
     if not proxy:
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class BotSender:
