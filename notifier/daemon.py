@@ -147,7 +147,7 @@ class Daemon:
                 self.socket_path.unlink(missing_ok=True)
                 try:
                     if work_left or self._stopping:
-                        work_left = await db.call(store.due_head, self._clock()) is not None
+                        work_left = await db.call(store.due_head, self._clock) is not None
                 finally:
                     await worker.aclose()
                     await db.aclose()
