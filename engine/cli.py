@@ -266,7 +266,7 @@ def format_item(item: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any] | None:
-    """Run one verb; return its result when it may have queued a notification."""
+    """Run one verb (its result, when it has one worth returning, for tests)."""
     db = getattr(args, "db", None)
     g, v = args.group, getattr(args, "verb", None)
     if g == "todo":
@@ -465,26 +465,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return exc.exit_status
     try:
-        result = _run(args, print)
+        # The verbs kick the notifier themselves after their commit (engine.kick.after_commit),
+        # for the CLI and library callers alike.
+        _run(args, print)
     except CoopError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.exit_status
-    if result and result.get("outbox_id"):
-        _kick(getattr(args, "db", None))
     return 0
-
-
-def _kick(db: str | None) -> None:
-    """Local mode only: in service mode the owner kicks its in-process daemon itself."""
-    from engine import kick, owner, store
-
-    path = store.resolve(db)
-    try:
-        if owner.owner_config(path) is not None:
-            return
-    except (CoopError, ValueError, KeyError):
-        return  # a broken owner file: nobody local may drain either
-    kick.kick(path)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from engine import lifecycle, store
+from engine import kick, lifecycle, store
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.faults import fault
 from engine.owner import routed
@@ -38,6 +38,7 @@ def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None =
 
 
 @routed
+@kick.after_commit
 def notify(text: str, *, actor: str, kind: str = "note", db: str | None = None) -> dict[str, Any]:
     """`coop notify TEXT`: an explicit notification, recorded as an event."""
     actor = lifecycle.require_actor(actor)
@@ -61,6 +62,7 @@ def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3
 
 
 @routed
+@kick.after_commit
 def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) -> dict[str, Any]:
     """An operator gives up on a row: it is never delivered, and the event says who and why."""
     actor = lifecycle.require_actor(actor)
@@ -86,6 +88,7 @@ def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) ->
 
 
 @routed
+@kick.after_commit
 def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any]:
     """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
     actor = lifecycle.require_actor(actor)
