@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from engine import store as engine_store
 from engine.errors import CoopError
 from engine.errors import StoreError as EngineStoreError
+from engine.faults import fault
 from engine.store import open_connection
 from notifier.errors import LockLost, StoreError
 from notifier.lock import Holder, why_gone
@@ -262,6 +263,8 @@ def record_attempt(
 def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
     """Check-and-claim in one transaction; take over only a provably gone holder."""
     with write(conn):
+        # A store failing under a running drain (disk full, I/O error), for the daemon's tests.
+        fault("notifier.store.claim")
         found = conn.execute(
             "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
         ).fetchone()
