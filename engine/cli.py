@@ -63,6 +63,7 @@ GROUP_HELP: dict[str, str] = {
     "history": "the event log of one row",
     "notify": "queue a line for the owner",
     "outbox": "inspect, retry or cancel notification rows",
+    "worker": "the notifier's worker lock: the owner clears a stuck holder",
     "serve": "run the engine service (owner+notifier)",
     "status": "ledger, outbox, worker lock, receipts and the door, for an operator",
     "cutover": "make the owner service the only writer, or undo it",
@@ -183,6 +184,21 @@ def _outbox_parser(groups: Any, common: Parser) -> None:
     p.add_argument("--reason", default=None, help="why (required)")
 
 
+def _worker_parser(groups: Any, common: Parser) -> None:
+    worker = groups.add_parser("worker", help=GROUP_HELP["worker"])
+    verbs = worker.add_subparsers(dest="verb", required=True, parser_class=Parser)
+    p = verbs.add_parser(
+        "unlock",
+        parents=[common],
+        help="clear the worker lock, whoever holds it (the owner only)",
+        description="Clear the notifier's worker lock, whoever holds it: for a holder on"
+        " another host, or one known to be wedged, which no worker may take over. Only the"
+        " owner ($COOP_OWNER) may; the event log records who, why and the holder cleared. A"
+        " live holder stops at its next write and the next worker drains.",
+    )
+    p.add_argument("--reason", default=None, help="why (required; recorded in the event)")
+
+
 def _status_parser(groups: Any, common: Parser) -> None:
     p = groups.add_parser(
         "status",
@@ -229,6 +245,7 @@ GROUPS: dict[str, Callable[[Any, Parser], None]] = {
     "history": _history_parser,
     "notify": _notify_parser,
     "outbox": _outbox_parser,
+    "worker": _worker_parser,
     "status": _status_parser,
     "serve": _serve_parser,
     "cutover": _cutover_parser,
@@ -266,7 +283,7 @@ def format_item(item: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any] | None:
-    """Run one verb; return its result when it may have queued a notification."""
+    """Run one verb (its result, when it has one worth returning, for tests)."""
     db = getattr(args, "db", None)
     g, v = args.group, getattr(args, "verb", None)
     if g == "todo":
@@ -366,6 +383,17 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
         outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
         emit(f"notification #{args.id} cancelled")
         return None
+    if g == "worker":
+        result = outbox.unlock_worker(actor=_actor(args), reason=args.reason, db=db)
+        held = result["unlocked"]
+        if held is None:
+            emit("the worker lock is already free; nothing to unlock")
+        else:
+            emit(
+                f"worker lock of {held['owner']} (pid {held['pid']} on {held['host']}, since"
+                f" {lifecycle.clock(held['acquired_at'])}) cleared; the event log records why"
+            )
+        return result
     if g == "status":
         if _status(args, db, emit):
             raise _NeedsAPerson
@@ -464,7 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CoopError as exc:
             return _fail(exc)
     try:
-        result = _run(args, print)
+        # The verbs kick the notifier themselves after their commit (engine.kick.after_commit),
+        # for the CLI and library callers alike.
+        _run(args, print)
     except CoopError as exc:
         return _fail(exc)
     except OSError as exc:
@@ -472,8 +502,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
-    if result and result.get("outbox_id"):
-        _kick(getattr(args, "db", None))
     return 0
 
 
@@ -483,19 +511,6 @@ def _fail(exc: CoopError) -> int:
     if exc.detail:
         print(f"{PROG}: {exc.detail}", file=sys.stderr)
     return exc.exit_status
-
-
-def _kick(db: str | None) -> None:
-    """Local mode only: in service mode the owner kicks its in-process daemon itself."""
-    from engine import kick, owner, store
-
-    path = store.resolve(db)
-    try:
-        if owner.owner_config(path) is not None:
-            return
-    except (CoopError, ValueError, KeyError):
-        return  # a broken owner file: nobody local may drain either
-    kick.kick(path)
 
 
 if __name__ == "__main__":

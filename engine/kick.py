@@ -5,16 +5,27 @@ Unix datagram socket beside the store, one datagram wakes it. If nothing listens
 one-shot drainer (`python -m notifier drain`) is spawned; it wins or loses the worker lock and
 drains until the idle handoff releases it.
 
+Producers do not call it themselves: every public verb that commits an outbox row (or re-arms,
+cancels or frees one) is wrapped by `after_commit`, the one place the kick happens, so a
+program using the Python API wakes the notifier exactly as the `coop` CLI does. In service mode
+the verb runs in the owner's request context, and the owner service kicks its in-process daemon
+after the command's filing commits; a routed client's call never runs the wrapper at all.
+
 `COOP_KICK` chooses: `auto` (default: datagram, else spawn), `datagram` (never spawn), `off`
 (for tests of the ledger alone and for operators draining by hand).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 KICK_MODES = ("auto", "datagram", "off")
 # sun_path holds 108 bytes on Linux; a longer path falls back to a hashed name in /tmp.
@@ -32,11 +43,17 @@ def socket_path(db: Path) -> Path:
     return Path("/tmp") / f"coop-kick-{digest}.sock"  # noqa: S108 - a name derived from the store
 
 
-def kick(db: Path, mode: str | None = None) -> str:
-    """Wake the daemon or spawn a one-shot drainer; return what was done (for logs and tests)."""
+def kick_mode(mode: str | None = None) -> str:
+    """`mode`, else `COOP_KICK` (default `auto`); a wrong value raises ValueError naming it."""
     mode = mode or os.environ.get("COOP_KICK", "auto")
     if mode not in KICK_MODES:
         raise ValueError(f"COOP_KICK must be one of {', '.join(KICK_MODES)}, not {mode!r}")
+    return mode
+
+
+def kick(db: Path, mode: str | None = None) -> str:
+    """Wake the daemon or spawn a one-shot drainer; return what was done (for logs and tests)."""
+    mode = kick_mode(mode)
     if mode == "off":
         return "off"
     if send_datagram(db):
@@ -61,14 +78,18 @@ def send_datagram(db: Path) -> bool:
 
 
 def spawn_drainer(db: Path) -> None:
-    """A detached one-shot drainer; it outlives this process and takes no terminal."""
+    """A detached one-shot drainer; it outlives this process and takes no terminal.
+
+    Spawned through a shell that backgrounds it and exits at once (waited for here), so the
+    drainer is re-parented to init: a long-running library caller collects no zombie per kick.
+    """
     import subprocess  # only when no daemon listens: the common path is one datagram
 
     env = dict(os.environ, COOP_DB=str(db))
     # Its log lines go beside the store, where an operator looks for them.
     with open(str(db) + ".drainer.log", "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "notifier", "drain"],
+        launcher = subprocess.Popen(
+            ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-m", "notifier", "drain"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -76,3 +97,43 @@ def spawn_drainer(db: Path) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    launcher.wait()
+
+
+def after_commit(verb: F) -> F:
+    """Wrap a public verb (inside `engine.owner.routed`) so that, run locally, it kicks the
+    notifier after its transaction committed whenever its answer names an `outbox_id`.
+
+    A wrong `COOP_KICK` is refused before the verb runs, so nothing is written. A kick that
+    fails after the commit does not turn a committed change into an error: the row is durable,
+    and the caller is told on stderr how it will be delivered.
+    """
+    from engine import owner
+    from engine.errors import UsageError
+
+    @functools.wraps(verb)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if owner.current() is not None:
+            # The owner service runs this inside the command's transaction: it kicks its own
+            # daemon once that commits (a kick now could wake a drain that cannot see the row).
+            return verb(*args, **kwargs)
+        try:
+            mode = kick_mode()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        result = verb(*args, **kwargs)
+        if isinstance(result, dict) and result.get("outbox_id"):
+            from engine import store
+
+            db = store.resolve(kwargs.get("db"))
+            try:
+                kick(db, mode)
+            except OSError as exc:
+                print(
+                    f"coop: committed, but the notifier could not be woken ({exc}); the row"
+                    " waits for the daemon or the next `coop-notifier drain`",
+                    file=sys.stderr,
+                )
+        return result
+
+    return call  # type: ignore[return-value]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from engine import lifecycle, outbox, store
+from engine import kick, lifecycle, outbox, store
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.owner import routed
@@ -274,24 +274,30 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, db: 
 
 
 # ---- the public verbs -------------------------------------------------------------------
+# Every writing verb kicks the notifier after its commit when it queued a row
+# (`engine.kick.after_commit`), so library callers wake it exactly as the CLI does.
 
 
 @routed
+@kick.after_commit
 def add_todo(title: str, *, actor: str, body: str | None = None, db: str | None = None) -> Row:
     return _add("todo", title, actor, body, None, db)
 
 
 @routed
+@kick.after_commit
 def take_todo(todo_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
     return _take("todo", todo_id, actor, force, db)
 
 
 @routed
+@kick.after_commit
 def release_todo(todo_id: int, *, actor: str, reason: str, db: str | None = None) -> Row:
     return _release("todo", todo_id, actor, reason, db)
 
 
 @routed
+@kick.after_commit
 def done_todo(
     todo_id: int,
     *,
@@ -305,6 +311,7 @@ def done_todo(
 
 
 @routed
+@kick.after_commit
 def abandon_todo(
     todo_id: int, *, actor: str, reason: str, force: bool = False, db: str | None = None
 ) -> Row:
@@ -312,6 +319,7 @@ def abandon_todo(
 
 
 @routed
+@kick.after_commit
 def add_request(
     title: str,
     *,
@@ -326,11 +334,13 @@ def add_request(
 
 
 @routed
+@kick.after_commit
 def take_request(request_id: int, *, actor: str, force: bool = False, db: str | None = None) -> Row:
     return _take("request", request_id, actor, force, db)
 
 
 @routed
+@kick.after_commit
 def release_request(
     request_id: int, *, actor: str, reason: str | None = None, db: str | None = None
 ) -> Row:
@@ -338,6 +348,7 @@ def release_request(
 
 
 @routed
+@kick.after_commit
 def close_request(
     request_id: int,
     *,

@@ -1,5 +1,6 @@
 """The engine side of the transactional outbox: rows written beside the change they report,
-and the operator's two acts on a row (cancel with a reason, retry now).
+the operator's two acts on a row (cancel with a reason, retry now), and the owner's one act on
+the notifier's worker lock (`unlock_worker`, for a holder nothing else can ever clear).
 
 `enqueue` runs inside the caller's `store.write()` transaction, so a notification exists
 exactly when the change it reports does. Delivery state (attempts, deferral, delivered) is the
@@ -11,7 +12,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from engine import lifecycle, store
+from engine import kick, lifecycle, store
+from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.faults import fault
 from engine.owner import routed
@@ -38,6 +40,7 @@ def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None =
 
 
 @routed
+@kick.after_commit
 def notify(text: str, *, actor: str, kind: str = "note", db: str | None = None) -> dict[str, Any]:
     """`coop notify TEXT`: an explicit notification, recorded as an event."""
     actor = lifecycle.require_actor(actor)
@@ -61,6 +64,7 @@ def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3
 
 
 @routed
+@kick.after_commit
 def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) -> dict[str, Any]:
     """An operator gives up on a row: it is never delivered, and the event says who and why."""
     actor = lifecycle.require_actor(actor)
@@ -86,6 +90,7 @@ def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) ->
 
 
 @routed
+@kick.after_commit
 def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any]:
     """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
     actor = lifecycle.require_actor(actor)
@@ -97,6 +102,46 @@ def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any
         )
         store.record_event(conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]})
     return {"outbox_id": outbox_id, "state": "pending"}
+
+
+@routed
+@kick.after_commit
+def unlock_worker(*, actor: str, reason: str, db: str | None = None) -> dict[str, Any]:
+    """The owner clears the notifier's worker lock, whoever holds it, recorded as an event.
+
+    The notifier takes a lock over only from a holder provably gone (same host, process dead);
+    one held from another host, or by a process an operator knows is wedged, stays forever
+    without this. A live holder that loses its lock stops at its next write (`LockLost`) and
+    leaves the queue to the next worker. The answer's `outbox_id` is the head pending row this
+    frees for delivery, so the kick after the commit wakes a drainer for it.
+    """
+    actor = lifecycle.require_actor(actor)
+    reason = lifecycle.require_reason(reason, "unlocking the worker lock")
+    owner_actor = EngineConfig.from_env().owner
+    if actor != owner_actor:
+        raise LifecycleError(
+            f"only the owner ({owner_actor}) may clear the worker lock, not {actor}"
+            " — ask them, with the reason"
+        )
+    with store.connection(db) as conn, store.write(conn):
+        found = conn.execute(
+            "SELECT owner, pid, host, started_at, acquired_at FROM worker_lock WHERE singleton = 1"
+        ).fetchone()
+        if found is None:
+            return {"unlocked": None, "outbox_id": None}
+        holder = dict(found)
+        # The worker_lock row is the notifier's; this is its one writer outside the notifier,
+        # the owner's explicit decision, and it deletes exactly the holder it read.
+        conn.execute(
+            "DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (holder["owner"],)
+        )
+        store.record_event(
+            conn, "worker_lock", 1, "unlock", actor, {"reason": reason, "holder": holder}
+        )
+        head = conn.execute(
+            "SELECT id FROM coop_outbox WHERE state = 'pending' ORDER BY id LIMIT 1"
+        ).fetchone()
+    return {"unlocked": holder, "outbox_id": int(head[0]) if head is not None else None}
 
 
 @routed

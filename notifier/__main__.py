@@ -6,12 +6,19 @@
                                        (also what a producer's kick spawns, with COOP_DB set)
 
 Exit status: 0 done (including "another worker holds the lock"), 2 a wrong setting, 1 any other
-failure. Settings: see notifier.config.
+failure (one line on stderr, never a traceback). Settings: see notifier.config.
+
+Stop signals: SIGTERM and SIGINT ask the worker to finish the row in flight and stop, however
+many arrive and whenever they arrive. Their handlers are plain `signal.signal` handlers that
+stay installed for the whole process (an event loop's own handlers are removed when it closes,
+and a signal in that window would kill a process that is already finishing), and on the way
+out the signals are ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -72,25 +79,37 @@ def _positive_int(text: str) -> int:
     return value
 
 
-async def _stop_on_signal(stop: Callable[[], None]) -> None:
-    import anyio
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            stop()
+
+def _stop_on_signals(stop: Callable[[], None]) -> None:
+    """From now on, a stop signal calls `stop()` on this event loop (idempotent; any number)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def handler(signum: int, frame: object) -> None:
+        # RuntimeError: the loop has closed, the process is already on its way out.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(stop)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+
+
+def _ignore_stop_signals() -> None:
+    """The work is done: a late stop signal must not turn a clean exit into a kill."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 async def _run_daemon() -> None:
-    import anyio
-
     from notifier.config import NotifierConfig
     from notifier.daemon import Daemon
 
     daemon = Daemon(NotifierConfig.from_env())
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signal, daemon.stop)
-        await daemon.run()
-        tg.cancel_scope.cancel()
+    _stop_on_signals(daemon.stop)
+    await daemon.run()
 
 
 def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
@@ -134,7 +153,6 @@ def _drain_command(max_runs: int | None) -> None:
 
 
 async def _drain(config: NotifierConfig, me: Holder, claim: Claim, max_runs: int | None) -> None:
-    import anyio
     import structlog
 
     from engine import kick
@@ -154,11 +172,9 @@ async def _drain(config: NotifierConfig, me: Holder, claim: Claim, max_runs: int
         )
     db = Database(lambda: open_own_connection(config.db_path))
     worker = Worker(config, db=db, client_factory=http_client_factory(config), me=me)
+    _stop_on_signals(worker.stop)
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, worker.stop)
-            report = await worker.drain(max_runs)
-            tg.cancel_scope.cancel()
+        report = await worker.drain(max_runs)
     finally:
         await worker.aclose()
         await db.aclose()
@@ -189,9 +205,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _drain_command(args.max_runs)
     except NotifierError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return exc.exit_status
+        return _refuse(exc)
+    except BaseExceptionGroup as group:
+        # A task group wraps what its tasks raised: an error the design names is still one line.
+        found = _named_error(group)
+        if found is None:
+            raise
+        return _refuse(found)
+    finally:
+        _ignore_stop_signals()
     return 0
+
+
+def _refuse(exc: BaseException) -> int:
+    from notifier.errors import NotifierError
+
+    print(f"{PROG}: {exc}", file=sys.stderr)
+    return exc.exit_status if isinstance(exc, NotifierError) else 1
+
+
+def _named_error(group: BaseExceptionGroup) -> BaseException | None:
+    """The first NotifierError in `group` (nested groups included), if any."""
+    from notifier.errors import NotifierError
+
+    for exc in group.exceptions:
+        if isinstance(exc, NotifierError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            inner = _named_error(exc)
+            if inner is not None:
+                return inner
+    return None
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
     daemon.kick()               # in-process wake (from the event loop's thread)
     daemon.stop()               # finish the row in flight, release, then run() returns
 
+One daemon per store: `run()` first takes an exclusive `flock` on `<db>.notifier.lock` (as the
+door does for `chief serve`), so of two daemons started together exactly one runs and the other
+raises `DaemonAlreadyRunning`; the kernel drops the lock however the holder dies.
+
 Start order closes the lost-kick window: the kick socket is bound *before* the first drain, so
 a producer committing after the bind wakes the daemon with a datagram, and one committing
 before it is seen by the first drain (which also resumes whatever a dead process left pending
@@ -16,6 +20,11 @@ and drain, and the daemon never strands a row by sleeping on a lock. While a liv
 the lock the daemon re-tries with a growing interval (it drains every due row and hands off
 atomically; the retry only catches a deferred head coming due afterwards).
 
+A drain that fails (the store is full or unreadable, the lock was cleared under it by
+`coop worker unlock`) is logged (`notifier.daemon.drain_failed`) and retried after a growing
+pause (COOP_BACKOFF_BASE_S doubling up to COOP_BACKOFF_MAX_S; a kick or a stop ends the pause):
+the daemon, and the `coop serve` it lives in, go on.
+
 Stop order: finish the row in flight, release the lock, close the socket; then, if a due row
 is left, kick (`engine.kick.kick`, honouring `COOP_KICK`): a datagram to a successor daemon, or
 a one-shot drainer, so no row waits for the next producer.
@@ -23,6 +32,7 @@ a one-shot drainer, so no row waits for the next producer.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -37,7 +47,7 @@ from engine import kick as engine_kick
 from engine.errors import CoopError
 from notifier import store
 from notifier.config import NotifierConfig
-from notifier.errors import DaemonAlreadyRunning
+from notifier.errors import DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.store import Database, open_own_connection
 from notifier.worker import DrainOutcome, Worker
 
@@ -48,6 +58,47 @@ if TYPE_CHECKING:
 LOCK_BUSY_RETRY_S = 0.25
 KICK_SOCKET_MODE = 0o600
 MAX_DATAGRAM_BYTES = 64
+
+
+def instance_lock_path(db_path: Path) -> Path:
+    return Path(str(db_path) + ".notifier.lock")
+
+
+class InstanceLock:
+    """The daemon's single-instance claim: an exclusive, non-blocking `flock` on
+    `<db>.notifier.lock`, holding the holder's pid. Atomic where a look at the kick socket
+    followed by a bind is not: two daemons started together could both see no listener."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.path = instance_lock_path(db_path)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open the daemon's lock file {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise DaemonAlreadyRunning(
+                f"another notifier daemon (pid {holder}) already runs for {self.db_path}"
+                f" (it holds {self.path}); stop it (or point COOP_DB elsewhere) before starting"
+                " this one"
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
 
 
 def may_spawn_drainer(db_path: Path) -> bool:
@@ -120,7 +171,15 @@ class Daemon:
             self._wake.set()
 
     async def run(self) -> None:
-        """Bind the kick socket, then drain and sleep until `stop()`."""
+        """Claim the store, bind the kick socket, then drain and sleep until `stop()`."""
+        instance = InstanceLock(self.config.db_path)
+        instance.acquire()  # before any task group: a refusal stays one plain error
+        try:
+            await self._run()
+        finally:
+            instance.release()
+
+    async def _run(self) -> None:
         db = Database(self._connect)
         worker = Worker(
             self.config,
@@ -147,7 +206,11 @@ class Daemon:
                 self.socket_path.unlink(missing_ok=True)
                 try:
                     if work_left or self._stopping:
-                        work_left = await db.call(store.due_head, self._clock()) is not None
+                        work_left = await db.call(store.due_head, self._clock) is not None
+                except (NotifierError, CoopError) as exc:
+                    # The store fails at the very end: the next start resumes whatever is left.
+                    self.log.warning("notifier.daemon.stop_check_failed", error=str(exc))
+                    work_left = False
                 finally:
                     await worker.aclose()
                     await db.aclose()
@@ -179,28 +242,51 @@ class Daemon:
     async def _loop(self, db: Database, worker: Worker) -> bool:
         """Drain and sleep until stopped; True when stopped with a due row left."""
         busy_retry_s = LOCK_BUSY_RETRY_S
+        failures = 0
         while not self._stopping:
             self._kicked = False
             self._wake = anyio.Event()
-            report = await worker.drain()
-            if report.outcome is DrainOutcome.STOPPED:
-                return True
-            if self._stopping:
-                break
-            if report.outcome is DrainOutcome.LOCK_BUSY:
-                sleep_s = min(busy_retry_s, self.config.backstop_s)
-                busy_retry_s *= 2
-            else:
-                busy_retry_s = LOCK_BUSY_RETRY_S
-                head = await db.call(store.head)
-                if head is None:
-                    sleep_s = self.config.backstop_s
+            try:
+                report = await worker.drain()
+                if report.outcome is DrainOutcome.STOPPED:
+                    return True
+                if self._stopping:
+                    break
+                if report.outcome is DrainOutcome.LOCK_BUSY:
+                    sleep_s = min(busy_retry_s, self.config.backstop_s)
+                    busy_retry_s *= 2
                 else:
-                    sleep_s = min(
-                        max(head.next_attempt_at - self._clock(), 0.0), self.config.backstop_s
-                    )
+                    busy_retry_s = LOCK_BUSY_RETRY_S
+                    head = await db.call(store.head)
+                    if head is None:
+                        sleep_s = self.config.backstop_s
+                    else:
+                        sleep_s = min(
+                            max(head.next_attempt_at - self._clock(), 0.0), self.config.backstop_s
+                        )
+                failures = 0
+            except Exception as exc:  # the daemon outlives any one failed drain
+                failures += 1
+                sleep_s = self._failed(exc, failures)
             if self._kicked or sleep_s <= 0:
                 continue
             with anyio.move_on_after(sleep_s):
                 await self._wake.wait()
         return False
+
+    def _failed(self, exc: Exception, failures: int) -> float:
+        """Log a failed drain; return how long to pause before the next one."""
+        retry_in_s = min(
+            self.config.backoff_base_s * 2 ** min(failures - 1, 30), self.config.backoff_max_s
+        )
+        fields = {
+            "error": str(exc),
+            "error_type": type(exc).__name__,
+            "failures": failures,
+            "retry_in_s": round(retry_in_s, 3),
+        }
+        if isinstance(exc, NotifierError | CoopError):
+            self.log.warning("notifier.daemon.drain_failed", **fields)
+        else:  # not an error the design names: keep its traceback for whoever reads the log
+            self.log.error("notifier.daemon.drain_failed", exc_info=exc, **fields)
+        return retry_in_s

@@ -6,10 +6,16 @@ open across an await (DESIGN.md, performance). The notifier writes nothing else 
 
 The queue predicate, shared by the drain and the idle handoff so they can never disagree:
 
-    the head pending row (lowest id) exists and its next_attempt_at <= now
+    the head pending row (lowest id) exists, and no worker has tried it yet (attempts = 0)
+    or its next_attempt_at <= now
 
 Strict FIFO follows: only the head is ever a candidate, so a deferred head holds the rows
-behind it.
+behind it. `now` is read from the caller's clock *inside* the transaction that evaluates the
+predicate (the functions take the clock, not a time): a sample taken before `BEGIN IMMEDIATE`
+is stale by the time the write lock is held, and a producer committing in between would stamp
+its row later than the sample, so the handoff would release the lock with a due row queued
+(seed 002). A row never attempted counts as work whatever the clock says, so a worker whose
+clock lags a producer's (another process, a clock step) still never strands a fresh row.
 
 sqlite3 errors (and the engine's, when the connection is opened) are translated here into
 `notifier.errors.StoreError`.
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from engine import store as engine_store
 from engine.errors import CoopError
 from engine.errors import StoreError as EngineStoreError
+from engine.faults import fault
 from engine.store import open_connection
 from notifier.errors import LockLost, StoreError
 from notifier.lock import Holder, why_gone
@@ -188,15 +195,22 @@ def head(conn: sqlite3.Connection) -> OutboxRow | None:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
 
-def _due_head(conn: sqlite3.Connection, now_epoch: float) -> OutboxRow | None:
-    """The queue predicate (see the module docstring): the head pending row if it is due."""
+Clock = Callable[[], float]
+
+
+def _due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
+    """The queue predicate (see the module docstring): the head pending row if it is due.
+
+    The clock is read after the head, inside the caller's transaction."""
     row = _row(conn.execute(HEAD_SQL).fetchone())
-    return row if row is not None and row.next_attempt_at <= now_epoch else None
+    if row is None:
+        return None
+    return row if row.attempts == 0 or row.next_attempt_at <= clock() else None
 
 
-def due_head(conn: sqlite3.Connection, now_epoch: float) -> OutboxRow | None:
+def due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
     try:
-        return _due_head(conn, now_epoch)
+        return _due_head(conn, clock)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
@@ -240,7 +254,7 @@ def record_attempt(
                 " WHERE id = ? AND state = 'pending'",
                 (now_epoch + outcome.retry_in_s, now_iso, outcome.error, outcome.answer, row.id),
             )
-        return Recorded(applied=cur.rowcount == 1, next_due=_due_head(conn, now_epoch))
+        return Recorded(applied=cur.rowcount == 1, next_due=_due_head(conn, lambda: now_epoch))
 
 
 # -- the worker lock -----------------------------------------------------------------------
@@ -249,6 +263,8 @@ def record_attempt(
 def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
     """Check-and-claim in one transaction; take over only a provably gone holder."""
     with write(conn):
+        # A store failing under a running drain (disk full, I/O error), for the daemon's tests.
+        fault("notifier.store.claim")
         found = conn.execute(
             "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
         ).fetchone()
@@ -278,7 +294,7 @@ def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
 
 
 def claim_lock_and_due_head(
-    conn: sqlite3.Connection, me: Holder, now_iso: str, now_epoch: float
+    conn: sqlite3.Connection, me: Holder, now_iso: str, clock: Clock
 ) -> tuple[Claim, OutboxRow | None]:
     """`claim_lock`, then (when won) the due head read after the claim committed: the drain's
     first two steps in one call on the database thread, one hop less between a kick and the
@@ -286,19 +302,20 @@ def claim_lock_and_due_head(
     claim = claim_lock(conn, me, now_iso)
     if not claim.acquired:
         return claim, None
-    return claim, due_head(conn, now_epoch)
+    return claim, due_head(conn, clock)
 
 
-def release_worker_if_idle(conn: sqlite3.Connection, owner: str, now_epoch: float) -> IdleHandoff:
+def release_worker_if_idle(conn: sqlite3.Connection, owner: str, clock: Clock) -> IdleHandoff:
     """The atomic idle handoff: verify ownership, recheck the queue, keep or delete the lock.
 
     Producers insert under `BEGIN IMMEDIATE` too, so either their row committed first (seen
     here: `WORK_AVAILABLE`, the caller drains on) or this release committed first (their kick's
     worker finds the lock free). No committed state has queued work and no worker to run it.
+    The whole predicate, the clock included, is evaluated here, under the write lock.
     """
     with write(conn):
         _require_owner(conn, owner, "handing off")
-        if _due_head(conn, now_epoch) is not None:
+        if _due_head(conn, clock) is not None:
             return IdleHandoff.WORK_AVAILABLE
         conn.execute("DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (owner,))
         return IdleHandoff.RELEASED

@@ -14,7 +14,8 @@ One worker drains at a time, FIFO by id, one row at a time:
                        in one transaction
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
-(lowest id) exists and is due* (`next_attempt_at <= now`). So:
+(lowest id) exists and is due* (never attempted, or `next_attempt_at <= now`, with `now` read
+inside the handoff's transaction). So:
 
 - a deferred head holds the rows behind it (strict FIFO) and does not count as work: a
   one-shot drain releases the lock and exits, logging the deferred head and when it is due.
@@ -118,7 +119,7 @@ class Worker:
     async def drain(self, max_runs: int | None = None) -> DrainReport:
         """Claim the lock and deliver due rows until the idle handoff releases it."""
         claim, row = await self.db.call(
-            store.claim_lock_and_due_head, self.me, now_iso(), self._clock()
+            store.claim_lock_and_due_head, self.me, now_iso(), self._clock
         )
         if not claim.acquired:
             holder = claim.holder
@@ -148,12 +149,16 @@ class Worker:
                 if row is None:
                     if self._idle_seam is not None:
                         await self._idle_seam()
+                    # The same seam for real processes (a test holds a drainer here).
+                    fault("notifier.before_handoff")
+                    # The clock goes in, not a time read here: the handoff reads it under its
+                    # write lock, after any producer that committed meanwhile (seed 002).
                     handoff = await self.db.call(
-                        store.release_worker_if_idle, self.me.owner, self._clock()
+                        store.release_worker_if_idle, self.me.owner, self._clock
                     )
                     if handoff is IdleHandoff.WORK_AVAILABLE:
                         self.log.info("worker.handoff", outcome=handoff.value)
-                        row = await self.db.call(store.due_head, self._clock())
+                        row = await self.db.call(store.due_head, self._clock)
                         continue
                     released = True
                     await self._log_released(delivered, deferred)
@@ -235,6 +240,9 @@ class Worker:
         self.log.info("worker.lock.released")
 
 
-async def release_worker_if_idle(db: Database, owner: str, now_epoch: float) -> IdleHandoff:
-    """The service verb: the atomic idle handoff for `owner` (see notifier.store)."""
-    return await db.call(store.release_worker_if_idle, owner, now_epoch)
+async def release_worker_if_idle(
+    db: Database, owner: str, clock: Callable[[], float] = time.time
+) -> IdleHandoff:
+    """The service verb: the atomic idle handoff for `owner` (see notifier.store); the clock is
+    read inside its transaction."""
+    return await db.call(store.release_worker_if_idle, owner, clock)

@@ -4,8 +4,8 @@
 
 Makes `count` reportable changes on the ledger in `COOP_DB`, each one seeded choice of: a todo
 added then done, a request added then closed, or an explicit notify. The library mode calls
-the engine's verbs (one process, ~1 ms a row) and kicks the daemon after each commit, as the
-CLI does; `--cli` runs the real `coop` command for every verb (~100 ms a call). Rows are paced
+the engine's verbs (one process, ~1 ms a row), which kick the daemon after each commit as they
+do for the CLI; `--cli` runs the real `coop` command for every verb (~100 ms a call). Rows are paced
 to `rate` a second so they keep coming while the test kills things. Each committed outbox id
 is printed on its own line the moment its commit returned: what the producer was promised.
 """
@@ -58,7 +58,7 @@ def produce_cli(kind: str, label: str) -> int:
 
 
 def produce_library(kind: str, label: str, actor: str, db: Path) -> int:
-    from engine import kick, ledger, outbox
+    from engine import ledger, outbox
 
     if kind == "todo":
         todo = ledger.add_todo(label, actor=actor)["todo"]
@@ -68,7 +68,7 @@ def produce_library(kind: str, label: str, actor: str, db: Path) -> int:
         result = ledger.close_request(request["id"], actor=actor, result_summary=f"{label} closed")
     else:
         result = outbox.notify(f"{label}: a note for the owner", actor=actor, kind="proof")
-    kick.kick(db)  # after the commit, as `coop` does (COOP_KICK says how)
+    # No kick here: the verbs kick after their own commit, as for the CLI (COOP_KICK says how).
     return int(result["outbox_id"])
 
 

@@ -11,6 +11,12 @@ import pytest
 from engine import store as engine_store
 
 
+@pytest.fixture(autouse=True)
+def _no_spawned_drainers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Library verbs kick after their commit; here the test drives the worker itself."""
+    monkeypatch.setenv("COOP_KICK", "off")
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     path = tmp_path / "coop.db"

@@ -82,5 +82,7 @@ async def test_a_second_daemon_on_the_same_store_refuses_to_start(db_path: Path)
     door = TestDoor()
     async with running_daemon(db_path, door):
         second = Daemon(make_config(db_path))
-        with pytest.raises(DaemonAlreadyRunning, match="another notifier daemon listens"):
+        with pytest.raises(
+            DaemonAlreadyRunning, match=r"another notifier daemon \(pid \d+\) already runs"
+        ):
             await second.run()

@@ -37,7 +37,7 @@ def _claim(conn: sqlite3.Connection) -> str:
 
 def test_idle_handoff_releases_the_lock_when_nothing_is_queued(conn: sqlite3.Connection) -> None:
     owner = _claim(conn)
-    assert store.release_worker_if_idle(conn, owner, time.time()) is IdleHandoff.RELEASED
+    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
     assert store.lock_holder(conn) is None
 
 
@@ -46,7 +46,7 @@ def test_idle_handoff_keeps_the_lock_and_reports_work_when_a_row_is_queued(
 ) -> None:
     owner = _claim(conn)
     add_rows(db_path, 1)
-    assert store.release_worker_if_idle(conn, owner, time.time()) is IdleHandoff.WORK_AVAILABLE
+    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.WORK_AVAILABLE
     holder = store.lock_holder(conn)
     assert holder is not None
     assert holder.owner == owner
@@ -57,11 +57,12 @@ def test_idle_handoff_treats_a_deferred_head_as_no_work_even_with_due_rows_behin
 ) -> None:
     first, _second = add_rows(db_path, 2)
     conn.execute(
-        "UPDATE coop_outbox SET next_attempt_at = ? WHERE id = ?", (time.time() + 60, first)
+        "UPDATE coop_outbox SET attempts = 1, next_attempt_at = ? WHERE id = ?",
+        (time.time() + 60, first),
     )
     owner = _claim(conn)
-    assert store.due_head(conn, time.time()) is None
-    assert store.release_worker_if_idle(conn, owner, time.time()) is IdleHandoff.RELEASED
+    assert store.due_head(conn, time.time) is None
+    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
 
 
 def test_idle_handoff_refuses_a_caller_that_no_longer_holds_the_lock(
@@ -70,7 +71,7 @@ def test_idle_handoff_refuses_a_caller_that_no_longer_holds_the_lock(
     owner = _claim(conn)
     conn.execute("DELETE FROM worker_lock")
     with pytest.raises(LockLost, match="no longer holds the worker lock"):
-        store.release_worker_if_idle(conn, owner, time.time())
+        store.release_worker_if_idle(conn, owner, time.time)
 
 
 async def test_the_service_verb_runs_the_handoff_in_one_call(db_path: Path) -> None:
@@ -78,7 +79,7 @@ async def test_the_service_verb_runs_the_handoff_in_one_call(db_path: Path) -> N
     me = this_worker("test")
     try:
         assert (await db.call(store.claim_lock, me, engine_store.now_iso())).acquired
-        outcome = await release_worker_if_idle(db, me.owner, time.time())
+        outcome = await release_worker_if_idle(db, me.owner, time.time)
     finally:
         await db.aclose()
     assert outcome is IdleHandoff.RELEASED
@@ -162,4 +163,85 @@ async def test_a_deferred_head_holds_the_rows_behind_it_and_the_drain_releases(
     released = [e for e in logs if e["event"] == "worker.handoff"][-1]
     assert released["outcome"] == "released"
     assert released["deferred_head"] == ids[0]
+    assert lock_row(db_path) is None
+
+
+class _CommitBeforeHandoff(Database):
+    """The real database thread, with a producer's commit slipped in just before the handoff's
+    transaction starts: after the worker's last look and whatever it sampled there, before its
+    `BEGIN IMMEDIATE`. The window a stale clock sample used to leave open (seed 002)."""
+
+    def __init__(self, db_path: Path, produce: object) -> None:
+        super().__init__(lambda: engine_store.open_connection(db_path))
+        self._produce = produce
+
+    async def call(self, fn, *args):  # type: ignore[no-untyped-def, override]
+        if fn is store.release_worker_if_idle:
+            self._produce()  # type: ignore[operator]
+        return await super().call(fn, *args)
+
+
+@pytest.mark.parametrize("producer", ["fresh_row", "operator_retry"])
+async def test_a_commit_between_the_last_look_and_the_handoff_is_work_available(
+    db_path: Path, producer: str
+) -> None:
+    door = FakeDoorClient()
+    made: list[int] = []
+    deferred: list[int] = []
+    if producer == "operator_retry":
+        # A head deferred far ahead: the worker's last look finds nothing due.
+        deferred.extend(add_rows(db_path, 1, prefix="deferred"))
+        with engine_store.connection(db_path) as c:
+            c.execute(
+                "UPDATE coop_outbox SET attempts = 1, next_attempt_at = ? WHERE id = ?",
+                (time.time() + 3600, deferred[0]),
+            )
+
+    def produce() -> None:
+        if made:
+            return
+        if producer == "fresh_row":
+            made.extend(add_rows(db_path, 1, prefix="between look and handoff"))
+        else:
+            from engine import outbox
+
+            outbox.retry(deferred[0], actor="operator", db=str(db_path))
+            made.append(deferred[0])
+
+    worker = Worker(
+        make_config(db_path),
+        db=_CommitBeforeHandoff(db_path, produce),
+        client_factory=lambda: door,
+    )
+    with capture_logs() as logs:
+        report = await worker.drain()
+    await worker.aclose()
+    await worker.db.aclose()
+    handoffs = [e["outcome"] for e in logs if e["event"] == "worker.handoff"]
+    assert handoffs[0] == "work_available"
+    assert report.outcome is DrainOutcome.RELEASED
+    assert [int(p["outbox_id"]) for p in door.sent] == made
+    assert states(db_path) == {made[0]: "delivered"}
+    assert lock_row(db_path) is None
+
+
+async def test_a_row_never_attempted_is_work_even_for_a_worker_whose_clock_lags(
+    db_path: Path,
+) -> None:
+    # The worker's clock is behind the producer's (another process, a clock step): a row no
+    # worker has tried yet is due whatever the clock says, so it is never stranded.
+    door = FakeDoorClient()
+    inserted: list[int] = []
+    lagging = time.time() - 30.0
+
+    async def producer_at_the_seam() -> None:
+        if not inserted:
+            inserted.extend(add_rows(db_path, 1, prefix="from a faster clock"))
+
+    worker = _worker(db_path, door, idle_seam=producer_at_the_seam, clock=lambda: lagging)
+    report = await worker.drain()
+    await worker.aclose()
+    await worker.db.aclose()
+    assert report.outcome is DrainOutcome.RELEASED
+    assert [int(p["outbox_id"]) for p in door.sent] == inserted
     assert lock_row(db_path) is None
