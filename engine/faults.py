@@ -9,6 +9,9 @@ chief/faults.py (chief keeps its own copy: it must not import the engine):
     name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time
     name:raise-while=PATH  the same, only while the file PATH exists (the disk fills and empties
                            under a running process)
+    name:pause-while=PATH  stop right here while the file PATH exists (at most a minute),
+                           after creating PATH.reached: a test holds a process at a seam, acts,
+                           then lets it go on by deleting PATH
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ FAULTS_ENV = "COOP_TEST_FAULTS"
 FAULT_EXIT_STATUS = 86
 # What SQLite itself says when a write meets ENOSPC (SQLITE_FULL).
 DISK_FULL_MESSAGE = "database or disk is full"
+PAUSE_MAX_S = 60.0
+PAUSE_POLL_S = 0.005
 
 
 def fault(name: str) -> None:
@@ -32,9 +37,24 @@ def fault(name: str) -> None:
             continue
         if not mode:
             os._exit(FAULT_EXIT_STATUS)
+        if mode.startswith("pause-while="):
+            _pause_while(mode.removeprefix("pause-while="))
+            continue
         if mode == "raise" or (
             mode.startswith("raise-while=") and os.path.exists(mode.removeprefix("raise-while="))
         ):
             import sqlite3
 
             raise sqlite3.OperationalError(DISK_FULL_MESSAGE)
+
+
+def _pause_while(path: str) -> None:
+    import time
+
+    if not os.path.exists(path):
+        return
+    with open(path + ".reached", "a"):
+        pass
+    deadline = time.monotonic() + PAUSE_MAX_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(PAUSE_POLL_S)
