@@ -6,8 +6,9 @@
     ├── LifecycleError              a verb refused by the lifecycle (terminal row, foreign holder,
     │                               changed under this take); exit 1
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
-    └── OwnerUnavailable            the owner service could not be used (owner file, credential,
-                                    transport); the compatibility client's fail-closed answers
+    ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
+    │                               transport); the compatibility client's fail-closed answers
+    └── ServiceError                `coop serve` cannot start (its port is taken, ...)
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
 and are re-raised as the same type with the same words: keep constructors to one message argument
@@ -54,6 +55,10 @@ class StoreError(CoopError):
 
 class OwnerUnavailable(CoopError):
     """The Coop owner service could not be used; nothing was written locally."""
+
+
+class ServiceError(CoopError):
+    """The engine service (`coop serve`) cannot start; the message says what to fix."""
 
 
 #: Every error type the owner service may send back as a verdict, by name.

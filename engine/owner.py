@@ -121,8 +121,8 @@ def owner_config(db: Path | None = None) -> dict[str, Any] | None:
     path = owner_file_path(db)
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no owner file can be there: local mode
     except (OSError, UnicodeDecodeError) as exc:
         raise _invalid(f"{path} cannot be read: {exc}") from exc
     try:

@@ -13,7 +13,13 @@ With an owner file the service is the ledger's owner; without one (local mode, b
 or after its undo) it runs the notifier daemon and `/status`, and refuses compat calls with 409.
 
 SIGTERM or SIGINT: stop accepting, let the compat call in flight finish, stop the daemon (it
-finishes the row in flight), close the owner connection, exit 0.
+finishes the row in flight), close the owner connection, exit 0. Further stop signals while
+stopping are noted in the log and change nothing: the service still finishes and exits 0.
+
+The notifier daemon is one supervised part: if it fails (another daemon already runs for the
+store, say), `service.daemon_failed` says why, `/status` shows `daemon: false`, and the owner
+endpoint goes on answering. An error at start (a wrong setting, the port taken, the database
+unusable) stops the service with one line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,13 +37,15 @@ import structlog
 import uvicorn
 
 from engine import store
-from engine.errors import UsageError
+from engine.errors import CoopError, ServiceError, UsageError
 from engine.service import LOOPBACK_PEERS, Owner, create_app
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8764
 LISTEN_BACKLOG = 128
 SHUTDOWN_TIMEOUT_S = 10
+# How soon a stop signal shows in the log (uvicorn itself looks at `should_exit` every 0.1 s).
+SIGNAL_LOG_POLL_S = 0.1
 
 log = structlog.get_logger("engine.server")
 
@@ -82,8 +90,9 @@ def build_daemon(service: Owner) -> Any | None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: `serve()` owns SIGTERM, so the daemon stops
-    after the last request and the process exits 0 (uvicorn would re-raise the signal)."""
+    """uvicorn without its own signal handling: `StopSignals` owns SIGTERM and SIGINT, so the
+    daemon stops after the last request and the process exits 0 (uvicorn would re-raise the
+    signal, and restore the default action that a second signal then dies of)."""
 
     def capture_signals(self) -> Any:
         from contextlib import nullcontext
@@ -91,21 +100,125 @@ class _Server(uvicorn.Server):
         return nullcontext()
 
 
+class StopSignals:
+    """SIGTERM and SIGINT for the whole life of the process: the first one asks the service to
+    stop gracefully; every later one is only noted (honcho and systemd may send more than one
+    while the service finishes its in-flight work, and none of them may kill it).
+
+    Plain `signal.signal` handlers, installed before the event loop starts and never removed:
+    a handler that an event loop installs is removed with it, and a signal arriving after that
+    would kill the process by its default action. The handler only records the signal and sets
+    `should_exit`, which uvicorn polls; `log_pending` writes the log lines from the loop (writing
+    to stderr inside a signal handler could re-enter a write in progress).
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self._logged = 0
+        self._server: uvicorn.Server | None = None
+
+    def install(self) -> None:
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._handle)
+
+    def attach(self, server: uvicorn.Server) -> None:
+        self._server = server
+        if self.received:
+            server.should_exit = True
+
+    @property
+    def stopping(self) -> bool:
+        return bool(self.received)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def log_pending(self) -> None:
+        for signum in self.received[self._logged :]:
+            name = signal.Signals(signum).name
+            if self._logged == 0:
+                log.info("service.stopping", signal=name)
+            else:
+                log.info("service.stop_signal_noted", signal=name, note="already stopping")
+            self._logged += 1
+
+    async def watch(self) -> None:
+        while True:
+            self.log_pending()
+            await anyio.sleep(SIGNAL_LOG_POLL_S)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(LISTEN_BACKLOG)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise ServiceError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); is another service on"
+            " that port? Set COOP_SERVICE_PORT"
+        ) from exc
     sock.set_inheritable(True)
     return sock
 
 
-async def serve(config: ServiceConfig) -> None:
+class DaemonPart:
+    """The embedded notifier daemon as one supervised part of the service: if it fails (another
+    daemon already runs for this store, or anything unforeseen), the failure is logged and the
+    owner endpoint goes on answering; kicks then go to whichever daemon listens on the store's
+    kick socket."""
+
+    def __init__(self, daemon: Any | None, db_path: Path) -> None:
+        self.daemon = daemon
+        self.db_path = db_path
+        self.running = daemon is not None
+        self.done = anyio.Event()
+        #: Called once the daemon has stopped, for whatever reason (the app's `/status`).
+        self.on_stopped: Callable[[], None] = lambda: None
+
+    def kick(self) -> None:
+        if self.running and self.daemon is not None:
+            self.daemon.kick()
+        else:
+            from engine import kick
+
+            kick.send_datagram(self.db_path)
+
+    async def run(self) -> None:
+        from notifier.errors import NotifierError
+
+        try:
+            if self.daemon is not None:
+                await self.daemon.run()
+        except (NotifierError, CoopError) as exc:
+            log.error("service.daemon_failed", error=exc.message, owner_endpoint="answering")
+        except Exception as exc:  # one failed part must not take down the owner endpoint
+            log.error("service.daemon_failed", error=str(exc), exc_info=exc)
+        finally:
+            self.running = False
+            self.on_stopped()
+            self.done.set()
+
+    def stop(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> None:
+    signals = signals or StopSignals()
     service = Owner(config.db_path)
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
-    daemon = build_daemon(service)
-    app = create_app(service, kick=daemon.kick if daemon is not None else None)
+    part = DaemonPart(build_daemon(service), config.db_path)
+    app = create_app(service, kick=part.kick)
+    app.state.daemon_running = part.running
+    part.on_stopped = lambda: setattr(app.state, "daemon_running", False)
     server = _Server(
         uvicorn.Config(
             app,
@@ -119,44 +232,46 @@ async def serve(config: ServiceConfig) -> None:
     host, port = sock.getsockname()[:2]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     log.info("service.listening", url=url, database=str(config.db_path), pid=os.getpid())
-
-    watcher = anyio.CancelScope()
-
-    async def watch_signals() -> None:
-        with watcher, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("service.stopping", signal=signal.Signals(signum).name)
-                server.should_exit = True
-                return
+    signals.attach(server)
 
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(watch_signals)
-            if daemon is not None:
-                app.state.daemon_running = True
-                tg.start_soon(daemon.run)
+            tg.start_soon(signals.watch)
+            tg.start_soon(part.run)
             await server.serve(sockets=[sock])
-            watcher.cancel()
             # The last compat call has answered: now the daemon finishes its row and returns.
-            if daemon is not None:
-                daemon.stop()
+            part.stop()
+            await part.done.wait()
+            tg.cancel_scope.cancel()
     finally:
         sock.close()
         service.close()
+        signals.log_pending()
     log.info("service.stopped")
 
 
 def main() -> int:
-    """Run until SIGTERM; a wrong setting stops the service at start, naming the setting."""
+    """Run until SIGTERM or SIGINT (however many arrive: exit 0 once the work in flight is
+    done); an error the design names (a wrong setting, a port in use, an unusable database)
+    stops the service at start with one line naming it."""
     from notifier.daemon import backend_options
     from notifier.errors import NotifierError
 
     configure_logging()
+    signals = StopSignals()
+    signals.install()
     try:
         config = ServiceConfig.from_env()
-        anyio.run(serve, config, backend_options=backend_options())
-    except (UsageError, NotifierError) as exc:
-        log.error("service.refused_to_start", error=exc.message)
-        print(f"coop serve: {exc.message}", file=sys.stderr)
-        return exc.exit_status
+        anyio.run(serve, config, signals, backend_options=backend_options())
+    except (CoopError, NotifierError) as exc:
+        return _refused(exc.message, exc.exit_status)
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        return _refused(f"{exc.strerror or exc}{where}", 1)
     return 0
+
+
+def _refused(message: str, status: int) -> int:
+    log.error("service.refused_to_start", error=message)
+    print(f"coop serve: {message}", file=sys.stderr)
+    return status

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine import commands, compat, keyfile, ledger, loopback, outbox, owner, status, store
 from engine.errors import CoopError, StoreError
+from engine.faults import fault
 
 #: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
 VERB_MODULES = (ledger, outbox, status)
@@ -101,6 +102,7 @@ class Owner:
 
     def call(self, body: CallBody) -> commands.Filed:
         with self._lock:
+            fault("engine.owner.before_call")  # test-only seam: a call held in flight
             return commands.run(
                 self._connection(),
                 key=body.key,

@@ -173,7 +173,8 @@ def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Co
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
+        # OSError: the folder cannot be made (a file in the way, no permission).
         raise StoreError(f"cannot open the Coop database at {path}: {exc}") from exc
     return conn
 
