@@ -94,6 +94,28 @@ def test_a_spawned_drainer_waits_out_a_short_deferral_with_no_new_producer(
     assert [e["outcome"] for e in _events(drainer_log, "notifier.exit")] == ["released"]
 
 
+def test_a_daemon_retries_a_deferred_head_at_its_due_time_with_no_new_producer(
+    tmp_path: Path,
+) -> None:
+    db_path = _fresh_db(tmp_path)
+    ids = add_rows(db_path, 1)
+    log = tmp_path / "daemon.log"
+    door = TestDoor(script=[_unavailable(SHORT_RETRY_AFTER_S)])
+    with serve_door_in_thread(door) as url:
+        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off", COOP_BACKSTOP_S="600")
+        proc = start_notifier(["run"], env, log)
+        try:
+            wait_until_sync(lambda: _events(log, "outbox.deferred"), timeout_s=30, what="deferral")
+            deferred_at = time.monotonic()
+            wait_until_sync(lambda: door.ids() == ids, timeout_s=30, what="the daemon's retry")
+            retried_after_s = time.monotonic() - deferred_at
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=30) == 0
+    assert SHORT_RETRY_AFTER_S - 0.5 <= retried_after_s <= SHORT_RETRY_AFTER_S + 60
+    assert states(db_path) == {ids[0]: "delivered"}
+
+
 def test_one_drainer_waits_however_many_kicks_arrive_meanwhile(tmp_path: Path) -> None:
     db_path = _fresh_db(tmp_path)
     drainer_log = Path(str(db_path) + ".drainer.log")
