@@ -14,8 +14,11 @@ per kick: the wait is held under an exclusive `flock` on `<db>.drain-wait.lock`.
 finds it taken exits and trusts the waiter with its row. The waiter gives the flock back, then
 looks at the head again before it exits, so a drainer that deferred the head and found the
 flock taken just before is never left without a waiter (the shape of the idle handoff again).
-While it sleeps the waiter holds no worker lock: a kicked drainer drains meanwhile as usual, and
-a waiter that finds the worker lock busy waits on (the holder's rows may defer again).
+While it sleeps the waiter holds no worker lock: a kicked drainer drains meanwhile as usual.
+Only a head some worker already tried (attempts > 0) is waited for: a fresh row's producer
+kicked, and the idle handoff guarantees it a worker. A waiter that keeps finding the worker
+lock busy for a minute leaves: it gives the flock back first, so the holder, which hands off
+after that, can become the waiter itself if its head is still deferred.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from notifier.worker import DrainOutcome, DrainReport, Worker
 # or the retry timer, whose period is this long too.
 DRAIN_WAIT_MAX_S = 60.0
 LOCK_BUSY_RETRY_S = 0.25
+LOCK_BUSY_MAX_RETRY_S = 5.0
 
 
 def wait_lock_path(db_path: Path) -> Path:
@@ -74,9 +78,10 @@ class WaitLock:
 
 
 def _worth_waiting(head: OutboxRow | None, now_epoch: float) -> bool:
-    if head is None:
+    """A head some worker deferred, due within the wait bound."""
+    if head is None or head.attempts == 0:
         return False
-    return head.attempts == 0 or head.next_attempt_at - now_epoch <= DRAIN_WAIT_MAX_S
+    return head.next_attempt_at - now_epoch <= DRAIN_WAIT_MAX_S
 
 
 class Waiter:
@@ -104,7 +109,7 @@ class Waiter:
         while not self.worker.stopping:
             head = await self.db.call(store.head)
             if not _worth_waiting(head, self.clock()):
-                if head is not None:
+                if head is not None and head.attempts > 0:
                     self.log.info(
                         "notifier.drain.left_deferred",
                         outbox_id=head.id,
@@ -118,24 +123,31 @@ class Waiter:
                 self.log.info("notifier.drain.left_to_waiter", outbox_id=head.id)
                 return
             try:
-                await self._wait_and_drain()
+                busy = await self._wait_and_drain()
             finally:
                 lock.release()
+            if busy and await self.db.call(store.lock_holder) is not None:
+                # The flock is free again before that holder hands off: it waits if need be.
+                self.log.info("notifier.drain.left_to_lock_holder", outbox_id=head.id)
+                return
             # Loop: the flock is given back, so look at the head once more before leaving.
 
     async def _sleep(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):
             await self.stopped.wait()
 
-    async def _wait_and_drain(self) -> None:
+    async def _wait_and_drain(self) -> bool:
+        """Sleep until the head is due and drain, while it is worth waiting for; True when the
+        worker lock stayed busy for the whole wait bound."""
         busy_s = LOCK_BUSY_RETRY_S
+        busy_since: float | None = None
         while not self.worker.stopping:
             head = await self.db.call(store.head)
             if not _worth_waiting(head, self.clock()):
-                return
+                return False
             assert head is not None
             due_in_s = head.next_attempt_at - self.clock()
-            if head.attempts > 0 and due_in_s > 0:
+            if due_in_s > 0:
                 self.log.info(
                     "notifier.drain.waiting",
                     outbox_id=head.id,
@@ -144,17 +156,23 @@ class Waiter:
                 )
                 await self._sleep(due_in_s)
                 if self.worker.stopping:
-                    return
+                    return False
             report = await self.worker.drain()
             self._count(report)
             if report.outcome is DrainOutcome.STOPPED:
-                return
+                return False
             if report.outcome is DrainOutcome.LOCK_BUSY:
-                # The holder drains; its rows may defer again, and then it leaves them to us.
+                # The holder drains; if it defers the head again, it leaves it to this waiter.
+                now = self.clock()
+                busy_since = now if busy_since is None else busy_since
+                if now - busy_since >= DRAIN_WAIT_MAX_S:
+                    return True
                 await self._sleep(busy_s)
-                busy_s = min(busy_s * 2, DRAIN_WAIT_MAX_S)
+                busy_s = min(busy_s * 2, LOCK_BUSY_MAX_RETRY_S)
             else:
                 busy_s = LOCK_BUSY_RETRY_S
+                busy_since = None
+        return False
 
     def _count(self, report: DrainReport) -> None:
         self.delivered += report.delivered
