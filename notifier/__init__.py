@@ -10,5 +10,6 @@ Layers, pointing inward:
 - `client`   the door seam: the httpx client and a test double beside it.
 - `worker`   the drain loop and the atomic idle handoff (`drain`, `release_worker_if_idle`).
 - `daemon`   the long-running role: kick socket, sleep until due / kick / backstop.
-- `__main__` `coop-notifier run | drain [--max-runs N]`.
+- `waiter`   a one-shot drainer's wait for a short deferral (no row without a wakeup).
+- `__main__` `coop-notifier run | drain [--max-runs N] [--no-wait]`.
 """

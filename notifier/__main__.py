@@ -2,8 +2,11 @@
 
     coop-notifier run                  long-running: drain, sleep until a kick / due row / backstop;
                                        SIGTERM or SIGINT finishes the row in flight and exits 0
-    coop-notifier drain [--max-runs N] one-shot: drain until the idle handoff releases, then exit 0
-                                       (also what a producer's kick spawns, with COOP_DB set)
+    coop-notifier drain [--max-runs N] [--no-wait]
+                                       one-shot: drain until the idle handoff releases, then exit 0
+                                       (also what a producer's kick spawns, with COOP_DB set); a
+                                       head deferred for at most a minute is waited out first
+                                       (notifier.waiter), unless --no-wait (the retry timer's)
 
 Exit status: 0 done (including "another worker holds the lock"), 2 a wrong setting, 1 any other
 failure (one line on stderr, never a traceback). Settings: see notifier.config.
@@ -21,6 +24,7 @@ import argparse
 import contextlib
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="stop after N delivery attempts (the lock is released normally)",
+    )
+    drain.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="exit after the idle handoff even when the head row is deferred for a short while"
+        " (for a timer that runs the drain again anyway)",
     )
     return parser
 
@@ -130,7 +140,7 @@ def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
         conn.close()
 
 
-def _drain_command(max_runs: int | None) -> None:
+def _drain_command(max_runs: int | None, wait: bool) -> None:
     from notifier.config import NotifierConfig
     from notifier.logs import configure_logging, emit_plain
 
@@ -149,10 +159,13 @@ def _drain_command(max_runs: int | None) -> None:
     configure_logging()
     import anyio
 
-    anyio.run(_drain, config, me, claim, max_runs)
+    anyio.run(_drain, config, me, claim, max_runs, wait)
 
 
-async def _drain(config: NotifierConfig, me: Holder, claim: Claim, max_runs: int | None) -> None:
+async def _drain(
+    config: NotifierConfig, me: Holder, claim: Claim, max_runs: int | None, wait: bool
+) -> None:
+    import anyio
     import structlog
 
     from engine import kick
@@ -170,23 +183,34 @@ async def _drain(config: NotifierConfig, me: Holder, claim: Claim, max_runs: int
             dead_host=dead.host,
             reason=claim.reason,
         )
+    from notifier.waiter import Waiter
+
     db = Database(lambda: open_own_connection(config.db_path))
     worker = Worker(config, db=db, client_factory=http_client_factory(config), me=me)
-    _stop_on_signals(worker.stop)
+    stopped = anyio.Event()
+
+    def stop() -> None:
+        worker.stop()
+        stopped.set()
+
+    _stop_on_signals(stop)
     try:
         report = await worker.drain(max_runs)
+        outcome, delivered, deferred = report.outcome, report.delivered, report.deferred
+        if wait and outcome is DrainOutcome.RELEASED:
+            # No daemon may be listening: a head deferred briefly is this drainer's to retry.
+            waiter = Waiter(worker, db, config.db_path, stopped, time.time)
+            await waiter.run()
+            outcome = waiter.outcome or outcome
+            delivered += waiter.delivered
+            deferred += waiter.deferred
     finally:
         await worker.aclose()
         await db.aclose()
-    if report.outcome is DrainOutcome.STOPPED:
+    if outcome is DrainOutcome.STOPPED:
         # Stopped with a due row left: hand it to the daemon or a fresh drainer, never strand it.
         log.info("worker.handoff", outcome="kicked_successor", kick=kick.kick(config.db_path))
-    log.info(
-        "notifier.exit",
-        outcome=report.outcome.value,
-        delivered=report.delivered,
-        deferred=report.deferred,
-    )
+    log.info("notifier.exit", outcome=outcome.value, delivered=delivered, deferred=deferred)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -203,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             configure_logging()
             anyio.run(_run_daemon, backend_options=backend_options())
         else:
-            _drain_command(args.max_runs)
+            _drain_command(args.max_runs, wait=not args.no_wait)
     except NotifierError as exc:
         return _refuse(exc)
     except BaseExceptionGroup as group:

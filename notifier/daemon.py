@@ -232,7 +232,14 @@ class Daemon:
                 f"another notifier daemon listens on {path} for {self.config.db_path};"
                 " stop it (or point COOP_DB elsewhere) before starting this one"
             )
-        return await anyio.create_unix_datagram_socket(local_path=path, local_mode=KICK_SOCKET_MODE)
+        try:
+            return await anyio.create_unix_datagram_socket(
+                local_path=path, local_mode=KICK_SOCKET_MODE
+            )
+        except OSError as exc:
+            raise StoreError(
+                f"cannot listen for kicks on {path}: {exc}; check that its folder is writable"
+            ) from exc
 
     async def _receive_kicks(self, sock: UNIXDatagramSocket) -> None:
         while True:

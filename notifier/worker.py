@@ -235,7 +235,7 @@ class Worker:
                 deferred=deferred,
                 deferred_head=head.id,
                 due_in_s=round(max(head.next_attempt_at - self._clock(), 0.0), 3),
-                note="the deferred head is left to the daemon or the next kick",
+                note="the deferred head waits for its due time (notifier.waiter, the daemon)",
             )
         self.log.info("worker.lock.released")
 

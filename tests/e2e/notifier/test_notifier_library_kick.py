@@ -103,3 +103,17 @@ def test_library_verbs_spawn_a_drainer_when_no_daemon_runs(
     print(f"library kick, spawned drainer: {spawned_s * 1000:.0f} ms, {retried_s * 1000:.0f} ms")
     assert spawned_s < SPAWNED_BOUND_S
     assert retried_s < SPAWNED_BOUND_S
+
+
+def test_a_wrong_kick_mode_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.errors import UsageError
+
+    db_path = tmp_path / "coop.db"
+    engine_store.open_connection(db_path).close()
+    _use_env(monkeypatch, {"COOP_DB": str(db_path), "COOP_KICK": "sometimes"})
+    with pytest.raises(UsageError, match="COOP_KICK must be one of auto, datagram, off"):
+        outbox.notify("never written", actor="script")
+    with engine_store.connection(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM coop_outbox").fetchone()[0] == 0

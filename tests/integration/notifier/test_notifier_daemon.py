@@ -86,3 +86,34 @@ async def test_a_second_daemon_on_the_same_store_refuses_to_start(db_path: Path)
             DaemonAlreadyRunning, match=r"another notifier daemon \(pid \d+\) already runs"
         ):
             await second.run()
+
+
+async def test_two_daemons_started_at_the_same_instant_leave_exactly_one_running(
+    db_path: Path,
+) -> None:
+    # Both start in the same event loop tick: a look at the kick socket followed by a bind
+    # lets both through; only an atomic claim refuses one.
+    config = make_config(db_path, backstop_s=BACKSTOP_S)
+    daemons = [Daemon(config), Daemon(config)]
+    refused: list[DaemonAlreadyRunning] = []
+
+    async def run(daemon: Daemon) -> None:
+        try:
+            await daemon.run()
+        except DaemonAlreadyRunning as exc:
+            refused.append(exc)
+
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            for daemon in daemons:
+                tg.start_soon(run, daemon)
+            await wait_until(
+                lambda: (
+                    len(refused) + sum(e["event"] == "notifier.daemon.started" for e in logs) == 2
+                ),
+                what="both daemons settled",
+            )
+            started = sum(e["event"] == "notifier.daemon.started" for e in logs)
+            for daemon in daemons:
+                daemon.stop()
+    assert (started, len(refused)) == (1, 1)
