@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
+from chief.door.config import REPORT_WAIT_S
 from chief.door.locks import KeyedLocks
 from chief.door.posture import PostureSource, PostureUnavailable
 from chief.errors import ChiefError, DoorError, TelegramUnavailable
@@ -41,9 +42,6 @@ from chief.telegram.sender import TelegramSender
 
 log = structlog.get_logger("chief.door")
 
-# How long a notify waits for its line to land in the Chief; past it the line lands when the
-# Chief is free and the answer carries chief_message_id null. Well inside the engine's 15 s.
-REPORT_WAIT_S = 2.0
 CHANNEL = "telegram"
 
 

@@ -166,6 +166,14 @@ def _chat(chat_id: Any) -> tuple[int | str, dict[str, Any]]:
     return text, {"id": -1001234567890, "type": "channel", "title": text, "username": text[1:]}
 
 
+async def _delay(request: Request, delay_s: float) -> None:
+    """Hold the answer `delay_s` seconds, or until the client hangs up (a client that timed
+    out will never read it), so a long delay never outlives its caller."""
+    with anyio.move_on_after(delay_s):
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+
 def create_emulator(
     *, token: str | None = None, log_path: Path | None = None
 ) -> tuple[Starlette, EmulatorState]:
@@ -192,7 +200,7 @@ def create_emulator(
             return _error(fault.status, "Internal Server Error")
         answer = _answer(method, params)
         if fault is not None and fault.mode == "delay":
-            await anyio.sleep(fault.delay_s)
+            await _delay(request, fault.delay_s)
         return answer
 
     def _answer(method: str, params: dict[str, Any]) -> JSONResponse:

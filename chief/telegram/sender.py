@@ -23,6 +23,7 @@ import warnings
 from typing import Protocol
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import structlog
 from telegram import Bot
@@ -173,6 +174,7 @@ class BotSender:
         # into a crash wherever warnings are errors (the test suite), and is noise elsewhere.
         os.environ.setdefault("PTB_TIMEDELTA", "true")
         self._bot = Bot(token, base_url=base_url, request=request)
+        self._timeout_s = timeout_s
         self._chat_id: int | str = int(chat_id) if _is_int(chat_id) else chat_id
 
     async def start(self) -> None:
@@ -190,6 +192,19 @@ class BotSender:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
     async def send(self, text: str) -> int:
+        # One deadline over the whole send. PTB's timeouts are per call and per phase (connect,
+        # write, each read, pool wait), and a send may need getMe first: a slow getMe followed
+        # by a stuck sendMessage once took the door past the engine's client timeout.
+        with anyio.move_on_after(self._timeout_s) as deadline:
+            return await self._send(text)
+        if deadline.cancelled_caught:
+            raise TelegramUnavailable(
+                f"Telegram did not answer within {self._timeout_s:g} s (TELEGRAM_TIMEOUT_S); "
+                "retry later"
+            )
+        raise AssertionError("unreachable: the send returned or its deadline passed")
+
+    async def _send(self, text: str) -> int:
         await self._initialize()
         try:
             # The public Bot.send_message, not the private Bot._post under it: parsing the whole

@@ -5,7 +5,7 @@ real chief.db, python-telegram-bot as the sender)."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +19,7 @@ from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.service import DoorService
-from chief.telegram.emulator import EmulatorState, create_emulator
+from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from tests.support.asgi import serve_asgi
 
@@ -96,10 +96,14 @@ async def door_stack(
     telegram: bool = True,
     settings: Mapping[str, str] | None = None,
     client_timeout_s: float = 10.0,
+    faults: Sequence[Mapping[str, object]] = (),
 ) -> AsyncIterator[Stack]:
-    """The door mounted in a host FastAPI app, as a host application would mount it."""
+    """The door mounted in a host FastAPI app, as a host application would mount it.
+    `faults` are armed in the emulator before the sender starts (its getMe included)."""
     write_key(folder)
     emulator_app, emulator = create_emulator(token=BOT_TOKEN, log_path=folder / "telegram.jsonl")
+    for document in faults:
+        emulator.arm(parse_fault(dict(document)))
     async with serve_asgi(emulator_app) as emulator_url:
         extra = dict(settings or {})
         if telegram:
