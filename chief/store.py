@@ -215,6 +215,17 @@ def _notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
     return found.fetchone() is not None
 
 
+def _mark_notify_sent(
+    conn: sqlite3.Connection, outbox_id: str, telegram_message_id: int | None
+) -> None:
+    fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark
+    conn.execute(
+        "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
+        "VALUES (?, ?, ?)",
+        (outbox_id, telegram_message_id, _utc_now()),
+    )
+
+
 def _land(
     conn: sqlite3.Connection, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
 ) -> tuple[list[tuple[str, int]], bool]:
@@ -401,11 +412,7 @@ class ChiefStore:
 
     async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
         """Record that Telegram accepted this row's message; a second mark writes nothing."""
-        sql = (
-            "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
-            "VALUES (?, ?, ?)"
-        )
-        await self._hop(_scalar, sql, (outbox_id, telegram_message_id, _utc_now()))
+        await self._hop(_mark_notify_sent, outbox_id, telegram_message_id)
 
     async def sent_count(self) -> int:
         """Coop outbox rows the door has rung Telegram for."""

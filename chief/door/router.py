@@ -98,6 +98,7 @@ class StatusAnswer(BaseModel):
     uptime_s: float
     notify_locks: int
     notify_in_flight: int
+    unmarked_sends: int
 
 
 class Detail(BaseModel):

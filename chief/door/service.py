@@ -16,9 +16,11 @@ The sent flag read with the report is used under the lock only if no mark was wr
 it was read (a door-wide count of marks); otherwise it is read again there, so a concurrent
 retry of the same row that rang meanwhile is seen. One row at a time, that saves a hop per row.
 
-The one window left: a crash after Telegram accepted and before the mark rings again on the
-engine's next retry (at-least-once, deduplicated per destination). The fault points
-`door.after_report` and `door.after_telegram_send` let the crash tests measure it.
+A mark that fails (a full disk) is kept in `unmarked` and written before the next answer for
+that row, which rings nothing. The one window left: a crash after Telegram accepted and before
+the mark rings again on the engine's next retry (at-least-once, deduplicated per destination).
+The fault points `door.after_report` and `door.after_telegram_send` let the crash tests measure
+it.
 
 Errors (both `DoorError`, both answered 503 by the router):
     ChannelUnavailable   the Telegram send was refused; `retry_after_s` when Telegram gave one
@@ -86,6 +88,10 @@ class DoorService:
         #: notify requests inside the door right now: bounded by the report wait and the
         #: Telegram timeout, so retries never pile up behind a busy Chief.
         self.in_flight = 0
+        #: Rows Telegram accepted whose sent mark failed (a full disk): outbox id -> message id.
+        #: Their mark is written before the next answer for the row, so only a crash between
+        #: the send and the mark can ring the phone twice.
+        self.unmarked: dict[str, int] = {}
         # Sent marks attempted by this door: a sent flag read before the count moved is stale.
         self._marks = 0
         self._started_monotonic = time.monotonic()
@@ -112,6 +118,11 @@ class DoorService:
             raise ChiefUnavailable(f"the Chief could not take the report: {exc}") from exc
         fault("door.after_report")
         async with self.locks.hold(outbox_id):
+            if outbox_id in self.unmarked:
+                # Rang already; its mark failed before. Write the mark, ring nothing.
+                await self._mark(chief, outbox_id, self.unmarked[outbox_id], bound)
+                bound.info("door.already_sent", chief_message_id=chief_message_id)
+                return _answer(outbox_id, chief_message_id, already_sent=True)
             if self._marks != marks_seen:
                 # A mark was written since the flag was read (maybe by a retry of this row).
                 sent = await self._sent(chief, outbox_id, bound)
@@ -148,6 +159,7 @@ class DoorService:
             "uptime_s": round(time.monotonic() - self._started_monotonic, 3),
             "notify_locks": len(self.locks),
             "notify_in_flight": self.in_flight,
+            "unmarked_sends": len(self.unmarked),
         }
 
     def _chief(self) -> ChiefPort:
@@ -181,9 +193,12 @@ class DoorService:
             await chief.mark_notify_sent(outbox_id, telegram_id)
         except ChiefError as exc:
             self._marks += 1  # it may have been written before the error
-            # Sent but not marked: the engine's retry rings again (the at-least-once window).
+            # Sent but not marked: remembered, so the engine's retry writes the mark instead of
+            # ringing again.
+            self.unmarked[outbox_id] = telegram_id
             bound.error("door.mark_failed", telegram_message_id=telegram_id, error=str(exc))
             raise ChiefUnavailable(f"sent, but the sent mark failed: {exc}") from exc
+        self.unmarked.pop(outbox_id, None)
         self._marks += 1
 
 
