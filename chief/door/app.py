@@ -12,7 +12,6 @@ unusable), 2 for a wrong setting.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -21,6 +20,7 @@ from dataclasses import replace
 import structlog
 from fastapi import FastAPI
 
+from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from chief.door.serving import run_server
     from chief.logs import configure_logging
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="chief serve", description="Run the Coop notify door (loopback only)."
     )
     parser.add_argument("--host", help="loopback address to bind (default CHIEF_HOST)")

@@ -22,7 +22,6 @@ In-process: `create_emulator()` returns the ASGI app and its `EmulatorState`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -303,11 +302,12 @@ def parse_fault(document: Any) -> Fault:
 
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
+    from chief.args import OneLineParser
     from chief.door.config import is_loopback_host
     from chief.door.serving import run_server
     from chief.logs import configure_logging
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="chief telegram-emulator",
         description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
     )
@@ -325,4 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     app, _ = create_emulator(token=args.token, log_path=args.log)
     started = run_server(app, host=args.host, port=args.port, event="emulator.listening")
-    return 0 if started else 1
+    if not started:
+        print(
+            "chief telegram-emulator: the emulator did not start; see the log above",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
