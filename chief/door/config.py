@@ -11,6 +11,8 @@
     TELEGRAM_TIMEOUT_S     10              one deadline over each Telegram send (getMe included);
                                            at most COOP_CLIENT_TIMEOUT_S - 2 s - 1 s (12 s)
     COOP_CLIENT_TIMEOUT_S  15              the engine's client timeout, read only for that check
+    TELEGRAM_QUIET_HOURS   unset: off      e.g. 22:00-07:00: messages go out silently inside it
+    TELEGRAM_QUIET_TZ      local time      the owner's IANA time zone for the window (Europe/Rome)
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
@@ -23,10 +25,13 @@ import hashlib
 import ipaddress
 import os
 import stat
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 
+from chief.door.pacing import QuietHours
 from chief.errors import DoorError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -90,6 +95,8 @@ class DoorConfig:
     telegram_api_base: str
     #: `TELEGRAM_TIMEOUT_S`: the bound on each Telegram call.
     telegram_timeout_s: float
+    #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
+    telegram_quiet_hours: QuietHours | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -129,6 +136,9 @@ class DoorConfig:
             telegram_timeout_s=_timeout(
                 env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
                 env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
+            ),
+            telegram_quiet_hours=_quiet_hours(
+                env.get("TELEGRAM_QUIET_HOURS", ""), env.get("TELEGRAM_QUIET_TZ", "")
             ),
         )
 
@@ -222,3 +232,18 @@ def _timeout(raw: str, engine_raw: str) -> float:
             "of margin)"
         )
     return value
+
+
+def _quiet_hours(raw: str, zone_raw: str) -> QuietHours | None:
+    zone: tzinfo | None = None
+    if zone_raw.strip():
+        try:
+            zone = zoneinfo.ZoneInfo(zone_raw.strip())
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise DoorError(
+                f"TELEGRAM_QUIET_TZ={zone_raw!r} is not a known time zone (an IANA name such as "
+                "Europe/Rome; unset for the machine's local time)"
+            ) from exc
+    if not raw.strip():
+        return None
+    return QuietHours.parse(raw, zone)

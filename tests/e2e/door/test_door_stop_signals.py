@@ -52,6 +52,7 @@ def _volley(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
 
 def test_door_stop_signals_finish_the_request_in_flight_and_exit_0(harness: Harness) -> None:
     door = spawn_door(harness.env())
+    # The work in flight is the sender's: a Telegram send that takes HELD_S, then its mark.
     harness.emulator.arm(parse_fault({"mode": "delay", "delay_s": HELD_S}))
     answers: list[object] = []
     thread = _post_in_thread(door.url + NOTIFY_URL, body("sig-1"), answers)
@@ -66,6 +67,8 @@ def test_door_stop_signals_finish_the_request_in_flight_and_exit_0(harness: Harn
     (answer,) = answers
     assert isinstance(answer, httpx.Response), answer
     assert answer.status_code == 200, answer.text
+    # The send in flight finished and was marked: a restart will not ring it again.
+    assert harness.emulator.texts() == [body("sig-1")["text"]]
     assert harness.sent_marks("sig-1") == 1
     assert "Traceback" not in door.stderr()
 
