@@ -19,6 +19,7 @@ messages go out with `disable_notification`: delivered, in order, silently.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import datetime, time, tzinfo
 
@@ -41,6 +42,9 @@ GROUP_INTERVAL_S = 3.2
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
 BACKOFF_JITTER = 0.2
+# Float refill arithmetic may leave a token a few ulps short of whole: that is a whole token.
+TOKEN_EPSILON = 1e-9
+WINDOW = re.compile(r"^\s*(\d{2}:\d{2})\s*-\s*(\d{2}:\d{2})\s*$")
 
 
 def utf16_units(text: str) -> int:
@@ -64,7 +68,8 @@ class TokenBucket:
     def wait_s(self, now: float) -> float:
         """Seconds until a token is free (0.0: one is free now)."""
         self._refill(now)
-        return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) * self.interval_s
+        missing = 1.0 - self._tokens
+        return 0.0 if missing <= TOKEN_EPSILON else missing * self.interval_s
 
     def take(self, now: float) -> None:
         """Spend a token (call only when `wait_s(now) == 0`)."""
@@ -127,9 +132,11 @@ class QuietHours:
     @classmethod
     def parse(cls, raw: str, zone: tzinfo | None) -> QuietHours:
         """`HH:MM-HH:MM`, or `DoorError` naming TELEGRAM_QUIET_HOURS."""
+        match = WINDOW.match(raw)
         try:
-            first, second = (part.strip() for part in raw.split("-"))
-            start, end = time.fromisoformat(first), time.fromisoformat(second)
+            if match is None:
+                raise ValueError(raw)
+            start, end = time.fromisoformat(match[1]), time.fromisoformat(match[2])
         except ValueError as exc:
             raise DoorError(
                 f"TELEGRAM_QUIET_HOURS={raw!r} is not a window such as 22:00-07:00"
