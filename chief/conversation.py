@@ -43,7 +43,7 @@ from chief.model import (
     report_key,
     turn_kind_for_key,
 )
-from chief.store import ChiefStore, Reported
+from chief.store import ChiefStore, QueuedRing, Reported, TelegramQueueStatus
 
 log = structlog.get_logger("chief")
 
@@ -127,17 +127,20 @@ class Chief:
         """Land `text` in the conversation once per `source_id` ('coop-notify:<id>' or
         'cron:<job>'). Returns the message id, or None when `wait` seconds ran out first (the
         row is durable and lands when the Chief is free). `wait=None` waits until it lands."""
-        message_id, _ = await self._report(text, source_id, wait, source_conversation_id, None)
+        message_id, _ = await self._report(
+            text, source_id, wait, source_conversation_id, None, queue_telegram=False
+        )
         return message_id
 
     async def report_notify(
-        self, text: str, outbox_id: str, *, wait: float | None
-    ) -> tuple[int | None, bool]:
-        """`report(text, 'coop-notify:<outbox_id>', wait)` for the door, and whether the door
-        already rang Telegram for that row, read in the same thread hop as the insert. The
-        sent flag is as of that read: recheck under the row's lock if a mark may have happened
-        since."""
-        return await self._report(text, NOTIFY_SOURCE_PREFIX + outbox_id, wait, None, outbox_id)
+        self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
+    ) -> tuple[int | None, Reported]:
+        """`report(text, 'coop-notify:<outbox_id>', wait)` for the door. In the same transaction
+        as the report row: whether the door already rang Telegram for that row and, with
+        `queue_telegram`, its Telegram entry queued unless it was rung (or is queued already)."""
+        return await self._report(
+            text, NOTIFY_SOURCE_PREFIX + outbox_id, wait, None, outbox_id, queue_telegram
+        )
 
     async def _report(
         self,
@@ -146,7 +149,8 @@ class Chief:
         wait: float | None,
         source_conversation_id: str | None,
         sent_for: str | None,
-    ) -> tuple[int | None, bool]:
+        queue_telegram: bool,
+    ) -> tuple[int | None, Reported]:
         check_report_text(text)
         key = report_key(source_id)
         # Registered before the insert, so a landing that happens before we start waiting is
@@ -154,30 +158,42 @@ class Chief:
         landing = self._landings.setdefault(key, _Landing())
         landing.waiters += 1
         try:
-            reported = await self._enqueue(key, text, source_conversation_id, sent_for)
+            reported = await self._enqueue(
+                key, text, source_conversation_id, sent_for, queue_telegram
+            )
             if reported.message_id is not None:
-                return reported.message_id, reported.already_sent
+                return reported.message_id, reported
             deadline_s = math.inf if wait is None else max(wait, 0.0)
             # Waiting on the landing event, never on the drainer: running out cancels nothing.
             with anyio.move_on_after(deadline_s):
                 await landing.event.wait()
             if landing.message_id is None:
                 self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
-            return landing.message_id, reported.already_sent
+            return landing.message_id, reported
         finally:
             landing.waiters -= 1
             if landing.waiters == 0 and self._landings.get(key) is landing:
                 del self._landings[key]
 
     async def _enqueue(
-        self, key: str, text: str, source_conversation_id: str | None, sent_for: str | None
+        self,
+        key: str,
+        text: str,
+        source_conversation_id: str | None,
+        sent_for: str | None,
+        queue_telegram: bool,
     ) -> Reported:
         """Queue the row durably, and land it in the same hop when nobody else may be landing:
         no turn held and the drainer idle (no pass asked for or running). Otherwise, or when
         that landing fails, the drainer is nudged and lands it."""
         if self._done < self._wanted or self._turn_lock.locked():
             reported = await self._store.report(
-                self.chief_id, key, text, source_conversation_id, sent_for=sent_for
+                self.chief_id,
+                key,
+                text,
+                source_conversation_id,
+                sent_for=sent_for,
+                queue_telegram=queue_telegram,
             )
             if reported.message_id is None:
                 self._nudge()
@@ -192,6 +208,7 @@ class Chief:
                     text,
                     source_conversation_id,
                     sent_for=sent_for,
+                    queue_telegram=queue_telegram,
                     land=turn_kind_for_key,
                 )
         finally:
@@ -242,6 +259,30 @@ class Chief:
     async def sent_count(self) -> int:
         """How many Coop outbox rows the door has rung Telegram for."""
         return await self._store.sent_count()
+
+    # -- the door's Telegram queue (see chief.store: queued with the report, left with the mark)
+
+    async def queue_telegram(self, text: str) -> tuple[int, int]:
+        """Queue a Telegram entry that has no outbox row; its queue seq and the entries ahead."""
+        return await self._store.queue_telegram(text)
+
+    async def telegram_head(self, limit: int) -> list[QueuedRing]:
+        """The first `limit` entries of the Telegram queue, oldest first."""
+        return await self._store.telegram_head(limit)
+
+    async def mark_rung(
+        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+    ) -> None:
+        """Mark the rows one Telegram message carried as sent and take them off the queue."""
+        await self._store.mark_rung(seqs, outbox_ids, telegram_message_id)
+
+    async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
+        """Record a failed try of these entries and when to try again."""
+        await self._store.defer_rings(seqs, next_attempt_at, error)
+
+    async def telegram_status(self) -> TelegramQueueStatus:
+        """The Telegram queue as an operator sees it."""
+        return await self._store.telegram_status()
 
     # -- the drainer -------------------------------------------------------------------------
 

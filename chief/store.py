@@ -7,6 +7,8 @@ Tables (schema version in PRAGMA user_version, migrated on open):
     messages             the conversation; `external_request_id` UNIQUE is the report key
     chief_report_outbox  one row per report key; `message_id`/`landed_at` set when it lands
     coop_notify_sent     the notify door's record of which Coop outbox rows rang Telegram
+    telegram_queue       what the door's sender task still has to ring, in order (seq); a row
+                         is queued in the report's transaction and leaves in its sent mark's
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -90,6 +92,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             sent_at TEXT NOT NULL
         )""",
     ),
+    (
+        # The door's durable Telegram queue: what the sender task still has to ring, in order.
+        # A row leaves it in the same transaction that writes its sent mark.
+        """CREATE TABLE telegram_queue (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            outbox_id TEXT UNIQUE,
+            text TEXT NOT NULL,
+            queued_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -156,21 +171,47 @@ def _enqueue_report(
     key: str,
     text: str,
     source_conversation_id: str | None,
-) -> int | None:
+    telegram_for: str | None,
+) -> tuple[int | None, int | None]:
+    """(the key's landed message id or None, the Telegram queue seq or None): the report row
+    and, for `telegram_for` (an outbox id not yet rung), its Telegram entry, both INSERT OR
+    IGNORE inside the caller's transaction."""
     landed = conn.execute(
         "SELECT id FROM messages WHERE external_request_id = ?", (key,)
     ).fetchone()
-    if landed is not None:
-        return int(landed[0])
-    fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
-    # Autocommit: this one statement is its own durable transaction. A key already queued is
-    # ignored, so the first text reported under a key is the one that lands.
-    conn.execute(
-        "INSERT OR IGNORE INTO chief_report_outbox "
-        "(source_key, chief_id, text, source_conversation_id, created_at) VALUES (?, ?, ?, ?, ?)",
-        (key, chief_id, text, source_conversation_id, _utc_now()),
+    if landed is None:
+        fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
+        # A key already queued is ignored, so the first text reported under a key is the one
+        # that lands.
+        conn.execute(
+            "INSERT OR IGNORE INTO chief_report_outbox "
+            "(source_key, chief_id, text, source_conversation_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, chief_id, text, source_conversation_id, _utc_now()),
+        )
+    seq = None if telegram_for is None else _queue_telegram(conn, telegram_for, text)
+    return (None if landed is None else int(landed[0])), seq
+
+
+def _queue_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) -> int:
+    """The queue seq of `outbox_id`'s Telegram entry, queued now unless it is queued already."""
+    if outbox_id is not None:
+        found = conn.execute(
+            "SELECT seq FROM telegram_queue WHERE outbox_id = ?", (outbox_id,)
+        ).fetchone()
+        if found is not None:
+            return int(found[0])
+    cursor = conn.execute(
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
+        (outbox_id, text, _utc_now()),
     )
-    return None
+    return int(cursor.lastrowid or 0)
+
+
+def _queue_telegram_alone(conn: sqlite3.Connection, text: str) -> tuple[int, int]:
+    seq = _queue_telegram(conn, None, text)
+    sql = "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?"
+    return seq, int(conn.execute(sql, (seq,)).fetchone()[0])
 
 
 @dataclass(frozen=True)
@@ -182,6 +223,9 @@ class Reported:
     landed: list[tuple[str, int]] = field(default_factory=list)  # (key, id) landed, in order
     more: bool = False  # the landing batch was full: more rows may wait
     land_error: str | None = None  # the landing failed and rolled back; the row stays queued
+    telegram_message_id: int | None = None  # the message that carried `sent_for`, when sent
+    telegram_seq: int | None = None  # its Telegram queue entry, when queued (now or before)
+    telegram_ahead: int = 0  # Telegram entries queued before it
 
 
 def _report(
@@ -191,28 +235,135 @@ def _report(
     text: str,
     source_conversation_id: str | None,
     sent_for: str | None,
+    queue_telegram: bool,
     land: Callable[[str], str] | None,
     limit: int,
 ) -> Reported:
-    sent = sent_for is not None and _notify_sent(conn, sent_for)
-    landed_id = _enqueue_report(conn, chief_id, key, text, source_conversation_id)
+    landed_id, sent, sent_id, seq, ahead = _write(
+        conn, _enqueue_notify, chief_id, key, text, source_conversation_id, sent_for, queue_telegram
+    )
+    telegram: dict[str, Any] = {
+        "telegram_message_id": sent_id,
+        "telegram_seq": seq,
+        "telegram_ahead": ahead,
+    }
     if landed_id is not None:
-        return Reported(landed_id, sent)
+        return Reported(landed_id, sent, **telegram)
     # The insert is committed (FULL): from here the line survives a crash.
     fault("chief.report.after_insert")
     if land is None:
-        return Reported(None, sent)
+        return Reported(None, sent, **telegram)
     try:
         landed, more = _land(conn, chief_id, land, limit)
     except sqlite3.Error as exc:
-        return Reported(None, sent, land_error=str(exc))
+        return Reported(None, sent, land_error=str(exc), **telegram)
     message_id = next((found for landed_key, found in landed if landed_key == key), None)
-    return Reported(message_id, sent, landed, more)
+    return Reported(message_id, sent, landed, more, **telegram)
+
+
+def _enqueue_notify(
+    conn: sqlite3.Connection,
+    chief_id: int,
+    key: str,
+    text: str,
+    source_conversation_id: str | None,
+    sent_for: str | None,
+    queue_telegram: bool,
+) -> tuple[int | None, bool, int | None, int | None, int]:
+    """The accept transaction: the sent mark read, the report row and the Telegram entry."""
+    sent_row = None
+    if sent_for is not None:
+        sent_row = conn.execute(
+            "SELECT telegram_message_id FROM coop_notify_sent WHERE outbox_id = ?", (sent_for,)
+        ).fetchone()
+    ring = sent_for if queue_telegram and sent_row is None else None
+    landed_id, seq = _enqueue_report(conn, chief_id, key, text, source_conversation_id, ring)
+    ahead = 0
+    if seq is not None:
+        sql = "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?"
+        ahead = int(conn.execute(sql, (seq,)).fetchone()[0])
+    sent_id = None if sent_row is None or sent_row[0] is None else int(sent_row[0])
+    return landed_id, sent_row is not None, sent_id, seq, ahead
+
+
+@dataclass(frozen=True)
+class QueuedRing:
+    """One entry of the Telegram queue, as the sender task reads it."""
+
+    seq: int
+    outbox_id: str | None
+    text: str
+    attempts: int
+    next_attempt_at: float  # unix seconds; 0 when never tried
+
+
+@dataclass(frozen=True)
+class TelegramQueueStatus:
+    """What an operator sees of the Telegram queue."""
+
+    depth: int
+    oldest_queued_at: str | None
+    last_error: str | None
+    next_attempt_at: float | None  # unix seconds of the head's next try, when it was deferred
+
+
+def _telegram_head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
+    rows = conn.execute(
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at FROM telegram_queue "
+        "ORDER BY seq LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [QueuedRing(int(a), b, str(c), int(d), float(e)) for a, b, c, d, e in rows]
+
+
+def _mark_rung(
+    conn: sqlite3.Connection, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+) -> None:
+    """The sent mark of every row one Telegram message carried, and their queue entries gone."""
+    fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark
+    now = _utc_now()
+    conn.executemany(
+        "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
+        "VALUES (?, ?, ?)",
+        [(outbox_id, telegram_message_id, now) for outbox_id in outbox_ids],
+    )
+    conn.executemany("DELETE FROM telegram_queue WHERE seq = ?", [(seq,) for seq in seqs])
+
+
+def _defer_rings(
+    conn: sqlite3.Connection, seqs: list[int], next_attempt_at: float, error: str
+) -> None:
+    conn.executemany(
+        "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
+        "WHERE seq = ?",
+        [(next_attempt_at, error, seq) for seq in seqs],
+    )
+
+
+def _telegram_status(conn: sqlite3.Connection) -> TelegramQueueStatus:
+    depth, oldest = conn.execute("SELECT COUNT(*), MIN(queued_at) FROM telegram_queue").fetchone()
+    head = conn.execute(
+        "SELECT last_error, next_attempt_at, attempts FROM telegram_queue ORDER BY seq LIMIT 1"
+    ).fetchone()
+    last_error = head[0] if head else None
+    next_at = float(head[1]) if head and int(head[2]) > 0 else None
+    return TelegramQueueStatus(int(depth), oldest, last_error, next_at)
 
 
 def _notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
     found = conn.execute("SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?", (outbox_id,))
     return found.fetchone() is not None
+
+
+def _mark_notify_sent(
+    conn: sqlite3.Connection, outbox_id: str, telegram_message_id: int | None
+) -> None:
+    fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark
+    conn.execute(
+        "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
+        "VALUES (?, ?, ?)",
+        (outbox_id, telegram_message_id, _utc_now()),
+    )
 
 
 def _land(
@@ -362,15 +513,25 @@ class ChiefStore:
         source_conversation_id: str | None,
         *,
         sent_for: str | None = None,
+        queue_telegram: bool = False,
         land: Callable[[str], str] | None = None,
         limit: int = DRAIN_BATCH_ROWS,
     ) -> Reported:
         """One hop: whether `sent_for` was marked sent, then the landed message id for `key`, or
-        durably queue the report (its own commit) and, with `land` (the caller holds the turn
+        durably queue the report and, with `queue_telegram`, `sent_for`'s Telegram entry unless
+        it was rung (one commit), and, with `land` (the caller holds the turn
         lock and the drainer is idle), land up to `limit` undelivered rows in outbox order in
         one transaction, as a drain pass would. A failed landing leaves the rows queued."""
         return await self._hop(
-            _report, chief_id, key, text, source_conversation_id, sent_for, land, limit
+            _report,
+            chief_id,
+            key,
+            text,
+            source_conversation_id,
+            sent_for,
+            queue_telegram,
+            land,
+            limit,
         )
 
     async def land_undelivered(
@@ -401,11 +562,31 @@ class ChiefStore:
 
     async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
         """Record that Telegram accepted this row's message; a second mark writes nothing."""
-        sql = (
-            "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
-            "VALUES (?, ?, ?)"
-        )
-        await self._hop(_scalar, sql, (outbox_id, telegram_message_id, _utc_now()))
+        await self._hop(_mark_notify_sent, outbox_id, telegram_message_id)
+
+    async def queue_telegram(self, text: str) -> tuple[int, int]:
+        """Queue a Telegram entry with no outbox row (nothing to deduplicate by): its seq and
+        how many entries are ahead of it."""
+        return await self._hop(_write, _queue_telegram_alone, text)
+
+    async def telegram_head(self, limit: int) -> list[QueuedRing]:
+        """The first `limit` entries of the Telegram queue, oldest first."""
+        return await self._hop(_telegram_head, limit)
+
+    async def mark_rung(
+        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+    ) -> None:
+        """One transaction: mark every outbox row the message carried as sent (a repeat writes
+        nothing) and take their entries off the queue."""
+        await self._hop(_write, _mark_rung, seqs, outbox_ids, telegram_message_id)
+
+    async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
+        """Count a failed try of these entries and when to try again."""
+        await self._hop(_write, _defer_rings, seqs, next_attempt_at, error)
+
+    async def telegram_status(self) -> TelegramQueueStatus:
+        """Depth, oldest entry, the head's last error and next try."""
+        return await self._hop(_telegram_status)
 
     async def sent_count(self) -> int:
         """Coop outbox rows the door has rung Telegram for."""

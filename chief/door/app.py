@@ -12,29 +12,44 @@ unusable), 2 for a wrong setting.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 from fastapi import FastAPI
 
+from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
 from chief.door.posture import posture_source
+from chief.door.ringer import Ringer
 from chief.door.router import make_router
 from chief.door.service import DoorService
 from chief.errors import ChiefError
-from chief.telegram.sender import build_sender
+from chief.telegram.sender import BotSender, build_sender
+
+if TYPE_CHECKING:
+    from chief.conversation import Chief
 
 log = structlog.get_logger("chief.door")
 
+# After a stop, a send in flight gets the Telegram deadline plus this to finish and be marked.
+STOP_MARGIN_S = 1.0
 
-def create_app(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
-    """The standalone door app; `app.state.door` is its `DoorService`."""
+
+def create_app(
+    door_config: DoorConfig,
+    chief_config: ChiefConfig,
+    *,
+    wall_clock: Callable[[], datetime] | None = None,
+) -> FastAPI:
+    """The standalone door app; `app.state.door` is its `DoorService` (`wall_clock`: tests)."""
     sender = build_sender(
         door_config.telegram_bot_token,
         door_config.telegram_chat_id,
@@ -42,7 +57,10 @@ def create_app(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
         timeout_s=door_config.telegram_timeout_s,
     )
     service = DoorService(
-        chief=None, sender=sender, posture=posture_source(door_config.posture_file)
+        chief=None,
+        ringer=None,
+        posture=posture_source(door_config.posture_file),
+        wall_clock=wall_clock,
     )
 
     @asynccontextmanager
@@ -57,10 +75,15 @@ def create_app(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
                 log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
             else:
                 try:
-                    service.chief = await stack.enter_async_context(Chief.open(chief_config))
+                    chief = await stack.enter_async_context(Chief.open(chief_config))
                 except ChiefError as exc:
                     log.error("door.start_failed", error=str(exc))
                     raise
+                service.chief = chief
+                if sender is not None:
+                    ringer = build_ringer(chief, sender, door_config, wall_clock=wall_clock)
+                    await stack.enter_async_context(running(ringer, door_config))
+                    service.ringer = ringer
             log.info(
                 "door.started",
                 db_path=str(chief_config.db_path),
@@ -87,12 +110,41 @@ def create_app(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
     return app
 
 
+def build_ringer(
+    chief: Chief,
+    sender: BotSender,
+    config: DoorConfig,
+    *,
+    wall_clock: Callable[[], datetime] | None = None,
+) -> Ringer:
+    """The door's Telegram sender task over `chief`'s queue (not started)."""
+    options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
+    return Ringer(
+        chief, sender, chat_id=sender.chat_id, quiet_hours=config.telegram_quiet_hours, **options
+    )
+
+
+@asynccontextmanager
+async def running(ringer: Ringer, config: DoorConfig) -> AsyncIterator[Ringer]:
+    """Run the sender task for the block; on exit let a send in flight finish and mark (bounded
+    by the Telegram deadline), then stop it."""
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(ringer.run)
+        try:
+            yield ringer
+        finally:
+            ringer.stop()
+            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
+                await ringer.stopped.wait()
+            tasks.cancel_scope.cancel()
+
+
 def main(argv: list[str] | None = None) -> int:
     """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
     from chief.door.serving import run_server
     from chief.logs import configure_logging
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="chief serve", description="Run the Coop notify door (loopback only)."
     )
     parser.add_argument("--host", help="loopback address to bind (default CHIEF_HOST)")

@@ -8,7 +8,11 @@
     TELEGRAM_BOT_TOKEN     unset: Telegram not configured (set both or neither)
     TELEGRAM_CHAT_ID       unset           the owner's chat (numeric id or @name)
     TELEGRAM_API_BASE      https://api.telegram.org/bot   the emulator's: http://127.0.0.1:P/bot
-    TELEGRAM_TIMEOUT_S     10              bound on each Telegram call (< the engine's 15 s)
+    TELEGRAM_TIMEOUT_S     10              one deadline over each Telegram send (getMe included);
+                                           at most COOP_CLIENT_TIMEOUT_S - 2 s - 1 s (12 s)
+    COOP_CLIENT_TIMEOUT_S  15              the engine's client timeout, read only for that check
+    TELEGRAM_QUIET_HOURS   unset: off      e.g. 22:00-07:00: messages go out silently inside it
+    TELEGRAM_QUIET_TZ      local time      the owner's IANA time zone for the window (Europe/Rome)
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
@@ -21,10 +25,13 @@ import hashlib
 import ipaddress
 import os
 import stat
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 
+from chief.door.pacing import QuietHours
 from chief.errors import DoorError
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.status,
@@ -34,10 +41,15 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
-# The engine's client gives up after 15 s and the report wait takes up to 2 s of that: a Telegram
-# call must end well before, or the engine retries a send that is still in flight.
+# The engine's client gives up after COOP_CLIENT_TIMEOUT_S (15 s unless set; the door reads the
+# same setting) and the report wait takes up to REPORT_WAIT_S of that: a Telegram call must end,
+# with a margin, before the engine gives up, or the engine retries a send still in flight.
 DEFAULT_TELEGRAM_TIMEOUT_S = 10.0
-MAX_TELEGRAM_TIMEOUT_S = 60.0
+DEFAULT_ENGINE_CLIENT_TIMEOUT_S = 15.0
+# How long a notify waits for its line to land in the Chief (the rest lands when it is free).
+REPORT_WAIT_S = 2.0
+# What the door keeps between its last possible answer and the engine's timeout.
+ANSWER_MARGIN_S = 1.0
 # The key file may hold a newline and nothing else of note; a huge file is a wrong path.
 MAX_KEY_FILE_BYTES = 4096
 
@@ -90,6 +102,8 @@ class DoorConfig:
     telegram_api_base: str
     #: `TELEGRAM_TIMEOUT_S`: the bound on each Telegram call.
     telegram_timeout_s: float
+    #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
+    telegram_quiet_hours: QuietHours | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -127,7 +141,11 @@ class DoorConfig:
             telegram_chat_id=chat_id,
             telegram_api_base=_api_base(env.get("TELEGRAM_API_BASE", DEFAULT_TELEGRAM_API_BASE)),
             telegram_timeout_s=_timeout(
-                env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S))
+                env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
+                env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
+            ),
+            telegram_quiet_hours=_quiet_hours(
+                env.get("TELEGRAM_QUIET_HOURS", ""), env.get("TELEGRAM_QUIET_TZ", "")
             ),
         )
 
@@ -198,14 +216,41 @@ def _api_base(raw: str) -> str:
     return base
 
 
-def _timeout(raw: str) -> float:
+def _timeout(raw: str, engine_raw: str) -> float:
+    try:
+        engine_s = float(engine_raw)
+    except ValueError:
+        engine_s = -1.0
+    if not engine_s > 0:
+        raise DoorError(
+            f"COOP_CLIENT_TIMEOUT_S={engine_raw!r} must be a positive number of seconds (the "
+            "door checks TELEGRAM_TIMEOUT_S against it)"
+        )
+    limit_s = engine_s - REPORT_WAIT_S - ANSWER_MARGIN_S
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0 < value <= MAX_TELEGRAM_TIMEOUT_S:
+    if not 0 < value <= limit_s:
         raise DoorError(
-            f"TELEGRAM_TIMEOUT_S={raw!r} must be a number of seconds in "
-            f"(0, {MAX_TELEGRAM_TIMEOUT_S:g}]"
+            f"TELEGRAM_TIMEOUT_S={raw!r} must be a number of seconds in (0, {limit_s:g}]: the "
+            f"door must answer before the engine's client gives up (COOP_CLIENT_TIMEOUT_S="
+            f"{engine_s:g} s, less {REPORT_WAIT_S:g} s of report wait and {ANSWER_MARGIN_S:g} s "
+            "of margin)"
         )
     return value
+
+
+def _quiet_hours(raw: str, zone_raw: str) -> QuietHours | None:
+    zone: tzinfo | None = None
+    if zone_raw.strip():
+        try:
+            zone = zoneinfo.ZoneInfo(zone_raw.strip())
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise DoorError(
+                f"TELEGRAM_QUIET_TZ={zone_raw!r} is not a known time zone (an IANA name such as "
+                "Europe/Rome; unset for the machine's local time)"
+            ) from exc
+    if not raw.strip():
+        return None
+    return QuietHours.parse(raw, zone)

@@ -1,25 +1,29 @@
 """The door's HTTP surface: a FastAPI router a host application mounts, or `chief serve` runs.
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?}
-    GET  /api/coop/engine/status   undelivered reports, sent count, posture, Telegram, uptime
+    GET  /api/coop/engine/status   undelivered reports, sent count, posture, Telegram and its
+                                   queue (depth, oldest age, last error, next attempt), uptime
 
 Both run the guard first, on the raw peer and headers, before the body is read: an
 unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
 validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
 characters). Answers:
 
-    200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..}
-        (+ "already_sent": true when this row had already rung)
+    200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..,
+         "telegram": "sent" | "queued" | "not_configured", "telegram_message_id": ..}
+        (+ "already_sent": true when this row had already rung). Accepted = the Chief line
+        landed or queued and the Telegram entry queued, in one chief.db transaction.
     401/403/503 {"detail": <guard reason>}        422 {"detail": [validation errors]}
     413 {"detail": "body_too_large"}
-    503 {"detail": "notification_channel_unavailable"} (+ Retry-After when Telegram gave one)
-    503 {"detail": "chief_unavailable"}
+    503 {"detail": "notification_channel_unavailable"}  only a notify the door cannot queue:
+        no outbox id (Telegram alone) and Telegram not configured
+    503 {"detail": "chief_unavailable"}  chief.db could not take the report or the entry
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import APIRouter, Request
@@ -89,7 +93,18 @@ class NotifyAnswer(BaseModel):
     channel: str
     outbox_id: str | None
     chief_message_id: int | None
+    telegram: Literal["sent", "queued", "not_configured"]
+    telegram_message_id: int | None = None
     already_sent: bool = False
+
+
+class TelegramQueueAnswer(BaseModel):
+    depth: int
+    oldest_age_s: float | None
+    last_error: str | None
+    next_attempt_in_s: float | None
+    unmarked_sends: int
+    messages_sent: int
 
 
 class StatusAnswer(BaseModel):
@@ -100,6 +115,7 @@ class StatusAnswer(BaseModel):
     uptime_s: float
     notify_locks: int
     notify_in_flight: int
+    telegram_queue: TelegramQueueAnswer
 
 
 class Detail(BaseModel):
@@ -153,7 +169,7 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
         },
     )
     async def notify(request: Request) -> JSONResponse:
-        """Land a line in the Master Chief, then ring Telegram once for its outbox row."""
+        """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
         refusal = refused(request)
         if refusal is not None:
             return refusal

@@ -1,54 +1,52 @@
-"""The door's verbs: `notify` (Master Chief first, then Telegram once per outbox row) and `status`.
+"""The door's verbs: `notify` (accept: the Chief line and the Telegram entry, durably) and `status`.
 
     notify(text, kind, outbox_id):
-      with an outbox id:  report(text, "coop-notify:<id>", wait=REPORT_WAIT_S)  -- keyed, durable
-                            (the same thread hop reads whether the row was marked sent)
-                          under the row's lock: sent already? -> already_sent, ring nothing
-                                                else send to Telegram, then mark the row sent
-      without one:        Telegram alone (nothing to deduplicate by)
+      with an outbox id:  one transaction in chief.db: the report row (keyed INSERT OR IGNORE),
+                          and, unless the row already rang, its Telegram queue entry; then the
+                          report's bounded wait to land (REPORT_WAIT_S) and, when the entry
+                          could ring at once, a short wait for the ring (ringer.RING_WAIT_S)
+      without one:        the Telegram entry alone (nothing to deduplicate by)
 
-The keyed, durable step runs first and the unkeyed one (Telegram has no idempotency key) once,
-so a failed send and its retries never duplicate the Chief line. The report's wait is bounded
-and sits outside the row lock: a busy Chief held the request open past the engine's timeout
-once, every retry added a waiter, and each rang the phone when the Chief came free.
+Accepted means durable: the Chief line is landed or queued and the Telegram entry is queued.
+The answer is 200 with "telegram": "sent" and its message id when the ring completed within the
+short wait, "queued" otherwise, "not_configured" when the door has no Telegram. The sender task
+(`chief.door.ringer`) drains the queue in order, paced, with digests and quiet hours. Telegram
+failures never reach the engine and never hold back the Chief.
 
-The sent flag read with the report is used under the lock only if no mark was written since
-it was read (a door-wide count of marks); otherwise it is read again there, so a concurrent
-retry of the same row that rang meanwhile is seen. One row at a time, that saves a hop per row.
-
-The one window left: a crash after Telegram accepted and before the mark rings again on the
-engine's next retry (at-least-once, deduplicated per destination). The fault points
-`door.after_report` and `door.after_telegram_send` let the crash tests measure it.
+This departs from seed 001's inline send on purpose: there a refused send answered
+`503 notification_channel_unavailable`, and the engine's strict FIFO held every later row, and
+the Chief line of every later row, behind Telegram. Now that 503 means only a door that cannot
+queue: a notify without an outbox id (Telegram alone) when Telegram is not configured.
 
 Errors (both `DoorError`, both answered 503 by the router):
-    ChannelUnavailable   the Telegram send was refused; `retry_after_s` when Telegram gave one
-    ChiefUnavailable     the Chief could not take the report (chief.db failed)
+    ChannelUnavailable   the notify could not be queued for Telegram (not configured, no outbox id)
+    ChiefUnavailable     the Chief could not take the report or the entry (chief.db failed)
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 import structlog
 
-from chief.door.locks import KeyedLocks
+from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
-from chief.errors import ChiefError, DoorError, TelegramUnavailable
+from chief.door.ringer import Ringer
+from chief.errors import ChiefError, DoorError
 from chief.faults import fault
-from chief.telegram.sender import TelegramSender
+
+if TYPE_CHECKING:  # the store (and aiosqlite) loads when the door starts
+    from chief.store import Reported, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
 
-# How long a notify waits for its line to land in the Chief; past it the line lands when the
-# Chief is free and the answer carries chief_message_id null. Well inside the engine's 15 s.
-REPORT_WAIT_S = 2.0
 CHANNEL = "telegram"
 
 
 class ChannelUnavailable(DoorError):
-    """Telegram did not take the message; the engine keeps the row and retries later."""
+    """The notify could not be queued for Telegram; the engine keeps the row and retries later."""
 
     def __init__(self, message: str | None = None, *, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -63,34 +61,37 @@ class ChiefPort(Protocol):
     """What the door needs of `chief.conversation.Chief`."""
 
     async def report_notify(
-        self, text: str, outbox_id: str, *, wait: float | None
-    ) -> tuple[int | None, bool]: ...
-    async def notify_sent(self, outbox_id: str) -> bool: ...
-    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int) -> None: ...
+        self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
+    ) -> tuple[int | None, Reported]: ...
+    async def queue_telegram(self, text: str) -> tuple[int, int]: ...
     async def undelivered_count(self) -> int: ...
     async def sent_count(self) -> int: ...
+    async def telegram_status(self) -> TelegramQueueStatus: ...
 
 
 class DoorService:
-    """The door's state: the Chief, the Telegram sender, the posture source and the row locks."""
+    """The door's state: the Chief, the Telegram sender task and the posture source."""
 
     def __init__(
         self,
         *,
         chief: ChiefPort | None,
-        sender: TelegramSender | None,
+        ringer: Ringer | None,
         posture: PostureSource,
+        wall_clock: Any = None,
     ) -> None:
         self.chief = chief
-        self.sender = sender
+        self.ringer = ringer
         self.posture = posture
-        self.locks = KeyedLocks()
-        #: notify requests inside the door right now: bounded by the report wait and the
-        #: Telegram timeout, so retries never pile up behind a busy Chief.
+        self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
+        #: notify requests inside the door right now: bounded by the report wait and the ring
+        #: wait, so retries never pile up behind a busy Chief or a slow Telegram.
         self.in_flight = 0
-        # Sent marks attempted by this door: a sent flag read before the count moved is stale.
-        self._marks = 0
         self._started_monotonic = time.monotonic()
+
+    @property
+    def telegram_configured(self) -> bool:
+        return self.ringer is not None
 
     async def notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
         self.in_flight += 1
@@ -101,35 +102,61 @@ class DoorService:
 
     async def _notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
         bound = log.bind(outbox_id=outbox_id, kind=kind)
-        if outbox_id is None:
-            telegram_id = await self._send(text, bound)
-            bound.info("door.delivered", telegram_message_id=telegram_id)
-            return _answer(outbox_id=None, chief_message_id=None)
         chief = self._chief()
-        marks_seen = self._marks
+        if outbox_id is None:
+            return await self._notify_telegram_alone(chief, text, bound)
         try:
-            chief_message_id, sent = await chief.report_notify(text, outbox_id, wait=REPORT_WAIT_S)
+            chief_message_id, reported = await chief.report_notify(
+                text, outbox_id, wait=REPORT_WAIT_S, queue_telegram=self.ringer is not None
+            )
         except ChiefError as exc:
             bound.error("door.chief_failed", error=str(exc))
             raise ChiefUnavailable(f"the Chief could not take the report: {exc}") from exc
         fault("door.after_report")
-        async with self.locks.hold(outbox_id):
-            if self._marks != marks_seen:
-                # A mark was written since the flag was read (maybe by a retry of this row).
-                sent = await self._sent(chief, outbox_id, bound)
-            if sent:
-                bound.info("door.already_sent", chief_message_id=chief_message_id)
-                return _answer(outbox_id, chief_message_id, already_sent=True)
-            telegram_id = await self._send(text, bound)
-            fault("door.after_telegram_send")
-            # Telegram has the message: record that even if this request is being cancelled,
-            # or the next retry rings the phone again.
-            with anyio.CancelScope(shield=True):
-                await self._mark(chief, outbox_id, telegram_id, bound)
+        answer = _answer(outbox_id, chief_message_id)
+        if self.ringer is None:
+            answer["telegram"] = "not_configured"
+        elif reported.already_sent:
+            answer |= {
+                "telegram": "sent",
+                "telegram_message_id": reported.telegram_message_id,
+                "already_sent": True,
+            }
+        elif (unmarked := self.ringer.unmarked_message_id(outbox_id)) is not None:
+            # Rang, its mark not written yet (a full disk): the sender writes it before
+            # anything else rings.
+            answer |= {"telegram": "sent", "telegram_message_id": unmarked, "already_sent": True}
+        else:
+            assert reported.telegram_seq is not None
+            answer |= _ring_answer(
+                await self.ringer.ring_wait(reported.telegram_seq, reported.telegram_ahead)
+            )
+        event = "door.already_sent" if answer.get("already_sent") else "door.delivered"
         bound.info(
-            "door.delivered", telegram_message_id=telegram_id, chief_message_id=chief_message_id
+            event,
+            chief_message_id=chief_message_id,
+            telegram=answer["telegram"],
+            telegram_message_id=answer.get("telegram_message_id"),
         )
-        return _answer(outbox_id, chief_message_id)
+        return answer
+
+    async def _notify_telegram_alone(
+        self, chief: ChiefPort, text: str, bound: Any
+    ) -> dict[str, Any]:
+        if self.ringer is None:
+            bound.warning("door.send_failed", reason="telegram_unconfigured")
+            raise ChannelUnavailable(
+                "Telegram is not configured and the notify has no outbox id: nothing can carry "
+                "it; set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID"
+            )
+        try:
+            seq, ahead = await chief.queue_telegram(text)
+        except ChiefError as exc:
+            bound.error("door.chief_failed", error=str(exc))
+            raise ChiefUnavailable(f"the Telegram entry could not be queued: {exc}") from exc
+        answer = _answer(None, None) | _ring_answer(await self.ringer.ring_wait(seq, ahead))
+        bound.info("door.delivered", telegram=answer["telegram"])
+        return answer
 
     async def status(self) -> dict[str, Any]:
         chief = self._chief()
@@ -140,16 +167,37 @@ class DoorService:
         try:
             undelivered = await chief.undelivered_count()
             sent = await chief.sent_count()
+            queue = await chief.telegram_status()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
         return {
             "undelivered_reports": undelivered,
             "sent_count": sent,
             "posture": posture,
-            "telegram_configured": self.sender is not None,
+            "telegram_configured": self.ringer is not None,
             "uptime_s": round(time.monotonic() - self._started_monotonic, 3),
-            "notify_locks": len(self.locks),
+            "notify_locks": 0 if self.ringer is None else len(self.ringer.locks),
             "notify_in_flight": self.in_flight,
+            "telegram_queue": self._queue_status(queue),
+        }
+
+    def _queue_status(self, queue: TelegramQueueStatus) -> dict[str, Any]:
+        now = self._wall_clock()
+        oldest_age_s = None
+        if queue.oldest_queued_at is not None:
+            oldest = datetime.fromisoformat(queue.oldest_queued_at)
+            oldest_age_s = round(max(0.0, (now - oldest).total_seconds()), 3)
+        next_in_s = None
+        if queue.next_attempt_at is not None:
+            next_in_s = round(max(0.0, queue.next_attempt_at - now.timestamp()), 3)
+        ringer = self.ringer
+        return {
+            "depth": queue.depth,
+            "oldest_age_s": oldest_age_s,
+            "last_error": queue.last_error or (ringer.last_error if ringer else None),
+            "next_attempt_in_s": next_in_s,
+            "unmarked_sends": 0 if ringer is None or ringer.unmarked is None else 1,
+            "messages_sent": 0 if ringer is None else ringer.sent_messages,
         }
 
     def _chief(self) -> ChiefPort:
@@ -159,45 +207,17 @@ class DoorService:
             raise ChiefUnavailable("no Chief is open: set CHIEF_OWNER and restart the door")
         return self.chief
 
-    async def _send(self, text: str, bound: Any) -> int:
-        if self.sender is None:
-            bound.warning("door.send_failed", reason="telegram_unconfigured")
-            raise ChannelUnavailable(
-                "Telegram is not configured: set TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID"
-            )
-        try:
-            return await self.sender.send(text)
-        except TelegramUnavailable as exc:
-            bound.warning("door.send_failed", error=exc.message, retry_after_s=exc.retry_after_s)
-            raise ChannelUnavailable(exc.message, retry_after_s=exc.retry_after_s) from exc
 
-    async def _sent(self, chief: ChiefPort, outbox_id: str, bound: Any) -> bool:
-        try:
-            return await chief.notify_sent(outbox_id)
-        except ChiefError as exc:
-            bound.error("door.chief_failed", error=str(exc))
-            raise ChiefUnavailable(f"the sent table could not be read: {exc}") from exc
-
-    async def _mark(self, chief: ChiefPort, outbox_id: str, telegram_id: int, bound: Any) -> None:
-        try:
-            await chief.mark_notify_sent(outbox_id, telegram_id)
-        except ChiefError as exc:
-            self._marks += 1  # it may have been written before the error
-            # Sent but not marked: the engine's retry rings again (the at-least-once window).
-            bound.error("door.mark_failed", telegram_message_id=telegram_id, error=str(exc))
-            raise ChiefUnavailable(f"sent, but the sent mark failed: {exc}") from exc
-        self._marks += 1
+def _ring_answer(telegram_message_id: int | None) -> dict[str, Any]:
+    if telegram_message_id is None:
+        return {"telegram": "queued"}
+    return {"telegram": "sent", "telegram_message_id": telegram_message_id}
 
 
-def _answer(
-    outbox_id: str | None, chief_message_id: int | None, *, already_sent: bool = False
-) -> dict[str, Any]:
-    answer: dict[str, Any] = {
+def _answer(outbox_id: str | None, chief_message_id: int | None) -> dict[str, Any]:
+    return {
         "delivered": True,
         "channel": CHANNEL,
         "outbox_id": outbox_id,
         "chief_message_id": chief_message_id,
     }
-    if already_sent:
-        answer["already_sent"] = True
-    return answer

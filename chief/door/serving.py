@@ -2,24 +2,30 @@
 
 `chief serve` and `chief telegram-emulator` share it: loopback bind, no access log (every event
 the project cares about is its own structlog line), SIGTERM/SIGINT handled by uvicorn (finish the
-requests in flight within a bound, then return so `main` exits 0), and one `<name>.listening`
+requests in flight within a bound, then return so `main` exits 0; any number of further stop
+signals change nothing), a start failure the app logged as one event printed without a
+traceback, and one `<name>.listening`
 event carrying the bound port (with port 0 the operating system picks it; tests read it there).
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 from types import FrameType
 
 import structlog
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from chief.errors import ChiefError
 
 # In-flight requests get this long to finish after SIGTERM before uvicorn closes them.
 GRACEFUL_SHUTDOWN_S = 5.0
 # Beyond this many concurrent connections uvicorn answers 503 at once: a bound on the waiters
 # one misbehaving client can park in the door.
 MAX_CONCURRENT_CONNECTIONS = 200
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _ListeningServer(uvicorn.Server):
@@ -28,10 +34,11 @@ class _ListeningServer(uvicorn.Server):
         self._event = event
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        # SIGTERM is this service's normal way to stop: after the graceful shutdown `main`
-        # returns 0, instead of uvicorn re-raising the signal and the process dying by it.
-        self._captured_signals.clear()
+        # Every stop signal, the first or the fifth, SIGTERM or SIGINT, means the same thing:
+        # stop gracefully. uvicorn's own handler forces the exit on a second SIGINT (dropping the
+        # requests in flight) and re-raises the signals once it returns, so the process died by
+        # the signal honcho forwards after Ctrl-C's SIGINT.
+        self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -42,10 +49,42 @@ class _ListeningServer(uvicorn.Server):
                     structlog.get_logger("chief.serving").info(self._event, host=host, port=port)
 
 
+class _QuietStartFailure:
+    """ASGI wrapper: a start failure the app already logged as one event (a `ChiefError` out of
+    its lifespan) reaches uvicorn without Starlette's traceback text, which uvicorn would print.
+    Any other exception keeps its traceback: that one is a bug."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def hold_failures(message: Message) -> None:
+            if message["type"] in {"lifespan.startup.failed", "lifespan.shutdown.failed"}:
+                held.append(message)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, receive, hold_failures)
+        except ChiefError:
+            for message in held:
+                await send({**message, "message": ""})
+            raise
+        except BaseException:
+            for message in held:
+                await send(message)
+            raise
+
+
 def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
     """Serve `app` until SIGTERM/SIGINT; return False when it could not start (port taken)."""
     config = uvicorn.Config(
-        app,
+        _QuietStartFailure(app),
         host=host,
         port=port,
         log_config=None,
@@ -56,9 +95,20 @@ def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
     )
     server = _ListeningServer(config, event)
+    # Installed before uvicorn and left in place after it: uvicorn restores the handlers it
+    # found when it returns, and a stop signal in the last moments of the process (closing the
+    # Chief, releasing the lock) must not kill it by the default action either.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, server.handle_exit)
     try:
         server.run()
     except SystemExit as exc:
         # uvicorn exits the process when it cannot bind; let the caller say what to do instead.
         return not exc.code
+    finally:
+        # The service has stopped and the process is on its way out. Python's finalisation puts
+        # back the default action of every signal with a Python handler (killing the process
+        # by the signal), but leaves an ignored one ignored.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
     return server.started

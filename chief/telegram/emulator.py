@@ -14,7 +14,11 @@ Control endpoints, for tests and demos:
   "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
   429 with `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then
   answered only after `delay_s` (past the client's timeout, a message that was still received);
-- `GET /emulator/calls`: how many API calls each method received;
+- `GET /emulator/calls`: how many API calls each method received, and `too_many_requests`;
+- `--flood-limits` (off by default): Telegram's flood control, about 1 message/s per private
+  chat with a burst of 3, 20/min per group chat (negative ids), 30/s overall; past them a
+  sendMessage answers `429` with `parameters.retry_after` and `Too Many Requests: retry after N`;
+- every kept message records `disable_notification` (a silent message, sent in quiet hours);
 - `POST /emulator/reset`: forget messages, calls and faults (the JSON lines file is kept).
 
 In-process: `create_emulator()` returns the ASGI app and its `EmulatorState`.
@@ -22,8 +26,8 @@ In-process: `create_emulator()` returns the ASGI app and its `EmulatorState`.
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import sys
 import time
 from collections import Counter
@@ -56,6 +60,12 @@ BOT_USER: dict[str, Any] = {
     "supports_inline_queries": False,
 }
 FAULT_MODES = frozenset({"429", "5xx", "delay"})
+# --flood-limits: Telegram's documented limits.
+PER_CHAT_BURST = 3.0
+PER_PRIVATE_CHAT_PER_S = 1.0
+PER_GROUP_PER_S = 20.0 / 60.0
+PER_BOT_BURST = 30.0
+PER_BOT_PER_S = 30.0
 
 
 @dataclass
@@ -90,6 +100,10 @@ class EmulatorState:
     calls: Counter[str] = field(default_factory=Counter)
     faults: list[Fault] = field(default_factory=list)
     next_message_id: int = 1
+    #: Telegram's flood control (`--flood-limits`), None when off
+    flood: FloodLimits | None = None
+    #: sendMessage calls answered 429 by the flood control
+    too_many_requests: int = 0
 
     def texts(self) -> list[str]:
         return [message["text"] for message in self.messages]
@@ -106,11 +120,14 @@ class EmulatorState:
                 return fault
         return None
 
-    def keep(self, chat_id: int | str, text: str) -> dict[str, Any]:
+    def keep(
+        self, chat_id: int | str, text: str, *, disable_notification: bool = False
+    ) -> dict[str, Any]:
         record = {
             "message_id": self.next_message_id,
             "chat_id": chat_id,
             "text": text,
+            "disable_notification": disable_notification,
             "received_at": time.time(),
         }
         self.next_message_id += 1
@@ -127,6 +144,50 @@ class EmulatorState:
         self.messages.clear()
         self.calls.clear()
         self.faults.clear()
+        self.too_many_requests = 0
+        if self.flood is not None:
+            self.flood = FloodLimits()
+
+
+class _Bucket:
+    """`capacity` sends, refilled at `per_s`; starts full."""
+
+    def __init__(self, capacity: float, per_s: float) -> None:
+        self.capacity = capacity
+        self.per_s = per_s
+        self.tokens = capacity
+        self.at = time.monotonic()
+
+    def wait_s(self, now: float) -> float:
+        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.per_s)
+        self.at = now
+        return 0.0 if self.tokens >= 1.0 else (1.0 - self.tokens) / self.per_s
+
+
+@dataclass
+class FloodLimits:
+    """Telegram's flood control as the Bot API documents it: about 1 message/s per private
+    chat (a burst of 3), 20/min per group (negative ids and @channels, the same burst), 30/s
+    overall. A send past them is refused 429 with `retry_after` (whole seconds, rounded up)."""
+
+    chats: dict[str, _Bucket] = field(default_factory=dict)
+    overall: _Bucket = field(default_factory=lambda: _Bucket(PER_BOT_BURST, PER_BOT_PER_S))
+
+    def admit(self, chat_id: int | str) -> int | None:
+        """None when the send may go; else the seconds Telegram would ask it to wait."""
+        key = str(chat_id)
+        if key not in self.chats:
+            private = key.isdigit()
+            self.chats[key] = _Bucket(
+                PER_CHAT_BURST, PER_PRIVATE_CHAT_PER_S if private else PER_GROUP_PER_S
+            )
+        now = time.monotonic()
+        waits = [self.chats[key].wait_s(now), self.overall.wait_s(now)]
+        if max(waits) > 0:
+            return max(1, math.ceil(max(waits)))
+        self.chats[key].tokens -= 1.0
+        self.overall.tokens -= 1.0
+        return None
 
 
 def _ok(result: Any) -> JSONResponse:
@@ -166,11 +227,22 @@ def _chat(chat_id: Any) -> tuple[int | str, dict[str, Any]]:
     return text, {"id": -1001234567890, "type": "channel", "title": text, "username": text[1:]}
 
 
+async def _delay(request: Request, delay_s: float) -> None:
+    """Hold the answer `delay_s` seconds, or until the client hangs up (a client that timed
+    out will never read it), so a long delay never outlives its caller."""
+    with anyio.move_on_after(delay_s):
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+
 def create_emulator(
-    *, token: str | None = None, log_path: Path | None = None
+    *, token: str | None = None, log_path: Path | None = None, flood_limits: bool = False
 ) -> tuple[Starlette, EmulatorState]:
-    """The emulator's ASGI app and its state (`token=None` accepts any token)."""
-    state = EmulatorState(token=token, log_path=log_path)
+    """The emulator's ASGI app and its state (`token=None` accepts any token; `flood_limits`:
+    answer 429 past Telegram's flood limits)."""
+    state = EmulatorState(
+        token=token, log_path=log_path, flood=FloodLimits() if flood_limits else None
+    )
 
     async def api(request: Request) -> JSONResponse:
         if state.token is not None and request.path_params["token"] != state.token:
@@ -192,7 +264,7 @@ def create_emulator(
             return _error(fault.status, "Internal Server Error")
         answer = _answer(method, params)
         if fault is not None and fault.mode == "delay":
-            await anyio.sleep(fault.delay_s)
+            await _delay(request, fault.delay_s)
         return answer
 
     def _answer(method: str, params: dict[str, Any]) -> JSONResponse:
@@ -210,7 +282,15 @@ def create_emulator(
         if len(text.encode("utf-16-le")) // 2 > MAX_MESSAGE_UTF16_UNITS:
             return _error(400, "Bad Request: message is too long")
         chat_id, chat = _chat(params["chat_id"])
-        record = state.keep(chat_id, text)
+        if state.flood is not None:
+            retry_after = state.flood.admit(params["chat_id"])
+            if retry_after is not None:
+                state.too_many_requests += 1
+                return _error(
+                    429, f"Too Many Requests: retry after {retry_after}", retry_after=retry_after
+                )
+        silent = str(params.get("disable_notification", "")).lower() in {"true", "1"}
+        record = state.keep(chat_id, text, disable_notification=silent)
 
         async def after_answer() -> None:
             state.write_log(record)
@@ -232,7 +312,9 @@ def create_emulator(
         return JSONResponse({"messages": state.messages})
 
     async def calls(_: Request) -> JSONResponse:
-        return JSONResponse({"calls": dict(state.calls)})
+        return JSONResponse(
+            {"calls": dict(state.calls), "too_many_requests": state.too_many_requests}
+        )
 
     async def faults(request: Request) -> JSONResponse:
         if request.method == "GET":
@@ -295,11 +377,12 @@ def parse_fault(document: Any) -> Fault:
 
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
+    from chief.args import OneLineParser
     from chief.door.config import is_loopback_host
     from chief.door.serving import run_server
     from chief.logs import configure_logging
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="chief telegram-emulator",
         description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
     )
@@ -307,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
     parser.add_argument("--log", type=Path, help="append every received message as JSON lines")
     parser.add_argument("--token", help="accept only this bot token (default: any)")
+    parser.add_argument(
+        "--flood-limits",
+        action="store_true",
+        help="answer 429 past Telegram's flood limits (1/s per chat, 20/min per group, 30/s)",
+    )
     args = parser.parse_args(argv)
     configure_logging()
     if not is_loopback_host(args.host):
@@ -315,6 +403,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    app, _ = create_emulator(token=args.token, log_path=args.log)
+    app, _ = create_emulator(token=args.token, log_path=args.log, flood_limits=args.flood_limits)
     started = run_server(app, host=args.host, port=args.port, event="emulator.listening")
-    return 0 if started else 1
+    if not started:
+        print(
+            "chief telegram-emulator: the emulator did not start; see the log above",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -24,6 +24,7 @@ import warnings
 from typing import Protocol
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import structlog
 from telegram import Bot
@@ -43,8 +44,9 @@ MAX_TELEGRAM_UTF16_UNITS = 4096
 
 
 class TelegramSender(Protocol):
-    async def send(self, text: str) -> int:
-        """Send `text` to the owner's chat; return Telegram's message id.
+    async def send(self, text: str, *, silent: bool = False) -> int:
+        """Send `text` to the owner's chat (`silent`: with disable_notification); return
+        Telegram's message id.
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure."""
         ...
@@ -187,7 +189,10 @@ class BotSender:
         # into a crash wherever warnings are errors (the test suite), and is noise elsewhere.
         os.environ.setdefault("PTB_TIMEDELTA", "true")
         self._bot = Bot(token, base_url=base_url, request=request)
+        self._timeout_s = timeout_s
         self._chat_id: int | str = int(chat_id) if _is_int(chat_id) else chat_id
+        #: the chat as configured, for pacing
+        self.chat_id = chat_id
 
     async def start(self) -> None:
         """Open the connection pool and call getMe. A Bot API that is down at start is logged
@@ -203,14 +208,27 @@ class BotSender:
         except TelegramError as exc:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
-    async def send(self, text: str) -> int:
+    async def send(self, text: str, *, silent: bool = False) -> int:
+        # One deadline over the whole send. PTB's timeouts are per call and per phase (connect,
+        # write, each read, pool wait), and a send may need getMe first: a slow getMe followed
+        # by a stuck sendMessage once took the door past the engine's client timeout.
+        with anyio.move_on_after(self._timeout_s) as deadline:
+            return await self._send(text, silent)
+        if deadline.cancelled_caught:
+            raise TelegramUnavailable(
+                f"Telegram did not answer within {self._timeout_s:g} s (TELEGRAM_TIMEOUT_S); "
+                "retry later"
+            )
+        raise AssertionError("unreachable: the send returned or its deadline passed")
+
+    async def _send(self, text: str, silent: bool) -> int:
         await self._initialize()
         try:
             # The public Bot.send_message, not the private Bot._post under it: parsing the whole
             # Message costs ~0.15 ms per send, cheaper than a door that breaks on a library
             # upgrade.
             message = await self._bot.send_message(
-                chat_id=self._chat_id, text=fit_for_telegram(text)
+                chat_id=self._chat_id, text=fit_for_telegram(text), disable_notification=silent
             )
         except TelegramError as exc:
             raise translate_error(exc) from exc

@@ -12,10 +12,16 @@ landed in the window of row R when the dead instance's emulator received a messa
 (between the instance's start and its successor listening) and R had no sent mark at the
 moment of death (its mark is later, or missing). A SIGKILL of the engine cannot ring twice:
 the door still marks the row, and the engine's resend finds the mark (`already_sent`).
+
+The door's sender may carry several rows in one Telegram message (a digest: "N updates", then
+each row's text, separated by a blank line); `carried_texts` reads a message back into the row
+texts it carries. A duplicate is counted per message: a message that carried a row which had
+rung before. A death in the window re-rings one message (the same head, as wide or wider).
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -26,6 +32,32 @@ from tests.e2e.proof.proof_stack import REPO, Stack
 from tests.support.waiting import wait_until_sync
 
 PRODUCER_TIMEOUT_S = 120.0
+DIGEST_HEAD = re.compile(r"^(\d+) updates\n\n")
+DIGEST_SEPARATOR = "\n\n"
+
+
+def carried_texts(text: str, known: set[str] | dict[str, Any]) -> list[str]:
+    """The row texts one Telegram message carries: itself, or each entry of a digest (a row
+    text holding a blank line is found by joining entries until one is known)."""
+    if text in known:
+        return [text]
+    head = DIGEST_HEAD.match(text)
+    if head is None:
+        return [text]
+    parts = text[head.end() :].split(DIGEST_SEPARATOR)
+    found: list[str] = []
+    start = 0
+    while start < len(parts):
+        for end in range(start + 1, len(parts) + 1):
+            candidate = DIGEST_SEPARATOR.join(parts[start:end])
+            if candidate in known:
+                found.append(candidate)
+                start = end
+                break
+        else:
+            found.append(parts[start])  # a stray entry
+            start += 1
+    return found
 
 
 @dataclass(frozen=True)
@@ -101,7 +133,7 @@ def settle(stack: Stack, committed: set[int], *, timeout_s: float) -> None:
         if stack.chief_unlanded() or set(stack.chief_lines()) < committed:
             return False
         texts = {r["text"] for r in stack.outbox().values()}
-        rung = {m["text"] for m in stack.telegram_messages()}
+        rung = {t for m in stack.telegram_messages() for t in carried_texts(m["text"], texts)}
         return texts <= rung
 
     wait_until_sync(landed, timeout_s=timeout_s, what="every Chief line landed, every row rung")
@@ -116,8 +148,8 @@ class Figures:
     lost: int
     chief_per_row: Counter[int]  # how many rows have n Chief messages
     telegram_per_row: Counter[int]  # how many rows have n Telegram messages
-    telegram_duplicates: int
-    stray_telegram: int  # messages matching no outbox row
+    telegram_duplicates: int  # messages that carried a row which had rung before
+    stray_telegram: int  # texts matching no outbox row
     delivery_attempts: int
     crashes: dict[str, int]
     window_deaths: int
@@ -188,9 +220,10 @@ def window_deaths(stack: Stack, deaths: list[DoorDeath]) -> int:
     sent: dict[int, list[float]] = {}
     by_text = {r["text"]: i for i, r in stack.outbox().items()}
     for message in stack.telegram_messages():
-        row = by_text.get(message["text"])
-        if row is not None:
-            sent.setdefault(row, []).append(float(message["received_at"]))
+        for text in carried_texts(message["text"], by_text):
+            row = by_text.get(text)
+            if row is not None:
+                sent.setdefault(row, []).append(float(message["received_at"]))
     found = 0
     for death in deaths:
         for row, times in sent.items():
@@ -198,6 +231,7 @@ def window_deaths(stack: Stack, deaths: list[DoorDeath]) -> int:
             mark = marks.get(row)
             if by_this_instance and (mark is None or mark > death.died_at):
                 found += 1
+                break  # one death re-rings one message, however many rows it carried
     return found
 
 
@@ -215,12 +249,17 @@ def measure(
     by_text = {r["text"]: i for i, r in rows.items()}
     rung: Counter[int] = Counter()
     stray = 0
+    duplicate_messages = 0
     for message in stack.telegram_messages():
-        row = by_text.get(message["text"])
-        if row is None:
-            stray += 1
-        else:
+        repeats = False
+        for text in carried_texts(message["text"], by_text):
+            row = by_text.get(text)
+            if row is None:
+                stray += 1
+                continue
+            repeats = repeats or rung[row] > 0
             rung[row] += 1
+        duplicate_messages += repeats
     lost = len(committed - (delivered & set(chief) & set(rung)))
     return Figures(
         seed=seed,
@@ -230,7 +269,7 @@ def measure(
         lost=lost,
         chief_per_row=Counter(chief.get(i, 0) for i in rows),
         telegram_per_row=Counter(rung.get(i, 0) for i in rows),
-        telegram_duplicates=sum(n - 1 for n in rung.values() if n > 1),
+        telegram_duplicates=duplicate_messages,
         stray_telegram=stray,
         delivery_attempts=sum(int(r["attempts"]) for r in rows.values()),
         crashes=crashes,

@@ -296,6 +296,14 @@ class Stack:
         with httpx.Client(timeout=10.0, trust_env=False) as client:
             return sum(f["remaining"] for f in client.get(url).json()["faults"])
 
+    def telegram_queue_depth(self) -> int:
+        """The door's Telegram queue depth, from its status endpoint."""
+        url = f"http://127.0.0.1:{self.door.port}{NOTIFY_PATH.rsplit('/', 1)[0]}/status"
+        with httpx.Client(timeout=10.0, trust_env=False) as client:
+            answer = client.get(url, headers={"X-Coop-Service-Key": SERVICE_KEY})
+        assert answer.status_code == 200, answer.text
+        return int(answer.json()["telegram_queue"]["depth"])
+
     # -- reads ------------------------------------------------------------------------------
 
     def coop(self, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:

@@ -28,6 +28,7 @@ from tests.integration.door.door_env import (
     write_key,
 )
 from tests.support.asgi import serve_asgi_in_thread
+from tests.support.waiting import wait_until_sync
 
 
 @dataclass
@@ -63,6 +64,15 @@ class LiveDoor:
     def _scalar(self, sql: str, *params: object) -> int:
         with sqlite3.connect(self.db_path) as conn:
             return int(conn.execute(sql, params).fetchone()[0])
+
+    def rung(self, text: str) -> int:
+        """How many times `text` reached Telegram, alone or inside a digest."""
+        return sum(message.count(text) for message in self.emulator.texts())
+
+    def wait_rung(self, text: str, times: int = 1, timeout_s: float = 10.0) -> None:
+        wait_until_sync(
+            lambda: self.rung(text) >= times, timeout_s=timeout_s, what=f"{text!r} rung {times}x"
+        )
 
     def chief_lines(self, outbox_id: str) -> int:
         return self._scalar(

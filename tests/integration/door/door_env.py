@@ -5,9 +5,10 @@ real chief.db, python-telegram-bot as the sender)."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -15,11 +16,12 @@ from fastapi import FastAPI
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
+from chief.door.app import build_ringer, running
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.service import DoorService
-from chief.telegram.emulator import EmulatorState, create_emulator
+from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from tests.support.asgi import serve_asgi
 
@@ -96,10 +98,18 @@ async def door_stack(
     telegram: bool = True,
     settings: Mapping[str, str] | None = None,
     client_timeout_s: float = 10.0,
+    faults: Sequence[Mapping[str, object]] = (),
+    wall_clock: Callable[[], datetime] | None = None,
+    flood_limits: bool = False,
 ) -> AsyncIterator[Stack]:
-    """The door mounted in a host FastAPI app, as a host application would mount it."""
+    """The door mounted in a host FastAPI app, as a host application would mount it.
+    `faults` are armed in the emulator before the sender starts (its getMe included)."""
     write_key(folder)
-    emulator_app, emulator = create_emulator(token=BOT_TOKEN, log_path=folder / "telegram.jsonl")
+    emulator_app, emulator = create_emulator(
+        token=BOT_TOKEN, log_path=folder / "telegram.jsonl", flood_limits=flood_limits
+    )
+    for document in faults:
+        emulator.arm(parse_fault(dict(document)))
     async with serve_asgi(emulator_app) as emulator_url:
         extra = dict(settings or {})
         if telegram:
@@ -121,9 +131,16 @@ async def door_stack(
             )
             await sender.start()
         try:
-            async with _maybe_chief(folder, owner) as chief:
+            async with _maybe_chief(folder, owner) as chief, AsyncExitStack() as stack:
+                ringer = None
+                if chief is not None and sender is not None:
+                    ringer = build_ringer(chief, sender, config, wall_clock=wall_clock)
+                    await stack.enter_async_context(running(ringer, config))
                 service = DoorService(
-                    chief=chief, sender=sender, posture=posture_source(config.posture_file)
+                    chief=chief,
+                    ringer=ringer,
+                    posture=posture_source(config.posture_file),
+                    wall_clock=wall_clock,
                 )
                 app = FastAPI()
                 app.include_router(make_router(config, service))

@@ -1,0 +1,291 @@
+"""The door's Telegram sender task: it drains the durable Telegram queue in chief.db, in order.
+
+    loop:
+      a sent-but-unmarked message?  write its mark first (a full disk must not ring twice)
+      the queue's head             none: sleep until nudged
+                                   deferred: sleep until its next attempt
+      a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
+      compose                      one entry alone, or a digest of as many as fit (pacing.py)
+      send                         one overall deadline (TELEGRAM_TIMEOUT_S); silently in quiet
+                                   hours; under the row locks of every entry it carries
+      mark                         every carried row sent with the message's id and off the
+                                   queue, one transaction, shielded from cancellation
+      on failure                   the carried entries deferred: backoff, or Telegram's own
+                                   Retry-After when longer; the order stays (the head waits)
+
+The queue is durable, so a restart resumes it. The one window that can ring twice: a crash
+between the send and the mark (the entries are still queued when the door comes back), and a
+reply that comes after the deadline (the send counted as failed and is tried again).
+
+A notify waits for its own ring only briefly (`ring_wait`), and only when it could ring at once:
+the sender is not backing off, no entry is ahead of it, and a token is free. Otherwise the door
+answers "telegram": "queued" at once, so Telegram never holds back the engine's FIFO.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.abc
+import structlog
+
+from chief.door.locks import KeyedLocks
+from chief.door.pacing import QuietHours, TokenBucket, backoff_s, compose, pacing_for
+from chief.errors import ChiefError, TelegramUnavailable
+from chief.faults import fault
+from chief.telegram.sender import TelegramSender
+
+if TYPE_CHECKING:  # the store (and aiosqlite) loads when the door starts
+    from chief.store import QueuedRing
+
+log = structlog.get_logger("chief.door")
+
+# How long a notify waits for its own ring before answering "queued"; a local or healthy Bot API
+# answers in milliseconds.
+RING_WAIT_S = 1.0
+# After a failed sent mark (chief.db), the sender retries the mark alone, this often.
+MARK_RETRY_S = 1.0
+# After the queue could not be read (chief.db), the sender tries again after this long.
+READ_RETRY_S = 1.0
+
+
+class RingQueue(Protocol):
+    """What the sender task needs of the Chief's store (`chief.conversation.Chief`)."""
+
+    async def telegram_head(self, limit: int) -> list[QueuedRing]: ...
+    async def mark_rung(
+        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+    ) -> None: ...
+    async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None: ...
+
+
+@dataclass
+class _Unmarked:
+    seqs: list[int]
+    outbox_ids: list[str]
+    telegram_message_id: int
+
+
+@dataclass
+class _Ring:
+    event: anyio.Event = field(default_factory=anyio.Event)
+    telegram_message_id: int | None = None
+    waiters: int = 0
+
+
+class Ringer:
+    """The sender task and what notifies ask of it; `run` inside the door's task group."""
+
+    def __init__(
+        self,
+        queue: RingQueue,
+        sender: TelegramSender,
+        *,
+        chat_id: str,
+        quiet_hours: QuietHours | None = None,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.queue = queue
+        self.sender = sender
+        self.chat_id = chat_id
+        self.quiet_hours = quiet_hours
+        self._wall_clock = wall_clock
+        self._monotonic = monotonic
+        burst, interval_s = pacing_for(chat_id)
+        # One bucket per chat; the door has one chat today, the table keeps the rule per chat.
+        self._buckets = {chat_id: TokenBucket(burst, interval_s, monotonic())}
+        self.locks = KeyedLocks()
+        self._rings: dict[int, _Ring] = {}
+        self._wake = anyio.Event()
+        self._stopping = False
+        self._backing_off = False
+        self.unmarked: _Unmarked | None = None
+        #: the last failure, for the door's status
+        self.last_error: str | None = None
+        self.sent_messages = 0
+        #: set when `run` has returned (after `stop()`, the iteration in flight finished)
+        self.stopped = anyio.Event()
+
+    # -- what a notify asks ----------------------------------------------------------------
+
+    def nudge(self) -> None:
+        self._wake.set()
+
+    def can_ring_now(self, ahead: int) -> bool:
+        """Whether an entry with `ahead` entries before it would ring at once."""
+        bucket = self._buckets[self.chat_id]
+        return (
+            ahead == 0
+            and not self._backing_off
+            and self.unmarked is None
+            and bucket.wait_s(self._monotonic()) == 0.0
+        )
+
+    def unmarked_message_id(self, outbox_id: str) -> int | None:
+        """The message that carried `outbox_id` when its mark has not been written yet."""
+        if self.unmarked is not None and outbox_id in self.unmarked.outbox_ids:
+            return self.unmarked.telegram_message_id
+        return None
+
+    async def ring_wait(self, seq: int, ahead: int, timeout_s: float = RING_WAIT_S) -> int | None:
+        """Nudge the sender; when the entry could ring at once, wait up to `timeout_s` for it.
+        The Telegram message id, or None (still queued)."""
+        if not self.can_ring_now(ahead):
+            self.nudge()
+            return None
+        ring = self._rings.setdefault(seq, _Ring())
+        ring.waiters += 1
+        try:
+            self.nudge()
+            with anyio.move_on_after(timeout_s):
+                await ring.event.wait()
+            return ring.telegram_message_id
+        finally:
+            ring.waiters -= 1
+            if ring.waiters == 0 and self._rings.get(seq) is ring:
+                del self._rings[seq]
+
+    # -- the task --------------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Drain the queue until `stop()`; an iteration in flight (a send and its mark) ends
+        before it returns."""
+        task_status.started()
+        try:
+            while not self._stopping:
+                pause_s = await self._step()
+                if pause_s > 0 and not self._stopping:
+                    await self._pause(pause_s)
+        finally:
+            self.stopped.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def _pause(self, seconds: float) -> None:
+        wake = self._wake
+        with anyio.move_on_after(seconds):
+            await wake.wait()
+        if wake is self._wake and wake.is_set():
+            self._wake = anyio.Event()
+
+    async def _step(self) -> float:
+        """One turn of the loop; how long to pause after it (0: go on at once)."""
+        if self.unmarked is not None:
+            return 0.0 if await self._mark(self.unmarked) else MARK_RETRY_S
+        try:
+            head = await self.queue.telegram_head(256)
+        except ChiefError as exc:
+            log.error("door.telegram_queue_failed", error=str(exc))
+            return READ_RETRY_S
+        if not head:
+            self._backing_off = False
+            return math.inf
+        due_in_s = head[0].next_attempt_at - self._wall_clock().timestamp()
+        if due_in_s > 0:
+            return due_in_s
+        self._backing_off = False
+        bucket = self._buckets[self.chat_id]
+        token_in_s = bucket.wait_s(self._monotonic())
+        if token_in_s > 0:
+            return token_in_s
+        bucket.take(self._monotonic())
+        await self._ring(head)
+        return 0.0
+
+    async def _ring(self, head: list[QueuedRing]) -> None:
+        count, text = compose([entry.text for entry in head])
+        carried = head[:count]
+        seqs = [entry.seq for entry in carried]
+        outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
+        silent = self.quiet_hours is not None and self.quiet_hours.is_quiet(self._wall_clock())
+        bound = log.bind(outbox_ids=outbox_ids, entries=count)
+        async with self._hold(outbox_ids):
+            try:
+                telegram_id = await self.sender.send(text, silent=silent)
+            except TelegramUnavailable as exc:
+                await self._defer(carried, exc, bound)
+                self._answer_waiters(seqs, None)  # they answer "queued" now, not at their bound
+                return
+            fault("door.after_telegram_send")
+            self.sent_messages += 1
+            self.last_error = None
+            bound.info("door.rung", telegram_message_id=telegram_id, silent=silent)
+            # Telegram has the message: record it even if the door is stopping.
+            with anyio.CancelScope(shield=True):
+                await self._mark(_Unmarked(seqs, outbox_ids, telegram_id))
+        self._answer_waiters(seqs, telegram_id)
+
+    def _answer_waiters(self, seqs: list[int], telegram_id: int | None) -> None:
+        for seq in seqs:
+            ring = self._rings.get(seq)
+            if ring is not None:
+                ring.telegram_message_id = telegram_id
+                ring.event.set()
+
+    def _hold(self, outbox_ids: list[str]) -> _Holding:
+        return _Holding(self.locks, outbox_ids)
+
+    async def _defer(self, carried: list[QueuedRing], exc: TelegramUnavailable, bound: Any) -> None:
+        attempts = carried[0].attempts + 1
+        wait_s = max(backoff_s(attempts), exc.retry_after_s or 0.0)
+        self._backing_off = True
+        self.last_error = exc.message
+        bound.warning(
+            "door.send_failed",
+            error=exc.message,
+            retry_after_s=exc.retry_after_s,
+            retry_in_s=round(wait_s, 3),
+            attempt=attempts,
+        )
+        next_at = self._wall_clock().timestamp() + wait_s
+        try:
+            await self.queue.defer_rings([entry.seq for entry in carried], next_at, exc.message)
+        except ChiefError as store_exc:
+            log.error("door.telegram_queue_failed", error=str(store_exc))
+
+    async def _mark(self, sent: _Unmarked) -> bool:
+        try:
+            await self.queue.mark_rung(sent.seqs, sent.outbox_ids, sent.telegram_message_id)
+        except ChiefError as exc:
+            # Sent, not marked: kept here and marked before anything else rings, so a full disk
+            # never rings the phone twice. Only a crash loses it.
+            self.unmarked = sent
+            log.error(
+                "door.mark_failed",
+                outbox_ids=sent.outbox_ids,
+                telegram_message_id=sent.telegram_message_id,
+                error=str(exc),
+            )
+            return False
+        self.unmarked = None
+        return True
+
+
+class _Holding:
+    """The per-row locks of every row one message carries, held from the send to the mark."""
+
+    def __init__(self, locks: KeyedLocks, keys: list[str]) -> None:
+        self._locks = locks
+        self._keys = keys
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def __aenter__(self) -> None:
+        self._stack = contextlib.AsyncExitStack()
+        for key in self._keys:
+            await self._stack.enter_async_context(self._locks.hold(key))
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._stack is not None
+        await self._stack.aclose()

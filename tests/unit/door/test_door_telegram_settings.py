@@ -1,0 +1,41 @@
+"""TELEGRAM_TIMEOUT_S is checked against the engine's client timeout: a Telegram call that may
+outlast the engine's patience makes the engine retry a send that is still in flight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chief.door.config import DoorConfig
+from chief.errors import DoorError
+from tests.integration.door.door_env import door_env, write_key
+
+
+@pytest.mark.parametrize(
+    ("settings", "ok"),
+    [
+        ({"TELEGRAM_TIMEOUT_S": "12"}, True),  # 12 + 2 (report wait) + 1 (margin) <= 15
+        ({"TELEGRAM_TIMEOUT_S": "13"}, False),
+        ({"TELEGRAM_TIMEOUT_S": "60"}, False),
+        ({"TELEGRAM_TIMEOUT_S": "5", "COOP_CLIENT_TIMEOUT_S": "6"}, False),
+        ({"TELEGRAM_TIMEOUT_S": "20", "COOP_CLIENT_TIMEOUT_S": "30"}, True),
+    ],
+)
+def test_door_telegram_timeout_must_end_before_the_engine_gives_up(
+    tmp_path: Path, settings: dict[str, str], ok: bool
+) -> None:
+    write_key(tmp_path)
+    if ok:
+        config = DoorConfig.from_env(door_env(tmp_path, **settings))
+        assert config.telegram_timeout_s == float(settings["TELEGRAM_TIMEOUT_S"])
+        return
+    with pytest.raises(DoorError, match="TELEGRAM_TIMEOUT_S") as raised:
+        DoorConfig.from_env(door_env(tmp_path, **settings))
+    assert "COOP_CLIENT_TIMEOUT_S" in str(raised.value)
+
+
+def test_door_refuses_an_engine_client_timeout_it_cannot_read(tmp_path: Path) -> None:
+    write_key(tmp_path)
+    with pytest.raises(DoorError, match="COOP_CLIENT_TIMEOUT_S"):
+        DoorConfig.from_env(door_env(tmp_path, COOP_CLIENT_TIMEOUT_S="soon"))
