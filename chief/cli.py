@@ -2,6 +2,8 @@
 
     chief --version
     chief log [--limit N] [--json] [--owner NAME]   the conversation as a person reads it
+    chief report --source cron:NAME [--fire ID] [--wait S] TEXT|-
+                                                    a scheduled job's line into the Chief
     chief serve ...                                 the notify door (chief.door.app.main)
     chief telegram-emulator ...                     a local Bot API (chief.telegram.emulator.main)
 
@@ -18,9 +20,12 @@ import json
 import sys
 from datetime import datetime
 from importlib import metadata
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from chief.model import BADGES, Message
+
+if TYPE_CHECKING:
+    from chief.cron import DoorAddress
 
 DISTRIBUTION = "coop-notifier"
 DEFAULT_LOG_LIMIT = 50
@@ -72,6 +77,22 @@ def _parser() -> _Parser:
     )
     log_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
     log_cmd.add_argument("--owner", help="whose conversation (default: CHIEF_OWNER)")
+    report_cmd = commands.add_parser(
+        "report",
+        help="land a scheduled job's line in the Master Chief (once per source and fire)",
+        description="Land a scheduled job's line in the Master Chief, once per --source and "
+        "--fire: durable first, then landed under the conversation's turn lock (by the running "
+        "door, or by this command when none runs). Past --wait the line is queued and lands "
+        "when the Chief is free (exit 0). No Telegram message.",
+    )
+    report_cmd.add_argument("--source", required=True, help="cron:NAME, the job's name")
+    report_cmd.add_argument(
+        "--fire", help="this run's fire id (e.g. its scheduled time); a re-run writes nothing new"
+    )
+    report_cmd.add_argument(
+        "--wait", default="5", metavar="S", help="seconds to wait for the line to land (5)"
+    )
+    report_cmd.add_argument("text", metavar="TEXT", help="the line; - reads it from stdin")
     commands.add_parser("serve", help="run the notify door (options: chief serve --help)")
     commands.add_parser("telegram-emulator", help="run a local Telegram Bot API emulator")
     return parser
@@ -91,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     if options.command == "log":
         return _log(limit=options.limit, as_json=options.json, owner=options.owner)
+    if options.command == "report":
+        return _report(options.source, options.fire, options.wait, options.text)
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
 
@@ -127,6 +150,83 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
     for message in messages:
         print(_json_line(message) if as_json else render_message(message))
     return EXIT_OK
+
+
+def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
+    import anyio
+
+    from chief.config import ChiefConfig
+    from chief.cron import (
+        check_cron_text,
+        check_wait,
+        cron_source_id,
+        report_from_cron,
+    )
+    from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
+
+    try:
+        text = sys.stdin.read() if raw_text == "-" else raw_text
+        source_id = cron_source_id(source, fire)
+        check_cron_text(text)
+        wait_s = check_wait(raw_wait)
+        config = ChiefConfig.from_env()
+        door = _door_address()
+    except (ChiefConfigError, ChiefInputError) as exc:
+        print(f"chief report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _quiet_logs()
+    try:
+        outcome = anyio.run(
+            lambda: report_from_cron(config, source_id, text, wait_s=wait_s, door=door)
+        )
+    except (ChiefConfigError, ChiefInputError) as exc:
+        print(f"chief report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ChiefError as exc:
+        print(f"chief report: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    key = outcome.source_key
+    if outcome.how == "already":
+        print(f"chief report: {key} already landed as message #{outcome.message_id}; nothing new")
+    elif outcome.how == "landed":
+        print(f"chief report: landed as message #{outcome.message_id} ({key}, by {outcome.by})")
+    else:
+        why = f" ({outcome.note})" if outcome.note else ""
+        print(
+            f"chief report: queued as {key}; the Chief is busy, so the line will land when it is "
+            f"free{why}"
+        )
+    return EXIT_OK
+
+
+def _quiet_logs() -> None:
+    """Warnings and errors only, on stderr: cron mails whatever a job prints there, and a line
+    that landed is said once, on stdout."""
+    import logging
+
+    import structlog
+
+    from chief.logs import configure_logging
+
+    configure_logging()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def _door_address() -> DoorAddress | None:
+    """Where a running door listens and its key, or None when the door's settings are not
+    usable here (then only this process can land the line, when no door holds the Chief)."""
+    from chief.cron import DoorAddress
+    from chief.door.config import DoorConfig
+    from chief.door.guard import SERVICE_KEY_HEADER
+    from chief.errors import DoorError
+
+    try:
+        door = DoorConfig.from_env()
+        key = door.service_key_file.read_text(encoding="utf-8").strip()
+    except (DoorError, OSError, UnicodeDecodeError):
+        return None
+    host = f"[{door.host}]" if ":" in door.host else door.host
+    return DoorAddress(f"http://{host}:{door.port}", key, SERVICE_KEY_HEADER)
 
 
 def _label(message: Message) -> str:

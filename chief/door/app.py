@@ -28,6 +28,7 @@ from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
 from chief.door.posture import posture_source
+from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
 from chief.door.router import make_router
 from chief.door.service import DoorService
@@ -106,6 +107,7 @@ def create_app(
         redoc_url=None,
     )
     app.include_router(make_router(door_config, service))
+    app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
     app.state.door = service
     return app
 

@@ -1,0 +1,196 @@
+"""Cron reports: how a scheduled job's line reaches the Master Chief (`chief report`).
+
+    report_from_cron(config, source_id, text, wait_s=5, door=...)
+
+1. Durable first: the line is queued in chief_report_outbox under its key
+   (`chief-report:cron:<job>:<fire>`), in its own FULL commit, before anything waits. A key that
+   already landed (the same fire run again) writes nothing and answers its message id.
+2. Landed under the turn lock, by whoever holds the Chief:
+   - nobody (no `chief serve`, no host application: the serve lock is free): this process takes
+     the serve lock, opens the Chief and lands the line itself, then lets go;
+   - a running door or host application (it holds the serve lock and the conversation's turn
+     lock lives in its process): the line is handed to it over loopback
+     (`POST /api/chief/report`, the door's guard and service key), and the door lands it under
+     its turn lock, after any turn in progress.
+3. The wait is bounded by `wait_s`, all of it: past it the call answers `queued` and the line
+   lands when the Chief is free (the door's next report or its next start drains it). A door
+   that is starting (lock held, port not yet open) is asked again until the wait runs out.
+
+No Telegram ring: a cron line is for the conversation only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+
+from chief.config import ChiefConfig
+from chief.errors import ChiefConfigError, ChiefInputError
+from chief.model import check_report_text, report_key
+
+CRON_PREFIX = "cron:"
+# Job names and fire ids: what a crontab line or a timer name holds, nothing a shell or a log
+# line would mangle. A fire id may carry ':' (an ISO time: --fire 2026-11-30T06:00).
+JOB_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+FIRE_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}$")
+MAX_TEXT_CHARS = 4000
+DEFAULT_WAIT_S = 5.0
+MAX_WAIT_S = 60.0
+# While a door holds the lock but does not answer yet (it is starting), ask again this often.
+DOOR_RETRY_S = 0.1
+# The HTTP call may take this much longer than the wait it asks the door for.
+DOOR_MARGIN_S = 2.0
+REPORT_PATH = "/api/chief/report"
+
+How = Literal["already", "landed", "queued"]
+
+
+@dataclass(frozen=True)
+class DoorAddress:
+    """Where a running door listens, and the service key to knock with."""
+
+    base_url: str
+    service_key: str
+    key_header: str
+
+
+@dataclass(frozen=True)
+class CronOutcome:
+    """What became of a cron line: landed (here or by the door), already there, or queued."""
+
+    how: How
+    source_key: str
+    message_id: int | None = None
+    by: str = ""  # "this process" or "the running door"
+    note: str = ""  # why a running door did not take it now (a refusal), when it did not
+
+
+def cron_source_id(job: str, fire: str | None) -> str:
+    """`cron:<job>:<fire>`; a run without a fire id gets a fresh one (each run is its own fire).
+    ChiefInputError names what is wrong."""
+    source = job if job.startswith(CRON_PREFIX) else ""
+    name = source.removeprefix(CRON_PREFIX)
+    if not source or not JOB_NAME.match(name):
+        raise ChiefInputError(
+            f"--source must be cron:NAME, NAME being 1-64 letters, digits, '.', '_' or '-' "
+            f"(not {job!r})"
+        )
+    if fire is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        fire = f"{stamp}-{uuid.uuid4().hex[:8]}"
+    elif not FIRE_ID.match(fire):
+        raise ChiefInputError(
+            f"--fire must be 1-64 letters, digits, '.', '_', ':', '+' or '-' (not {fire!r})"
+        )
+    return f"{CRON_PREFIX}{name}:{fire}"
+
+
+def check_cron_text(text: str) -> str:
+    """The line must say something, and fit what the door carries."""
+    check_report_text(text)
+    if len(text) > MAX_TEXT_CHARS:
+        raise ChiefInputError(
+            f"report text is {len(text)} characters; at most {MAX_TEXT_CHARS} — shorten it"
+        )
+    return text
+
+
+def check_wait(raw: str) -> float:
+    """`--wait S`: seconds in [0, 60]."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= MAX_WAIT_S:
+        raise ChiefInputError(f"--wait must be seconds in [0, {MAX_WAIT_S:g}], not {raw!r}")
+    return value
+
+
+async def report_from_cron(
+    config: ChiefConfig,
+    source_id: str,
+    text: str,
+    *,
+    wait_s: float = DEFAULT_WAIT_S,
+    door: DoorAddress | None = None,
+) -> CronOutcome:
+    """Queue the line durably, then have it landed under the turn lock within `wait_s`."""
+    from chief.conversation import Chief
+    from chief.door.locks import REPORT_HOLDER, ServeLock
+    from chief.store import ChiefStore
+
+    check_cron_text(text)
+    key = report_key(source_id)
+    deadline = time.monotonic() + wait_s
+    async with ChiefStore.open(config.db_path) as store:
+        owner = config.owner or await _only_owner(store, config)
+        chief_id = await store.resolve_chief(owner)
+        queued = await store.report(chief_id, key, text, None)
+    if queued.message_id is not None:
+        return CronOutcome("already", key, queued.message_id)
+    lock = ServeLock(config.db_path, holder=REPORT_HOLDER)
+    note = ""
+    while True:
+        remaining = max(deadline - time.monotonic(), 0.0)
+        if lock.try_acquire():
+            try:
+                # Nobody else holds the Chief: open it here; its turn lock is ours alone.
+                async with Chief.open(replace(config, owner=owner)) as chief:
+                    message_id = await chief.report(text, source_id, wait=remaining)
+            finally:
+                lock.release()
+            if message_id is None:
+                return CronOutcome("queued", key)
+            return CronOutcome("landed", key, message_id, by="this process")
+        if door is not None:
+            answer = await _ask_door(door, source_id, text, remaining)
+            if isinstance(answer, int):
+                return CronOutcome("landed", key, answer, by="the running door")
+            if answer == "queued":
+                return CronOutcome("queued", key)
+            if answer != "unreachable":
+                note = answer
+                return CronOutcome("queued", key, note=note)
+        if time.monotonic() >= deadline:
+            return CronOutcome("queued", key, note=note or "the Chief's holder did not answer")
+        await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
+
+
+async def _only_owner(store: Any, config: ChiefConfig) -> str:
+    owners: list[str] = await store.owners()
+    if len(owners) != 1:
+        raise ChiefConfigError(
+            f"{config.db_path} holds {len(owners)} Master Chiefs — set CHIEF_OWNER to the owner "
+            "whose conversation receives cron lines"
+        )
+    return owners[0]
+
+
+async def _ask_door(door: DoorAddress, source_id: str, text: str, wait_s: float) -> int | str:
+    """The landed message id; `queued` when the door's wait ran out; `unreachable` when nothing
+    answered; otherwise the door's refusal, as `refused: <status> <detail>`."""
+    import httpx
+
+    body = {"source": source_id, "text": text, "wait_s": wait_s}
+    headers = {door.key_header: door.service_key}
+    try:
+        async with httpx.AsyncClient(timeout=wait_s + DOOR_MARGIN_S) as client:
+            reply = await client.post(door.base_url + REPORT_PATH, json=body, headers=headers)
+    except httpx.TransportError:
+        return "unreachable"
+    try:
+        payload = reply.json()
+    except ValueError:
+        payload = {}
+    if reply.status_code == 200 and isinstance(payload, dict):
+        message_id = payload.get("chief_message_id")
+        return message_id if isinstance(message_id, int) else "queued"
+    detail = payload.get("detail") if isinstance(payload, dict) else None
+    return f"the running door refused it ({reply.status_code} {detail or reply.reason_phrase})"

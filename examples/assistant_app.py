@@ -1,0 +1,123 @@
+"""A minimal assistant that owns the owner's Master Chief conversation: run it instead of
+`chief serve` and the whole pipeline reports into the conversation the owner chats in.
+
+    . ops/dev-env                          # COOP_HOME, CHIEF_OWNER, the service key ...
+    python examples/assistant_app.py       # instead of `chief serve`, on CHIEF_HOST:CHIEF_PORT
+    curl -s -X POST http://127.0.0.1:8765/chat -H 'content-type: application/json' \\
+         -d '{"text": "what happened today?"}'
+
+What it shows, in the order a host application needs it:
+
+1. Hold the serve lock (`<chief.db>.serve.lock`) for as long as the Chief is open. One process
+   holds the Chief: `chief serve` refuses to start beside it, and `chief report` (cron lines)
+   hands its line to this process instead of landing it itself.
+2. Mount the notify door: `chief.door.app.create_app` is the door as an ASGI app; mounted at
+   `/`, behind the host's own routes, it keeps its paths (`/api/coop/engine/notify`, the engine's
+   COOP_DOOR_URL; `/api/chief/report`, where `chief report` knocks) and its guard. Its lifespan
+   (the Telegram sender, the Chief and its drainer) runs inside the host's.
+3. Answer each chat message inside `async with chief.turn():` (the owner's message, the
+   model's work, the reply). A Coop or cron report that arrives meanwhile is durable at once and
+   lands after the reply, never between the two.
+
+The "model" here is a stand-in that reads the conversation (reports included: they are part of
+the history a real model would read) and answers after EXAMPLE_THINK_S seconds (default 0.2),
+the time a real model call takes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from chief.config import ChiefConfig
+from chief.conversation import Chief
+from chief.door.app import create_app
+from chief.door.config import DoorConfig
+from chief.door.locks import ServeLock
+from chief.door.serving import run_server
+from chief.errors import ChiefError
+from chief.logs import configure_logging
+
+DEFAULT_THINK_S = 0.2
+
+
+class ChatIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=4000)
+
+
+class ChatOut(BaseModel):
+    reply: str
+    user_message_id: int
+    reply_message_id: int
+
+
+async def think(chief: Chief, text: str, think_s: float) -> str:
+    """The stand-in model: what a real assistant would do with the history and the message."""
+    await anyio.sleep(think_s)  # the model call
+    history = await chief.recent_messages(limit=20)
+    reports = [message for message in history if message.turn_kind in ("coop", "cron")]
+    if not reports:
+        return f"You said {text!r}. No reports in the conversation yet."
+    return f"You said {text!r}. The latest report: {reports[-1].content}"
+
+
+def create_assistant(door_config: DoorConfig, chief_config: ChiefConfig) -> FastAPI:
+    """The host application: its own chat route, with the door mounted behind it."""
+    door = create_app(door_config, chief_config)
+    think_s = float(os.environ.get("EXAMPLE_THINK_S", DEFAULT_THINK_S))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # 1. the serve lock, then 2. the door's own lifespan (sender, Chief, drainer).
+        with ServeLock(chief_config.db_path, holder="example assistant"):
+            async with door.router.lifespan_context(door):
+                yield
+
+    app = FastAPI(title="example assistant", lifespan=lifespan)
+
+    @app.post("/chat", response_model=ChatOut)
+    async def chat(message: ChatIn) -> ChatOut:
+        chief: Chief = door.state.door.chief
+        # 3. One turn: the owner's message, the model's work and the reply, under the turn lock.
+        async with chief.turn():
+            user_id = await chief.append_message("user", message.text)
+            reply = await think(chief, message.text, think_s)
+            reply_id = await chief.append_message("assistant", reply)
+        return ChatOut(reply=reply, user_message_id=user_id, reply_message_id=reply_id)
+
+    app.mount("/", door)  # after the host's routes, so they match first
+    return app
+
+
+def main() -> int:
+    """Run the example on CHIEF_HOST:CHIEF_PORT until Ctrl-C or SIGTERM."""
+    configure_logging()
+    try:
+        chief_config = ChiefConfig.from_env()
+        door_config = DoorConfig.from_env()
+        if chief_config.owner is None:
+            raise ChiefError("CHIEF_OWNER is not set — the assistant needs the owner's Chief")
+    except ChiefError as exc:
+        print(f"assistant_app: {exc}", file=sys.stderr)
+        return 2
+    app = create_assistant(door_config, chief_config)
+    # The door's own runner: loopback, SIGTERM finishes requests in flight and returns, and an
+    # `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a free one).
+    if not run_server(
+        app, host=door_config.host, port=door_config.port, event="assistant.listening"
+    ):
+        print("assistant_app: did not start; see the log above", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
