@@ -451,6 +451,14 @@ def _reconcile(key: str, db: str | None, emit: Callable[[str], None]) -> None:
     receipts.prune()
 
 
+def _fail(exc: CoopError) -> int:
+    """One line with the error's exact words; its detail, if any, on a line of its own."""
+    print(f"{PROG}: {exc}", file=sys.stderr)
+    if exc.detail:
+        print(f"{PROG}: {exc.detail}", file=sys.stderr)
+    return exc.exit_status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
@@ -475,14 +483,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if result and result.get("outbox_id"):
         _kick(getattr(args, "db", None))
     return 0
-
-
-def _fail(exc: CoopError) -> int:
-    """One line with the error's exact words; its detail, if any, on a line of its own."""
-    print(f"{PROG}: {exc}", file=sys.stderr)
-    if exc.detail:
-        print(f"{PROG}: {exc.detail}", file=sys.stderr)
-    return exc.exit_status
 
 
 def _kick(db: str | None) -> None:
