@@ -479,6 +479,14 @@ def _reconcile(key: str, db: str | None, emit: Callable[[str], None]) -> None:
     receipts.prune()
 
 
+def _fail(exc: CoopError) -> int:
+    """One line with the error's exact words; its detail, if any, on a line of its own."""
+    print(f"{PROG}: {exc}", file=sys.stderr)
+    if exc.detail:
+        print(f"{PROG}: {exc.detail}", file=sys.stderr)
+    return exc.exit_status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
@@ -503,14 +511,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     return 0
-
-
-def _fail(exc: CoopError) -> int:
-    """One line with the error's exact words; its detail, if any, on a line of its own."""
-    print(f"{PROG}: {exc}", file=sys.stderr)
-    if exc.detail:
-        print(f"{PROG}: {exc.detail}", file=sys.stderr)
-    return exc.exit_status
 
 
 if __name__ == "__main__":

@@ -128,10 +128,6 @@ class StopSignals:
         if self.received:
             server.should_exit = True
 
-    @property
-    def stopping(self) -> bool:
-        return bool(self.received)
-
     def _handle(self, signum: int, frame: object) -> None:
         self.received.append(signum)
         if self._server is not None:
