@@ -3,7 +3,8 @@
 A crash test sets `COOP_TEST_FAULTS=engine.outbox.after_insert` (comma-separated names) in a
 child process's environment; when that process reaches the named point it dies at once, as a
 power cut or SIGKILL would, without unwinding or committing anything. The same grammar as
-chief/faults.py (chief keeps its own copy: it must not import the engine):
+chief/faults.py (chief keeps its own copy: it must not import the engine), plus `pause-while`,
+which only the notifier's seam tests use so far:
 
     name                   die at once with exit status 86
     name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time

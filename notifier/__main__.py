@@ -143,8 +143,18 @@ def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
 def _drain_command(max_runs: int | None, wait: bool) -> None:
     from notifier.config import NotifierConfig
     from notifier.logs import configure_logging, emit_plain
+    from notifier.store import owner_service_drains
 
     config = NotifierConfig.from_env()
+    if owner_service_drains(config.db_path):
+        # After a cutover the owner service's daemon drains; a drainer would only be fenced out
+        # (say, the retry timer left enabled beside `coop serve`).
+        emit_plain(
+            "notifier.exit",
+            outcome="owner_service_drains",
+            note="this ledger is in service mode: its owner service (coop serve) drains it",
+        )
+        return
     me, claim = _claim_cheaply(config)
     if not claim.acquired:
         holder = claim.holder

@@ -47,7 +47,7 @@ from engine import kick as engine_kick
 from engine.errors import CoopError
 from notifier import store
 from notifier.config import NotifierConfig
-from notifier.errors import DaemonAlreadyRunning, NotifierError, StoreError
+from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.store import Database, open_own_connection
 from notifier.worker import DrainOutcome, Worker
 
@@ -143,6 +143,7 @@ class Daemon:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self._own_connections = connect is None
         self._connect = connect or (lambda: open_own_connection(config.db_path))
         self._client_factory = client_factory or http_client_factory(config)
         self._clock = clock
@@ -172,6 +173,11 @@ class Daemon:
 
     async def run(self) -> None:
         """Claim the store, bind the kick socket, then drain and sleep until `stop()`."""
+        if self._own_connections and store.owner_service_drains(self.config.db_path):
+            raise ConfigError(
+                f"the ledger {self.config.db_path} is in service mode: only its owner service"
+                " (`coop serve`) drains it; run that instead, or `coop cutover --undo` first"
+            )
         instance = InstanceLock(self.config.db_path)
         instance.acquire()  # before any task group: a refusal stays one plain error
         try:

@@ -6,7 +6,7 @@
     ├── StoreError                  the Coop database failed (sqlite3 errors translated in
     │                               notifier.store, engine store errors at open)
     ├── LockLost                    this worker no longer owns the worker lock it was draining under
-    └── DaemonAlreadyRunning        another notifier daemon listens on the kick socket
+    └── DaemonAlreadyRunning        another notifier daemon holds this store's instance lock
 
 A door that refuses, times out or cannot be reached is not an error: it is a deferral
 (notifier.outcome), and the row waits for its next attempt.
@@ -47,4 +47,4 @@ class LockLost(NotifierError):
 
 
 class DaemonAlreadyRunning(NotifierError):
-    """Another notifier daemon already listens on this store's kick socket; stop it first."""
+    """Another notifier daemon already runs for this store; stop it first."""

@@ -172,6 +172,18 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise StoreError(exc.message) from exc
 
 
+def owner_service_drains(db_path: Path) -> bool:
+    """Whether an owner file puts the ledger in service mode, where only the owner service's
+    embedded daemon may drain it (any other writer is fenced out). A broken owner file fails
+    closed, as everywhere: `StoreError`."""
+    from engine.owner import owner_config
+
+    try:
+        return owner_config(db_path) is not None
+    except (CoopError, ValueError, KeyError) as exc:
+        raise StoreError(f"the owner file of {db_path} cannot be used: {exc}") from exc
+
+
 # -- the queue -----------------------------------------------------------------------------
 
 

@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env, start_notifier
 from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
@@ -150,8 +152,9 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
     assert "Traceback" not in log.read_text()
 
 
-def test_the_daemon_finishes_its_row_and_exits_0_under_a_storm_of_stop_signals(
-    tmp_path: Path,
+@pytest.mark.parametrize("command", ["run", "drain"])
+def test_the_worker_finishes_its_row_and_exits_0_under_a_storm_of_stop_signals(
+    tmp_path: Path, command: str
 ) -> None:
     db_path = _fresh_db(tmp_path)
     add_rows(db_path, 100)
@@ -159,7 +162,7 @@ def test_the_daemon_finishes_its_row_and_exits_0_under_a_storm_of_stop_signals(
     door = TestDoor(delay_s=0.05)
     with serve_door_in_thread(door) as url:
         env = notifier_env(tmp_path, db_path, url, COOP_KICK="off", COOP_BACKSTOP_S="600")
-        proc = start_notifier(["run"], env, log)
+        proc = start_notifier([command], env, log)
         wait_until_sync(lambda: len(door.received) >= 3, timeout_s=30, what="drain under way")
         sent = 0
 

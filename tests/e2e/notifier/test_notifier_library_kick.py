@@ -52,13 +52,17 @@ def test_library_verbs_wake_a_running_daemon(
                 lambda: any(e.get("event") == "notifier.daemon.started" for e in log_events(log)),
                 what="daemon started",
             )
+            # The first row pays for one-time costs (the daemon's first connection to the door,
+            # this process's first write); the backstop is 10 minutes, so it too was kicked.
+            outbox.notify("warming up", actor="builder")
+            _delivered_within(door, 1, time.monotonic())
             todo = ledger.add_todo("water the plants", actor="builder")["todo"]["id"]
             started = time.monotonic()
             ledger.done_todo(todo, actor="builder", result_summary="watered")
-            first_s = _delivered_within(door, 1, started)
+            first_s = _delivered_within(door, 2, started)
             started = time.monotonic()
             outbox.notify("the build is green", actor="builder")
-            second_s = _delivered_within(door, 2, started)
+            second_s = _delivered_within(door, 3, started)
         finally:
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
@@ -66,6 +70,7 @@ def test_library_verbs_wake_a_running_daemon(
     assert first_s < DELIVERY_BOUND_S
     assert second_s < DELIVERY_BOUND_S
     assert [r["text"] for r in door.received] == [
+        "warming up",
         "todo #1 done by builder: water the plants\nwatered",
         "the build is green",
     ]

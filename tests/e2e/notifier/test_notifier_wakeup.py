@@ -205,3 +205,29 @@ def test_the_retry_timer_runs_a_no_wait_drain_every_minute_as_hardened_as_the_en
         if key in ("Type", "ExecStart", "KillSignal", "TimeoutStopSec", "Restart", "RestartSec"):
             continue
         assert service["Service"].get(key) == value, key
+
+
+def test_in_service_mode_a_drain_leaves_the_store_to_the_owner_and_a_daemon_refuses(
+    tmp_path: Path,
+) -> None:
+    db_path = _fresh_db(tmp_path)
+    ids = add_rows(db_path, 1)
+    owner_file = Path(str(db_path) + ".owner.json")
+    owner_file.write_text(f'{{"mode": "service", "database": "{db_path}"}}')
+    env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none", COOP_KICK="off")
+    log = tmp_path / "timer-drain.log"
+    assert start_notifier(["drain", "--no-wait"], env, log).wait(timeout=30) == 0
+    [exit_event] = _events(log, "notifier.exit")
+    assert exit_event["outcome"] == "owner_service_drains"
+    log = tmp_path / "daemon.log"
+    assert start_notifier(["run"], env, log).wait(timeout=30) == 2
+    [refusal] = [line for line in log.read_text().splitlines() if line.startswith("coop-notifier")]
+    assert "service mode" in refusal
+    assert "Traceback" not in log.read_text()
+    owner_file.write_text("{not json")
+    log = tmp_path / "broken.log"
+    assert start_notifier(["drain"], env, log).wait(timeout=30) == 1
+    assert "owner file" in log.read_text()
+    assert "Traceback" not in log.read_text()
+    owner_file.unlink()
+    assert states(db_path) == {ids[0]: "pending"}
