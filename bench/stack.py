@@ -138,8 +138,9 @@ class Stack:
             [sys.executable, *args], env=env or self.env, cwd=REPO, stdout=log, stderr=log
         )
 
-    def start_chief(self) -> bool:
+    def start_chief(self, emulator_args: tuple[str, ...] = ()) -> bool:
         emulator_port = free_port()
+        self.emulator_port = emulator_port
         self.spawn(
             "emulator",
             [
@@ -150,6 +151,7 @@ class Stack:
                 str(emulator_port),
                 "--log",
                 str(self.receipt_log),
+                *emulator_args,
             ],
         )
         chief_env = {
