@@ -32,6 +32,7 @@ import uvicorn
 
 from engine import store
 from engine.errors import UsageError
+from engine.metrics import mount_metrics
 from engine.service import LOOPBACK_PEERS, Owner, create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -106,6 +107,7 @@ async def serve(config: ServiceConfig) -> None:
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
     daemon = build_daemon(service)
     app = create_app(service, kick=daemon.kick if daemon is not None else None)
+    mount_metrics(app, config.db_path)  # GET /metrics (engine.metrics)
     server = _Server(
         uvicorn.Config(
             app,
