@@ -49,7 +49,7 @@ DOOR_RETRY_S = 0.1
 DOOR_MARGIN_S = 2.0
 REPORT_PATH = "/api/chief/report"
 
-How = Literal["already", "landed", "queued"]
+How = Literal["already", "landed", "queued", "refused"]
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,14 @@ class DoorAddress:
 
 @dataclass(frozen=True)
 class CronOutcome:
-    """What became of a cron line: landed (here or by the door), already there, or queued."""
+    """What became of a cron line: landed (here or by the door), already there, queued (it
+    lands when the Chief is free), or refused (queued, but the running door turned it away)."""
 
     how: How
     source_key: str
     message_id: int | None = None
     by: str = ""  # "this process" or "the running door"
-    note: str = ""  # why a running door did not take it now (a refusal), when it did not
+    note: str = ""  # why a running door did not take it now, when it did not
 
 
 def cron_source_id(job: str, fire: str | None) -> str:
@@ -136,7 +137,6 @@ async def report_from_cron(
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)
-    note = ""
     while True:
         remaining = max(deadline - time.monotonic(), 0.0)
         if lock.try_acquire():
@@ -156,10 +156,9 @@ async def report_from_cron(
             if answer == "queued":
                 return CronOutcome("queued", key)
             if answer != "unreachable":
-                note = answer
-                return CronOutcome("queued", key, note=note)
+                return CronOutcome("refused", key, note=answer)
         if time.monotonic() >= deadline:
-            return CronOutcome("queued", key, note=note or "the Chief's holder did not answer")
+            return CronOutcome("queued", key, note="the Chief's holder did not answer")
         await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
 
 

@@ -115,6 +115,23 @@ def test_with_chief_serve_running_the_door_lands_the_line(harness: Harness) -> N
     assert door.terminate() == 0
 
 
+def test_a_door_refusing_the_key_is_one_line_and_exit_1_with_the_line_kept(
+    harness: Harness,
+) -> None:
+    door = spawn_door(harness.env())
+    wrong = harness.folder / "wrong.key"
+    wrong.write_text("not-the-door-key\n")
+    wrong.chmod(0o600)
+    env = harness.env(CHIEF_PORT=str(door.port), COOP_SERVICE_KEY_FILE=str(wrong))
+    done = chief_report(env, "--source", "cron:backup", "--fire", "f1", "backup ok")
+    assert done.returncode == 1
+    assert "the running door refused it (401 service_key_invalid)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    queued = rows(harness.folder, "SELECT source_key, message_id FROM chief_report_outbox")
+    assert queued == [("chief-report:cron:backup:f1", None)]  # durable, lands later
+    assert door.terminate() == 0
+
+
 class Holder:
     """The host application of turn_holder.py, driven over its stdin."""
 
