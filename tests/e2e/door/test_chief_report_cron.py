@@ -99,6 +99,22 @@ def test_a_bad_source_or_empty_text_is_one_line_and_exit_2(
     assert not (harness.folder / "chief.db").exists()  # nothing written
 
 
+def test_text_that_is_not_utf8_is_one_line_and_exit_2(harness: Harness) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chief", "report", "--source", "cron:job", b"bad \xff byte"],
+        env=harness.env(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == "chief report: report text is not valid UTF-8 — pass it as UTF-8 text"
+    )
+
+
 def test_with_chief_serve_running_the_door_lands_the_line(harness: Harness) -> None:
     door = spawn_door(harness.env())
     env = harness.env(CHIEF_PORT=str(door.port))
