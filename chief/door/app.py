@@ -29,6 +29,7 @@ from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
+from chief.door.metrics import instrument_door
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
@@ -110,6 +111,7 @@ def create_app(
     )
     app.include_router(make_router(door_config, service))
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
+    instrument_door(app, service, door_config)  # GET /metrics, answers and Telegram sends counted
     app.state.door = service
     return app
 
