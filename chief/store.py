@@ -25,8 +25,10 @@ statement can interleave with a transaction, because the thread runs one functio
 `report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
 and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
 still has both) and, when the caller may land it, the landing transaction all run in that one
-hop. The Telegram queue's other use cases (read the head, mark a message's rows sent and take
-them off the queue in one transaction, defer) are one hop each for the door's sender task.
+hop. `report_batch` is the door's batch route: the accept transaction of every row of a notify
+batch (all rows or none: a failure at any row rolls back the rows before it) and one landing,
+still one hop. The Telegram queue's other use cases (read the head, mark a message's rows sent
+and take them off the queue in one transaction, defer) are one hop each for the sender task.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 
