@@ -2,9 +2,11 @@
 
 Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
-then serve. The lifespan opens the Telegram sender (one `Bot` kept open) and the Chief; with no
-`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM lets requests
-in flight finish (bounded), closes the Chief and the Bot, and exits 0.
+then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, and the
+sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left);
+with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM (any
+number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
+in flight (bounded by TELEGRAM_TIMEOUT_S), closes the Chief and the Bot, and exits 0.
 
 Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
 unusable), 2 for a wrong setting.
@@ -27,6 +29,7 @@ from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
+from chief.door.metrics import instrument_door
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
@@ -108,6 +111,7 @@ def create_app(
     )
     app.include_router(make_router(door_config, service))
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
+    instrument_door(app, service, door_config)  # GET /metrics, answers and Telegram sends counted
     app.state.door = service
     return app
 

@@ -1,0 +1,147 @@
+"""GET /metrics on the engine service (`coop serve`) and on the door (`chief serve`), scraped over
+real HTTP during a real delivery (both as processes, Telegram the emulator with a 429 and a 500
+armed) and parsed with prometheus_client's own parser: every counter moved by exactly what
+happened. Then the guard: the key is required, as a Bearer token or the service key header."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from chief.telegram.emulator import parse_fault
+from engine import outbox
+from tests.e2e.door.conftest import NOTIFY_URL, DoorProcess, Harness, spawn_door
+from tests.e2e.owner.conftest import ServeProcess
+from tests.integration.door.door_env import KEY
+from tests.support.waiting import wait_until_sync
+
+TIMEOUT_S = 30.0
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(url: str, **headers: str) -> httpx.Response:
+    headers = headers or {"Authorization": f"Bearer {KEY}"}
+    return httpx.get(url + "/metrics", headers=headers, timeout=TIMEOUT_S)
+
+
+def samples(url: str) -> Samples:
+    answer = scrape(url)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    found: Samples = {}
+    for family in text_string_to_metric_families(answer.text):
+        assert family.documentation, f"{family.name} has no HELP text"
+        for sample in family.samples:
+            found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found.get((name, frozenset(labels.items())), math.nan)
+
+
+def assert_guarded(engine: ServeProcess, door: DoorProcess) -> None:
+    """The key is required (Bearer or the service key header); browsers and rebinding refused."""
+    for url in (engine.url, door.url):
+        assert scrape(url, Accept="text/plain").status_code == 401
+        assert scrape(url, Authorization="Bearer wrong-key").status_code == 401
+        assert scrape(url, Authorization=f"Basic {KEY}").status_code == 401
+        assert scrape(url, **{"X-Coop-Service-Key": KEY}).status_code == 200
+        browser = scrape(url, Authorization=f"Bearer {KEY}", Origin="http://example.com")
+        assert browser.status_code == 403
+        rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
+        assert rebinding.status_code == 403
+
+
+@pytest.fixture
+def stack(harness: Harness) -> Iterator[tuple[ServeProcess, DoorProcess]]:
+    door = spawn_door(harness.env())
+    env = harness.env(COOP_DOOR_URL=door.url + NOTIFY_URL, COOP_BACKOFF_BASE_S="0.5")
+    engine = ServeProcess(harness.folder, env).start()
+    try:
+        yield engine, door
+    finally:
+        engine.stop_quietly()
+
+
+def test_both_scrapes_count_exactly_what_a_delivery_did_and_need_the_key(
+    harness: Harness, stack: tuple[ServeProcess, DoorProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, door = stack
+    # Telegram answers the first send 429 (Retry-After 1 s), the second 500, then accepts.
+    harness.emulator.arm(parse_fault({"mode": "429", "count": 1, "retry_after": 1}))
+    harness.emulator.arm(parse_fault({"mode": "5xx", "count": 1, "status": 500}))
+    monkeypatch.setenv("COOP_HOME", str(harness.folder))
+    for number in (1, 2, 3):
+        outbox.notify(f"line {number}", actor="me", db=str(harness.folder / "coop.db"))
+
+    # During the delivery: the 429 has deferred the head row, which holds the other two.
+    during = wait_until_sync(
+        lambda: (
+            (found := samples(engine.url))
+            and value(
+                found, "coop_outbox_deferrals_total", reason="notification_channel_unavailable"
+            )
+            >= 1
+            and found
+        ),
+        timeout_s=TIMEOUT_S,
+        what="the first deferral",
+    )
+    rows = [value(during, "coop_outbox_rows", state=state) for state in ("pending", "delivered")]
+    assert sum(rows) == 3
+    door_during = samples(door.url)
+    assert value(door_during, "coop_telegram_sends_total", result="429") == 1
+    assert value(door_during, "coop_telegram_retry_after_seconds_count") == 1
+    assert value(door_during, "coop_telegram_retry_after_seconds_sum") == 1.0
+
+    wait_until_sync(
+        lambda: len(harness.emulator.messages) == 3, timeout_s=TIMEOUT_S, what="3 deliveries"
+    )
+    after = wait_until_sync(
+        lambda: (
+            (found := samples(engine.url))
+            and value(found, "coop_outbox_deliveries_total") == 3
+            and value(found, "coop_worker_lock_held") == 0
+            and found
+        ),
+        timeout_s=TIMEOUT_S,
+        what="the engine to record 3 deliveries and hand the lock back",
+    )
+    assert value(after, "coop_outbox_rows", state="pending") == 0
+    assert value(after, "coop_outbox_rows", state="delivered") == 3
+    assert value(after, "coop_outbox_rows", state="cancelled") == 0
+    assert value(after, "coop_outbox_cancellations_total") == 0
+    assert value(after, "coop_outbox_oldest_pending_age_seconds") == 0
+    deferrals = {
+        dict(labels)["reason"]: count
+        for (name, labels), count in after.items()
+        if name == "coop_outbox_deferrals_total"
+    }
+    assert deferrals == {"notification_channel_unavailable": 2}  # the 429, then the 500
+    # Attempts per delivered row: 3 rows, 5 attempts (the head took three).
+    assert value(after, "coop_outbox_delivery_attempts_count") == 3
+    assert value(after, "coop_outbox_delivery_attempts_sum") == 5
+    assert value(after, "coop_outbox_delivery_attempts_bucket", le="1.0") == 2
+    assert value(after, "coop_outbox_delivery_attempts_bucket", le="3.0") == 3
+    assert value(after, "coop_outbox_commit_to_delivered_seconds_count") == 3
+    assert value(after, "coop_outbox_commit_to_delivered_seconds_sum") >= 1.0  # the Retry-After
+    assert value(after, "coop_worker_drains_total", outcome="released") >= 1
+
+    door_after = samples(door.url)
+    assert value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="200") == 3
+    assert value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="503") == 2
+    assert value(door_after, "coop_door_notify_duration_seconds_count") == 5
+    assert value(door_after, "coop_telegram_sends_total", result="ok") == 3
+    assert value(door_after, "coop_telegram_sends_total", result="429") == 1
+    assert value(door_after, "coop_telegram_sends_total", result="5xx") == 1
+    assert value(door_after, "coop_telegram_sends_total", result="timeout") == 0
+    assert value(door_after, "coop_telegram_retry_after_seconds_count") == 1
+    assert value(door_after, "coop_chief_undelivered_reports") == 0
+    # The earlier scrape is counted too (a scrape is counted once it has answered).
+    assert value(door_after, "coop_door_requests_total", path="/metrics", status="200") == 1
+    assert_guarded(engine, door)
