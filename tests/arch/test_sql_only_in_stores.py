@@ -31,6 +31,7 @@ SQL_MODULES: dict[str, frozenset[str]] = {
             "engine.outbox",
             "engine.commands",
             "engine.status",
+            "engine.metrics",
         }
     ),
     "notifier": frozenset({"notifier.store"}),
