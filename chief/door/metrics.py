@@ -8,10 +8,11 @@ verbs they count.
     coop_chief_undelivered_reports             gauge      reports queued, not yet landed (read
                                                           from chief.db at each scrape)
 
-Hooked in by one call, `instrument_door(app, service, config)`: a pure ASGI middleware counts
-every answer (so the door's routes and verbs carry no metric code), and the Telegram sender is
-wrapped to count each send by result. Each door app has its own registry: nothing is created at
-import, and two doors in one test process count apart.
+Hooked in by two calls, `instrument_door(app, service, config, metrics)` and
+`metered(sender, metrics)`: a pure ASGI middleware counts every answer (so the door's routes and
+verbs carry no metric code), and the Telegram sender is wrapped to count each send by result.
+Each door app has its own registry: nothing is created at import, and two doors in one test
+process count apart.
 
 `GET /metrics` is guarded like the door's routes (loopback peer, no browser or proxy header, a
 loopback Host, the service key), with the key accepted as `Authorization: Bearer <key>`, what
@@ -34,6 +35,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
 from chief.door.service import DoorService
 from chief.errors import ChiefError, TelegramUnavailable
+from chief.telegram.sender import TelegramSender
 
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
@@ -152,9 +154,9 @@ class _MeteredSender:
         self._inner = inner
         self._metrics = metrics
 
-    async def send(self, text: str) -> int:
+    async def send(self, text: str, *, silent: bool = False) -> int:
         try:
-            message_id: int = await self._inner.send(text)
+            message_id: int = await self._inner.send(text, silent=silent)
         except TelegramUnavailable as exc:
             self._metrics.count_send_failure(exc)
             raise
@@ -202,11 +204,15 @@ def metrics_router(config: DoorConfig, service: DoorService, metrics: DoorMetric
     return router
 
 
-def instrument_door(app: FastAPI, service: DoorService, config: DoorConfig) -> DoorMetrics:
-    """Count the door's answers and Telegram sends, and serve them on `GET /metrics`."""
-    metrics = DoorMetrics()
-    if service.sender is not None:
-        service.sender = _MeteredSender(service.sender, metrics)
+def metered(sender: TelegramSender, metrics: DoorMetrics) -> TelegramSender:
+    """`sender` counting each send by result; the door's sender task (the ringer) sends with it."""
+    return _MeteredSender(sender, metrics)
+
+
+def instrument_door(
+    app: FastAPI, service: DoorService, config: DoorConfig, metrics: DoorMetrics
+) -> DoorMetrics:
+    """Count the door's answers (Telegram sends: `metered`), and serve them on `GET /metrics`."""
     app.add_middleware(_AnswerCounter, metrics=metrics)
     app.include_router(metrics_router(config, service, metrics))
     app.state.metrics = metrics
