@@ -32,15 +32,8 @@ SMOKE_ARGS: dict[str, list[str]] = {
         "--sizes", "20", "--measure", "20", "--full-stack-rows", "5", "--time-limit-s", "30",
     ],
     "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
+    "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
 }  # fmt: skip
-# Waiting for bench/stack.py to count the rows a door digest carries (the door's Telegram-queue
-# work): until then these wait for receipts that never come. Removed at the merge that brings it.
-NEEDS_DIGEST_COUNT = {
-    "bench_backlog.py",
-    "bench_memory.py",
-    "bench_pipeline.py",
-    "bench_vs_huey.py",
-}
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0
 
@@ -52,8 +45,6 @@ def test_every_bench_script_has_a_smoke_run() -> None:
 
 @pytest.mark.parametrize("script", sorted(SMOKE_ARGS))
 def test_bench_script_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
-    if script in NEEDS_DIGEST_COUNT:
-        pytest.skip("waits for bench/stack.py's count of the rows a door digest carries")
     with subprocess.Popen(
         [sys.executable, str(BENCH / script), *SMOKE_ARGS[script]],
         cwd=REPO,
