@@ -4,7 +4,6 @@ real chief.db, python-telegram-bot as the sender)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.service import DoorService
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
+from tests.support import procs
 from tests.support.asgi import serve_asgi
 
 KEY = "k3y-for-tests-0123456789abcdef"
@@ -32,10 +32,7 @@ OWNER = "owner"
 
 
 def write_key(folder: Path, key: str = KEY, mode: int = 0o600) -> Path:
-    path = folder / "service.key"
-    path.write_text(key + "\n")
-    os.chmod(path, mode)
-    return path
+    return procs.write_key(folder / "service.key", key, mode)
 
 
 def door_env(folder: Path, **settings: str) -> dict[str, str]:
