@@ -23,7 +23,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from chief.door.pacing import DIGEST_SEPARATOR
-from tests.integration.door.door_env import Stack, body, door_stack
+from tests.integration.door.door_env import DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
 
@@ -59,7 +59,7 @@ async def main(rows: int, time_limit_s: float) -> None:
             await _all_rung(stack, rows, time_limit_s)
 
 
-async def _all_rung(stack: Stack, rows: int, time_limit_s: float) -> None:
+async def _all_rung(stack: DoorStack, rows: int, time_limit_s: float) -> None:
     """Wait for the door's Telegram queue to empty; then every entry rang exactly once."""
 
     async def queue_empty() -> bool:

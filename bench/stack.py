@@ -22,6 +22,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engine import kick as engine_kick  # noqa: E402
+from tests.support import procs  # noqa: E402  (the tests' and benches' one process harness)
 
 SERVICE_KEY = "bench-service-key-0123456789abcdef"
 BOT_TOKEN = "123456:bench-token"
@@ -122,19 +123,15 @@ class Stack:
         self.db = home / "coop.db"
         self.receipt_log = home / "received.jsonl"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        key = home / "service.key"
-        key.write_text(SERVICE_KEY + "\n")
-        key.chmod(0o600)
+        key = procs.write_key(home / "service.key", SERVICE_KEY)
         self.door_port = free_port()
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("COOP_", "CHIEF_"))},
-            "COOP_HOME": str(home),
-            "COOP_DB": str(self.db),
-            "COOP_SERVICE_KEY_FILE": str(key),
-            "COOP_DOOR_URL": f"http://127.0.0.1:{self.door_port}{DOOR_PATH}",
-            "COOP_KICK": "datagram",
-            "PYTHONPATH": str(REPO),
-        }
+        self.env = procs.clean_env(
+            home,
+            COOP_DB=str(self.db),
+            COOP_SERVICE_KEY_FILE=str(key),
+            COOP_DOOR_URL=f"http://127.0.0.1:{self.door_port}{DOOR_PATH}",
+            COOP_KICK="datagram",
+        )
         self.label = ""
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:

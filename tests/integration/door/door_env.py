@@ -58,7 +58,9 @@ def body(outbox_id: str | None = "1", text: str = "todo #1 done: tests green") -
 
 
 @dataclass
-class Stack:
+class DoorStack:
+    """The door in-process (`door_stack`); the process stacks are tests.support.procs' Services."""
+
     url: str
     client: httpx.AsyncClient
     service: DoorService
@@ -98,7 +100,7 @@ async def door_stack(
     faults: Sequence[Mapping[str, object]] = (),
     wall_clock: Callable[[], datetime] | None = None,
     flood_limits: bool = False,
-) -> AsyncIterator[Stack]:
+) -> AsyncIterator[DoorStack]:
     """The door mounted in a host FastAPI app, as a host application would mount it.
     `faults` are armed in the emulator before the sender starts (its getMe included)."""
     write_key(folder)
@@ -145,7 +147,7 @@ async def door_stack(
                     serve_asgi(app, host=host) as url,
                     httpx.AsyncClient(timeout=client_timeout_s) as client,
                 ):
-                    yield Stack(url, client, service, chief, emulator, emulator_url, folder)
+                    yield DoorStack(url, client, service, chief, emulator, emulator_url, folder)
         finally:
             if sender is not None:
                 await sender.aclose()
