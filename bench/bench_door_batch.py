@@ -86,7 +86,8 @@ def main() -> None:
             results: dict[str, list[dict[str, float]]] = {"single": [], "batch": []}
             with httpx.Client(timeout=CLIENT_TIMEOUT_S, trust_env=False) as client:
                 # Warm-up: imports, the Bot's getMe, the first chief.db pages.
-                phase(stack, client, "warm-up", [f"warm-{n}" for n in range(50)], 1)
+                warm_up = [f"warm-{n}" for n in range(min(50, args.rows))]
+                phase(stack, client, "warm-up", warm_up, 1)
                 for rnd in range(args.rounds):
                     for label, size in (("single", 1), ("batch", args.batch)):
                         ids = [f"{label}-{rnd}-{n}" for n in range(args.rows)]

@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from chief.faults import FAULTS_ENV
-from tests.integration.door.door_env import Stack, batch, body, door_stack
+from tests.integration.door.door_env import DoorStack, batch, body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 ANSWER_FIELDS = {"delivered", "channel", "outbox_id", "chief_message_id", "telegram"}
 
 
-def rung(stack: Stack, text: str) -> int:
+def rung(stack: DoorStack, text: str) -> int:
     """How many times `text` reached Telegram, alone or inside a digest."""
     return sum(message.count(text) for message in stack.emulator.texts())
 
@@ -35,7 +35,7 @@ def counts(folder: Path) -> dict[str, int]:
         return {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in tables}
 
 
-async def sent_count(stack: Stack) -> int:
+async def sent_count(stack: DoorStack) -> int:
     assert stack.chief is not None
     return await stack.chief.sent_count()
 
@@ -83,7 +83,7 @@ async def test_door_batch_answers_each_row_in_order_as_the_single_route_would(
         assert lines == [f"row <{n}>" for n in ["single-1", *ids]]
 
 
-async def _sent(stack: Stack, expected: int) -> bool:
+async def _sent(stack: DoorStack, expected: int) -> bool:
     return await sent_count(stack) == expected
 
 
