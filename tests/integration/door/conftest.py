@@ -100,7 +100,18 @@ class LiveDoor:
 
     def written(self) -> tuple[int, int, int, int]:
         """Everything the door can write: Telegram messages, Chief messages, queued reports,
-        sent marks."""
+        sent marks. Read once the Telegram queue has drained: an earlier test's row rings when
+        the pacing allows (a token every 1.1 s), and must not count as written by this one. An
+        entry a refused request queued by mistake still shows: it rings, and is counted."""
+        wait_until_sync(
+            lambda: (
+                self._scalar("SELECT COUNT(*) FROM telegram_queue") == 0
+                and self.service.ringer is not None
+                and self.service.ringer.unmarked is None
+            ),
+            timeout_s=15,
+            what="the door's Telegram queue to drain",
+        )
         return (
             len(self.emulator.messages),
             self._scalar("SELECT COUNT(*) FROM messages"),
