@@ -26,6 +26,7 @@ from typing import Any
 
 from engine import arguments, owner, store
 from engine.errors import CoopError, StoreError, UsageError
+from engine.store import commands as command_log
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
 READ_METHODS = owner.READ_METHODS
@@ -72,7 +73,7 @@ class Filed:
 
 
 def lookup(conn: sqlite3.Connection, key: str) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM coop_commands WHERE key = ?", (key,)).fetchone()
+    return command_log.lookup(conn, key)
 
 
 def _filed(row: sqlite3.Row, replayed: bool) -> Filed:
@@ -98,21 +99,17 @@ def _file(
     result: Any = None,
     error: CoopError | None = None,
 ) -> None:
-    conn.execute(
-        "INSERT INTO coop_commands (key, method, input_sha256, actor, metadata, outcome, result,"
-        " error_type, error_message, filed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            key,
-            method,
-            digest,
-            actor,
-            json.dumps(metadata, sort_keys=True),
-            outcome,
-            None if result is None or method in READ_METHODS else json.dumps(result),
-            type(error).__name__ if error is not None else None,
-            error.message if error is not None else None,
-            store.now_iso(),
-        ),
+    command_log.file(
+        conn,
+        key,
+        method,
+        digest,
+        actor,
+        json.dumps(metadata, sort_keys=True),
+        outcome,
+        None if result is None or method in READ_METHODS else json.dumps(result),
+        type(error).__name__ if error is not None else None,
+        error.message if error is not None else None,
     )
 
 

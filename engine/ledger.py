@@ -3,9 +3,10 @@ the state change, its event row and, where the change is reportable, its outbox 
 
 Every verb takes JSON-plain arguments and returns a JSON-plain dict, so the owner service can
 run it for a remote caller and ship the answer back unchanged. Each verb reads the row, refuses
-what the lifecycle forbids, then makes one guarded UPDATE whose WHERE clause carries the
-condition and checks its row count: the read is load-bearing (a finished row still carries its
-taker's name), and it is sound because it runs inside the write transaction.
+what the lifecycle forbids, then makes one guarded UPDATE (`engine.store.ledger`) whose WHERE
+clause carries the condition and reports whether it applied: the read is load-bearing (a
+finished row still carries its taker's name), and it is sound because it runs inside the write
+transaction. The SQL lives in `engine.store.ledger` and `engine.store.queue`, none of it here.
 """
 
 from __future__ import annotations
@@ -13,34 +14,27 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from engine import kick, lifecycle, outbox, store
+from engine import kick, lifecycle, store
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.owner import routed
+from engine.store import ledger as ledger_store
+from engine.store import queue
 
 Row = dict[str, Any]
 
 
 def _load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row:
-    row = conn.execute(
-        f"SELECT * FROM {lifecycle.TABLES[kind]} WHERE id = ?", (item_id,)
-    ).fetchone()
+    row = ledger_store.load(conn, kind, item_id)
     if row is None:
         raise NotFound(f"{kind} #{item_id} does not exist — `coop list --all` shows the ids")
     return row
 
 
-def _guarded_update(
-    conn: sqlite3.Connection, kind: str, row: sqlite3.Row, verb: str, sets: str, params: tuple
-) -> None:
-    """Apply `sets` only if the row is still as read; zero rows means someone moved it."""
-    cur = conn.execute(
-        f"UPDATE {lifecycle.TABLES[kind]} SET {sets}, updated_at = ?"
-        " WHERE id = ? AND status = ? AND taken_by IS ?",
-        (*params, store.now_iso(), row["id"], row["status"], row["taken_by"]),
-    )
-    if cur.rowcount != 1:
-        raise LifecycleError(f"{kind} #{row['id']} changed under this {verb} — re-read and retry")
+def _applied(applied: bool, kind: str, item_id: int, verb: str) -> None:
+    """A guarded write that found the row no longer as read: someone moved it meanwhile."""
+    if not applied:
+        raise LifecycleError(f"{kind} #{item_id} changed under this {verb} — re-read and retry")
 
 
 def _result(conn: sqlite3.Connection, kind: str, item_id: int, **extra: Any) -> Row:
@@ -56,21 +50,9 @@ def _add(
     title = lifecycle.require_title(title)
     at = store.now_iso()
     with store.connection(db) as conn, store.write(conn):
-        if kind == "todo":
-            cur = conn.execute(
-                "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (title, body, actor, at, at),
-            )
-        else:
-            cur = conn.execute(
-                "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (title, body, addressed_to, actor, at, at),
-            )
-        item_id = int(cur.lastrowid or 0)
+        item_id = ledger_store.insert(conn, kind, title, body, addressed_to, actor, at)
         payload = {"title": title, **({"addressed_to": addressed_to} if addressed_to else {})}
-        store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
+        ledger_store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
         return _result(conn, kind, item_id)
 
 
@@ -86,21 +68,12 @@ def _take(kind: str, item_id: int, actor: str, force: bool, db: str | None) -> R
                 f" (since {lifecycle.clock(row['taken_at'])}) — --force to take it over"
             )
         at = store.now_iso()
-        # The claim is decided here, by the database: still open, or still ours.
-        guard = "status IN ('open', 'taken')" if force else "(status = 'open' OR taken_by = ?)"
-        params: tuple = (actor, at, at, item_id) + (() if force else (actor,))
-        cur = conn.execute(
-            f"UPDATE {lifecycle.TABLES[kind]} SET status = 'taken', taken_by = ?, taken_at = ?,"
-            f" updated_at = ? WHERE id = ? AND {guard}",
-            params,
-        )
-        if cur.rowcount != 1:
-            raise LifecycleError(f"{kind} #{item_id} changed under this take — re-read and retry")
+        _applied(ledger_store.take(conn, kind, item_id, actor, at, force), kind, item_id, "take")
         outbox_id = None
         if foreign:
             previous = {"previous": row["taken_by"], "previous_at": row["taken_at"]}
-            store.record_event(conn, kind, item_id, "takeover", actor, previous, at=at)
-            outbox_id = outbox.enqueue(
+            ledger_store.record_event(conn, kind, item_id, "takeover", actor, previous, at=at)
+            outbox_id = queue.enqueue(
                 conn,
                 "takeover",
                 f"{kind} #{item_id} was taken over by {actor} from {row['taken_by']}"
@@ -108,7 +81,7 @@ def _take(kind: str, item_id: int, actor: str, force: bool, db: str | None) -> R
                 source=f"{kind}:{item_id}",
             )
         else:
-            store.record_event(conn, kind, item_id, "take", actor, at=at)
+            ledger_store.record_event(conn, kind, item_id, "take", actor, at=at)
         return _result(conn, kind, item_id, outbox_id=outbox_id)
 
 
@@ -133,10 +106,8 @@ def _release(kind: str, item_id: int, actor: str, reason: str | None, db: str | 
             payload["decided_by"] = actor
         if reason:
             payload["reason"] = reason
-        _guarded_update(
-            conn, kind, row, "release", "status = 'open', taken_by = NULL, taken_at = NULL", ()
-        )
-        store.record_event(conn, kind, item_id, "release", actor, payload)
+        _applied(ledger_store.release(conn, kind, row), kind, item_id, "release")
+        ledger_store.record_event(conn, kind, item_id, "release", actor, payload)
         return _result(conn, kind, item_id)
 
 
@@ -156,12 +127,10 @@ def _amend(
     }
     if not changes:
         return _result(conn, kind, row["id"], changed=False, outbox_id=None)
-    conn.execute(
-        f"UPDATE {lifecycle.TABLES[kind]} SET result_summary = COALESCE(?, result_summary),"
-        " commit_sha = COALESCE(?, commit_sha), updated_at = ? WHERE id = ?",
-        (changes.get("result_summary"), changes.get("commit_sha"), store.now_iso(), row["id"]),
+    ledger_store.amend(
+        conn, kind, row["id"], changes.get("result_summary"), changes.get("commit_sha")
     )
-    store.record_event(
+    ledger_store.record_event(
         conn,
         kind,
         row["id"],
@@ -218,23 +187,18 @@ def _finish(
                 payload["fast_path"] = True
         target = lifecycle.MOVES[kind][verb][1]
         at = store.now_iso()
-        _guarded_update(
-            conn,
-            kind,
-            row,
-            verb,
-            "status = ?, taken_by = COALESCE(taken_by, ?), taken_at = COALESCE(taken_at, ?),"
-            " closed_by = ?, closed_at = ?, result_summary = ?, commit_sha = ?",
-            (target, actor, at, actor, at, result_summary, commit_sha),
+        applied = ledger_store.finish(
+            conn, kind, row, target, actor, at, result_summary, commit_sha
         )
-        store.record_event(conn, kind, item_id, verb, actor, payload or None, at=at)
+        _applied(applied, kind, item_id, verb)
+        ledger_store.record_event(conn, kind, item_id, verb, actor, payload or None, at=at)
         text = f"{kind} #{item_id} {lifecycle.past(verb).removeprefix('marked ')} by {actor}:"
         text += f" {row['title']}"
         if result_summary:
             text += f"\n{result_summary}"
         if commit_sha:
             text += f"\n(commit {commit_sha})"
-        outbox_id = outbox.enqueue(conn, f"{kind}_{target}", text, source=f"{kind}:{item_id}")
+        outbox_id = queue.enqueue(conn, f"{kind}_{target}", text, source=f"{kind}:{item_id}")
         return _result(conn, kind, item_id, changed=True, outbox_id=outbox_id)
 
 
@@ -255,16 +219,9 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, db: 
                 )
             payload["forced_from"] = holder
         at = store.now_iso()
-        _guarded_update(
-            conn,
-            kind,
-            row,
-            "abandon",
-            "status = 'abandoned', closed_by = ?, closed_at = ?, reason = ?",
-            (actor, at, reason),
-        )
-        store.record_event(conn, kind, item_id, "abandon", actor, payload, at=at)
-        outbox_id = outbox.enqueue(
+        _applied(ledger_store.abandon(conn, kind, row, actor, at, reason), kind, item_id, "abandon")
+        ledger_store.record_event(conn, kind, item_id, "abandon", actor, payload, at=at)
+        outbox_id = queue.enqueue(
             conn,
             f"{kind}_abandoned",
             f"{kind} #{item_id} abandoned by {actor}: {row['title']}\nreason: {reason}",
@@ -373,8 +330,7 @@ def list_items(
     found: list[Row] = []
     with store.connection(db) as conn:
         for each in ("todo", "request") if kind is None else (kind,):
-            where = "" if include_closed else " WHERE status IN ('open', 'taken')"
-            for row in conn.execute(f"SELECT * FROM {lifecycle.TABLES[each]}{where} ORDER BY id"):
+            for row in ledger_store.items(conn, each, include_closed):
                 item = dict(row, kind=each)
                 item["stale"] = bool(
                     row["status"] == "taken"
@@ -391,10 +347,4 @@ def history(kind: str, item_id: int, *, db: str | None = None) -> list[Row]:
         raise UsageError(f"kind {kind!r} is not one of todo, request")
     with store.connection(db) as conn:
         _load(conn, kind, item_id)
-        return [
-            dict(row)
-            for row in conn.execute(
-                "SELECT * FROM coop_events WHERE item_kind = ? AND item_id = ? ORDER BY id",
-                (kind, item_id),
-            )
-        ]
+        return ledger_store.events(conn, kind, item_id)

@@ -2,9 +2,10 @@
 the operator's two acts on a row (cancel with a reason, retry now), and the owner's one act on
 the notifier's worker lock (`unlock_worker`, for a holder nothing else can ever clear).
 
-`enqueue` runs inside the caller's `store.write()` transaction, so a notification exists
-exactly when the change it reports does. Delivery state (attempts, deferral, delivered) is the
-notifier's to write; see `notifier.queue`.
+`enqueue` (`engine.store.queue.enqueue`, named here too for library callers) runs inside the
+caller's `store.write()` transaction, so a notification exists exactly when the change it
+reports does. Delivery state (attempts, deferral, delivered) is the notifier's to write, through
+`notifier.store`; every statement on the two tables is in `engine.store.queue`.
 """
 
 from __future__ import annotations
@@ -15,28 +16,12 @@ from typing import Any
 from engine import kick, lifecycle, store
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
-from engine.faults import fault
 from engine.owner import routed
+from engine.store import queue
+from engine.store.ledger import record_event
+from engine.store.queue import STATES, enqueue
 
-STATES = ("pending", "delivered", "cancelled")
-
-
-def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None = None) -> int:
-    """Insert one pending row, due now; the text is cut to the door's limit here, never later."""
-    cur = conn.execute(
-        "INSERT INTO coop_outbox (kind, text, source, state, created_at, next_attempt_at)"
-        " VALUES (?, ?, ?, 'pending', ?, ?)",
-        (
-            lifecycle.require_kind(kind),
-            lifecycle.cut_text(text),
-            source,
-            store.now_iso(),
-            store.now_epoch(),
-        ),
-    )
-    # A crash here must leave neither the change nor this row (see the atomicity tests).
-    fault("engine.outbox.after_insert")
-    return int(cur.lastrowid or 0)
+__all__ = ["STATES", "cancel", "enqueue", "notify", "retry", "rows", "unlock_worker"]
 
 
 @routed
@@ -48,12 +33,12 @@ def notify(text: str, *, actor: str, kind: str = "note", db: str | None = None) 
         raise UsageError("the notification text is empty: say what the owner should hear")
     with store.connection(db) as conn, store.write(conn):
         outbox_id = enqueue(conn, kind, text, source=None)
-        store.record_event(conn, "outbox", outbox_id, "notify", actor, {"kind": kind})
+        record_event(conn, "outbox", outbox_id, "notify", actor, {"kind": kind})
     return {"outbox_id": outbox_id}
 
 
 def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3.Row:
-    row = conn.execute("SELECT * FROM coop_outbox WHERE id = ?", (outbox_id,)).fetchone()
+    row = queue.row(conn, outbox_id)
     if row is None:
         raise NotFound(f"outbox row #{outbox_id} does not exist — `coop status` lists the rows")
     if row["state"] != "pending":
@@ -72,12 +57,8 @@ def cancel(outbox_id: int, *, actor: str, reason: str, db: str | None = None) ->
     with store.connection(db) as conn, store.write(conn):
         row = _pending_row(conn, outbox_id, "cancelled")
         at = store.now_iso()
-        conn.execute(
-            "UPDATE coop_outbox SET state = 'cancelled', cancelled_at = ?, cancelled_by = ?,"
-            " cancel_reason = ? WHERE id = ? AND state = 'pending'",
-            (at, actor, reason, outbox_id),
-        )
-        store.record_event(
+        queue.cancel(conn, outbox_id, actor, reason, at)
+        record_event(
             conn,
             "outbox",
             outbox_id,
@@ -96,11 +77,8 @@ def retry(outbox_id: int, *, actor: str, db: str | None = None) -> dict[str, Any
     actor = lifecycle.require_actor(actor)
     with store.connection(db) as conn, store.write(conn):
         row = _pending_row(conn, outbox_id, "retried")
-        conn.execute(
-            "UPDATE coop_outbox SET next_attempt_at = ? WHERE id = ? AND state = 'pending'",
-            (store.now_epoch(), outbox_id),
-        )
-        store.record_event(conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]})
+        queue.make_due(conn, outbox_id, store.now_epoch())
+        record_event(conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]})
     return {"outbox_id": outbox_id, "state": "pending"}
 
 
@@ -124,24 +102,16 @@ def unlock_worker(*, actor: str, reason: str, db: str | None = None) -> dict[str
             " — ask them, with the reason"
         )
     with store.connection(db) as conn, store.write(conn):
-        found = conn.execute(
-            "SELECT owner, pid, host, started_at, acquired_at FROM worker_lock WHERE singleton = 1"
-        ).fetchone()
+        found = queue.holder(conn)
         if found is None:
             return {"unlocked": None, "outbox_id": None}
-        holder = dict(found)
+        holder = found._asdict()
         # The worker_lock row is the notifier's; this is its one writer outside the notifier,
         # the owner's explicit decision, and it deletes exactly the holder it read.
-        conn.execute(
-            "DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (holder["owner"],)
-        )
-        store.record_event(
-            conn, "worker_lock", 1, "unlock", actor, {"reason": reason, "holder": holder}
-        )
-        head = conn.execute(
-            "SELECT id FROM coop_outbox WHERE state = 'pending' ORDER BY id LIMIT 1"
-        ).fetchone()
-    return {"unlocked": holder, "outbox_id": int(head[0]) if head is not None else None}
+        queue.release(conn, found.owner)
+        record_event(conn, "worker_lock", 1, "unlock", actor, {"reason": reason, "holder": holder})
+        head = queue.head(conn)
+    return {"unlocked": holder, "outbox_id": head.id if head is not None else None}
 
 
 @routed
@@ -152,13 +122,4 @@ def rows(
     if state is not None and state not in STATES:
         raise UsageError(f"outbox state {state!r} is not one of {', '.join(STATES)}")
     with store.connection(db) as conn:
-        if state is None:
-            found = conn.execute(
-                "SELECT * FROM coop_outbox ORDER BY id DESC LIMIT ?", (limit,)
-            ).fetchall()
-        else:
-            found = conn.execute(
-                "SELECT * FROM coop_outbox WHERE state = ? ORDER BY id DESC LIMIT ?",
-                (state, limit),
-            ).fetchall()
-    return [dict(r) for r in found]
+        return queue.rows(conn, state, limit)

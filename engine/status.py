@@ -27,6 +27,8 @@ from engine import keyfile, lifecycle, loopback, store
 from engine.config import EngineConfig, data_home
 from engine.errors import UsageError
 from engine.owner import routed
+from engine.store import ledger as ledger_store
+from engine.store import queue
 
 # Shared with the notifier and the door, which keep their own copies (the packages share no
 # code): tests/contract/test_shared_facts.py fails if any copy differs.
@@ -35,6 +37,7 @@ SERVICE_KEY_HEADER = "X-Coop-Service-Key"  # notifier.client, chief.door.guard
 SERVICE_KEY_FILE_NAME = "service.key"  # notifier.config, chief.door.config
 DOOR_TIMEOUT_S = 2.0
 DEFAULT_MAX_PENDING_AGE_S = 600.0
+FAILING_SHOWN = 20
 
 
 @routed
@@ -42,40 +45,19 @@ def status_snapshot(*, db: str | None = None) -> dict[str, Any]:
     """The ledger's and the outbox's state, read in one snapshot."""
     config = EngineConfig.from_env()
     now = store.now_epoch()
-    with store.connection(db) as conn:
-        conn.execute("BEGIN")  # one read snapshot for every figure below
-        try:
-            ledger_counts: dict[str, dict[str, int]] = {}
-            stale: list[dict[str, Any]] = []
-            for kind, table in lifecycle.TABLES.items():
-                ledger_counts[kind] = {
-                    row[0]: row[1]
-                    for row in conn.execute(f"SELECT status, COUNT(*) FROM {table} GROUP BY 1")
-                }
-                for row in conn.execute(
-                    f"SELECT id, title, taken_by, taken_at FROM {table} WHERE status = 'taken'"
-                ):
-                    age_s = now - store.parse_iso(row["taken_at"]).timestamp()
-                    if age_s > config.stale_after_s:
-                        stale.append({"kind": kind, **dict(row), "age_s": round(age_s)})
-            outbox_counts = {
-                row[0]: row[1]
-                for row in conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY 1")
-            }
-            oldest = conn.execute(
-                "SELECT id, created_at FROM coop_outbox WHERE state = 'pending' ORDER BY id LIMIT 1"
-            ).fetchone()
-            failing = [
-                dict(row)
-                for row in conn.execute(
-                    "SELECT id, kind, attempts, last_error, next_attempt_at, created_at"
-                    " FROM coop_outbox WHERE state = 'pending' AND attempts > 0 ORDER BY id"
-                    " LIMIT 20"
-                )
-            ]
-            lock = conn.execute("SELECT * FROM worker_lock").fetchone()
-        finally:
-            conn.execute("COMMIT")
+    with store.connection(db) as conn, store.snapshot(conn):  # one read for every figure
+        ledger_counts: dict[str, dict[str, int]] = {}
+        stale: list[dict[str, Any]] = []
+        for kind in lifecycle.TABLES:
+            ledger_counts[kind] = ledger_store.counts(conn, kind)
+            for row in ledger_store.taken(conn, kind):
+                age_s = now - store.parse_iso(row["taken_at"]).timestamp()
+                if age_s > config.stale_after_s:
+                    stale.append({"kind": kind, **dict(row), "age_s": round(age_s)})
+        outbox_counts = queue.counts(conn)
+        oldest = queue.oldest_pending(conn)
+        failing = queue.failing(conn, FAILING_SHOWN)
+        lock = queue.lock_row(conn)
     oldest_age = (
         round(now - store.parse_iso(oldest["created_at"]).timestamp(), 1) if oldest else None
     )
@@ -83,12 +65,10 @@ def status_snapshot(*, db: str | None = None) -> dict[str, Any]:
         "database": str(store.resolve(db)),
         "ledger": ledger_counts,
         "stale_takes": stale,
-        "outbox": {
-            state: outbox_counts.get(state, 0) for state in ("pending", "delivered", "cancelled")
-        },
+        "outbox": outbox_counts,
         "oldest_pending": {"id": oldest["id"], "age_s": oldest_age} if oldest else None,
         "failing": failing,
-        "worker_lock": dict(lock) if lock else None,
+        "worker_lock": lock,
     }
 
 

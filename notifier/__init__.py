@@ -5,8 +5,9 @@ Layers, pointing inward:
 - `outcome`  pure: an HTTP answer (or the lack of one) -> delivered / deferred, backoff with
              jitter, `Retry-After`.
 - `lock`     who a worker is (pid, host, process start time) and whether a holder is provably gone.
-- `store`    the only module speaking SQL: outbox delivery state and the `worker_lock` row, each
-             use case one `BEGIN IMMEDIATE` transaction on one dedicated database thread.
+- `store`    the use cases on outbox delivery state and the `worker_lock` row, each one
+             `BEGIN IMMEDIATE` transaction on one dedicated database thread; their SQL is
+             `engine.store.queue`'s, the one owner of those tables' statements.
 - `client`   the door seam: the httpx client and a test double beside it.
 - `worker`   the drain loop and the atomic idle handoff (`drain`, `release_worker_if_idle`).
 - `daemon`   the long-running role: kick socket, sleep until due / kick / backstop.

@@ -1,9 +1,14 @@
-"""The ledger's SQLite file: opening it, its schema migrations, and the one write transaction.
+"""The ledger's SQLite file: opening it, its schema migrations, the fence and the one write
+transaction. The `engine.store` package is the only code in the engine that speaks SQL:
 
-The store is the engine's only door to SQL besides the verbs' own statements in
-`engine.ledger` and `engine.outbox`, which run inside `write()`. Every write is one
-`BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in Python inside the
-transaction is sound, and nothing outside it decides anything.
+    engine.store           connection, `write()`, migrations, fence, the clock of `*_at` columns
+    engine.store.ledger    todos, requests and the append-only `coop_events`
+    engine.store.queue     `coop_outbox` and `worker_lock`: producers, the notifier and status
+    engine.store.commands  the owner's command log (`coop_commands`)
+
+Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in
+Python inside the transaction is sound, and nothing outside it decides anything. The modules
+beside this one take the connection of a transaction already open; they never open their own.
 
 sqlite3 errors are translated here into `StoreError`, so callers see one error tree.
 """
@@ -11,7 +16,6 @@ sqlite3 errors are translated here into `StoreError`, so callers see one error t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
@@ -19,7 +23,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from engine import owner
 from engine.config import db_path as configured_db_path
@@ -150,13 +153,21 @@ def resolve(db: str | os.PathLike[str] | None) -> Path:
     return Path(db) if db is not None else configured_db_path()
 
 
-def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")
+
+
+def open_connection(
+    path: Path, *, check_same_thread: bool = True, synchronous: str = "FULL"
+) -> sqlite3.Connection:
     """Open the ledger file with its pragmas and bring its schema up to date.
 
     Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
     `check_same_thread=False` is for the owner service, which serialises its connection's use
-    with a lock and runs each call in a worker thread.
+    with a lock and runs each call in a worker thread. `synchronous="NORMAL"` is for the
+    notifier's own delivery marks only (`notifier.store.open_own_connection` says why).
     """
+    if synchronous not in SYNCHRONOUS_MODES:
+        raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
@@ -170,7 +181,7 @@ def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Co
         conn.execute("PRAGMA journal_mode = WAL")
         # FULL: a committed `coop todo done` and its outbox row survive a power cut, not only
         # a process crash.
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
     except (sqlite3.Error, OSError) as exc:
@@ -306,6 +317,19 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise StoreError(f"the Coop database could not commit: {exc}") from exc
 
 
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction: every read in the block sees the same committed state."""
+    try:
+        conn.execute("BEGIN")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop database: {exc}") from exc
+    try:
+        yield conn
+    finally:
+        _rollback(conn)
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     """Roll back what is left of the transaction, if anything is.
 
@@ -340,32 +364,3 @@ def _rollback_savepoint(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK TO coop_verb")
         conn.execute("RELEASE coop_verb")
-
-
-def record_event(
-    conn: sqlite3.Connection,
-    item_kind: str,
-    item_id: int,
-    event: str,
-    actor: str,
-    payload: dict[str, Any] | None = None,
-    at: str | None = None,
-) -> int:
-    """Append one row to the event log (never updated, never deleted)."""
-    cur = conn.execute(
-        "INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            item_kind,
-            item_id,
-            event,
-            actor,
-            at or now_iso(),
-            json.dumps(payload, sort_keys=True) if payload is not None else None,
-        ),
-    )
-    return int(cur.lastrowid or 0)
-
-
-def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    return dict(row) if row is not None else None
