@@ -15,8 +15,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from engine import ledger, lifecycle, outbox
+from engine import api, lifecycle
 from engine.errors import CoopError, UsageError
+from engine.store.queue import STATES as OUTBOX_STATES
 
 PROG = "coop"
 
@@ -174,7 +175,7 @@ def _outbox_parser(groups: Any, common: Parser) -> None:
     box = groups.add_parser("outbox", help=GROUP_HELP["outbox"])
     box_verbs = box.add_subparsers(dest="verb", required=True, parser_class=Parser)
     p = box_verbs.add_parser("list", parents=[common], help="recent rows, newest first")
-    p.add_argument("--state", default=None, choices=outbox.STATES)
+    p.add_argument("--state", default=None, choices=OUTBOX_STATES)
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
     p = box_verbs.add_parser("retry", parents=[common], help="make a deferred row due now")
@@ -289,17 +290,17 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
     if g == "todo":
         actor = _actor(args)
         if v == "add":
-            result = ledger.add_todo(args.title, actor=actor, body=args.body, db=db)
+            result = api.add_todo(args.title, actor=actor, body=args.body, db=db)
             emit(_describe("todo", result, "added"))
             return None
         if v == "take":
-            result = ledger.take_todo(args.id, actor=actor, force=args.force, db=db)
+            result = api.take_todo(args.id, actor=actor, force=args.force, db=db)
             what = f"taken by {actor}"
         elif v == "release":
-            result = ledger.release_todo(args.id, actor=actor, reason=args.reason, db=db)
+            result = api.release_todo(args.id, actor=actor, reason=args.reason, db=db)
             what = "released"
         elif v == "done":
-            result = ledger.done_todo(
+            result = api.done_todo(
                 args.id,
                 actor=actor,
                 result_summary=args.summary,
@@ -309,7 +310,7 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
             )
             what = "done"
         else:
-            result = ledger.abandon_todo(
+            result = api.abandon_todo(
                 args.id, actor=actor, reason=args.reason, force=args.force, db=db
             )
             what = "abandoned"
@@ -318,19 +319,19 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
     if g == "request":
         actor = _actor(args)
         if v == "add":
-            result = ledger.add_request(
+            result = api.add_request(
                 args.title, actor=actor, addressed_to=args.addressed_to, body=args.body, db=db
             )
             emit(_describe("request", result, "added"))
             return None
         if v == "take":
-            result = ledger.take_request(args.id, actor=actor, force=args.force, db=db)
+            result = api.take_request(args.id, actor=actor, force=args.force, db=db)
             what = f"taken by {actor}"
         elif v == "release":
-            result = ledger.release_request(args.id, actor=actor, reason=args.reason, db=db)
+            result = api.release_request(args.id, actor=actor, reason=args.reason, db=db)
             what = "released"
         else:
-            result = ledger.close_request(
+            result = api.close_request(
                 args.id,
                 actor=actor,
                 result_summary=args.summary,
@@ -342,7 +343,7 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
         emit(_describe("request", result, what))
         return result
     if g == "list":
-        items = ledger.list_items(args.kind, include_closed=args.all, db=db)
+        items = api.list_items(args.kind, include_closed=args.all, db=db)
         if args.json:
             emit(json.dumps(items, indent=2))
         else:
@@ -352,7 +353,7 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
                 emit("nothing open" if not args.all else "nothing yet")
         return None
     if g == "history":
-        events = ledger.history(args.kind, args.id, db=db)
+        events = api.history(args.kind, args.id, db=db)
         if args.json:
             emit(json.dumps(events, indent=2))
         else:
@@ -361,12 +362,12 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
                 emit(f"{event['at']}  {event['event']:<9} {event['actor']}{payload}")
         return None
     if g == "notify":
-        result = outbox.notify(args.text, actor=_actor(args), kind=args.kind, db=db)
+        result = api.notify(args.text, actor=_actor(args), kind=args.kind, db=db)
         emit(f"notification #{result['outbox_id']} queued")
         return result
     if g == "outbox":
         if v == "list":
-            rows = outbox.rows(args.state, limit=args.limit, db=db)
+            rows = api.rows(args.state, limit=args.limit, db=db)
             if args.json:
                 emit(json.dumps(rows, indent=2))
             for row in [] if args.json else rows:
@@ -377,14 +378,14 @@ def _run(args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any
                 )
             return None
         if v == "retry":
-            result = outbox.retry(args.id, actor=_actor(args), db=db)
+            result = api.retry(args.id, actor=_actor(args), db=db)
             emit(f"notification #{args.id} is due now")
             return result
-        outbox.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
+        api.cancel(args.id, actor=_actor(args), reason=args.reason, db=db)
         emit(f"notification #{args.id} cancelled")
         return None
     if g == "worker":
-        result = outbox.unlock_worker(actor=_actor(args), reason=args.reason, db=db)
+        result = api.unlock_worker(actor=_actor(args), reason=args.reason, db=db)
         held = result["unlocked"]
         if held is None:
             emit("the worker lock is already free; nothing to unlock")
@@ -500,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CoopError as exc:
             return _fail(exc)
     try:
-        # The verbs kick the notifier themselves after their commit (engine.kick.after_commit),
+        # The public functions kick the notifier themselves after their commit (engine.api),
         # for the CLI and library callers alike.
         _run(args, print)
     except CoopError as exc:

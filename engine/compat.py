@@ -1,6 +1,6 @@
 """The compatibility client: one call to the owner service, failing closed, with a receipt.
 
-`engine.owner.routed` calls `remote()` when an owner file governs the database. In order:
+`engine.api` calls `remote()` when an owner file governs the database. In order:
 
 1. the owner URL must be plain http on a loopback host, else `Invalid Coop owner
    configuration` (the credential never leaves the machine);
@@ -14,7 +14,7 @@
                                             reconcile request <key>`        receipt uncertain
     5xx                                     `Coop owner failed (HTTP n); reconcile request <key>`
                                                                             receipt uncertain
-      (a read, `owner.READ_METHODS`, changes nothing: its receipt settles `rejected` with the
+      (a read, `engine.verbs.READS`, changes nothing: its receipt settles `rejected` with the
       outcome `unanswered_read` instead of waiting for a reconcile that could only say so)
     4xx without a verdict                   `Coop refused the request (HTTP n): <detail>`
                                                                             receipt rejected
@@ -41,7 +41,8 @@ from urllib.parse import urlsplit
 
 from engine import keyfile, loopback, receipts
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
-from engine.owner import INVALID_OWNER, READ_METHODS
+from engine.owner import INVALID_OWNER
+from engine.verbs import READS
 
 CREDENTIAL_HEADER = "X-Coop-Owner-Key"
 CALL_PATH = "/compat/call"
@@ -172,7 +173,7 @@ def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[st
 def _settle_unanswered_read(method: str, key: str) -> None:
     # A read changes nothing whatever became of it: an uncertain receipt would only ask an
     # operator to reconcile a no-op (and make every failed `coop status` look like lost work).
-    if method in READ_METHODS:
+    if method in READS:
         receipts.settle(key, receipts.REJECTED, "unanswered_read")
 
 

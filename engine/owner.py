@@ -1,4 +1,4 @@
-"""Who may touch the ledger: the owner file, the owner's request context, and `routed`.
+"""The owner file: whether the ledger has one writer (the owner service), and where it listens.
 
 After `coop cutover`, `<store>.owner.json` (or the file `COOP_OWNER_FILE` names) says the
 ledger has one writer, the owner service, and where it listens:
@@ -6,33 +6,29 @@ ledger has one writer, the owner service, and where it listens:
     {"mode": "service", "database": "/abs/coop.db", "url": "http://127.0.0.1:8764",
      "credential_file": "/abs/coop.db.owner.key", "transferred_at": "...", "backup": "..."}
 
-The file is read on **every** call, so running processes follow a cutover or its undo at their
-next call. A bad file fails closed before anything is routed or opened: a wrong mode, another
-database, invalid JSON, a missing `database` or an unreadable file all raise exactly
+The file is read once on **every** call (by `engine.api`, the edge that decides local or owner),
+so running processes follow a cutover or its undo at their next call. A bad file fails closed
+before anything is routed or opened: a wrong mode, another database, invalid JSON, a missing
+`database` or an unreadable file all raise exactly
 `Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
 which the CLI prints on a line of its own.
 
-Every public ledger and outbox verb is wrapped by `routed`: with an owner file, the call is
-shipped to the owner (`engine.compat`); inside the owner's own request context (`OwnerContext`,
-entered by the owner service around each call it runs) the function runs locally on the owner's
-borrowed connection. `engine.store.connection()` consults this module: it lends the borrowed
-connection, or refuses with `Direct SQL is disabled; use the Coop service API` when an owner
-file exists.
+`engine.store.connection()`, the direct door for scripts, consults this module too: it refuses
+with `Direct SQL is disabled; use the Coop service API` when an owner file exists. The owner's
+connections register the fence function (`register_fence_function`) so their writes pass the
+fence triggers.
 
 Standard library only, and no import of `engine.store` (which imports this module).
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any
 
 from engine.config import db_path as configured_db_path
 from engine.errors import OwnerUnavailable
@@ -47,50 +43,6 @@ DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
 #: The SQL function the fence triggers call. Only connections the owner opens register it, so a
 #: raw writer elsewhere fails with `no such function: coop_owner_service_required`.
 FENCE_FUNCTION = "coop_owner_service_required"
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: Every routed verb by its method name: the owner service runs only these.
-ROUTED: dict[str, Callable[..., Any]] = {}
-
-#: The routed verbs that change nothing. Their filings keep no answer, and a read the owner
-#: never answered leaves nothing to reconcile, so its receipt settles at once.
-READ_METHODS = frozenset({"list_items", "history", "rows", "counts", "status_snapshot"})
-
-
-class OwnerContext(NamedTuple):
-    """The owner's request context: the connection every verb in it borrows, and who asked.
-
-    A NamedTuple, not a dataclass: this module is on the CLI's cold-start path."""
-
-    connection: sqlite3.Connection
-    key: str | None = None
-    metadata: Mapping[str, Any] | None = None
-
-
-_CONTEXT: contextvars.ContextVar[OwnerContext | None] = contextvars.ContextVar(
-    "coop_owner_context", default=None
-)
-
-
-@contextmanager
-def owner_context(context: OwnerContext) -> Iterator[OwnerContext]:
-    """Run the block as the owner: `routed` steps aside, `connection()` lends its connection."""
-    token = _CONTEXT.set(context)
-    try:
-        yield context
-    finally:
-        _CONTEXT.reset(token)
-
-
-def current() -> OwnerContext | None:
-    return _CONTEXT.get()
-
-
-def borrowed() -> sqlite3.Connection | None:
-    """The owner's connection when running inside its request context, else None."""
-    context = _CONTEXT.get()
-    return context.connection if context is not None else None
 
 
 def register_fence_function(conn: sqlite3.Connection) -> sqlite3.Connection:
@@ -144,32 +96,3 @@ def owner_config(db: Path | None = None) -> dict[str, Any] | None:
 def _invalid(detail: str) -> OwnerUnavailable:
     """The design's exact words, and what exactly was wrong as the detail (its own line)."""
     return OwnerUnavailable(INVALID_OWNER, detail=detail)
-
-
-def routed(fn: F) -> F:
-    """Ship the call to the owner when an owner file says so; run it here otherwise.
-
-    Inside the owner's request context the function always runs here, on the borrowed
-    connection: that is the one place the owner's domain code executes.
-    """
-    name = fn.__name__
-    if name in ROUTED:
-        raise RuntimeError(f"two routed verbs are named {name}")  # the owner dispatches by name
-    ROUTED[name] = fn
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if _CONTEXT.get() is not None:
-            return fn(*args, **kwargs)
-        db_arg = kwargs.get("db")
-        db = Path(db_arg) if db_arg is not None else configured_db_path()
-        config = owner_config(db)
-        if config is None:
-            return fn(*args, **kwargs)
-        # Imported here: urllib stays off the CLI's import path in local mode.
-        from engine import compat
-
-        shipped = {k: v for k, v in kwargs.items() if k != "db"}  # the owner uses its own
-        return compat.remote(name, list(args), shipped, config)
-
-    return call  # type: ignore[return-value]

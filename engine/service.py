@@ -41,12 +41,9 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, keyfile, ledger, loopback, outbox, owner, status, store
+from engine import commands, compat, keyfile, loopback, owner, store
 from engine.errors import CoopError, StoreError
 from engine.faults import fault
-
-#: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
-VERB_MODULES = (ledger, outbox, status)
 
 LOOPBACK_PEERS = loopback.LOOPBACK_PEERS
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on

@@ -1,7 +1,8 @@
 """`coop status`: what an operator needs to know at a glance, and `--check` for monitoring.
 
 Three sources, each read where it lives:
-- the ledger's database (`snapshot`, a routed verb: in service mode the owner answers it):
+- the ledger's database (`status_snapshot`, a public function of `engine.api`: in service
+  mode the owner answers it):
   ledger counts by state and stale takes, the outbox by state, the oldest pending row's age,
   the failing rows with their last error and next attempt, the worker lock holder;
 - this machine's receipts folder: uncertain receipts waiting for `coop reconcile`;
@@ -24,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from engine import keyfile, lifecycle, loopback, store
-from engine.config import EngineConfig, data_home
+from engine.api import status_snapshot
+from engine.config import data_home
 from engine.errors import UsageError
-from engine.owner import routed
-from engine.store import ledger as ledger_store
-from engine.store import queue
 
 # Shared with the notifier and the door, which keep their own copies (the packages share no
 # code): tests/contract/test_shared_facts.py fails if any copy differs.
@@ -37,39 +36,8 @@ SERVICE_KEY_HEADER = "X-Coop-Service-Key"  # notifier.client, chief.door.guard
 SERVICE_KEY_FILE_NAME = "service.key"  # notifier.config, chief.door.config
 DOOR_TIMEOUT_S = 2.0
 DEFAULT_MAX_PENDING_AGE_S = 600.0
-FAILING_SHOWN = 20
 
-
-@routed
-def status_snapshot(*, db: str | None = None) -> dict[str, Any]:
-    """The ledger's and the outbox's state, read in one snapshot."""
-    config = EngineConfig.from_env()
-    now = store.now_epoch()
-    with store.connection(db) as conn, store.snapshot(conn):  # one read for every figure
-        ledger_counts: dict[str, dict[str, int]] = {}
-        stale: list[dict[str, Any]] = []
-        for kind in lifecycle.TABLES:
-            ledger_counts[kind] = ledger_store.counts(conn, kind)
-            for row in ledger_store.taken(conn, kind):
-                age_s = now - store.parse_iso(row["taken_at"]).timestamp()
-                if age_s > config.stale_after_s:
-                    stale.append({"kind": kind, **dict(row), "age_s": round(age_s)})
-        outbox_counts = queue.counts(conn)
-        oldest = queue.oldest_pending(conn)
-        failing = queue.failing(conn, FAILING_SHOWN)
-        lock = queue.lock_row(conn)
-    oldest_age = (
-        round(now - store.parse_iso(oldest["created_at"]).timestamp(), 1) if oldest else None
-    )
-    return {
-        "database": str(store.resolve(db)),
-        "ledger": ledger_counts,
-        "stale_takes": stale,
-        "outbox": outbox_counts,
-        "oldest_pending": {"id": oldest["id"], "age_s": oldest_age} if oldest else None,
-        "failing": failing,
-        "worker_lock": lock,
-    }
+__all__ = ["collect", "door_status", "max_pending_age", "problems", "render", "status_snapshot"]
 
 
 def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None) -> float:

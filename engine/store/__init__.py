@@ -19,7 +19,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -265,16 +265,13 @@ def fence_triggers(conn: sqlite3.Connection) -> list[str]:
 
 @contextmanager
 def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """A connection for one use case, closed afterwards.
+    """The direct door to the ledger for a script or a test: a connection, closed afterwards.
 
-    Inside the owner's request context this lends the owner's connection (and leaves it open).
-    Anywhere else, an owner file means the owner service is the only door to the ledger:
-    `Direct SQL is disabled; use the Coop service API` (a broken owner file fails closed too).
+    The lowest door is shut in service mode: an owner file means the owner service is the only
+    door to the ledger, so this refuses with `Direct SQL is disabled; use the Coop service API`
+    (a broken owner file fails closed too). The engine's own verbs never come through here:
+    `engine.api` decides local or owner once per call and opens with `unit_of_work`.
     """
-    borrowed = owner.borrowed()
-    if borrowed is not None:
-        yield borrowed
-        return
     path = resolve(db)
     if owner.owner_config(path) is not None:
         raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
@@ -283,6 +280,26 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
         yield conn
     finally:
         conn.close()
+
+
+@contextmanager
+def unit_of_work(path: Path, *, writing: bool) -> Iterator[Callable[[], sqlite3.Connection]]:
+    """One use case's transaction, opened on first use: the block gets a function that opens
+    the connection and begins the transaction the first time it is called (a write: `write()`;
+    a read: one `snapshot()`), so a call refused on its arguments opens nothing. Leaving the
+    block commits (or rolls back, if it raised) and closes the connection."""
+    with contextlib.ExitStack() as stack:
+        opened: list[sqlite3.Connection] = []
+
+        def tx() -> sqlite3.Connection:
+            if not opened:
+                conn = open_connection(path)
+                stack.callback(conn.close)
+                stack.enter_context(write(conn) if writing else snapshot(conn))
+                opened.append(conn)
+            return opened[0]
+
+        yield tx
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """The ledger's SQL: every statement on `todos`, `requests` and the append-only `coop_events`.
 
-The verbs (`engine.ledger`) decide; this module only reads and writes, inside the caller's open
+The verbs (`engine.verbs`) decide; this module only reads and writes, inside the caller's open
 transaction (`engine.store.write`). Each change of a row is one guarded UPDATE whose WHERE
 clause carries the state the verb read, and reports whether it applied: zero rows means someone
 moved the row between the read and the write, which the verb turns into its refusal.
