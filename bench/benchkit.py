@@ -238,3 +238,35 @@ def cpu_ms_per_row(before: dict[str, float], after: dict[str, float], rows: int)
     ]
     total = sum(after[n] - before[n] for n in after if n in before) * 1000 / rows
     return ", ".join(parts) + f"; total {total:.2f}"
+
+
+def chief_receipts(chief_db: Path) -> dict[str, float]:
+    """text -> the time its line landed in the Master Chief (chief.db's coop lines)."""
+    import sqlite3
+    from contextlib import closing
+    from datetime import datetime
+
+    if not chief_db.exists():
+        return {}
+    with closing(sqlite3.connect(chief_db, timeout=10.0)) as conn:
+        rows = conn.execute("SELECT content, created_at FROM messages WHERE turn_kind = 'coop'")
+        return {text: datetime.fromisoformat(at).timestamp() for text, at in rows}
+
+
+def chief_lines(chief_db: Path) -> int:
+    import sqlite3
+    from contextlib import closing
+
+    if not chief_db.exists():
+        return 0
+    with closing(sqlite3.connect(chief_db, timeout=10.0)) as conn:
+        sql = "SELECT COUNT(*) FROM messages WHERE turn_kind = 'coop'"
+        return int(conn.execute(sql).fetchone()[0])
+
+
+def wait_chief_receipts(
+    chief_db: Path, total: int, timeout_s: float, what: str
+) -> dict[str, float]:
+    """Wait until the Chief holds `total` coop lines, then read them (text -> landed time)."""
+    wait_slowly(lambda: chief_lines(chief_db) >= total, timeout_s, what, poll_s=0.01)
+    return chief_receipts(chief_db)

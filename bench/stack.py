@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -76,21 +77,37 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+DIGEST_HEAD = re.compile(r"^(\d+) updates\n\n")
+
+
+def carried(text: str) -> list[str]:
+    """The row texts one received message carries: itself, or each entry of a door digest
+    ("N updates", then the rows' texts separated by blank lines)."""
+    head = DIGEST_HEAD.match(text)
+    if head is None:
+        return [text]
+    parts = text[head.end() :].split("\n\n")
+    return parts if len(parts) == int(head[1]) else [text]
+
+
 def receipts(path: Path) -> dict[str, float]:
-    """text -> receipt time, from a JSON-lines log (the emulator's `--log`, or the test door's)."""
+    """text -> receipt time, from a JSON-lines log (the emulator's `--log`, or the test door's);
+    a digest's rows are received when the digest is."""
     if not path.exists():
         return {}
     found: dict[str, float] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             record = json.loads(line)
-            found.setdefault(record["text"], float(record["received_at"]))
+            for text in carried(record["text"]):
+                found.setdefault(text, float(record["received_at"]))
     return found
 
 
 class LineCounter:
-    """Lines in a growing JSON-lines log, read incrementally (a 100,000-line log re-read every
-    few milliseconds would cost the machine more than the processes being measured)."""
+    """Rows received in a growing JSON-lines log, read incrementally (a 100,000-line log re-read
+    every few milliseconds would cost the machine more than the processes being measured). A
+    line is one row, or a door digest's count of rows."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -104,7 +121,13 @@ class LineCounter:
             handle.seek(self.offset)
             chunk = handle.read()
         complete = chunk.rfind(b"\n") + 1  # a line still being written is counted next time
-        self.lines += chunk.count(b"\n", 0, complete)
+        if b"updates" in chunk[:complete]:  # digests: count the rows each one carries
+            for line in chunk[:complete].splitlines():
+                text = json.loads(line)["text"] if line.strip() else ""
+                head = DIGEST_HEAD.match(text)
+                self.lines += int(head[1]) if head else int(bool(line.strip()))
+        else:
+            self.lines += chunk.count(b"\n", 0, complete)
         self.offset += complete
         return self.lines
 
@@ -138,8 +161,9 @@ class Stack:
             [sys.executable, *args], env=env or self.env, cwd=REPO, stdout=log, stderr=log
         )
 
-    def start_chief(self) -> bool:
+    def start_chief(self, emulator_args: tuple[str, ...] = ()) -> bool:
         emulator_port = free_port()
+        self.emulator_port = emulator_port
         self.spawn(
             "emulator",
             [
@@ -150,6 +174,7 @@ class Stack:
                 str(emulator_port),
                 "--log",
                 str(self.receipt_log),
+                *emulator_args,
             ],
         )
         chief_env = {

@@ -190,6 +190,15 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         print(f"chief report: {key} already landed as message #{outcome.message_id}; nothing new")
     elif outcome.how == "landed":
         print(f"chief report: landed as message #{outcome.message_id} ({key}, by {outcome.by})")
+    elif outcome.how == "refused":
+        # Durable, but a misconfiguration (the key, the posture) to fix: it lands only with the
+        # door's next report or its next start.
+        print(
+            f"chief report: queued as {key}, but {outcome.note}; it lands with the door's next "
+            "report or restart — check COOP_SERVICE_KEY_FILE and the posture",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     else:
         why = f" ({outcome.note})" if outcome.note else ""
         print(

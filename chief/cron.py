@@ -32,7 +32,7 @@ from typing import Any, Literal
 import anyio
 
 from chief.config import ChiefConfig
-from chief.errors import ChiefConfigError, ChiefInputError
+from chief.errors import ChiefConfigError, ChiefInputError, ChiefStoreError
 from chief.model import check_report_text, report_key
 
 CRON_PREFIX = "cron:"
@@ -49,7 +49,7 @@ DOOR_RETRY_S = 0.1
 DOOR_MARGIN_S = 2.0
 REPORT_PATH = "/api/chief/report"
 
-How = Literal["already", "landed", "queued"]
+How = Literal["already", "landed", "queued", "refused"]
 
 
 @dataclass(frozen=True)
@@ -63,13 +63,14 @@ class DoorAddress:
 
 @dataclass(frozen=True)
 class CronOutcome:
-    """What became of a cron line: landed (here or by the door), already there, or queued."""
+    """What became of a cron line: landed (here or by the door), already there, queued (it
+    lands when the Chief is free), or refused (queued, but the running door turned it away)."""
 
     how: How
     source_key: str
     message_id: int | None = None
     by: str = ""  # "this process" or "the running door"
-    note: str = ""  # why a running door did not take it now (a refusal), when it did not
+    note: str = ""  # why a running door did not take it now, when it did not
 
 
 def cron_source_id(job: str, fire: str | None) -> str:
@@ -95,6 +96,11 @@ def cron_source_id(job: str, fire: str | None) -> str:
 def check_cron_text(text: str) -> str:
     """The line must say something, and fit what the door carries."""
     check_report_text(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # argv carries bytes that are not UTF-8 as lone surrogates; chief.db cannot store them.
+        raise ChiefInputError("report text is not valid UTF-8 — pass it as UTF-8 text") from exc
     if len(text) > MAX_TEXT_CHARS:
         raise ChiefInputError(
             f"report text is {len(text)} characters; at most {MAX_TEXT_CHARS} — shorten it"
@@ -129,17 +135,17 @@ async def report_from_cron(
     check_cron_text(text)
     key = report_key(source_id)
     deadline = time.monotonic() + wait_s
-    async with ChiefStore.open(config.db_path) as store:
+    # Without CHIEF_OWNER the file must already name its one owner: do not create it.
+    async with ChiefStore.open(config.db_path, create=config.owner is not None) as store:
         owner = config.owner or await _only_owner(store, config)
         chief_id = await store.resolve_chief(owner)
         queued = await store.report(chief_id, key, text, None)
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)
-    note = ""
     while True:
         remaining = max(deadline - time.monotonic(), 0.0)
-        if lock.try_acquire():
+        if _try_lock(lock):
             try:
                 # Nobody else holds the Chief: open it here; its turn lock is ours alone.
                 async with Chief.open(replace(config, owner=owner)) as chief:
@@ -156,11 +162,17 @@ async def report_from_cron(
             if answer == "queued":
                 return CronOutcome("queued", key)
             if answer != "unreachable":
-                note = answer
-                return CronOutcome("queued", key, note=note)
+                return CronOutcome("refused", key, note=answer)
         if time.monotonic() >= deadline:
-            return CronOutcome("queued", key, note=note or "the Chief's holder did not answer")
+            return CronOutcome("queued", key, note="the Chief's holder did not answer")
         await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
+
+
+def _try_lock(lock: Any) -> bool:
+    try:
+        return bool(lock.try_acquire())
+    except OSError as exc:
+        raise ChiefStoreError(f"cannot open the serve lock {lock.path}: {exc}") from exc
 
 
 async def _only_owner(store: Any, config: ChiefConfig) -> str:

@@ -22,9 +22,11 @@ Thread hops: aiosqlite runs every call on the connection's own thread, and each 
 70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
 thread (aiosqlite's `_execute`, the seam its own methods use). That also means no other task's
 statement can interleave with a transaction, because the thread runs one function at a time.
-`report` is the door's hot path: the sent-mark lookup, the durable insert (its own FULL commit,
-so a crash right after it still has the row) and, when the caller may land it, the landing
-transaction all run in that one hop.
+`report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
+and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
+still has both) and, when the caller may land it, the landing transaction all run in that one
+hop. The Telegram queue's other use cases (read the head, mark a message's rows sent and take
+them off the queue in one transaction, defer) are one hop each for the door's sender task.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 

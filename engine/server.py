@@ -38,6 +38,7 @@ import uvicorn
 
 from engine import store
 from engine.errors import CoopError, ServiceError, UsageError
+from engine.metrics import mount_metrics
 from engine.service import LOOPBACK_PEERS, Owner, create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -213,6 +214,7 @@ async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> No
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
     part = DaemonPart(build_daemon(service), config.db_path)
     app = create_app(service, kick=part.kick)
+    mount_metrics(app, config.db_path)  # GET /metrics (engine.metrics)
     app.state.daemon_running = part.running
     part.on_stopped = lambda: setattr(app.state, "daemon_running", False)
     server = _Server(

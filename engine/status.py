@@ -173,6 +173,15 @@ def render(status: dict[str, Any]) -> list[str]:
                 if name in door
             )
         )
+        queue = door.get("telegram_queue")
+        if isinstance(queue, dict):
+            lines.append(
+                "telegram queue: "
+                + ", ".join(
+                    f"{name}={queue.get(name)}"
+                    for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
+                )
+            )
     else:
         lines.append(f"door: did not answer at {door['url']} ({door['error']})")
     return lines

@@ -44,7 +44,7 @@ import structlog
 
 from engine.faults import fault
 from engine.store import now_iso
-from notifier import store
+from notifier import metrics, store
 from notifier.config import NotifierConfig
 from notifier.lock import Holder, this_worker
 from notifier.outcome import BackoffPolicy, Delivered, classify
@@ -187,6 +187,7 @@ class Worker:
                     work_left=True,
                 )
                 self.log.info("worker.lock.released")
+        metrics.record_drain(outcome.value)
         return DrainReport(outcome, delivered=delivered, deferred=deferred)
 
     async def _deliver(self, row: OutboxRow) -> tuple[OutboxRow | None, bool]:
@@ -207,6 +208,7 @@ class Worker:
             recorded = await self.db.call(
                 store.record_attempt, self.me.owner, row, outcome, now, now_iso()
             )
+        metrics.record_attempt(reply, outcome, recorded.applied)
         if not recorded.applied:
             self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
         elif isinstance(outcome, Delivered):

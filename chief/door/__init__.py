@@ -7,6 +7,8 @@ Layers, pointing inward:
     locks.py     per-row asyncio locks that empty themselves; the single-instance serve lock
     service.py   the verbs: notify (Master Chief first, Telegram once) and status
     router.py    the FastAPI router (`make_router`) a host application mounts
+    report_route.py  `POST /api/chief/report`: `chief report` hands a cron line to the holder
+    metrics.py   `GET /metrics`: answers and Telegram sends counted, one hook (`instrument_door`)
     serving.py   uvicorn for the project's long-running entry points
     app.py       `chief serve`: the standalone app and its `main`
 

@@ -2,9 +2,11 @@
 
 Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
-then serve. The lifespan opens the Telegram sender (one `Bot` kept open) and the Chief; with no
-`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM lets requests
-in flight finish (bounded), closes the Chief and the Bot, and exits 0.
+then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, and the
+sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left);
+with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM (any
+number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
+in flight (bounded by TELEGRAM_TIMEOUT_S), closes the Chief and the Bot, and exits 0.
 
 Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
 unusable), 2 for a wrong setting.
@@ -27,6 +29,7 @@ from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig, is_loopback_host
 from chief.door.locks import ServeLock
+from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
@@ -51,6 +54,7 @@ def create_app(
     wall_clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
     """The standalone door app; `app.state.door` is its `DoorService` (`wall_clock`: tests)."""
+    metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
         door_config.telegram_chat_id,
@@ -82,7 +86,9 @@ def create_app(
                     raise
                 service.chief = chief
                 if sender is not None:
-                    ringer = build_ringer(chief, sender, door_config, wall_clock=wall_clock)
+                    ringer = build_ringer(
+                        chief, sender, door_config, metrics=metrics, wall_clock=wall_clock
+                    )
                     await stack.enter_async_context(running(ringer, door_config))
                     service.ringer = ringer
             log.info(
@@ -108,6 +114,7 @@ def create_app(
     )
     app.include_router(make_router(door_config, service))
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
+    instrument_door(app, service, door_config, metrics)  # GET /metrics, answers counted
     app.state.door = service
     return app
 
@@ -117,12 +124,17 @@ def build_ringer(
     sender: BotSender,
     config: DoorConfig,
     *,
+    metrics: DoorMetrics | None = None,
     wall_clock: Callable[[], datetime] | None = None,
 ) -> Ringer:
     """The door's Telegram sender task over `chief`'s queue (not started)."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
     return Ringer(
-        chief, sender, chat_id=sender.chat_id, quiet_hours=config.telegram_quiet_hours, **options
+        chief,
+        sender if metrics is None else metered(sender, metrics),
+        chat_id=sender.chat_id,
+        quiet_hours=config.telegram_quiet_hours,
+        **options,
     )
 
 

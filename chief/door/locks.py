@@ -1,8 +1,8 @@
 """Locks of the door: per-key asyncio locks, and the single-instance lock of `chief serve`.
 
 `KeyedLocks`: per-key asyncio locks that exist only while someone holds or waits on them. The
-door serialises the Telegram send for one outbox row under the row's lock, so concurrent
-retries of the same row wait and then find the sent mark instead of ringing again. An entry is
+door's sender task holds the lock of every outbox row a Telegram message carries from the send
+to the sent mark, so nothing else may ring or mark those rows meanwhile. An entry is
 dropped the moment its last holder or waiter leaves (cancelled waiters included), so the table
 is bounded by the requests in flight, never by the rows ever seen.
 """

@@ -52,7 +52,8 @@ log = structlog.get_logger("chief.door")
 RING_WAIT_S = 1.0
 # After a failed sent mark (chief.db), the sender retries the mark alone, this often.
 MARK_RETRY_S = 1.0
-# After the queue could not be read (chief.db), the sender tries again after this long.
+# After the queue could not be read (chief.db), or any other failure of a turn, the sender tries
+# again after this long.
 READ_RETRY_S = 1.0
 
 
@@ -163,7 +164,11 @@ class Ringer:
         task_status.started()
         try:
             while not self._stopping:
-                pause_s = await self._step()
+                try:
+                    pause_s = await self._step()
+                except Exception as exc:  # the sender must outlive any one failure
+                    log.exception("door.sender_failed", error=str(exc))
+                    pause_s = READ_RETRY_S
                 if pause_s > 0 and not self._stopping:
                     await self._pause(pause_s)
         finally:

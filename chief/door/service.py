@@ -26,6 +26,7 @@ Errors (both `DoorError`, both answered 503 by the router):
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -78,7 +79,7 @@ class DoorService:
         chief: ChiefPort | None,
         ringer: Ringer | None,
         posture: PostureSource,
-        wall_clock: Any = None,
+        wall_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.chief = chief
         self.ringer = ringer

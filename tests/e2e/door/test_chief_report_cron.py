@@ -99,6 +99,22 @@ def test_a_bad_source_or_empty_text_is_one_line_and_exit_2(
     assert not (harness.folder / "chief.db").exists()  # nothing written
 
 
+def test_text_that_is_not_utf8_is_one_line_and_exit_2(harness: Harness) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chief", "report", "--source", "cron:job", b"bad \xff byte"],
+        env=harness.env(),
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == "chief report: report text is not valid UTF-8 — pass it as UTF-8 text"
+    )
+
+
 def test_with_chief_serve_running_the_door_lands_the_line(harness: Harness) -> None:
     door = spawn_door(harness.env())
     env = harness.env(CHIEF_PORT=str(door.port))
@@ -112,6 +128,23 @@ def test_with_chief_serve_running_the_door_lands_the_line(harness: Harness) -> N
     assert door.events("door.cron_report")
     assert harness.emulator.messages == []  # the door rang nothing for it
     assert door.proc.poll() is None  # and still serves
+    assert door.terminate() == 0
+
+
+def test_a_door_refusing_the_key_is_one_line_and_exit_1_with_the_line_kept(
+    harness: Harness,
+) -> None:
+    door = spawn_door(harness.env())
+    wrong = harness.folder / "wrong.key"
+    wrong.write_text("not-the-door-key\n")
+    wrong.chmod(0o600)
+    env = harness.env(CHIEF_PORT=str(door.port), COOP_SERVICE_KEY_FILE=str(wrong))
+    done = chief_report(env, "--source", "cron:backup", "--fire", "f1", "backup ok")
+    assert done.returncode == 1
+    assert "the running door refused it (401 service_key_invalid)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    queued = rows(harness.folder, "SELECT source_key, message_id FROM chief_report_outbox")
+    assert queued == [("chief-report:cron:backup:f1", None)]  # durable, lands later
     assert door.terminate() == 0
 
 

@@ -225,6 +225,7 @@ class Stack:
         *,
         door_env: dict[str, str] | None = None,
         engine_env: dict[str, str] | None = None,
+        emulator_args: tuple[str, ...] = (),
     ) -> None:
         self.folder = folder
         self.coop_db = folder / "coop.db"
@@ -236,7 +237,7 @@ class Stack:
         self.emulator = Part(
             "emulator",
             ["chief", "telegram-emulator", "--host", "127.0.0.1", "--token", BOT_TOKEN,
-             "--log", str(self.telegram_log)],
+             "--log", str(self.telegram_log), *emulator_args],
             folder,
             "emulator.listening",
             base_env(folder),
@@ -290,6 +291,26 @@ class Stack:
         with httpx.Client(timeout=10.0, trust_env=False) as client:
             answer = client.post(url, json=fault)
         assert answer.status_code == 200, answer.text
+
+    def reset_telegram(self) -> None:
+        """Forget the emulator's armed faults (and its in-memory messages; the file stays)."""
+        url = f"http://127.0.0.1:{self.emulator.port}/emulator/reset"
+        with httpx.Client(timeout=10.0, trust_env=False) as client:
+            assert client.post(url).status_code == 200
+
+    def telegram_calls(self) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.emulator.port}/emulator/calls"
+        with httpx.Client(timeout=10.0, trust_env=False) as client:
+            return dict(client.get(url).json())
+
+    def chief_order(self) -> list[int]:
+        """Outbox ids of the Chief's coop lines, in the conversation's order."""
+        rows = self._query(
+            self.chief_db,
+            "SELECT external_request_id FROM messages WHERE external_request_id LIKE ? ORDER BY id",
+            REPORT_KEY_PREFIX + "%",
+        )
+        return [int(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows]
 
     def telegram_faults_left(self) -> int:
         url = f"http://127.0.0.1:{self.emulator.port}/emulator/faults"

@@ -81,3 +81,25 @@ async def test_using_the_chief_after_close_says_so(chief_config: ChiefConfig) ->
         pass
     with pytest.raises(ChiefStoreError, match="closed"):
         await chief.undelivered_count()
+
+
+async def test_a_chief_db_of_the_first_schema_gains_the_telegram_queue(
+    chief_config: ChiefConfig,
+) -> None:
+    from chief.store import MIGRATIONS
+
+    db = chief_config.db_path
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        for statement in MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO coop_notify_sent VALUES ('7', 70, '2026-11-29T00:00:00+00:00')")
+    async with Chief.open(chief_config) as chief:
+        # A row rung before the upgrade stays rung; a new one is queued with its report.
+        _, old = await chief.report_notify("row 7", "7", wait=1.0, queue_telegram=True)
+        _, new = await chief.report_notify("row 8", "8", wait=1.0, queue_telegram=True)
+        assert (old.already_sent, old.telegram_message_id, old.telegram_seq) == (True, 70, None)
+        assert (new.already_sent, new.telegram_seq, new.telegram_ahead) == (False, 1, 0)
+    assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(db, "SELECT outbox_id, text FROM telegram_queue") == [("8", "row 8")]

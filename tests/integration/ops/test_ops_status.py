@@ -74,6 +74,7 @@ def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
     assert "worker lock: free" in out
     assert "uncertain receipts: 0" in out
     assert "door: answering; undelivered_reports=0, sent_count=0, posture=normal" in out
+    assert "telegram queue: depth=0, oldest_age_s=None, last_error=None" in out
     assert "needs a person" not in out
 
 

@@ -39,3 +39,29 @@ def test_door_refuses_an_engine_client_timeout_it_cannot_read(tmp_path: Path) ->
     write_key(tmp_path)
     with pytest.raises(DoorError, match="COOP_CLIENT_TIMEOUT_S"):
         DoorConfig.from_env(door_env(tmp_path, COOP_CLIENT_TIMEOUT_S="soon"))
+
+
+def test_door_quiet_hours_are_off_by_default_and_read_in_the_owners_zone(tmp_path: Path) -> None:
+    write_key(tmp_path)
+    assert DoorConfig.from_env(door_env(tmp_path)).telegram_quiet_hours is None
+    config = DoorConfig.from_env(
+        door_env(tmp_path, TELEGRAM_QUIET_HOURS="22:00-07:00", TELEGRAM_QUIET_TZ="Europe/Rome")
+    )
+    hours = config.telegram_quiet_hours
+    assert hours is not None
+    assert str(hours.zone) == "Europe/Rome"
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"TELEGRAM_QUIET_HOURS": "late"}, "TELEGRAM_QUIET_HOURS"),
+        ({"TELEGRAM_QUIET_HOURS": "22:00-07:00", "TELEGRAM_QUIET_TZ": "Mars/Olympus"}, "TZ"),
+    ],
+)
+def test_door_refuses_quiet_hours_it_cannot_read(
+    tmp_path: Path, settings: dict[str, str], named: str
+) -> None:
+    write_key(tmp_path)
+    with pytest.raises(DoorError, match=named):
+        DoorConfig.from_env(door_env(tmp_path, **settings))

@@ -1,0 +1,219 @@
+"""The door's Prometheus metrics: `GET /metrics`, and the counters it reads, kept apart from the
+verbs they count.
+
+    coop_door_requests_total{path,status}      counter    door answers by path and HTTP status
+    coop_door_notify_duration_seconds          histogram  notify handling time, request to answer
+    coop_telegram_sends_total{result}          counter    ok | 429 | 5xx | timeout | other
+    coop_telegram_retry_after_seconds          histogram  the Retry-After Telegram asked for
+    coop_chief_undelivered_reports             gauge      reports queued, not yet landed (read
+                                                          from chief.db at each scrape)
+
+Hooked in by two calls, `instrument_door(app, service, config, metrics)` and
+`metered(sender, metrics)`: a pure ASGI middleware counts every answer (so the door's routes and
+verbs carry no metric code), and the Telegram sender is wrapped to count each send by result.
+Each door app has its own registry: nothing is created at import, and two doors in one test
+process count apart.
+
+`GET /metrics` is guarded like the door's routes (loopback peer, no browser or proxy header, a
+loopback Host, the service key), with the key accepted as `Authorization: Bearer <key>`, what
+Prometheus' scrape config sends, as well as `X-Coop-Service-Key`. The posture and the owner do
+not gate it: monitoring must see a blocked or unconfigured door too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from chief.door.config import DoorConfig
+from chief.door.guard import SERVICE_KEY_HEADER, Guard
+from chief.door.service import DoorService
+from chief.errors import ChiefError, TelegramUnavailable
+from chief.telegram.sender import TelegramSender
+
+METRICS_PATH = "/metrics"
+# Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
+KNOWN_PATHS = frozenset(
+    {"/api/coop/engine/notify", "/api/coop/engine/status", "/api/chief/report", METRICS_PATH}
+)
+NOTIFY_PATH = "/api/coop/engine/notify"
+TELEGRAM_RESULTS = ("ok", "429", "5xx", "timeout", "other")
+# The notify answer is bounded by the report wait (2 s) plus the Telegram timeout (10 s).
+NOTIFY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0, 15.0)
+RETRY_AFTER_BUCKETS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+# Refusals that come after the key check and say nothing about the caller: not for monitoring.
+MONITORING_PASSES = frozenset({"posture_blocked", "posture_locked", "posture_unavailable"})
+_KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
+
+
+class DoorMetrics:
+    """One door's metrics, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "coop_door_requests",
+            "Requests the door answered, by path and HTTP status.",
+            ["path", "status"],
+            registry=self.registry,
+        )
+        self.notify_seconds = Histogram(
+            "coop_door_notify_duration_seconds",
+            "Time the door took to answer a notify request, from request to answer.",
+            buckets=NOTIFY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.telegram_sends = Counter(
+            "coop_telegram_sends",
+            "Telegram sendMessage calls by result: ok, 429 (flood control), 5xx (an error "
+            "answer), timeout, other (unreachable, refused).",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in TELEGRAM_RESULTS:
+            self.telegram_sends.labels(result=result)
+        self.retry_after = Histogram(
+            "coop_telegram_retry_after_seconds",
+            "Retry-After seconds Telegram asked for in its 429 answers.",
+            buckets=RETRY_AFTER_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.undelivered = Gauge(
+            "coop_chief_undelivered_reports",
+            "Reports queued for the Master Chief that have not landed yet (read at scrape).",
+            registry=self.registry,
+        )
+
+    def count_answer(self, path: str, status: int, elapsed_s: float) -> None:
+        label = path if path in KNOWN_PATHS else "other"
+        self.requests.labels(path=label, status=str(status)).inc()
+        if path == NOTIFY_PATH:
+            self.notify_seconds.observe(elapsed_s)
+
+    def count_send_failure(self, exc: TelegramUnavailable) -> None:
+        if exc.retry_after_s is not None:
+            self.telegram_sends.labels(result="429").inc()
+            self.retry_after.observe(exc.retry_after_s)
+            return
+        self.telegram_sends.labels(result=_failure_result(exc)).inc()
+
+
+def _failure_result(exc: TelegramUnavailable) -> str:
+    from telegram.error import NetworkError, TelegramError, TimedOut
+
+    cause = exc.__cause__
+    if isinstance(cause, TimedOut):
+        return "timeout"
+    # python-telegram-bot answers a 5xx (and any status it has no class for) with a plain
+    # NetworkError of its own making; a transport failure is a NetworkError caused by httpx's.
+    if type(cause) is NetworkError and (
+        cause.__cause__ is None or isinstance(cause.__cause__, TelegramError)
+    ):
+        return "5xx"
+    return "other"
+
+
+class _AnswerCounter:
+    """Pure ASGI middleware: counts each HTTP answer by path and status, and times notify."""
+
+    def __init__(self, app: ASGIApp, metrics: DoorMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the server answers if the app fails before it starts an answer
+
+        async def send_counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_counted)
+        finally:
+            self.metrics.count_answer(
+                str(scope.get("path", "")), status, time.perf_counter() - started
+            )
+
+
+class _MeteredSender:
+    """The door's Telegram sender, counting each send by result (everything else passes on)."""
+
+    def __init__(self, inner: Any, metrics: DoorMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def send(self, text: str, *, silent: bool = False) -> int:
+        try:
+            message_id: int = await self._inner.send(text, silent=silent)
+        except TelegramUnavailable as exc:
+            self._metrics.count_send_failure(exc)
+            raise
+        self._metrics.telegram_sends.labels(result="ok").inc()
+        return message_id
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _with_bearer_as_key(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`Authorization: Bearer <key>` presented as the service key header the guard checks."""
+    extra = []
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.partition(b" ")
+            if scheme.lower() == b"bearer" and token.strip():
+                extra.append((_KEY_HEADER, token.strip()))
+    return headers + extra
+
+
+def metrics_router(config: DoorConfig, service: DoorService, metrics: DoorMetrics) -> APIRouter:
+    """`GET /metrics` over `metrics`, guarded as described in the module docstring."""
+    guard = Guard(config, service.posture)
+    router = APIRouter()
+
+    @router.get(METRICS_PATH, include_in_schema=False)
+    async def scrape(request: Request) -> Response:
+        client = request.scope.get("client")
+        peer = client[0] if client else None
+        headers = _with_bearer_as_key(list(request.scope.get("headers", [])))
+        refusal = guard.check(peer, headers, owner_configured=True)
+        if refusal is not None and refusal.reason not in MONITORING_PASSES:
+            return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
+        chief: Any = service.chief
+        if chief is not None:
+            try:
+                metrics.undelivered.set(await chief.undelivered_count())
+            except ChiefError:
+                metrics.undelivered.set(float("nan"))  # unknown, not zero
+        # The format the scraper asks for (Prometheus says so in Accept): text 0.0.4 by default.
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encode(metrics.registry), headers={"Content-Type": content_type})
+
+    return router
+
+
+def metered(sender: TelegramSender, metrics: DoorMetrics) -> TelegramSender:
+    """`sender` counting each send by result; the door's sender task (the ringer) sends with it."""
+    return _MeteredSender(sender, metrics)
+
+
+def instrument_door(
+    app: FastAPI, service: DoorService, config: DoorConfig, metrics: DoorMetrics
+) -> DoorMetrics:
+    """Count the door's answers (Telegram sends: `metered`), and serve them on `GET /metrics`."""
+    app.add_middleware(_AnswerCounter, metrics=metrics)
+    app.include_router(metrics_router(config, service, metrics))
+    app.state.metrics = metrics
+    return metrics

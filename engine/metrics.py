@@ -1,0 +1,184 @@
+"""The engine service's Prometheus metrics: `GET /metrics` on `coop serve`.
+
+Read from coop.db at each scrape (so they survive restarts and count what one-shot drainers in
+other processes did too), with one read-only connection per scrape:
+
+    coop_outbox_rows{state}                  gauge      rows pending, delivered, cancelled
+    coop_outbox_oldest_pending_age_seconds   gauge      age of the oldest pending row (0: none)
+    coop_outbox_deliveries_total             counter    rows delivered
+    coop_outbox_cancellations_total          counter    rows an operator cancelled
+    coop_outbox_delivery_attempts            histogram  attempts each delivered row took
+    coop_outbox_commit_to_delivered_seconds  histogram  from the row's commit to its delivery
+    coop_worker_lock_held                    gauge      1 while a worker holds the lock
+
+plus the notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by
+outcome) when the notifier is installed.
+
+The route is guarded like the service's others (loopback peer, no browser or proxy header, a
+loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
+route is mounted) as `Authorization: Bearer <key>` (Prometheus' scrape config) or
+`X-Coop-Service-Key`, compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import Response
+
+from engine.config import data_home
+from engine.service import guard_request
+
+METRICS_PATH = "/metrics"
+KEY_HEADER = "X-Coop-Service-Key"
+STATES = ("pending", "delivered", "cancelled")
+ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
+# From a second (the daemon woke at once) to a day (a long outage of the door).
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0, 86400.0)
+_SECONDS = "(julianday(delivered_at) - julianday(created_at)) * 86400.0"
+
+
+def _histogram_sql(value: str, buckets: tuple[float, ...]) -> str:
+    """One scan: the count at or below each bucket, the count and the sum over delivered rows."""
+    cumulative = ", ".join(
+        f"SUM(CASE WHEN {value} <= {bound!r} THEN 1 ELSE 0 END)" for bound in buckets
+    )
+    return (
+        f"SELECT {cumulative}, COUNT(*), COALESCE(SUM({value}), 0) FROM coop_outbox "
+        "WHERE state = 'delivered'"
+    )
+
+
+class OutboxCollector:
+    """A prometheus_client collector that reads coop.db when scraped."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    def describe(self) -> list[Any]:
+        return []  # read at scrape: nothing to check names against at registration
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        conn = sqlite3.connect(f"{self.db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        try:
+            by_state = dict(conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY state"))
+            (oldest,) = conn.execute(
+                "SELECT (julianday('now') - julianday(MIN(created_at))) * 86400.0 FROM coop_outbox"
+                " WHERE state = 'pending'"
+            ).fetchone()
+            attempts = conn.execute(_histogram_sql("attempts", ATTEMPT_BUCKETS)).fetchone()
+            latency = conn.execute(_histogram_sql(_SECONDS, LATENCY_BUCKETS_S)).fetchone()
+            (locked,) = conn.execute("SELECT COUNT(*) FROM worker_lock").fetchone()
+        finally:
+            conn.close()
+        rows = GaugeMetricFamily("coop_outbox_rows", "Outbox rows by state.", labels=["state"])
+        for state in STATES:
+            rows.add_metric([state], by_state.get(state, 0))
+        yield rows
+        yield GaugeMetricFamily(
+            "coop_outbox_oldest_pending_age_seconds",
+            "Age of the oldest pending outbox row in seconds (0 when none is pending).",
+            value=max(oldest or 0.0, 0.0),
+        )
+        yield CounterMetricFamily(
+            "coop_outbox_deliveries", "Outbox rows delivered.", value=by_state.get("delivered", 0)
+        )
+        yield CounterMetricFamily(
+            "coop_outbox_cancellations",
+            "Outbox rows an operator cancelled.",
+            value=by_state.get("cancelled", 0),
+        )
+        yield _histogram(
+            HistogramMetricFamily,
+            "coop_outbox_delivery_attempts",
+            "Delivery attempts each delivered row took (1: delivered at the first attempt).",
+            ATTEMPT_BUCKETS,
+            attempts,
+        )
+        yield _histogram(
+            HistogramMetricFamily,
+            "coop_outbox_commit_to_delivered_seconds",
+            "Seconds from an outbox row's commit to its delivery.",
+            LATENCY_BUCKETS_S,
+            latency,
+        )
+        yield GaugeMetricFamily(
+            "coop_worker_lock_held", "1 while a worker holds the worker lock, else 0.", value=locked
+        )
+
+
+def _histogram(
+    family: Any, name: str, help_text: str, buckets: tuple[float, ...], row: tuple[Any, ...]
+) -> Any:
+    counts = [int(value or 0) for value in row[: len(buckets)]]
+    total, value_sum = int(row[len(buckets)] or 0), float(row[len(buckets) + 1] or 0.0)
+    points = [(repr(bound), count) for bound, count in zip(buckets, counts, strict=True)]
+    points.append(("+Inf", total))
+    return family(name, help_text, buckets=points, sum_value=value_sum)
+
+
+def read_service_key(environ: Mapping[str, str] | None = None) -> str | None:
+    """The shared service key (COOP_SERVICE_KEY_FILE, else <COOP_HOME>/service.key), or None
+    when it cannot be read (then `/metrics` answers 503 and says why)."""
+    env = os.environ if environ is None else environ
+    path = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key")
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _presented_key(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return request.headers.get(KEY_HEADER, "")
+
+
+def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> None:
+    """Serve `GET /metrics` for the ledger at `db` (see the module docstring)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    key = service_key if service_key is not None else read_service_key()
+    expected = hashlib.sha256(key.encode()).digest() if key else None
+    registry = CollectorRegistry()
+    registry.register(OutboxCollector(db))  # type: ignore[arg-type]
+    registries = [registry]
+    try:
+        from notifier.metrics import enable
+    except ImportError:
+        pass
+    else:
+        registries.append(enable())
+
+    @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
+    async def scrape(request: Request) -> Response:
+        if expected is None:
+            raise HTTPException(503, "the service key is unreadable: set COOP_SERVICE_KEY_FILE")
+        given = hashlib.sha256(_presented_key(request).encode()).digest()
+        if not hmac.compare_digest(given, expected):
+            raise HTTPException(401, "missing or wrong service key (Authorization: Bearer KEY)")
+        # The format the scraper asks for (Prometheus says so in Accept): text 0.0.4 by default.
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        try:
+            body = await anyio.to_thread.run_sync(
+                lambda: b"".join(encode(each) for each in registries)
+            )
+        except sqlite3.Error as exc:
+            raise HTTPException(503, f"coop.db could not be read: {exc}") from exc
+        return Response(body, headers={"Content-Type": content_type})

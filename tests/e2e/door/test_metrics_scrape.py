@@ -1,0 +1,162 @@
+"""GET /metrics on the engine service (`coop serve`) and on the door (`chief serve`), scraped over
+real HTTP during a real delivery (both as processes: the door starts only after the engine has
+deferred the head row at least once, and Telegram, the emulator, answers a 429 and then a 500)
+and parsed with prometheus_client's own parser: every counter moved by exactly what happened.
+Telegram's failures stay inside the door (its own queue), so they show in the door's send
+counters and never as engine deferrals. Then the guard: the key is required, as a Bearer token or
+the service key header."""
+
+from __future__ import annotations
+
+import math
+import socket
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from chief.telegram.emulator import parse_fault
+from engine import outbox
+from tests.e2e.door.conftest import NOTIFY_URL, DoorProcess, Harness, spawn_door
+from tests.e2e.owner.conftest import ServeProcess
+from tests.integration.door.door_env import KEY
+from tests.support.waiting import wait_until_sync
+
+TIMEOUT_S = 30.0
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(url: str, **headers: str) -> httpx.Response:
+    headers = headers or {"Authorization": f"Bearer {KEY}"}
+    return httpx.get(url + "/metrics", headers=headers, timeout=TIMEOUT_S)
+
+
+def samples(url: str) -> Samples:
+    answer = scrape(url)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    found: Samples = {}
+    for family in text_string_to_metric_families(answer.text):
+        assert family.documentation, f"{family.name} has no HELP text"
+        for sample in family.samples:
+            found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found.get((name, frozenset(labels.items())), math.nan)
+
+
+def assert_guarded(engine: ServeProcess, door: DoorProcess) -> None:
+    """The key is required (Bearer or the service key header); browsers and rebinding refused."""
+    for url in (engine.url, door.url):
+        assert scrape(url, Accept="text/plain").status_code == 401
+        assert scrape(url, Authorization="Bearer wrong-key").status_code == 401
+        assert scrape(url, Authorization=f"Basic {KEY}").status_code == 401
+        assert scrape(url, **{"X-Coop-Service-Key": KEY}).status_code == 200
+        browser = scrape(url, Authorization=f"Bearer {KEY}", Origin="http://example.com")
+        assert browser.status_code == 403
+        rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
+        assert rebinding.status_code == 403
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sent_texts(messages: list[dict[str, object]]) -> list[str]:
+    """Each row's text as the emulator received it, a digest read back into its rows."""
+    texts: list[str] = []
+    for message in messages:
+        lines = str(message["text"]).splitlines()
+        texts.extend(line for line in lines if line.startswith("line "))
+    return texts
+
+
+def test_both_scrapes_count_exactly_what_a_delivery_did_and_need_the_key(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    env = harness.env(
+        COOP_DOOR_URL=f"http://127.0.0.1:{port}{NOTIFY_URL}", COOP_BACKOFF_BASE_S="0.5"
+    )
+    engine = ServeProcess(harness.folder, env).start()
+    try:
+        _deliver_and_scrape(harness, engine, port, monkeypatch)
+    finally:
+        engine.stop_quietly()
+
+
+def _deliver_and_scrape(
+    harness: Harness, engine: ServeProcess, port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Telegram answers the first send 429 (Retry-After 1 s), the second 500, then accepts.
+    harness.emulator.arm(parse_fault({"mode": "429", "count": 1, "retry_after": 1}))
+    harness.emulator.arm(parse_fault({"mode": "5xx", "count": 1, "status": 500}))
+    monkeypatch.setenv("COOP_HOME", str(harness.folder))
+    for number in (1, 2, 3):
+        outbox.notify(f"line {number}", actor="me", db=str(harness.folder / "coop.db"))
+
+    # No door yet: the head row is deferred (nobody answers) and holds the other two.
+    during = wait_until_sync(
+        lambda: (
+            (found := samples(engine.url))
+            and value(found, "coop_outbox_deferrals_total", reason="no_answer") >= 1
+            and found
+        ),
+        timeout_s=TIMEOUT_S,
+        what="the first deferral",
+    )
+    assert value(during, "coop_outbox_rows", state="pending") == 3
+    assert value(during, "coop_outbox_oldest_pending_age_seconds") > 0
+
+    door = spawn_door(harness.env(CHIEF_PORT=str(port)))
+    wait_until_sync(
+        lambda: sent_texts(harness.emulator.messages) == ["line 1", "line 2", "line 3"],
+        timeout_s=TIMEOUT_S,
+        what="each row's text rung once, in order",
+    )
+    after = wait_until_sync(
+        lambda: (
+            (found := samples(engine.url))
+            and value(found, "coop_outbox_deliveries_total") == 3
+            and value(found, "coop_worker_lock_held") == 0
+            and found
+        ),
+        timeout_s=TIMEOUT_S,
+        what="the engine to record 3 deliveries and hand the lock back",
+    )
+    assert value(after, "coop_outbox_rows", state="pending") == 0
+    assert value(after, "coop_outbox_rows", state="delivered") == 3
+    assert value(after, "coop_outbox_rows", state="cancelled") == 0
+    assert value(after, "coop_outbox_cancellations_total") == 0
+    assert value(after, "coop_outbox_oldest_pending_age_seconds") == 0
+    deferrals = {
+        dict(labels)["reason"]: count
+        for (name, labels), count in after.items()
+        if name == "coop_outbox_deferrals_total"
+    }
+    # Only the door's absence deferred anything: Telegram's 429 and 500 never reach the engine.
+    assert set(deferrals) == {"no_answer"}
+    head_attempts = deferrals["no_answer"] + 1
+    assert value(after, "coop_outbox_delivery_attempts_count") == 3
+    assert value(after, "coop_outbox_delivery_attempts_sum") == 2 + head_attempts
+    assert value(after, "coop_outbox_delivery_attempts_bucket", le="1.0") == 2
+    assert value(after, "coop_outbox_commit_to_delivered_seconds_count") == 3
+    assert value(after, "coop_worker_drains_total", outcome="released") >= 1
+
+    door_after = samples(door.url)
+    assert value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="200") == 3
+    assert math.isnan(value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="503"))
+    assert value(door_after, "coop_door_notify_duration_seconds_count") == 3
+    messages = len(harness.emulator.messages)
+    assert value(door_after, "coop_telegram_sends_total", result="ok") == messages
+    assert value(door_after, "coop_telegram_sends_total", result="429") == 1
+    assert value(door_after, "coop_telegram_sends_total", result="5xx") == 1
+    assert value(door_after, "coop_telegram_sends_total", result="timeout") == 0
+    assert value(door_after, "coop_telegram_retry_after_seconds_count") == 1
+    assert value(door_after, "coop_telegram_retry_after_seconds_sum") == 1.0
+    assert value(door_after, "coop_chief_undelivered_reports") == 0
+    assert_guarded(engine, door)
