@@ -488,18 +488,28 @@ def _fail(exc: CoopError) -> int:
     return exc.exit_status
 
 
+def _exec_service() -> int:
+    """`coop serve` becomes `python -m notifier serve` (`notifier.serve`): the engine service
+    embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a child:
+    the same pid takes the stop signals honcho and systemd send, and exits with the service's
+    status."""
+    argv = [sys.executable, "-m", "notifier", "serve"]
+    try:
+        os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, a fixed argv
+    except OSError as exc:
+        print(
+            f"{PROG} serve: cannot start the engine service: {exc.strerror or exc}", file=sys.stderr
+        )
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
     if args.group == "serve":
         if getattr(args, "db", None):
             os.environ["COOP_DB"] = args.db
-        from engine import server
-
-        try:
-            return server.main()
-        except CoopError as exc:
-            return _fail(exc)
+        return _exec_service()
     try:
         # The public functions kick the notifier themselves after their commit (engine.api),
         # for the CLI and library callers alike.

@@ -11,8 +11,8 @@ other processes did too), with one read-only connection per scrape:
     coop_outbox_commit_to_delivered_seconds  histogram  from the row's commit to its delivery
     coop_worker_lock_held                    gauge      1 while a worker holds the lock
 
-plus the notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by
-outcome) when the notifier is installed.
+plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
+notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
 
 The route is guarded like the service's others (loopback peer, no browser or proxy header, a
 loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
@@ -26,9 +26,9 @@ import hashlib
 import hmac
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -36,6 +36,9 @@ from fastapi.responses import Response
 
 from engine.config import data_home
 from engine.service import guard_request
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 METRICS_PATH = "/metrics"
 KEY_HEADER = "X-Coop-Service-Key"
@@ -149,7 +152,12 @@ def _presented_key(request: Request) -> str:
     return request.headers.get(KEY_HEADER, "")
 
 
-def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> None:
+def mount_metrics(
+    app: FastAPI,
+    db: Path,
+    service_key: str | None = None,
+    extra: Sequence[CollectorRegistry] = (),
+) -> None:
     """Serve `GET /metrics` for the ledger at `db` (see the module docstring)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
@@ -158,13 +166,7 @@ def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> Non
     expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
-    registries = [registry]
-    try:
-        from notifier.metrics import enable
-    except ImportError:
-        pass
-    else:
-        registries.append(enable())
+    registries = [registry, *extra]
 
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:

@@ -30,7 +30,7 @@ from engine.errors import StoreError as EngineStoreError
 from engine.faults import fault
 from engine.store import open_connection, queue
 from notifier.errors import LockLost, StoreError
-from notifier.lock import Holder, why_gone
+from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:

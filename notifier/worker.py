@@ -46,7 +46,7 @@ from engine.faults import fault
 from engine.store import now_iso
 from notifier import metrics, store
 from notifier.config import NotifierConfig
-from notifier.lock import Holder, this_worker
+from notifier.holder import Holder, this_worker
 from notifier.outcome import BackoffPolicy, Delivered, classify
 from notifier.store import Database, IdleHandoff, OutboxRow
 
