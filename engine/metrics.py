@@ -34,8 +34,10 @@ import anyio
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
+from engine import store
 from engine.config import data_home
 from engine.service import guard_request
+from engine.store import queue
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -46,18 +48,6 @@ STATES = ("pending", "delivered", "cancelled")
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
 # From a second (the daemon woke at once) to a day (a long outage of the door).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0, 86400.0)
-_SECONDS = "(julianday(delivered_at) - julianday(created_at)) * 86400.0"
-
-
-def _histogram_sql(value: str, buckets: tuple[float, ...]) -> str:
-    """One scan: the count at or below each bucket, the count and the sum over delivered rows."""
-    cumulative = ", ".join(
-        f"SUM(CASE WHEN {value} <= {bound!r} THEN 1 ELSE 0 END)" for bound in buckets
-    )
-    return (
-        f"SELECT {cumulative}, COUNT(*), COALESCE(SUM({value}), 0) FROM coop_outbox "
-        "WHERE state = 'delivered'"
-    )
 
 
 class OutboxCollector:
@@ -76,16 +66,15 @@ class OutboxCollector:
             HistogramMetricFamily,
         )
 
-        conn = sqlite3.connect(f"{self.db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = store.open_read_only(self.db)
         try:
-            by_state = dict(conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY state"))
-            (oldest,) = conn.execute(
-                "SELECT (julianday('now') - julianday(MIN(created_at))) * 86400.0 FROM coop_outbox"
-                " WHERE state = 'pending'"
-            ).fetchone()
-            attempts = conn.execute(_histogram_sql("attempts", ATTEMPT_BUCKETS)).fetchone()
-            latency = conn.execute(_histogram_sql(_SECONDS, LATENCY_BUCKETS_S)).fetchone()
-            (locked,) = conn.execute("SELECT COUNT(*) FROM worker_lock").fetchone()
+            by_state = queue.counts(conn)
+            oldest = queue.oldest_pending_age_s(conn)
+            attempts = queue.delivered_histogram(conn, queue.ATTEMPTS, ATTEMPT_BUCKETS)
+            latency = queue.delivered_histogram(
+                conn, queue.COMMIT_TO_DELIVERED_S, LATENCY_BUCKETS_S
+            )
+            locked = 0 if queue.holder(conn) is None else 1
         finally:
             conn.close()
         rows = GaugeMetricFamily("coop_outbox_rows", "Outbox rows by state.", labels=["state"])

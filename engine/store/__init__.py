@@ -263,6 +263,16 @@ def fence_triggers(conn: sqlite3.Connection) -> list[str]:
     ]
 
 
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection for a scrape: never migrates, never writes, never creates.
+
+    sqlite3's errors pass through untranslated: the scrape answers 503 with SQLite's own words
+    (`engine.metrics`)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
 @contextmanager
 def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
     """The direct door to the ledger for a script or a test: a connection, closed afterwards.

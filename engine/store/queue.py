@@ -245,6 +245,39 @@ def failing(conn: sqlite3.Connection, limit: int = 20) -> list[dict[str, Any]]:
     ]
 
 
+def oldest_pending_age_s(conn: sqlite3.Connection) -> float | None:
+    """Seconds since the oldest pending row was committed, by SQLite's clock; None when none."""
+    found = conn.execute(
+        "SELECT (julianday('now') - julianday(MIN(created_at))) * 86400.0 FROM coop_outbox"
+        " WHERE state = 'pending'"
+    ).fetchone()
+    return None if found[0] is None else float(found[0])
+
+
+#: What `delivered_histogram` can measure over delivered rows.
+ATTEMPTS = "attempts"
+COMMIT_TO_DELIVERED_S = "(julianday(delivered_at) - julianday(created_at)) * 86400.0"
+
+
+def delivered_histogram(
+    conn: sqlite3.Connection, value: str, buckets: tuple[float, ...]
+) -> tuple[Any, ...]:
+    """One scan over delivered rows: the count at or below each bucket, then the count and the
+    sum of `value` (`ATTEMPTS` or `COMMIT_TO_DELIVERED_S`)."""
+    if value not in (ATTEMPTS, COMMIT_TO_DELIVERED_S):
+        raise ValueError(f"no histogram of {value!r}")
+    cumulative = ", ".join(
+        f"SUM(CASE WHEN {value} <= {float(bound)!r} THEN 1 ELSE 0 END)" for bound in buckets
+    )
+    found: tuple[Any, ...] = tuple(
+        conn.execute(
+            f"SELECT {cumulative}, COUNT(*), COALESCE(SUM({value}), 0) FROM coop_outbox"
+            " WHERE state = 'delivered'"
+        ).fetchone()
+    )
+    return found
+
+
 def lock_row(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The whole lock row, as `coop status` shows it."""
     found = conn.execute("SELECT * FROM worker_lock").fetchone()
