@@ -2,7 +2,7 @@
 
 Each public function reads the owner file once (`engine.owner.owner_config`) and then either
 
-- ships the call to the owner service (`engine.compat.remote`) when an owner file governs the
+- ships the call to the owner service (`engine.owner.compat.remote`) when an owner file governs the
   database (a broken one fails closed before anything is opened or sent), or
 - runs the verb here (`engine.verbs`) on one transaction of its own (`store.unit_of_work`),
   with the settings read from the environment, and kicks the notifier after the commit when
@@ -41,7 +41,7 @@ def _run(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     route = owner_config(path)
     if route is not None:
         # Imported here: urllib stays off the CLI's import path in local mode.
-        from engine import compat
+        from engine.owner import compat
 
         return compat.remote(name, list(args), shipped, route)
     writing = name not in verbs.READS

@@ -444,7 +444,7 @@ def _status(args: argparse.Namespace, db: str | None, emit: Callable[[str], None
 
 
 def _cutover(args: argparse.Namespace, db: str | None, emit: Callable[[str], None]) -> None:
-    from engine import cutover
+    from engine.owner import cutover
 
     if args.undo:
         for line in cutover.undo(actor=_operator(args), db=db):
@@ -458,7 +458,8 @@ def _cutover(args: argparse.Namespace, db: str | None, emit: Callable[[str], Non
 
 
 def _reconcile(key: str, db: str | None, emit: Callable[[str], None]) -> None:
-    from engine import compat, owner, receipts, store
+    from engine import owner, store
+    from engine.owner import compat, receipts
 
     config = owner.owner_config(store.resolve(db))
     if config is None:

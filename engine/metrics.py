@@ -36,7 +36,7 @@ from fastapi.responses import Response
 
 from engine import store
 from engine.config import data_home
-from engine.service import guard_request
+from engine.owner.app import guard_request
 from engine.store import queue
 
 if TYPE_CHECKING:

@@ -57,7 +57,7 @@ def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None
 
 
 def uncertain_receipts() -> list[dict[str, Any]]:
-    from engine import receipts
+    from engine.owner import receipts
 
     return receipts.uncertain()
 

@@ -45,7 +45,7 @@ import uvicorn
 from engine import kick, store
 from engine.errors import CoopError, ServiceError, UsageError
 from engine.metrics import mount_metrics
-from engine.service import LOOPBACK_PEERS, Owner, create_app
+from engine.owner.app import LOOPBACK_PEERS, Owner, create_app
 from notifier import metrics
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon, backend_options

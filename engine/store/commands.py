@@ -1,6 +1,6 @@
 """The command log's SQL: the owner files every command under its request key (`coop_commands`).
 
-`engine.commands` decides what to run and what to file; this module only reads and writes the
+`engine.owner.commands` decides what to run and what to file; this module only reads and writes the
 table, inside the owner's open transaction.
 """
 

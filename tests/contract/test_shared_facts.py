@@ -27,7 +27,7 @@ from chief.door import router as door_router
 from chief.errors import DoorError
 from engine import config as engine_config
 from engine import keyfile, lifecycle, loopback, status
-from engine import service as engine_service
+from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
 from notifier.errors import ServiceKeyError

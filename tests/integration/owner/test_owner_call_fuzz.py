@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import api, compat
+from engine import api
+from engine.owner import compat
 from tests.integration.owner.conftest import RunningOwner
 
 pytestmark = pytest.mark.timeout(240)

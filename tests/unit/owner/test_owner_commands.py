@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import api, commands, compat, ledger, owner, store, verbs
+from engine import api, ledger, owner, store, verbs
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound
+from engine.owner import commands, compat
 
 
 @pytest.fixture

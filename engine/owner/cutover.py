@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import owner, store
-from engine.compat import check_owner_url
 from engine.errors import StoreError, UsageError
+from engine.owner.compat import check_owner_url
 from engine.store.ledger import record_event
 
 CREDENTIAL_SUFFIX = ".owner.key"

@@ -6,7 +6,7 @@
    configuration` (the credential never leaves the machine);
 2. the credential file must be private: any group or world bit raises
    `Coop credential must be private (0600)`;
-3. a fresh request key is minted and an `uncertain` receipt is written (`engine.receipts`);
+3. a fresh request key is minted and an `uncertain` receipt is written (`engine.owner.receipts`);
 4. one POST to `<url>/compat/call`, never retried: a request whose HTTP outcome is uncertain
    may already have committed, so the caller gets the key to reconcile instead.
 
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine import keyfile, loopback, receipts
+from engine import keyfile, loopback
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
-from engine.owner import INVALID_OWNER
+from engine.owner import INVALID_OWNER, receipts
 from engine.verbs import READS
 
 CREDENTIAL_HEADER = "X-Coop-Owner-Key"

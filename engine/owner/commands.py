@@ -26,9 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import api, arguments, store, verbs
+from engine import api, store, verbs
 from engine.config import EngineConfig
 from engine.errors import CoopError, StoreError, UsageError
+from engine.owner import arguments
 from engine.store import commands as command_log
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"

@@ -1,5 +1,5 @@
-"""The engine service (`coop serve`): the owner's compat endpoint and the notifier daemon, in one
-process, on loopback.
+"""The owner's app: the FastAPI routes of the engine service (`coop serve`, whose process is
+`notifier.serve`: this app and the notifier daemon, in one process, on loopback).
 
     POST /compat/call       run one routed verb for a compatibility client, filed by its key
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
@@ -41,9 +41,10 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, keyfile, loopback, owner, store
+from engine import keyfile, loopback, owner, store
 from engine.errors import CoopError, StoreError
 from engine.faults import fault
+from engine.owner import commands, compat
 
 LOOPBACK_PEERS = loopback.LOOPBACK_PEERS
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
@@ -58,6 +59,7 @@ BROWSER_HEADERS = (
 )
 SESSION_MARKER = "session"
 
+# The logger keeps its first name (engine.service): operators' log queries look for it.
 log = structlog.get_logger("engine.service")
 
 
