@@ -192,7 +192,7 @@ def status(args: argparse.Namespace, emit: Emit) -> None:
     if args.json:
         emit(json.dumps({**report, "problems": found}, indent=2))
     else:
-        for line in status.render(report):
+        for line in render.status_lines(report):
             emit(line)
         for line in found:
             emit(f"needs a person: {line}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine import lifecycle
+from engine.store import now_epoch
 
 
 def describe(kind: str, result: dict[str, Any], what: str) -> str:
@@ -80,4 +81,63 @@ def reconcile_lines(key: str, answer: dict[str, Any]) -> list[str]:
     lines.append(
         f"  receipt settled {settled['state']}" if settled else "  no local receipt for it"
     )
+    return lines
+
+
+def status_lines(status: dict[str, Any]) -> list[str]:
+    """`coop status`, the human view."""
+    lines = [f"database: {status['database']}"]
+    for kind, counts in status["ledger"].items():
+        figures = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
+        lines.append(f"{kind}s: {figures}")
+    for take in status["stale_takes"]:
+        lines.append(
+            f"  stale: {take['kind']} #{take['id']} [taken by {take['taken_by']},"
+            f" {lifecycle.ago(take['taken_at'])}] {take['title']}"
+        )
+    box = status["outbox"]
+    oldest = status["oldest_pending"]
+    lines.append(
+        f"outbox: {box['pending']} pending, {box['delivered']} delivered,"
+        f" {box['cancelled']} cancelled"
+        + (f"; oldest pending #{oldest['id']}, {oldest['age_s']:.0f}s old" if oldest else "")
+    )
+    for row in status["failing"]:
+        wait = max(0.0, row["next_attempt_at"] - now_epoch())
+        lines.append(
+            f"  failing: #{row['id']} attempts={row['attempts']} next in {wait:.0f}s"
+            f" — {row['last_error']}"
+        )
+    lock = status["worker_lock"]
+    lines.append(
+        f"worker lock: held by {lock['owner']} (pid {lock['pid']} on {lock['host']},"
+        f" since {lock['acquired_at']})"
+        if lock
+        else "worker lock: free"
+    )
+    receipts = status["uncertain_receipts"]
+    lines.append(f"uncertain receipts: {len(receipts)}")
+    for receipt in receipts:
+        lines.append(f"  {receipt['key']} {receipt['method']} — coop reconcile {receipt['key']}")
+    door = status["door"]
+    if door.get("answered"):
+        lines.append(
+            "door: answering; "
+            + ", ".join(
+                f"{name}={door[name]}"
+                for name in ("undelivered_reports", "sent_count", "posture", "telegram_configured")
+                if name in door
+            )
+        )
+        queue = door.get("telegram_queue")
+        if isinstance(queue, dict):
+            lines.append(
+                "telegram queue: "
+                + ", ".join(
+                    f"{name}={queue.get(name)}"
+                    for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
+                )
+            )
+    else:
+        lines.append(f"door: did not answer at {door['url']} ({door['error']})")
     return lines
