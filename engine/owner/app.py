@@ -155,35 +155,41 @@ def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
+def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
+    """The compat endpoints' guard: the loopback guard, then an owner file for `db` and the
+    credential it names, in that order; the owner file's body when the caller may call."""
+    guard_request(request)
+    # Nothing before the credential check may name the database or its files: a caller
+    # without the credential learns only that the service takes no calls.
+    try:
+        config = owner.owner_config(db)
+    except (CoopError, ValueError, KeyError) as exc:
+        log.error("owner.owner_file_invalid", detail=str(exc))
+        raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
+    if config is None:
+        raise _refuse(
+            409,
+            "local_mode",
+            "this service is not the Coop owner (local mode): callers write locally;"
+            " `coop cutover --url URL` makes it the owner",
+        )
+    try:
+        expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
+    except (CoopError, KeyError, TypeError) as exc:
+        log.error("owner.credential_unusable", detail=str(exc))
+        raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
+    given = request.headers.get(compat.CREDENTIAL_HEADER, "")
+    if not hmac.compare_digest(_digest(given), _digest(expected)):
+        raise _refuse(401, "credential", "missing or wrong Coop owner credential")
+    return config
+
+
 def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAPI:
     """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
 
     def owner_credential(request: Request) -> dict[str, Any]:
-        guard_request(request)
-        # Nothing before the credential check may name the database or its files: a caller
-        # without the credential learns only that the service takes no calls.
-        try:
-            config = owner.owner_config(service.db)
-        except (CoopError, ValueError, KeyError) as exc:
-            log.error("owner.owner_file_invalid", detail=str(exc))
-            raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
-        if config is None:
-            raise _refuse(
-                409,
-                "local_mode",
-                "this service is not the Coop owner (local mode): callers write locally;"
-                " `coop cutover --url URL` makes it the owner",
-            )
-        try:
-            expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
-        except (CoopError, KeyError, TypeError) as exc:
-            log.error("owner.credential_unusable", detail=str(exc))
-            raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
-        given = request.headers.get(compat.CREDENTIAL_HEADER, "")
-        if not hmac.compare_digest(_digest(given), _digest(expected)):
-            raise _refuse(401, "credential", "missing or wrong Coop owner credential")
-        return config
+        return check_owner_credential(request, service.db)
 
     @app.post("/compat/call", dependencies=[Depends(owner_credential)])
     async def compat_call(body: CallBody) -> dict[str, Any]:
