@@ -46,13 +46,8 @@ class IdleHandoff(enum.Enum):
     RELEASED = "released"  # nothing due: the lock is deleted, stop
 
 
-@dataclass(frozen=True)
-class OutboxRow:
-    id: int
-    kind: str
-    text: str
-    attempts: int
-    next_attempt_at: float
+#: The head pending row as the drain sees it: the queue's own row type, one shape for both.
+OutboxRow = queue.Head
 
 
 @dataclass(frozen=True)
@@ -169,22 +164,10 @@ def owner_service_drains(db_path: Path) -> bool:
 # -- the queue -----------------------------------------------------------------------------
 
 
-def _row(found: queue.Head | None) -> OutboxRow | None:
-    if found is None:
-        return None
-    return OutboxRow(
-        id=found.id,
-        kind=found.kind,
-        text=found.text,
-        attempts=found.attempts,
-        next_attempt_at=found.next_attempt_at,
-    )
-
-
 def head(conn: sqlite3.Connection) -> OutboxRow | None:
     """The head pending row, due or not (the daemon sleeps until it is due)."""
     try:
-        return _row(queue.head(conn))
+        return queue.head(conn)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
@@ -195,7 +178,7 @@ Clock = queue.Clock
 def due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
     """The head pending row if it is due (`engine.store.queue.due_head`, the one predicate)."""
     try:
-        return _row(queue.due_head(conn, clock))
+        return queue.due_head(conn, clock)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
@@ -242,7 +225,7 @@ def record_attempt(
                 outcome.error,
                 outcome.answer,
             )
-        return Recorded(applied=applied, next_due=_row(queue.due_head(conn, lambda: now_epoch)))
+        return Recorded(applied=applied, next_due=queue.due_head(conn, lambda: now_epoch))
 
 
 # -- the worker lock -----------------------------------------------------------------------
