@@ -136,17 +136,25 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=1000, help="flood rows")
     parser.add_argument("--quiet-rows", type=int, default=40, help="rows one at a time")
     parser.add_argument("--quiet-rate", type=float, default=0.8, help="rows/s, at most 1")
+    parser.add_argument(
+        "--no-flood-limits",
+        action="store_true",
+        help="the emulator without --flood-limits (an older checkout's has none); 0 --backlog",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coop-bench-flood-") as tmp:
         stack = Stack(Path(tmp))
         try:
-            if not stack.start_chief(emulator_args=("--flood-limits",)):
+            flood_args = () if args.no_flood_limits else ("--flood-limits",)
+            if not stack.start_chief(emulator_args=flood_args):
                 raise SystemExit(f"bench: chief serve did not start; see {stack.home}")
             engine_store.open_connection(stack.db).close()
             kit.start_engine_service(stack)
-            print(f"stack: {stack.label}, emulator with --flood-limits; {os.cpu_count()} CPUs")
+            limits = "without" if args.no_flood_limits else "with"
+            print(f"stack: {stack.label}, emulator {limits} --flood-limits; {os.cpu_count()} CPUs")
             quiet(stack, args.quiet_rows, min(args.quiet_rate, 1.0))
-            flood(stack, args.backlog)
+            if args.backlog > 0 and not args.no_flood_limits:
+                flood(stack, args.backlog)
         finally:
             stack.stop()
 

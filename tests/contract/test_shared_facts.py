@@ -24,6 +24,7 @@ from chief.config import ChiefConfig
 from chief.door import config as door_config
 from chief.door import guard as door_guard
 from chief.door import router as door_router
+from chief.door import service as door_service
 from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
@@ -31,6 +32,7 @@ from engine import keyfile, lifecycle, loopback
 from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
+from notifier import outcome as notifier_outcome
 from notifier.errors import ServiceKeyError
 
 # ---- the data folder -------------------------------------------------------------------------
@@ -295,3 +297,36 @@ def test_nothing_here_reads_the_real_environment() -> None:
     assert engine_config.data_home(env) == Path("/nowhere-real/.local/share/coop")
     assert door_config.data_home(env) == Path("/nowhere-real/.local/share/coop")
     assert os.environ.get("HOME") != "/nowhere-real"
+
+
+# ---- the door's answers and the engine's timeout ---------------------------------------------
+
+
+def test_the_engine_client_timeout_default_is_one_number() -> None:
+    # The door checks TELEGRAM_TIMEOUT_S against the engine's client timeout, read from the same
+    # environment with the same default (twins: notifier.config, chief.door.config).
+    assert (
+        notifier_config.DEFAULT_CLIENT_TIMEOUT_S
+        == door_config.DEFAULT_ENGINE_CLIENT_TIMEOUT_S
+        == 15.0
+    )
+
+
+@pytest.mark.parametrize("telegram_message_id", [None, 42])
+def test_every_answer_the_door_gives_a_notify_is_a_delivery_to_the_notifier(
+    telegram_message_id: int | None,
+) -> None:
+    import json
+
+    answers = [
+        door_service._answer("41", 7) | door_service._ring_answer(telegram_message_id),
+        door_service._answer("41", 7) | {"telegram": "not_configured"},
+    ]
+    for answer in answers:
+        assert answer["telegram"] in {"sent", "queued", "not_configured"}
+        reply = notifier_outcome.DoorReply(status=200, body=json.dumps(answer).encode())
+        policy = notifier_outcome.BackoffPolicy(base_s=1.0, max_s=60.0)
+        outcome = notifier_outcome.classify(
+            reply, attempt=1, policy=policy, now_epoch=0.0, rand=0.5
+        )
+        assert isinstance(outcome, notifier_outcome.Delivered), answer

@@ -96,6 +96,9 @@ def _deliver_and_scrape(
     harness.emulator.arm(parse_fault({"mode": "429", "count": 1, "retry_after": 1}))
     harness.emulator.arm(parse_fault({"mode": "5xx", "count": 1, "status": 500}))
     monkeypatch.setenv("COOP_HOME", str(harness.folder))
+    # Only `coop serve`'s daemon delivers (its deferrals are the ones it counts): never a one-shot
+    # drainer spawned by this test's commits.
+    monkeypatch.setenv("COOP_KICK", "datagram")
     for number in (1, 2, 3):
         outbox.notify(f"line {number}", actor="me", db=str(harness.folder / "coop.db"))
 

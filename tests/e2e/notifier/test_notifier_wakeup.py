@@ -145,7 +145,8 @@ def test_one_drainer_waits_however_many_kicks_arrive_meanwhile(tmp_path: Path) -
             timeout_s=30,
             what="the other drainers' exits",
         )
-        assert door.ids() == []
+        # (Whether the head was still deferred when they left depends on how fast the machine
+        # starts processes; what must hold is the single waiter, checked below.)
         wait_until_sync(lambda: len(door.received) == len(rows), timeout_s=30, what="delivery")
         wait_until_sync(
             lambda: len(_events(drainer_log, "notifier.exit")) == EXTRA_KICKS + 1,

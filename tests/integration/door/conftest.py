@@ -74,6 +74,13 @@ class LiveDoor:
             lambda: self.rung(text) >= times, timeout_s=timeout_s, what=f"{text!r} rung {times}x"
         )
 
+    def wait_marked(self, outbox_id: str, timeout_s: float = 10.0) -> None:
+        """Wait until the row's sent mark is written (it follows Telegram's receipt)."""
+        sql = "SELECT COUNT(*) FROM coop_notify_sent WHERE outbox_id = ?"
+        wait_until_sync(
+            lambda: self._scalar(sql, outbox_id) == 1, timeout_s=timeout_s, what="the mark"
+        )
+
     def chief_lines(self, outbox_id: str) -> int:
         return self._scalar(
             "SELECT COUNT(*) FROM messages WHERE external_request_id = ?",

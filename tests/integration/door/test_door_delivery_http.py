@@ -35,6 +35,7 @@ def test_door_lands_in_chief_then_rings_once(door: LiveDoor) -> None:
     assert answer["telegram"] in {"sent", "queued"}
     assert "already_sent" not in answer
     door.wait_rung(document["text"])
+    door.wait_marked(outbox_id)
     second = door.notify(document).json()
     assert second["already_sent"] is True
     assert second["telegram"] == "sent"
@@ -69,6 +70,7 @@ def test_door_rate_limited_send_is_queued_and_retried_after_retry_after(door: Li
     assert [(e["outbox_ids"], e["retry_after_s"]) for e in failed] == [([outbox_id], 2.0)]
     assert waited_s >= 1.9
     assert door.rung(document["text"]) == 1
+    door.wait_marked(outbox_id)
     assert door.notify(document).json()["already_sent"] is True
     assert door.rung(document["text"]) == 1
 

@@ -47,6 +47,11 @@ async def test_door_failed_sent_mark_never_rings_again(
             lambda: len(stack.emulator.texts()) == 2, timeout_s=10, what="the next row"
         )
         assert stack.emulator.texts() == [document["text"], later["text"]]
-        assert await stack.chief.sent_count() == 2
+
+        async def both_marked() -> bool:
+            assert stack.chief is not None
+            return await stack.chief.sent_count() == 2  # the second mark follows its receipt
+
+        await wait_until(both_marked, timeout_s=10, what="both rows marked")
         assert (await stack.notify(document)).json()["already_sent"] is True
         assert await stack.chief_lines("mark-1") == 1

@@ -44,6 +44,13 @@ async def test_rows_piled_up_during_a_refusal_ring_as_one_digest_in_order(
 
         await wait_until(all_sent, timeout_s=15, what="every row rung")
         assert stack.emulator.texts() == ["5 updates\n\n" + "\n\n".join(texts)]
+        # Every carried row is marked with the digest's id: a retry of any of them rings nothing.
+        (digest,) = stack.emulator.messages
+        for n in range(1, 6):
+            again = (await stack.notify(body(f"pile-{n}", text=texts[n - 1]))).json()
+            assert again["already_sent"] is True
+            assert again["telegram_message_id"] == digest["message_id"]
+        assert len(stack.emulator.messages) == 1
 
 
 async def test_quiet_hours_ring_silently_and_only_inside_the_window(tmp_path: Path) -> None:
