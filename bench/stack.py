@@ -1,7 +1,8 @@
-"""The processes of a bench run, shared by every bench script that starts the stack: a temp
-folder with a 0600 service key, `chief serve`, the Telegram emulator, the minimal test door (a
-Starlette app in its own process, for measuring the notifier alone), receipt logs, CPU readings
-from /proc. Every wait is bounded (`wait_for` raises SystemExit naming what it waited for).
+"""The processes of a bench run, shared by every bench script that starts the stack: a temp folder
+with a 0600 service key, `chief serve`, the Telegram emulator, the minimal test door
+(`tests.support.loopback_door` in its own process, for measuring the notifier alone), receipt
+logs, CPU readings from /proc. Every wait is bounded (`wait_for` raises SystemExit naming what
+it waited for).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engine import kick as engine_kick  # noqa: E402
+from tests.support import procs  # noqa: E402  (the tests' and benches' one process harness)
 
 SERVICE_KEY = "bench-service-key-0123456789abcdef"
 BOT_TOKEN = "123456:bench-token"
@@ -28,25 +30,6 @@ CHAT_ID = "4242"
 DOOR_PATH = "/api/coop/engine/notify"
 START_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 120.0
-
-# A stand-in door for when `chief serve` is missing: the contract, nothing else; it logs each
-# accepted row as one JSON line with its receipt time, as the emulator does.
-TEST_DOOR = r"""
-import json, sys, time, uvicorn
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-port, key, log_path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-out = open(log_path, "a", buffering=1)
-async def notify(request):
-    if request.headers.get("x-coop-service-key") != key:
-        return JSONResponse({"detail": "unauthorized"}, status_code=401)
-    body = json.loads(await request.body())
-    out.write(json.dumps({"text": body["text"], "received_at": time.time()}) + "\n")
-    return JSONResponse({"delivered": True, "outbox_id": body.get("outbox_id")})
-app = Starlette(routes=[Route("/api/coop/engine/notify", notify, methods=["POST"])])
-uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-"""
 
 
 def free_port() -> int:
@@ -140,19 +123,15 @@ class Stack:
         self.db = home / "coop.db"
         self.receipt_log = home / "received.jsonl"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        key = home / "service.key"
-        key.write_text(SERVICE_KEY + "\n")
-        key.chmod(0o600)
+        key = procs.write_key(home / "service.key", SERVICE_KEY)
         self.door_port = free_port()
-        self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("COOP_", "CHIEF_"))},
-            "COOP_HOME": str(home),
-            "COOP_DB": str(self.db),
-            "COOP_SERVICE_KEY_FILE": str(key),
-            "COOP_DOOR_URL": f"http://127.0.0.1:{self.door_port}{DOOR_PATH}",
-            "COOP_KICK": "datagram",
-            "PYTHONPATH": str(REPO),
-        }
+        self.env = procs.clean_env(
+            home,
+            COOP_DB=str(self.db),
+            COOP_SERVICE_KEY_FILE=str(key),
+            COOP_DOOR_URL=f"http://127.0.0.1:{self.door_port}{DOOR_PATH}",
+            COOP_KICK="datagram",
+        )
         self.label = ""
 
     def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
@@ -203,7 +182,13 @@ class Stack:
     def start_test_door(self) -> None:
         self.spawn(
             "door",
-            ["-c", TEST_DOOR, str(self.door_port), SERVICE_KEY, str(self.receipt_log)],
+            [
+                "-m",
+                "tests.support.loopback_door",
+                str(self.door_port),
+                SERVICE_KEY,
+                str(self.receipt_log),
+            ],
         )
         wait_for(lambda: listening(self.door_port), START_TIMEOUT_S, "the test door")
         self.label = "engine -> notifier -> minimal test door (chief serve unavailable)"

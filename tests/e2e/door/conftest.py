@@ -3,15 +3,10 @@ emulator running in the test process; chief.db read with a second connection."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sqlite3
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,8 +14,9 @@ import pytest
 
 from chief.telegram.emulator import EmulatorState, create_emulator
 from tests.integration.door.door_env import BOT_TOKEN, CHAT_ID, OWNER, key_headers, write_key
+from tests.support import procs
 from tests.support.asgi import serve_asgi_in_thread
-from tests.support.waiting import wait_until_sync
+from tests.support.procs import Service
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -28,96 +24,43 @@ NOTIFY_URL = "/api/coop/engine/notify"
 STATUS_URL = "/api/coop/engine/status"
 
 
-@dataclass
-class DoorProcess:
-    proc: subprocess.Popen[bytes]
-    lines: list[str] = field(default_factory=list)
-    port: int | None = None
-    pump: threading.Thread | None = None
+class DoorProcess(Service):
+    """One `python -m chief serve` child; its output is logged under `<COOP_HOME>/logs/`."""
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def events(self, name: str) -> list[dict[str, object]]:
-        found = []
-        for line in list(self.lines):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if entry.get("event") == name:
-                found.append(entry)
-        return found
+    def proc(self) -> subprocess.Popen[bytes]:
+        assert self.popen is not None, f"{self.name} is not running"
+        return self.popen
 
     def stderr(self) -> str:
-        return "".join(self.lines)
-
-    def terminate(self) -> int:
-        """SIGTERM, and the exit status once it stopped (bounded)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(STOP_TIMEOUT_S)
+        return self.log()
 
     def close(self) -> None:
-        """Make sure the process is gone and its pipe closed (killing it if a test left it)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(STOP_TIMEOUT_S)
-        if self.pump is not None:
-            self.pump.join(STOP_TIMEOUT_S)
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
+        """Make sure the process is gone (killing it if a test left it running)."""
+        if self.running:
+            self.kill()
 
 
 def clean_env(folder: Path, **settings: str) -> dict[str, str]:
     """The parent's environment without any Coop, Chief or Telegram setting, plus `settings`."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("COOP_", "CHIEF_", "TELEGRAM_", "PTB_"))
-    }
-    env |= {
-        "COOP_HOME": str(folder),
-        "CHIEF_OWNER": OWNER,
-        "CHIEF_PORT": "0",
-        "PYTHONUNBUFFERED": "1",
-    }
-    env |= settings
-    return env
+    return procs.clean_env(folder, **({"CHIEF_OWNER": OWNER, "CHIEF_PORT": "0"} | settings))
 
 
 _SPAWNED: list[DoorProcess] = []
 
 
 def spawn_door(env: dict[str, str], *, wait_listening: bool = True) -> DoorProcess:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "chief", "serve"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    door = DoorProcess(
+        f"door-{len(_SPAWNED) + 1}",  # two doors in one test keep two logs
+        ["chief", "serve"],
+        Path(env["COOP_HOME"]),
+        "door.listening",
+        env,
+        port_env="CHIEF_PORT",
+        port=int(env.get("CHIEF_PORT", "0")) or None,
     )
-    door = DoorProcess(proc)
-
-    def pump() -> None:
-        assert proc.stderr is not None
-        for raw in proc.stderr:
-            door.lines.append(raw.decode("utf-8", "replace"))
-
-    door.pump = threading.Thread(target=pump, name="door-stderr", daemon=True)
-    door.pump.start()
     _SPAWNED.append(door)
-    if wait_listening:
-        wait_until_sync(
-            lambda: door.events("door.listening") or proc.poll() is not None,
-            timeout_s=START_TIMEOUT_S,
-            what="chief serve to listen",
-        )
-        listening = door.events("door.listening")
-        if not listening:
-            raise AssertionError(f"chief serve did not start:\n{door.stderr()}")
-        door.port = int(listening[0]["port"])  # type: ignore[arg-type]
+    door.start(wait=wait_listening)
     return door
 
 

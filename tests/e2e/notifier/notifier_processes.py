@@ -3,39 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.notifier.loopback_door import SERVICE_KEY
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.support.loopback_door import SERVICE_KEY
+from tests.support.procs import REPO, clean_env, write_key
 
 
 def notifier_env(tmp_path: Path, db_path: Path, door_url: str, **extra: str) -> dict[str, str]:
     """The environment a daemon, a drainer or a producer runs with (key file written 0600)."""
     key_file = tmp_path / "service.key"
     if not key_file.exists():
-        key_file.write_text(SERVICE_KEY + "\n")
-        key_file.chmod(0o600)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("COOP_") and k not in ("PYTEST_CURRENT_TEST",)
+        write_key(key_file, SERVICE_KEY)
+    ours = {
+        "COOP_DB": str(db_path),
+        "COOP_DOOR_URL": door_url,
+        "COOP_SERVICE_KEY_FILE": str(key_file),
+        "COOP_CLIENT_TIMEOUT_S": "10",
+        "COOP_BACKOFF_BASE_S": "0.05",
+        "COOP_BACKOFF_MAX_S": "0.2",
     }
-    env.update(
-        COOP_HOME=str(tmp_path),
-        COOP_DB=str(db_path),
-        COOP_DOOR_URL=door_url,
-        COOP_SERVICE_KEY_FILE=str(key_file),
-        COOP_CLIENT_TIMEOUT_S="10",
-        COOP_BACKOFF_BASE_S="0.05",
-        COOP_BACKOFF_MAX_S="0.2",
-        PYTHONPATH=str(REPO),
-    )
-    env.update(extra)
-    return env
+    return clean_env(tmp_path, **(ours | extra))
 
 
 def start_notifier(args: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:

@@ -18,8 +18,8 @@ import pytest
 
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env, start_notifier
-from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, states
+from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
 
 RACERS = 4

@@ -14,7 +14,7 @@ import pytest
 
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env
-from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
+from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
 
 PRODUCERS = 4

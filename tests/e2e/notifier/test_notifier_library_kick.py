@@ -12,7 +12,7 @@ import pytest
 from engine import ledger, outbox
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import log_events, notifier_env, start_notifier
-from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
+from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
 
 # Far beyond every wait below: only a kick can deliver within them.

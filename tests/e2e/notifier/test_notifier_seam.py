@@ -11,8 +11,8 @@ from pathlib import Path
 
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env
-from tests.integration.notifier.loopback_door import TestDoor, serve_door_in_thread
 from tests.integration.notifier.notifier_helpers import lock_row, states
+from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
 
 # One producer process: one row in one transaction, then the kick a `coop` verb does.

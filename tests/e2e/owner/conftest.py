@@ -2,82 +2,43 @@
 
 from __future__ import annotations
 
-import json
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.procs import child_env, coop
-from tests.support.waiting import wait_until_sync
+from tests.support.procs import Service, child_env, coop
 
-START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 20.0
 
 
-class ServeProcess:
-    """One `python -m engine serve` child, its log file, and the URL it announced."""
+class ServeProcess(Service):
+    """One `python -m engine serve` child over `home` (its logs in `home/logs/`), with the
+    test's environment on top of the parent's, on `port` (0: any free port, kept on restart)."""
 
     def __init__(self, home: Path, env: dict[str, str], port: int = 0) -> None:
-        self.home = home
-        self.env = {**env, "COOP_SERVICE_PORT": str(port)}
-        self.runs = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = ""
-
-    @property
-    def log_path(self) -> Path:
-        return self.home / f"serve-{self.runs}.log"
-
-    def start(self) -> ServeProcess:
-        self.runs += 1
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "engine", "serve"],
-                env=child_env(self.env),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-        event = wait_until_sync(
-            lambda: self._event("service.listening"), timeout_s=START_TIMEOUT_S, what="serve"
+        super().__init__(
+            "serve",
+            ["engine", "serve"],
+            home,
+            "service.listening",
+            child_env(env),
+            port_env="COOP_SERVICE_PORT",
+            port=port or None,
         )
-        self.url = event["url"]
+
+    def start(self, *, faults: str = "", wait: bool = True) -> ServeProcess:  # type: ignore[override]
+        super().start(faults=faults, wait=wait)
         return self
 
-    def _event(self, name: str) -> dict | None:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"coop serve exited {self.proc.returncode}: {self.log()}")
-        for line in self.log().splitlines():
-            if line.startswith("{") and json.loads(line).get("event") == name:
-                return dict(json.loads(line))
-        return None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
     @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=STOP_TIMEOUT_S)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=STOP_TIMEOUT_S)
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.popen
 
     def stop_quietly(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        if self.running:
+            self.kill()
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def test_owner_killed_then_the_next_add_fails_closed_and_reconcile_settles_it(
     assert f"uncertain receipt {key}  add_todo" in down.stdout
 
     restarted = ServeProcess(tmp_path, env, port=serve.port)
-    restarted.runs = serve.runs
+    restarted.starts = serve.starts  # its logs go on after the first service's
     try:
         restarted.start()
         settled = ok(env, "reconcile", key)

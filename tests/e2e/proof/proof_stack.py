@@ -6,11 +6,12 @@
     stack.stop()                         # SIGTERM each, returns the exit statuses
     stack.close()                        # SIGKILL whatever a failed test left running
 
-Each process starts on port 0 the first time and logs its port in its `*.listening` line; a
-restart reuses that port (the engine reads the door's URL once, the door the emulator's), so
-a killed part comes back where its peers look for it. Every start logs to its own file under
-`<folder>/logs/`. Producers write coop.db directly (local mode, no owner file) and wake the
-daemon with a datagram (`COOP_KICK=datagram`): no detached one-shot drainer can outlive a test.
+Each process is a `tests.support.procs.Service`. It starts on port 0 the first time and logs its
+port in its `*.listening` line; a restart reuses that port (the engine reads the door's URL
+once, the door the emulator's), so a killed part comes back where its peers look for it. Every
+start logs to its own file under `<folder>/logs/`. Producers write coop.db directly (local mode,
+no owner file) and wake the daemon with a datagram (`COOP_KICK=datagram`): no detached one-shot
+drainer can outlive a test.
 
 The reads below open their own short connections and never write: the test watches the
 databases the way an operator would.
@@ -19,27 +20,20 @@ databases the way an operator would.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import closing
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.support.waiting import wait_until_sync
+from tests.support.procs import REPO, Service, clean_env, write_key
 
-REPO = Path(__file__).resolve().parents[3]
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 30.0
 SQLITE_TIMEOUT_S = 10.0
 BOT_TOKEN = "123456:proof-suite"
 CHAT_ID = "4242"
@@ -52,16 +46,7 @@ REPORT_KEY_PREFIX = "chief-report:coop-notify:"
 
 def base_env(folder: Path, **settings: str) -> dict[str, str]:
     """The parent's environment without any Coop, Chief, Telegram or PTB setting, plus ours."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("COOP_", "CHIEF_", "TELEGRAM_", "PTB_"))
-        and key != "PYTEST_CURRENT_TEST"
-    }
-    env |= {
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-        "COOP_HOME": str(folder),
+    ours = {
         "COOP_DB": str(folder / "coop.db"),
         "COOP_SERVICE_KEY_FILE": str(folder / "service.key"),
         "COOP_ACTOR": ACTOR,
@@ -75,145 +60,7 @@ def base_env(folder: Path, **settings: str) -> dict[str, str]:
         "TELEGRAM_CHAT_ID": CHAT_ID,
         "TELEGRAM_TIMEOUT_S": "5",
     }
-    return env | settings
-
-
-@dataclass
-class Part:
-    """One long-running process of the stack, started and stopped by the test."""
-
-    name: str
-    argv: list[str]
-    folder: Path
-    listening_event: str
-    env: dict[str, str]
-    port_env: str | None = None  # the variable that carries the port (else `--port`)
-    keep_port: bool = True  # a restart comes back on the first start's port
-    port: int | None = None
-    popen: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    exits: list[int] = field(default_factory=list)
-    start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
-    log_path: Path | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def start(self, *, faults: str = "", wait: bool = True) -> None:
-        """Spawn the process (on its known port after the first start) and, unless told not
-        to, wait until it logs that it listens."""
-        assert not self.running, f"{self.name} is already running"
-        self.starts += 1
-        logs = self.folder / "logs"
-        logs.mkdir(exist_ok=True)
-        self.log_path = logs / f"{self.name}.{self.starts}.log"
-        env = dict(self.env)
-        if faults:
-            env["COOP_TEST_FAULTS"] = faults
-        port = str(self.port or 0) if self.keep_port else "0"
-        argv = list(self.argv)
-        if self.port_env is None:
-            argv += ["--port", port]
-        else:
-            env[self.port_env] = port
-        with self.log_path.open("wb") as log:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", *argv],
-                env=env,
-                cwd=REPO,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-            )
-        if wait:
-            self.wait_listening()
-
-    def wait_listening(self) -> int:
-        began = time.monotonic()
-        found = wait_until_sync(
-            lambda: self.events(self.listening_event) or not self.running,
-            timeout_s=START_TIMEOUT_S,
-            what=f"{self.name} to listen",
-        )
-        if not isinstance(found, list):
-            raise AssertionError(f"{self.name} did not start:\n{self.log_tail()}")
-        self.start_s.append(time.monotonic() - began)
-        line = found[0]
-        port = int(line["port"]) if "port" in line else int(str(line["url"]).rsplit(":", 1)[1])
-        if self.keep_port:
-            assert self.port in (None, port), f"{self.name} came back on {port}, not {self.port}"
-        self.port = port
-        return port
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        """This start's JSON log lines (all, or those of one event)."""
-        if self.log_path is None or not self.log_path.exists():
-            return []
-        found = []
-        for raw in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and (name is None or entry.get("event") == name):
-                found.append(entry)
-        return found
-
-    def all_events(self, name: str) -> list[dict[str, Any]]:
-        """One event across every start of this part."""
-        found = []
-        for path in sorted((self.folder / "logs").glob(f"{self.name}.*.log")):
-            for raw in path.read_text(errors="replace").splitlines():
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict) and entry.get("event") == name:
-                    found.append(entry)
-        return found
-
-    def log_tail(self, lines: int = 30) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return "(no log)"
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def kill(self) -> int:
-        """SIGKILL, as a power cut would; returns the exit status once it is gone."""
-        assert self.popen is not None
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-        return self._reaped()
-
-    def terminate(self) -> int:
-        """SIGTERM, the normal stop; returns the exit status (bounded wait)."""
-        assert self.popen is not None
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-        return self._reaped()
-
-    def wait_exit(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
-        """Wait (bounded) for the process to end by itself, e.g. at an armed fault point."""
-        assert self.popen is not None
-        try:
-            self.popen.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"{self.name} did not exit within {timeout_s}s:\n{self.log_tail()}"
-            ) from None
-        return self._reaped()
-
-    def _reaped(self) -> int:
-        assert self.popen is not None
-        status = self.popen.wait(STOP_TIMEOUT_S)
-        self.exits.append(status)
-        self.popen = None
-        return status
+    return clean_env(folder, **(ours | settings))
 
 
 class Stack:
@@ -231,10 +78,8 @@ class Stack:
         self.coop_db = folder / "coop.db"
         self.chief_db = folder / "chief.db"
         self.telegram_log = folder / "telegram.jsonl"
-        key = folder / "service.key"
-        key.write_text(SERVICE_KEY + "\n")
-        key.chmod(0o600)
-        self.emulator = Part(
+        write_key(folder / "service.key", SERVICE_KEY)
+        self.emulator = Service(
             "emulator",
             ["chief", "telegram-emulator", "--host", "127.0.0.1", "--token", BOT_TOKEN,
              "--log", str(self.telegram_log), *emulator_args],
@@ -242,7 +87,7 @@ class Stack:
             "emulator.listening",
             base_env(folder),
         )  # fmt: skip
-        self.door = Part(
+        self.door = Service(
             "door",
             ["chief", "serve"],
             folder,
@@ -250,7 +95,7 @@ class Stack:
             base_env(folder, **(door_env or {})),
             port_env="CHIEF_PORT",
         )
-        self.engine = Part(
+        self.engine = Service(
             "engine",
             ["engine", "serve"],
             folder,
@@ -261,7 +106,7 @@ class Stack:
         )
 
     @property
-    def parts(self) -> tuple[Part, Part, Part]:
+    def parts(self) -> tuple[Service, Service, Service]:
         return (self.emulator, self.door, self.engine)
 
     def env(self, **settings: str) -> dict[str, str]:

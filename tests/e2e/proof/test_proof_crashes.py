@@ -28,7 +28,8 @@ from tests.e2e.proof.proof_checks import (
     start_note,
     wait_delivered,
 )
-from tests.e2e.proof.proof_stack import MakeStack, Part, Stack
+from tests.e2e.proof.proof_stack import MakeStack, Stack
+from tests.support.procs import Service
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -76,7 +77,7 @@ class Run:
         self.start_door(faults)
         self.deaths.append(DoorDeath(started_at, died_at, back_at=time.time()))
 
-    def sigkill(self, part: Part) -> None:
+    def sigkill(self, part: Service) -> None:
         died_at = time.time()
         part.kill()
         self.crashes[f"sigkill.{part.name}"] += 1

@@ -4,7 +4,6 @@ real chief.db, python-telegram-bot as the sender)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.service import DoorService
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
+from tests.support import procs
 from tests.support.asgi import serve_asgi
 
 KEY = "k3y-for-tests-0123456789abcdef"
@@ -32,10 +32,7 @@ OWNER = "owner"
 
 
 def write_key(folder: Path, key: str = KEY, mode: int = 0o600) -> Path:
-    path = folder / "service.key"
-    path.write_text(key + "\n")
-    os.chmod(path, mode)
-    return path
+    return procs.write_key(folder / "service.key", key, mode)
 
 
 def door_env(folder: Path, **settings: str) -> dict[str, str]:
@@ -61,7 +58,9 @@ def body(outbox_id: str | None = "1", text: str = "todo #1 done: tests green") -
 
 
 @dataclass
-class Stack:
+class DoorStack:
+    """The door in-process (`door_stack`); the process stacks are tests.support.procs' Services."""
+
     url: str
     client: httpx.AsyncClient
     service: DoorService
@@ -101,7 +100,7 @@ async def door_stack(
     faults: Sequence[Mapping[str, object]] = (),
     wall_clock: Callable[[], datetime] | None = None,
     flood_limits: bool = False,
-) -> AsyncIterator[Stack]:
+) -> AsyncIterator[DoorStack]:
     """The door mounted in a host FastAPI app, as a host application would mount it.
     `faults` are armed in the emulator before the sender starts (its getMe included)."""
     write_key(folder)
@@ -148,7 +147,7 @@ async def door_stack(
                     serve_asgi(app, host=host) as url,
                     httpx.AsyncClient(timeout=client_timeout_s) as client,
                 ):
-                    yield Stack(url, client, service, chief, emulator, emulator_url, folder)
+                    yield DoorStack(url, client, service, chief, emulator, emulator_url, folder)
         finally:
             if sender is not None:
                 await sender.aclose()

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.integration.door.conftest import LiveDoor
-from tests.integration.door.door_env import KEY, Stack, body, door_stack, key_headers
+from tests.integration.door.door_env import KEY, DoorStack, body, door_stack, key_headers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,7 +30,7 @@ def refused(
     assert door.written() == before
 
 
-async def refused_async(stack: Stack, status: int, reason: str) -> None:
+async def refused_async(stack: DoorStack, status: int, reason: str) -> None:
     with capture_logs() as logs:
         response = await stack.notify(body("1"))
     assert (response.status_code, response.json()) == (status, {"detail": reason})

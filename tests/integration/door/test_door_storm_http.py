@@ -11,7 +11,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from tests.integration.door.door_env import Stack, body, door_stack
+from tests.integration.door.door_env import DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -124,7 +124,7 @@ async def test_door_burst_of_retries_rings_each_row_once(tmp_path: Path) -> None
         assert len(ringer.locks) == 0
 
 
-async def _sent_count(stack: Stack) -> bool:
+async def _sent_count(stack: DoorStack) -> bool:
     assert stack.chief is not None
     return await stack.chief.sent_count() == 12
 

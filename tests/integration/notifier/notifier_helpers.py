@@ -7,7 +7,7 @@ from pathlib import Path
 from engine import store as engine_store
 from engine.outbox import enqueue
 from notifier.config import NotifierConfig
-from tests.integration.notifier.loopback_door import SERVICE_KEY
+from tests.support.loopback_door import SERVICE_KEY
 
 
 def make_config(

@@ -13,8 +13,8 @@ from structlog.testing import capture_logs
 from engine import kick
 from notifier.daemon import Daemon
 from notifier.errors import DaemonAlreadyRunning
-from tests.integration.notifier.loopback_door import TestDoor, bound_socket, serve_door
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, states
+from tests.support.loopback_door import TestDoor, bound_socket, serve_door
 from tests.support.waiting import wait_until
 
 # Far beyond every wait below: a row delivered within them was woken, not found by the backstop.

@@ -15,19 +15,19 @@ from notifier.config import NotifierConfig
 from notifier.daemon import Daemon
 from notifier.store import Database
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.loopback_door import (
-    Answer,
-    TestDoor,
-    bound_socket,
-    door_url,
-    serve_door,
-)
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
     lock_row,
     make_config,
     outbox_row,
     states,
+)
+from tests.support.loopback_door import (
+    Answer,
+    TestDoor,
+    bound_socket,
+    door_url,
+    serve_door,
 )
 from tests.support.waiting import wait_until
 

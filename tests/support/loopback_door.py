@@ -9,6 +9,11 @@ It records every request in arrival order and counts re-sent outbox ids. A test 
 `serve_door(door, sock)` serves it on an already bound socket: a bound socket that is not yet
 listening refuses connections, so a test can start with "the door is down" at a fixed URL and
 bring it up later on the same port.
+
+As a process (the benches' minimal door, to measure the notifier alone), it logs every accepted
+row as a JSON line with its receipt time, as the Telegram emulator's `--log` does:
+
+    python -m tests.support.loopback_door PORT KEY LOG_PATH
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
 
 import uvicorn
 from starlette.applications import Starlette
@@ -53,6 +62,8 @@ class TestDoor:
     delay_s: float = 0.0
     wrong_keys: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    key: str = SERVICE_KEY
+    log: TextIO | None = None  # accepted rows as JSON lines {"text", "received_at"}
 
     def ids(self) -> list[int]:
         with self.lock:
@@ -64,7 +75,7 @@ class TestDoor:
         return {i: n for i, n in counts.items() if n > 1}
 
     async def handle(self, request: Request) -> Response:
-        if request.headers.get("x-coop-service-key") != SERVICE_KEY:
+        if request.headers.get("x-coop-service-key") != self.key:
             self.wrong_keys += 1
             return JSONResponse({"detail": "unauthorized"}, status_code=401)
         body = json.loads(await request.body())
@@ -76,6 +87,9 @@ class TestDoor:
                 answer = Answer(503, body={"detail": "notification_channel_unavailable"})
             if answer is None or 200 <= answer.status < 300:
                 self.received.append(body)
+                if self.log is not None:
+                    record = {"text": body["text"], "received_at": time.time()}
+                    self.log.write(json.dumps(record) + "\n")
         if answer is not None and answer.raw is not None:
             return Response(answer.raw, status_code=answer.status, headers=answer.headers)
         if answer is None:
@@ -145,3 +159,15 @@ def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
         server.should_exit = True
         thread.join(STOP_TIMEOUT_S)
         sock.close()
+
+
+def main(argv: list[str]) -> None:
+    """`python -m tests.support.loopback_door PORT KEY LOG_PATH`: serve until SIGTERM."""
+    port, key, log_path = int(argv[0]), argv[1], Path(argv[2])
+    with log_path.open("a", buffering=1) as log:
+        door = TestDoor(key=key, log=log)
+        uvicorn.run(door.app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,63 @@
+"""Every bench script runs once, at a tiny size, so none can rot unnoticed.
+
+A smoke run asserts only that the script finishes, exit status 0, within its bound: bench figures
+are printed, never asserted (tests never time things). Each script runs in its own process group,
+so a script that overruns its bound is killed together with the stack it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import child_env
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench"
+
+# script -> the arguments of its smoke run: the smallest sizes that still run every phase.
+SMOKE_ARGS: dict[str, list[str]] = {
+    "bench_cli.py": ["--runs", "1"],
+    "bench_owner.py": ["--calls", "5", "--cold", "1"],
+    "bench_chief_report.py": ["--count", "20", "--concurrency", "4"],
+    "bench_door.py": ["3", "--time-limit-s", "30"],
+    "bench_pipeline.py": ["--backlog", "10", "--rate", "50", "--rate-rows", "5"],
+    "bench_vs_huey.py": ["--rows", "10", "--rounds", "1", "--rate", "50", "--rate-rows", "5"],
+    "bench_backlog.py": [
+        "--sizes", "20", "--measure", "20", "--full-stack-rows", "5", "--time-limit-s", "30",
+    ],
+    "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
+    "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
+}  # fmt: skip
+# A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
+SMOKE_TIMEOUT_S = 90.0
+
+
+def test_every_bench_script_has_a_smoke_run() -> None:
+    scripts = sorted(path.name for path in BENCH.glob("bench_*.py"))
+    assert scripts == sorted(SMOKE_ARGS), "add the new script to SMOKE_ARGS (or drop a gone one)"
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_ARGS))
+def test_bench_script_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, str(BENCH / script), *SMOKE_ARGS[script]],
+        cwd=REPO,
+        env=child_env({"TMPDIR": str(tmp_path)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            output, _ = proc.communicate(timeout=SMOKE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            pytest.fail(f"{script} ran past {SMOKE_TIMEOUT_S:g}s:\n{output[-3000:]}")
+    assert proc.returncode == 0, f"{script} exited {proc.returncode}:\n{output[-3000:]}"
