@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from engine import kick, store, verbs
 from engine.config import EngineConfig
 from engine.errors import UsageError
-from engine.owner import owner_config
+from engine.owner_file import owner_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 Row = dict[str, Any]

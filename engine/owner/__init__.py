@@ -1,7 +1,5 @@
 """The owner: the ledger's one writer after `coop cutover`, and everything that makes it so.
 
-    file       the owner file (`<store>.owner.json`): local or service mode, and where the owner
-               listens; its exact failure words; the fence function the owner's connections carry
     compat     the compatibility client: one call shipped to the owner, failing closed, with a
                receipt (`engine.api` is the only caller that decides to ship)
     receipts   the client's own record of every call it shipped, written before the call
@@ -11,14 +9,17 @@
                loopback guard every route of the engine service applies
     cutover    `coop cutover --url URL` and `--undo`: moving the ledger to one writer and back
 
-Arrows point one way: `file` is standard library only and imports nothing here (the store
-reads it); `compat` and `receipts` stay on the standard library (the CLI ships calls);
-`commands` runs `engine.verbs`; `app` serves `commands`; nothing here imports `app`.
-
-The owner file's names are re-exported here, so `engine.owner.owner_config` reads as before.
+The owner file itself (`<store>.owner.json`: local or service mode, where the owner listens,
+its exact failure words, the fence function) is `engine.owner_file`, a sibling below both the
+store's direct door and the API's edge, which read it; this package sits above them
+(`commands` runs `engine.verbs` on the store, `cutover` writes the fence), so the owner file
+cannot live inside it without an import cycle. Its names are re-exported here, so
+`engine.owner.owner_config` reads as before. Arrows point one way: `compat` and `receipts`
+stay on the standard library (the CLI ships calls); `app` serves `commands`; nothing here
+imports `app`.
 """
 
-from engine.owner.file import (
+from engine.owner_file import (
     DIRECT_SQL_DISABLED,
     FENCE_FUNCTION,
     INVALID_OWNER,

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import api, store, verbs
+from engine import store, verbs
 from engine.config import EngineConfig
 from engine.errors import CoopError, StoreError, UsageError
 from engine.owner import arguments
@@ -118,8 +118,9 @@ def _file(
 
 
 def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
-    """The verb to run, once the call's arguments fit its public signature (`engine.api`)."""
-    fn = api.PUBLIC.get(method)
+    """The verb to run, once the call's arguments fit its signature (the public function's in
+    `engine.api`, less the `db` the owner refuses and the unit it hands in itself)."""
+    fn = verbs.VERBS.get(method)
     if fn is None:
         raise CommandRefused(f"{method!r} is not a Coop operation the owner runs")
     if "db" in kwargs:
@@ -128,7 +129,7 @@ def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Callable[...,
         arguments.check(method, fn, args, kwargs)
     except arguments.ArgumentError as exc:
         raise CommandRefused(str(exc)) from exc
-    return verbs.VERBS[method]
+    return fn
 
 
 def _unit(conn: sqlite3.Connection) -> verbs.Unit:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from engine import owner
+from engine import owner_file as owner
 from engine.config import db_path as configured_db_path
 from engine.errors import OwnerUnavailable, StoreError
 
