@@ -11,8 +11,8 @@ other processes did too), with one read-only connection per scrape:
     coop_outbox_commit_to_delivered_seconds  histogram  from the row's commit to its delivery
     coop_worker_lock_held                    gauge      1 while a worker holds the lock
 
-plus the notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by
-outcome) when the notifier is installed.
+plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
+notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
 
 The route is guarded like the service's others (loopback peer, no browser or proxy header, a
 loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
@@ -26,16 +26,21 @@ import hashlib
 import hmac
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
+from engine import store
 from engine.config import data_home
-from engine.service import guard_request
+from engine.owner.app import guard_request
+from engine.store import queue
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 METRICS_PATH = "/metrics"
 KEY_HEADER = "X-Coop-Service-Key"
@@ -43,18 +48,6 @@ STATES = ("pending", "delivered", "cancelled")
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
 # From a second (the daemon woke at once) to a day (a long outage of the door).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0, 86400.0)
-_SECONDS = "(julianday(delivered_at) - julianday(created_at)) * 86400.0"
-
-
-def _histogram_sql(value: str, buckets: tuple[float, ...]) -> str:
-    """One scan: the count at or below each bucket, the count and the sum over delivered rows."""
-    cumulative = ", ".join(
-        f"SUM(CASE WHEN {value} <= {bound!r} THEN 1 ELSE 0 END)" for bound in buckets
-    )
-    return (
-        f"SELECT {cumulative}, COUNT(*), COALESCE(SUM({value}), 0) FROM coop_outbox "
-        "WHERE state = 'delivered'"
-    )
 
 
 class OutboxCollector:
@@ -73,16 +66,15 @@ class OutboxCollector:
             HistogramMetricFamily,
         )
 
-        conn = sqlite3.connect(f"{self.db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = store.open_read_only(self.db)
         try:
-            by_state = dict(conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY state"))
-            (oldest,) = conn.execute(
-                "SELECT (julianday('now') - julianday(MIN(created_at))) * 86400.0 FROM coop_outbox"
-                " WHERE state = 'pending'"
-            ).fetchone()
-            attempts = conn.execute(_histogram_sql("attempts", ATTEMPT_BUCKETS)).fetchone()
-            latency = conn.execute(_histogram_sql(_SECONDS, LATENCY_BUCKETS_S)).fetchone()
-            (locked,) = conn.execute("SELECT COUNT(*) FROM worker_lock").fetchone()
+            by_state = queue.counts(conn)
+            oldest = queue.oldest_pending_age_s(conn)
+            attempts = queue.delivered_histogram(conn, queue.ATTEMPTS, ATTEMPT_BUCKETS)
+            latency = queue.delivered_histogram(
+                conn, queue.COMMIT_TO_DELIVERED_S, LATENCY_BUCKETS_S
+            )
+            locked = 0 if queue.holder(conn) is None else 1
         finally:
             conn.close()
         rows = GaugeMetricFamily("coop_outbox_rows", "Outbox rows by state.", labels=["state"])
@@ -149,7 +141,12 @@ def _presented_key(request: Request) -> str:
     return request.headers.get(KEY_HEADER, "")
 
 
-def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> None:
+def mount_metrics(
+    app: FastAPI,
+    db: Path,
+    service_key: str | None = None,
+    extra: Sequence[CollectorRegistry] = (),
+) -> None:
     """Serve `GET /metrics` for the ledger at `db` (see the module docstring)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
@@ -158,13 +155,7 @@ def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> Non
     expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
-    registries = [registry]
-    try:
-        from notifier.metrics import enable
-    except ImportError:
-        pass
-    else:
-        registries.append(enable())
+    registries = [registry, *extra]
 
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:
