@@ -11,6 +11,7 @@ import json
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,8 @@ def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     notify_url = env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL
     url = door_status_url(notify_url)
-    key_file = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / SERVICE_KEY_FILE_NAME)
     try:
-        key = keyfile.read_private(key_file.expanduser(), "the service key")
+        key = read_service_key(env)
     except keyfile.KeyFileError as exc:
         return {"answered": False, "url": url, "error": exc.message}
     request = urllib.request.Request(url, headers={SERVICE_KEY_HEADER: key})  # noqa: S310
@@ -56,6 +56,16 @@ def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
     if not isinstance(answer, dict):
         return {"answered": False, "url": url, "error": "the door's answer is not a JSON object"}
     return {"answered": True, "url": url, **answer}
+
+
+def service_key_file(env: Mapping[str, str]) -> Path:
+    """Where the shared service key lives: COOP_SERVICE_KEY_FILE, else <data folder>/service.key."""
+    return Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / SERVICE_KEY_FILE_NAME)
+
+
+def read_service_key(env: Mapping[str, str]) -> str:
+    """The shared service key, through the engine's one key reader (refused unless 0600)."""
+    return keyfile.read_private(service_key_file(env).expanduser(), "the service key")
 
 
 def door_status_url(notify_url: str) -> str:

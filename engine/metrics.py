@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from engine import store
-from engine.config import data_home
+from engine import door, keyfile, store
 from engine.owner.app import guard_request
 from engine.store import queue
 
@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 METRICS_PATH = "/metrics"
-KEY_HEADER = "X-Coop-Service-Key"
+
+log = structlog.get_logger("engine.metrics")
 STATES = ("pending", "delivered", "cancelled")
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
 # From a second (the daemon woke at once) to a day (a long outage of the door).
@@ -124,13 +125,12 @@ def _histogram(
 
 
 def read_service_key(environ: Mapping[str, str] | None = None) -> str | None:
-    """The shared service key (COOP_SERVICE_KEY_FILE, else <COOP_HOME>/service.key), or None
-    when it cannot be read (then `/metrics` answers 503 and says why)."""
-    env = os.environ if environ is None else environ
-    path = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key")
+    """The shared service key through the engine's one key reader (`engine.door`: 0600 or
+    refused), or None when it cannot be used (then `/metrics` answers 503 and the log says why)."""
     try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
+        return door.read_service_key(os.environ if environ is None else environ)
+    except keyfile.KeyFileError as exc:
+        log.error("metrics.service_key_unusable", error=exc.message)
         return None
 
 
@@ -138,7 +138,7 @@ def _presented_key(request: Request) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return request.headers.get(KEY_HEADER, "")
+    return request.headers.get(door.SERVICE_KEY_HEADER, "")
 
 
 def mount_metrics(
@@ -160,7 +160,9 @@ def mount_metrics(
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:
         if expected is None:
-            raise HTTPException(503, "the service key is unreadable: set COOP_SERVICE_KEY_FILE")
+            raise HTTPException(
+                503, "the service key is unusable (missing, or not 0600): see the log"
+            )
         given = hashlib.sha256(_presented_key(request).encode()).digest()
         if not hmac.compare_digest(given, expected):
             raise HTTPException(401, "missing or wrong service key (Authorization: Bearer KEY)")
