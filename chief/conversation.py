@@ -25,10 +25,11 @@ would still never land a row twice (each pass runs under BEGIN IMMEDIATE and rer
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -43,9 +44,18 @@ from chief.model import (
     report_key,
     turn_kind_for_key,
 )
-from chief.store import ChiefStore, QueuedRing, Reported, TelegramQueueStatus
+from chief.store import (
+    BatchReported,
+    ChiefStore,
+    NotifyRow,
+    QueuedRing,
+    Reported,
+    TelegramQueueStatus,
+)
 
 log = structlog.get_logger("chief")
+
+R = TypeVar("R")
 
 # The source prefix of a Coop outbox row's report (the door's key: one line per outbox row).
 NOTIFY_SOURCE_PREFIX = "coop-notify:"
@@ -142,6 +152,43 @@ class Chief:
             text, NOTIFY_SOURCE_PREFIX + outbox_id, wait, None, outbox_id, queue_telegram
         )
 
+    async def report_notify_batch(
+        self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
+    ) -> list[tuple[int | None, Reported]]:
+        """`report_notify` for several `(text, outbox_id)` rows, in order, in ONE chief.db
+        transaction: every row's report row and Telegram entry are durable, or none is. `wait`
+        bounds the whole batch's wait to land. One (message id or None, Reported) per row."""
+        for text, _ in rows:
+            check_report_text(text)
+        keys = [report_key(NOTIFY_SOURCE_PREFIX + outbox_id) for _, outbox_id in rows]
+        # Registered before the insert, as in `_report`.
+        landings = [self._landings.setdefault(key, _Landing()) for key in keys]
+        for landing in landings:
+            landing.waiters += 1
+        try:
+            store_rows = [
+                NotifyRow(key, text, outbox_id)
+                for key, (text, outbox_id) in zip(keys, rows, strict=True)
+            ]
+            reported = await self._enqueue_batch(store_rows, queue_telegram)
+            deadline_s = math.inf if wait is None else max(wait, 0.0)
+            with anyio.move_on_after(deadline_s):
+                for row, landing in zip(reported.rows, landings, strict=True):
+                    if row.message_id is None:
+                        await landing.event.wait()
+            answers = []
+            for key, row, landing in zip(keys, reported.rows, landings, strict=True):
+                message_id = row.message_id if row.message_id is not None else landing.message_id
+                if message_id is None:
+                    self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
+                answers.append((message_id, row))
+            return answers
+        finally:
+            for key, landing in zip(keys, landings, strict=True):
+                landing.waiters -= 1
+                if landing.waiters == 0 and self._landings.get(key) is landing:
+                    del self._landings[key]
+
     async def _report(
         self,
         text: str,
@@ -186,43 +233,71 @@ class Chief:
         """Queue the row durably, and land it in the same hop when nobody else may be landing:
         no turn held and the drainer idle (no pass asked for or running). Otherwise, or when
         that landing fails, the drainer is nudged and lands it."""
-        if self._done < self._wanted or self._turn_lock.locked():
-            reported = await self._store.report(
+
+        async def write(land: Callable[[str], str] | None) -> Reported:
+            return await self._store.report(
                 self.chief_id,
                 key,
                 text,
                 source_conversation_id,
                 sent_for=sent_for,
                 queue_telegram=queue_telegram,
+                land=land,
             )
-            if reported.message_id is None:
-                self._nudge()
-            return reported
+
+        reported = await self._write_then_land(write)
+        self._after_landing(
+            reported.message_id is None, reported.landed, reported.more, reported.land_error
+        )
+        return reported
+
+    async def _enqueue_batch(self, rows: list[NotifyRow], queue_telegram: bool) -> BatchReported:
+        """`_enqueue` for a notify batch: every row queued in one transaction (all or none),
+        then landed in the same hop under the same rule."""
+
+        async def write(land: Callable[[str], str] | None) -> BatchReported:
+            return await self._store.report_batch(
+                self.chief_id, rows, queue_telegram=queue_telegram, land=land
+            )
+
+        reported = await self._write_then_land(write)
+        unlanded = any(row.message_id is None for row in reported.rows)
+        self._after_landing(unlanded, reported.landed, reported.more, reported.land_error)
+        return reported
+
+    async def _write_then_land(
+        self, write: Callable[[Callable[[str], str] | None], Awaitable[R]]
+    ) -> R:
+        """Run `write(land)`: with `land` (the turn lock taken for the hop) when no turn is held
+        and the drainer is idle, else with None (the drainer will land the rows)."""
+        if self._done < self._wanted or self._turn_lock.locked():
+            return await write(None)
         self._turn_lock.acquire_nowait()  # free (checked above, no await since)
         try:
             # Shielded, as the drainer's pass: once rows landed, their waiters must hear of it.
             with anyio.CancelScope(shield=True):
-                reported = await self._store.report(
-                    self.chief_id,
-                    key,
-                    text,
-                    source_conversation_id,
-                    sent_for=sent_for,
-                    queue_telegram=queue_telegram,
-                    land=turn_kind_for_key,
-                )
+                written = await write(turn_kind_for_key)
         finally:
             self._turn_lock.release()
-        self._announce(reported.landed)
-        if reported.land_error is not None:
+        return written
+
+    def _after_landing(
+        self,
+        unlanded: bool,
+        landed: list[tuple[str, int]],
+        more: bool,
+        land_error: str | None,
+    ) -> None:
+        """Tell the waiters what landed; nudge the drainer for whatever did not."""
+        self._announce(landed)
+        if land_error is not None:
             self._log.error(
                 "chief.drain.failed",
-                error=reported.land_error,
+                error=land_error,
                 action="rows stay queued; the drainer retries them",
             )
-        if reported.land_error is not None or reported.more:
+        if land_error is not None or more or (unlanded and not landed):
             self._nudge()
-        return reported
 
     async def append_message(
         self, role: str, content: str, turn_kind: str = "chat", origin: str = "user"

@@ -25,8 +25,10 @@ statement can interleave with a transaction, because the thread runs one functio
 `report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
 and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
 still has both) and, when the caller may land it, the landing transaction all run in that one
-hop. The Telegram queue's other use cases (read the head, mark a message's rows sent and take
-them off the queue in one transaction, defer) are one hop each for the door's sender task.
+hop. `report_batch` is the door's batch route: the accept transaction of every row of a notify
+batch (all rows or none: a failure at any row rolls back the rows before it) and one landing,
+still one hop. The Telegram queue's other use cases (read the head, mark a message's rows sent
+and take them off the queue in one transaction, defer) are one hop each for the sender task.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 
@@ -289,6 +291,76 @@ def _enqueue_notify(
 
 
 @dataclass(frozen=True)
+class NotifyRow:
+    """One row of a notify batch: its report key, its text and the Coop outbox id it rings for."""
+
+    key: str
+    text: str
+    outbox_id: str
+
+
+@dataclass(frozen=True)
+class BatchReported:
+    """What one `report_batch` hop did: one `Reported` per row, in order, and the landing."""
+
+    rows: list[Reported]
+    landed: list[tuple[str, int]] = field(default_factory=list)  # (key, id) landed, in order
+    more: bool = False  # the landing batch was full: more rows may wait
+    land_error: str | None = None  # the landing failed and rolled back; the rows stay queued
+
+
+def _report_batch(
+    conn: sqlite3.Connection,
+    chief_id: int,
+    rows: list[NotifyRow],
+    queue_telegram: bool,
+    land: Callable[[str], str] | None,
+    limit: int,
+) -> BatchReported:
+    """`_report` for several rows: every row's accept in ONE transaction (all or none), then at
+    most one landing transaction, as a drain pass would."""
+    accepted = _write(conn, _enqueue_notify_batch, chief_id, rows, queue_telegram)
+    landed: list[tuple[str, int]] = []
+    more = False
+    land_error = None
+    if any(landed_id is None for landed_id, *_ in accepted):
+        # Every row is committed (FULL): from here each line survives a crash.
+        fault("chief.report.after_insert")
+        if land is not None:
+            try:
+                landed, more = _land(conn, chief_id, land, limit)
+            except sqlite3.Error as exc:
+                land_error = str(exc)
+    found = dict(landed)
+    answers = [
+        Reported(
+            landed_id if landed_id is not None else found.get(row.key),
+            sent,
+            telegram_message_id=sent_id,
+            telegram_seq=seq,
+            telegram_ahead=ahead,
+        )
+        for row, (landed_id, sent, sent_id, seq, ahead) in zip(rows, accepted, strict=True)
+    ]
+    return BatchReported(answers, landed, more, land_error)
+
+
+def _enqueue_notify_batch(
+    conn: sqlite3.Connection, chief_id: int, rows: list[NotifyRow], queue_telegram: bool
+) -> list[tuple[int | None, bool, int | None, int | None, int]]:
+    """The batch's accept transaction: `_enqueue_notify` for every row, in order. A failure at
+    any row rolls back every row before it (the caller's `_write`): none is half-recorded."""
+    accepted = []
+    for index, row in enumerate(rows):
+        if index:
+            fault("chief.store.batch_next_row")  # test-only: a failure part-way through a batch
+        accepted.append(
+            _enqueue_notify(conn, chief_id, row.key, row.text, None, row.outbox_id, queue_telegram)
+        )
+    return accepted
+
+
+@dataclass(frozen=True)
 class QueuedRing:
     """One entry of the Telegram queue, as the sender task reads it."""
 
@@ -535,6 +607,20 @@ class ChiefStore:
             land,
             limit,
         )
+
+    async def report_batch(
+        self,
+        chief_id: int,
+        rows: list[NotifyRow],
+        *,
+        queue_telegram: bool = False,
+        land: Callable[[str], str] | None = None,
+        limit: int = DRAIN_BATCH_ROWS,
+    ) -> BatchReported:
+        """`report(..., sent_for=row.outbox_id)` for every row in ONE hop and ONE accept
+        transaction (every row's sent-mark read, report row and Telegram entry commit together,
+        or none does), then, with `land`, one landing transaction, as a drain pass would."""
+        return await self._hop(_report_batch, chief_id, rows, queue_telegram, land, limit)
 
     async def land_undelivered(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int = DRAIN_BATCH_ROWS

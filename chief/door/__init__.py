@@ -5,8 +5,10 @@ Layers, pointing inward:
     posture.py   the security posture seam (a JSON file, or always `normal`)
     guard.py     the six checks, in order, over the raw peer and headers
     locks.py     per-row asyncio locks that empty themselves; the single-instance serve lock
-    service.py   the verbs: notify (Master Chief first, Telegram once) and status
-    router.py    the FastAPI router (`make_router`) a host application mounts
+    service.py   the verbs: notify (Master Chief first, Telegram once), notify_batch (several
+                 rows, one chief.db transaction, one answer per row) and status
+    router.py    the FastAPI router (`make_router`) a host application mounts: POST
+                 /api/coop/engine/notify, POST /api/coop/engine/notify-batch, GET .../status
     report_route.py  `POST /api/chief/report`: `chief report` hands a cron line to the holder
     metrics.py   `GET /metrics`: answers and Telegram sends counted, one hook (`instrument_door`)
     serving.py   uvicorn for the project's long-running entry points

@@ -13,6 +13,8 @@
     COOP_CLIENT_TIMEOUT_S  15              the engine's client timeout, read only for that check
     TELEGRAM_QUIET_HOURS   unset: off      e.g. 22:00-07:00: messages go out silently inside it
     TELEGRAM_QUIET_TZ      local time      the owner's IANA time zone for the window (Europe/Rome)
+    CHIEF_NOTIFY_BATCH_MAX 64              rows one notify-batch request may carry (1..256);
+                                           a larger batch is refused 422
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
@@ -52,6 +54,10 @@ REPORT_WAIT_S = 2.0
 ANSWER_MARGIN_S = 1.0
 # The key file may hold a newline and nothing else of note; a huge file is a wrong path.
 MAX_KEY_FILE_BYTES = 4096
+# Rows per notify-batch request: the default, and the most the setting allows (a batch's body
+# is buffered whole, up to ~64 kB a row, and a batch is one chief.db transaction).
+DEFAULT_NOTIFY_BATCH_MAX = 64
+NOTIFY_BATCH_MAX_LIMIT = 256
 
 
 def data_home(env: Mapping[str, str]) -> Path:
@@ -104,6 +110,8 @@ class DoorConfig:
     telegram_timeout_s: float
     #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
     telegram_quiet_hours: QuietHours | None = None
+    #: `CHIEF_NOTIFY_BATCH_MAX`: the most rows one notify-batch request may carry.
+    notify_batch_max: int = DEFAULT_NOTIFY_BATCH_MAX
 
     @property
     def telegram_configured(self) -> bool:
@@ -146,6 +154,9 @@ class DoorConfig:
             ),
             telegram_quiet_hours=_quiet_hours(
                 env.get("TELEGRAM_QUIET_HOURS", ""), env.get("TELEGRAM_QUIET_TZ", "")
+            ),
+            notify_batch_max=_batch_max(
+                env.get("CHIEF_NOTIFY_BATCH_MAX", str(DEFAULT_NOTIFY_BATCH_MAX))
             ),
         )
 
@@ -204,6 +215,19 @@ def _peers(raw: str) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
     if not peers:
         raise DoorError("CHIEF_ALLOWED_PEERS is empty; leave it unset for 127.0.0.1,::1")
     return frozenset(peers)
+
+
+def _batch_max(raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= NOTIFY_BATCH_MAX_LIMIT:
+        raise DoorError(
+            f"CHIEF_NOTIFY_BATCH_MAX={raw!r} must be a whole number of rows in "
+            f"1..{NOTIFY_BATCH_MAX_LIMIT} (default {DEFAULT_NOTIFY_BATCH_MAX})"
+        )
+    return value
 
 
 def _api_base(raw: str) -> str:

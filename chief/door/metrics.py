@@ -40,7 +40,13 @@ from chief.telegram.sender import TelegramSender
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
 KNOWN_PATHS = frozenset(
-    {"/api/coop/engine/notify", "/api/coop/engine/status", "/api/chief/report", METRICS_PATH}
+    {
+        "/api/coop/engine/notify",
+        "/api/coop/engine/notify-batch",
+        "/api/coop/engine/status",
+        "/api/chief/report",
+        METRICS_PATH,
+    }
 )
 NOTIFY_PATH = "/api/coop/engine/notify"
 TELEGRAM_RESULTS = ("ok", "429", "5xx", "timeout", "other")

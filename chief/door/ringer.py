@@ -139,20 +139,34 @@ class Ringer:
     async def ring_wait(self, seq: int, ahead: int, timeout_s: float = RING_WAIT_S) -> int | None:
         """Nudge the sender; when the entry could ring at once, wait up to `timeout_s` for it.
         The Telegram message id, or None (still queued)."""
-        if not self.can_ring_now(ahead):
+        return (await self.ring_wait_many([(seq, ahead)], timeout_s))[0]
+
+    async def ring_wait_many(
+        self, entries: list[tuple[int, int]], timeout_s: float = RING_WAIT_S
+    ) -> list[int | None]:
+        """`ring_wait` for the entries of one notify batch, `(seq, entries ahead)` each: nudge
+        the sender and, when the earliest of them could ring at once, wait up to `timeout_s`
+        for the message that carries it (a digest carries the ones queued with it). Each entry
+        answers the id of the message that carried it by then, or None (still queued)."""
+        if not entries:
+            return []
+        first_seq, first_ahead = min(entries)
+        if not self.can_ring_now(first_ahead):
             self.nudge()
-            return None
-        ring = self._rings.setdefault(seq, _Ring())
-        ring.waiters += 1
+            return [None] * len(entries)
+        rings = [self._rings.setdefault(seq, _Ring()) for seq, _ in entries]
+        for ring in rings:
+            ring.waiters += 1
         try:
             self.nudge()
             with anyio.move_on_after(timeout_s):
-                await ring.event.wait()
-            return ring.telegram_message_id
+                await self._rings[first_seq].event.wait()
+            return [ring.telegram_message_id for ring in rings]
         finally:
-            ring.waiters -= 1
-            if ring.waiters == 0 and self._rings.get(seq) is ring:
-                del self._rings[seq]
+            for (seq, _), ring in zip(entries, rings, strict=True):
+                ring.waiters -= 1
+                if ring.waiters == 0 and self._rings.get(seq) is ring:
+                    del self._rings[seq]
 
     # -- the task --------------------------------------------------------------------------
 

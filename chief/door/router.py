@@ -1,6 +1,10 @@
 """The door's HTTP surface: a FastAPI router a host application mounts, or `chief serve` runs.
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?}
+    POST /api/coop/engine/notify-batch
+                                   body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
+                                   CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
+                                   body but with its outbox_id required, no outbox_id twice
     GET  /api/coop/engine/status   undelivered reports, sent count, posture, Telegram and its
                                    queue (depth, oldest age, last error, next attempt), uptime
 
@@ -18,6 +22,14 @@ characters). Answers:
     503 {"detail": "notification_channel_unavailable"}  only a notify the door cannot queue:
         no outbox id (Telegram alone) and Telegram not configured
     503 {"detail": "chief_unavailable"}  chief.db could not take the report or the entry
+
+The batch route answers 200 {"items": [<a notify answer>, ...]}: one per row, in the body's
+order, each exactly what the single route answers for that row (a row already rung answers
+"already_sent": true). It is all or nothing: every row's Chief line and Telegram entry are
+accepted in ONE chief.db transaction, so a 503 chief_unavailable means no row was recorded
+and the whole batch may be sent again. A body past the row limit is 422 (its message names
+CHIEF_NOTIFY_BATCH_MAX); past ~64 kB a row, 413. The guard and its answers are the single
+route's.
 """
 
 from __future__ import annotations
@@ -29,7 +41,15 @@ import structlog
 from fastapi import APIRouter, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+)
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
@@ -40,6 +60,8 @@ log = structlog.get_logger("chief.door")
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the paths (engine.door,
 # notifier.config DEFAULT_DOOR_URL) and the limit (engine.lifecycle.MAX_TEXT_CHARS).
 NOTIFY_PATH = "/api/coop/engine/notify"
+# Shared fact: the notifier's batch client posts here (pinned in tests/contract).
+NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
 STATUS_PATH = "/api/coop/engine/status"
 MAX_TEXT_CHARS = 4000
 MAX_KIND_CHARS = 100
@@ -48,6 +70,8 @@ MAX_OUTBOX_ID_CHARS = 128
 # A valid body is at most ~50 kB (4,000 characters, each escaped as a surrogate pair); a larger
 # one is refused before it is parsed so a caller cannot make the door buffer without bound.
 MAX_BODY_BYTES = 1024 * 1024
+# A batch row is at most ~50 kB for the same reason; a batch body may take this much per row.
+MAX_BATCH_ROW_BYTES = 64 * 1024
 
 
 def _encodable(value: str) -> str:
@@ -88,6 +112,50 @@ class NotifyBody(BaseModel):
     ] = None
 
 
+OutboxId = Annotated[
+    str, Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS)
+]
+
+
+class NotifyItem(NotifyBody):
+    """One row of a notify batch: a notify body whose `outbox_id` is required."""
+
+    outbox_id: OutboxId
+
+
+def _within_batch_limit(value: object, info: ValidationInfo) -> object:
+    # Checked before any row is validated, so an oversized batch costs no per-row work.
+    limit = (info.context or {}).get("batch_max")
+    if isinstance(value, list) and limit is not None and len(value) > limit:
+        raise ValueError(
+            f"a batch carries at most {limit} rows (CHIEF_NOTIFY_BATCH_MAX), this one "
+            f"{len(value)}: send it as several batches"
+        )
+    return value
+
+
+def _distinct_outbox_ids(items: list[NotifyItem]) -> list[NotifyItem]:
+    seen: set[str] = set()
+    for item in items:
+        if item.outbox_id in seen:
+            raise ValueError(f"outbox_id {item.outbox_id!r} appears twice in the batch")
+        seen.add(item.outbox_id)
+    return items
+
+
+class NotifyBatchBody(BaseModel):
+    """Rows for the owner, each a `NotifyItem`, in the order they are to be accepted."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    items: Annotated[
+        list[NotifyItem],
+        Field(min_length=1),
+        BeforeValidator(_within_batch_limit),
+        AfterValidator(_distinct_outbox_ids),
+    ]
+
+
 class NotifyAnswer(BaseModel):
     delivered: bool
     channel: str
@@ -96,6 +164,10 @@ class NotifyAnswer(BaseModel):
     telegram: Literal["sent", "queued", "not_configured"]
     telegram_message_id: int | None = None
     already_sent: bool = False
+
+
+class NotifyBatchAnswer(BaseModel):
+    items: list[NotifyAnswer]
 
 
 class TelegramQueueAnswer(BaseModel):
@@ -196,6 +268,49 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
             return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
         return JSONResponse(answer)
 
+    batch_schema = _batch_schema(config.notify_batch_max)
+    batch_body_bytes = max(MAX_BODY_BYTES, config.notify_batch_max * MAX_BATCH_ROW_BYTES)
+
+    @router.post(
+        NOTIFY_BATCH_PATH,
+        response_model=NotifyBatchAnswer,
+        responses={
+            **_REFUSALS,
+            422: {"description": "the body is not exactly {items: [{text, kind, outbox_id}]}"},
+        },
+        openapi_extra={
+            "parameters": [_KEY_PARAMETER],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": batch_schema}},
+            },
+        },
+    )
+    async def notify_batch(request: Request) -> JSONResponse:
+        """Several notify rows in one chief.db transaction; one answer per row, in order."""
+        refusal = refused(request)
+        if refusal is not None:
+            return refusal
+        raw = await _read_body(request, batch_body_bytes)
+        if raw is None:
+            log.warning("door.refused", reason="body_too_large", path=request.url.path)
+            return JSONResponse({"detail": "body_too_large"}, status_code=413)
+        try:
+            body = NotifyBatchBody.model_validate_json(
+                raw, context={"batch_max": config.notify_batch_max}
+            )
+        except ValidationError as exc:
+            log.warning("door.refused", reason="invalid_body", path=request.url.path)
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+        try:
+            answers = await service.notify_batch(
+                [(item.text, item.kind, item.outbox_id) for item in body.items]
+            )
+        except ChiefUnavailable:
+            return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
+        return JSONResponse({"items": answers})
+
     @router.get(
         STATUS_PATH,
         response_model=StatusAnswer,
@@ -215,13 +330,31 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
     return router
 
 
-async def _read_body(request: Request) -> bytes | None:
-    """The body, or None once it passes MAX_BODY_BYTES (never buffering more than that)."""
+def _batch_schema(batch_max: int) -> dict[str, Any]:
+    """The batch body's JSON schema, inline (no $refs), with this door's row limit."""
+    return {
+        "title": "NotifyBatchBody",
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": NotifyItem.model_json_schema(),
+                "minItems": 1,
+                "maxItems": batch_max,
+            }
+        },
+        "required": ["items"],
+        "additionalProperties": False,
+    }
+
+
+async def _read_body(request: Request, limit_bytes: int = MAX_BODY_BYTES) -> bytes | None:
+    """The body, or None once it passes `limit_bytes` (never buffering more than that)."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit_bytes:
             return None
         chunks.append(chunk)
     return b"".join(chunks)

@@ -1,4 +1,5 @@
-"""The door's verbs: `notify` (accept: the Chief line and the Telegram entry, durably) and `status`.
+"""The door's verbs: `notify` and `notify_batch` (accept: the Chief line and the Telegram entry,
+durably) and `status`.
 
     notify(text, kind, outbox_id):
       with an outbox id:  one transaction in chief.db: the report row (keyed INSERT OR IGNORE),
@@ -6,6 +7,11 @@
                           report's bounded wait to land (REPORT_WAIT_S) and, when the entry
                           could ring at once, a short wait for the ring (ringer.RING_WAIT_S)
       without one:        the Telegram entry alone (nothing to deduplicate by)
+    notify_batch([(text, kind, outbox_id), ...]):
+                          every row as `notify` with an outbox id, in ONE accept transaction
+                          (all rows durable, or none: 503 chief_unavailable), one report wait
+                          for the batch and one short ring wait (its entries ring together,
+                          as one digest when they fit); one answer per row, in order
 
 Accepted means durable: the Chief line is landed or queued and the Telegram entry is queued.
 The answer is 200 with "telegram": "sent" and its message id when the ring completed within the
@@ -64,6 +70,9 @@ class ChiefPort(Protocol):
     async def report_notify(
         self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
     ) -> tuple[int | None, Reported]: ...
+    async def report_notify_batch(
+        self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
+    ) -> list[tuple[int | None, Reported]]: ...
     async def queue_telegram(self, text: str) -> tuple[int, int]: ...
     async def undelivered_count(self) -> int: ...
     async def sent_count(self) -> int: ...
@@ -115,31 +124,80 @@ class DoorService:
             raise ChiefUnavailable(f"the Chief could not take the report: {exc}") from exc
         fault("door.after_report")
         answer = _answer(outbox_id, chief_message_id)
+        telegram = self._telegram_known(outbox_id, reported)
+        if telegram is None:
+            assert self.ringer is not None
+            assert reported.telegram_seq is not None
+            telegram = _ring_answer(
+                await self.ringer.ring_wait(reported.telegram_seq, reported.telegram_ahead)
+            )
+        answer |= telegram
+        _log_answer(bound, answer)
+        return answer
+
+    async def notify_batch(self, items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+        """`notify` for every `(text, kind, outbox_id)` of a batch, in order, with ONE accept
+        transaction: every row's Chief line is landed or queued and its Telegram entry queued,
+        or (ChiefUnavailable) none is. One answer per row, each what `notify` answers for it
+        alone (a row already rung answers already_sent). The bounded waits are the batch's: one
+        report wait, and one short ring wait for the message that carries its earliest entry."""
+        self.in_flight += 1
+        try:
+            return await self._notify_batch(items)
+        finally:
+            self.in_flight -= 1
+
+    async def _notify_batch(self, items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+        chief = self._chief()
+        outbox_ids = [outbox_id for _, _, outbox_id in items]
+        try:
+            reported = await chief.report_notify_batch(
+                [(text, outbox_id) for text, _, outbox_id in items],
+                wait=REPORT_WAIT_S,
+                queue_telegram=self.ringer is not None,
+            )
+        except ChiefError as exc:
+            log.error("door.chief_failed", outbox_ids=outbox_ids, error=str(exc))
+            raise ChiefUnavailable(f"the Chief could not take the batch: {exc}") from exc
+        fault("door.after_report")
+        answers = []
+        to_ring: list[tuple[int, tuple[int, int]]] = []  # (answer index, (seq, ahead))
+        for index, (outbox_id, (chief_message_id, row)) in enumerate(
+            zip(outbox_ids, reported, strict=True)
+        ):
+            answer = _answer(outbox_id, chief_message_id)
+            telegram = self._telegram_known(outbox_id, row)
+            if telegram is None:
+                assert row.telegram_seq is not None
+                to_ring.append((index, (row.telegram_seq, row.telegram_ahead)))
+            else:
+                answer |= telegram
+            answers.append(answer)
+        if to_ring:
+            assert self.ringer is not None
+            rung = await self.ringer.ring_wait_many([entry for _, entry in to_ring])
+            for (index, _), telegram_message_id in zip(to_ring, rung, strict=True):
+                answers[index] |= _ring_answer(telegram_message_id)
+        for (_, kind, outbox_id), answer in zip(items, answers, strict=True):
+            _log_answer(log.bind(outbox_id=outbox_id, kind=kind, batch=len(items)), answer)
+        return answers
+
+    def _telegram_known(self, outbox_id: str, reported: Reported) -> dict[str, Any] | None:
+        """The Telegram part of a row's answer when it is known without waiting (not
+        configured, already rung); None when the row's entry is queued and may ring now."""
         if self.ringer is None:
-            answer["telegram"] = "not_configured"
-        elif reported.already_sent:
-            answer |= {
+            return {"telegram": "not_configured"}
+        if reported.already_sent:
+            return {
                 "telegram": "sent",
                 "telegram_message_id": reported.telegram_message_id,
                 "already_sent": True,
             }
-        elif (unmarked := self.ringer.unmarked_message_id(outbox_id)) is not None:
+        if (unmarked := self.ringer.unmarked_message_id(outbox_id)) is not None:
             # Rang, its mark not written yet (a full disk): the sender writes it before
             # anything else rings.
-            answer |= {"telegram": "sent", "telegram_message_id": unmarked, "already_sent": True}
-        else:
-            assert reported.telegram_seq is not None
-            answer |= _ring_answer(
-                await self.ringer.ring_wait(reported.telegram_seq, reported.telegram_ahead)
-            )
-        event = "door.already_sent" if answer.get("already_sent") else "door.delivered"
-        bound.info(
-            event,
-            chief_message_id=chief_message_id,
-            telegram=answer["telegram"],
-            telegram_message_id=answer.get("telegram_message_id"),
-        )
-        return answer
+            return {"telegram": "sent", "telegram_message_id": unmarked, "already_sent": True}
+        return None
 
     async def _notify_telegram_alone(
         self, chief: ChiefPort, text: str, bound: Any
@@ -207,6 +265,16 @@ class DoorService:
             # host application mounting the router without a Chief.
             raise ChiefUnavailable("no Chief is open: set CHIEF_OWNER and restart the door")
         return self.chief
+
+
+def _log_answer(bound: Any, answer: dict[str, Any]) -> None:
+    event = "door.already_sent" if answer.get("already_sent") else "door.delivered"
+    bound.info(
+        event,
+        chief_message_id=answer["chief_message_id"],
+        telegram=answer["telegram"],
+        telegram_message_id=answer.get("telegram_message_id"),
+    )
 
 
 def _ring_answer(telegram_message_id: int | None) -> dict[str, Any]:

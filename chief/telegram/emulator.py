@@ -7,7 +7,11 @@ Bodies may be form-encoded (what PTB sends) or JSON. PTB's base URL is `http://1
 
 Every accepted message is kept: `GET /emulator/messages` answers them as JSON, and with `--log`
 each is appended as one JSON line (with its receipt time). The line and the `emulator.message`
-log event are written just after the answer is sent, so the sender does not wait for them.
+log event are written just after the answer is sent, so the sender does not wait for them. The
+receipt file is opened at the first receipt and kept open (an open and a close per message cost
+the emulator more than the message itself); each line is flushed as it is written, so a reader
+sees it at once, and the file is closed when the emulator shuts down (its lifespan). A file
+renamed away meanwhile keeps receiving lines: rotate it by copying and truncating.
 Control endpoints, for tests and demos:
 
 - `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay", "count": N, "retry_after": s,
@@ -31,9 +35,11 @@ import math
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import parse_qsl
 
 import anyio
@@ -104,6 +110,7 @@ class EmulatorState:
     flood: FloodLimits | None = None
     #: sendMessage calls answered 429 by the flood control
     too_many_requests: int = 0
+    _log_file: TextIO | None = field(default=None, repr=False)
 
     def texts(self) -> list[str]:
         return [message["text"] for message in self.messages]
@@ -135,10 +142,20 @@ class EmulatorState:
         return record
 
     def write_log(self, record: dict[str, Any]) -> None:
-        """Append `record` to the JSON-lines log, when there is one."""
-        if self.log_path is not None:
-            with self.log_path.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+        """Append `record` to the JSON-lines log, when there is one (opened on first use and
+        kept open; flushed per line)."""
+        if self.log_path is None:
+            return
+        if self._log_file is None:
+            self._log_file = self.log_path.open("a", encoding="utf-8")
+        self._log_file.write(json.dumps(record) + "\n")
+        self._log_file.flush()
+
+    def close_log(self) -> None:
+        """Close the receipt file (the emulator's shutdown); a later receipt opens it again."""
+        handle, self._log_file = self._log_file, None
+        if handle is not None:
+            handle.close()
 
     def reset(self) -> None:
         self.messages.clear()
@@ -331,14 +348,22 @@ def create_emulator(
         state.reset()
         return JSONResponse({"ok": True})
 
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            state.close_log()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/bot{token}/{method}", api, methods=["GET", "POST"]),
             Route("/emulator/messages", messages, methods=["GET"]),
             Route("/emulator/calls", calls, methods=["GET"]),
             Route("/emulator/faults", faults, methods=["GET", "POST"]),
             Route("/emulator/reset", reset, methods=["POST"]),
-        ]
+        ],
     )
     return app, state
 

@@ -330,3 +330,56 @@ def test_every_answer_the_door_gives_a_notify_is_a_delivery_to_the_notifier(
             reply, attempt=1, policy=policy, now_epoch=0.0, rand=0.5
         )
         assert isinstance(outcome, notifier_outcome.Delivered), answer
+
+
+# ---- the batch route (issue 14): its path and its answer's shape -----------------------------
+
+NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
+
+
+def test_the_batch_route_sits_beside_the_notify_route() -> None:
+    # The notifier's batch client posts here: its URL is the notify URL with "-batch" appended,
+    # so a notifier configured with any COOP_DOOR_URL finds the batch route of the same door.
+    # (When the notifier's twin constant lands, pin it against this one here.)
+    assert door_router.NOTIFY_BATCH_PATH == NOTIFY_BATCH_PATH
+    assert door_router.NOTIFY_BATCH_PATH == door_router.NOTIFY_PATH + "-batch"
+    door = f"http://{door_config.DEFAULT_HOST}:{door_config.DEFAULT_PORT}"
+    assert door + NOTIFY_BATCH_PATH == notifier_config.DEFAULT_DOOR_URL + "-batch"
+
+
+def test_a_batch_row_is_a_notify_body_with_its_outbox_id_required() -> None:
+    single = door_router.NotifyBody.model_json_schema()
+    row = door_router.NotifyItem.model_json_schema()
+    assert set(row["properties"]) == set(single["properties"]) == {"text", "kind", "outbox_id"}
+    assert set(row["required"]) == {"text", "kind", "outbox_id"}
+    assert row["additionalProperties"] is False
+    body = door_router._batch_schema(door_config.DEFAULT_NOTIFY_BATCH_MAX)
+    assert body["required"] == ["items"]
+    assert body["properties"]["items"]["maxItems"] == 64 == door_config.DEFAULT_NOTIFY_BATCH_MAX
+
+
+def test_the_batch_answer_is_one_notify_answer_per_row_in_order() -> None:
+    import json
+
+    answer_schema = door_router.NotifyBatchAnswer.model_json_schema()
+    assert list(answer_schema["properties"]) == ["items"]
+    row_answer = answer_schema["$defs"]["NotifyAnswer"]
+    assert row_answer == door_router.NotifyAnswer.model_json_schema()
+    rows = [
+        door_service._answer("41", 7) | door_service._ring_answer(42),
+        door_service._answer("42", None) | door_service._ring_answer(None),
+        door_service._answer("43", 9) | {"telegram": "not_configured"},
+        door_service._answer("44", 9)
+        | {"telegram": "sent", "telegram_message_id": 40, "already_sent": True},
+    ]
+    document = json.loads(json.dumps({"items": rows}))
+    door_router.NotifyBatchAnswer.model_validate(document)
+    assert [row["outbox_id"] for row in document["items"]] == ["41", "42", "43", "44"]
+    # Each row's answer, alone, is what the single route answers: a delivery to the notifier.
+    policy = notifier_outcome.BackoffPolicy(base_s=1.0, max_s=60.0)
+    for row in document["items"]:
+        reply = notifier_outcome.DoorReply(status=200, body=json.dumps(row).encode())
+        outcome = notifier_outcome.classify(
+            reply, attempt=1, policy=policy, now_epoch=0.0, rand=0.5
+        )
+        assert isinstance(outcome, notifier_outcome.Delivered), row

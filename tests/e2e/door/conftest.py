@@ -21,6 +21,7 @@ from tests.support.procs import Service
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 NOTIFY_URL = "/api/coop/engine/notify"
+NOTIFY_BATCH_URL = "/api/coop/engine/notify-batch"
 STATUS_URL = "/api/coop/engine/status"
 
 
@@ -82,6 +83,9 @@ class Harness:
 
     def notify(self, door: DoorProcess, document: object) -> httpx.Response:
         return self.client.post(door.url + NOTIFY_URL, json=document, headers=key_headers())
+
+    def notify_batch(self, door: DoorProcess, document: object) -> httpx.Response:
+        return self.client.post(door.url + NOTIFY_BATCH_URL, json=document, headers=key_headers())
 
     def status(self, door: DoorProcess) -> dict[str, object]:
         response = self.client.get(door.url + STATUS_URL, headers=key_headers())

@@ -16,7 +16,7 @@ import pytest
 from chief.config import ChiefConfig
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
-from chief.door.router import NOTIFY_PATH, STATUS_PATH
+from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from chief.door.service import DoorService
 from chief.telegram.emulator import EmulatorState, create_emulator
 from tests.integration.door.door_env import (
@@ -49,10 +49,21 @@ class LiveDoor:
             headers=key_headers() if headers is None else headers,
         )
 
-    def post_raw(self, content: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    def post_raw(
+        self, content: bytes, headers: dict[str, str] | None = None, path: str = NOTIFY_PATH
+    ) -> httpx.Response:
         return self.client.post(
-            self.url + NOTIFY_PATH,
+            self.url + path,
             content=content,
+            headers=key_headers() if headers is None else headers,
+        )
+
+    def notify_batch(
+        self, document: object, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        return self.client.post(
+            self.url + NOTIFY_BATCH_PATH,
+            json=document,
             headers=key_headers() if headers is None else headers,
         )
 

@@ -18,7 +18,7 @@ from chief.conversation import Chief
 from chief.door.app import build_ringer, running
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
-from chief.door.router import NOTIFY_PATH, STATUS_PATH, make_router
+from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.service import DoorService
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
@@ -57,6 +57,11 @@ def body(outbox_id: str | None = "1", text: str = "todo #1 done: tests green") -
     return document
 
 
+def batch(outbox_ids: list[str], text: str = "row <{}>") -> dict[str, list[dict[str, str]]]:
+    """A notify-batch body: one row per outbox id, its text `text` with the id filled in."""
+    return {"items": [body(outbox_id, text=text.format(outbox_id)) for outbox_id in outbox_ids]}
+
+
 @dataclass
 class DoorStack:
     """The door in-process (`door_stack`); the process stacks are tests.support.procs' Services."""
@@ -73,6 +78,15 @@ class DoorStack:
         headers = kwargs.pop("headers", key_headers())
         return await self.client.post(
             self.url + NOTIFY_PATH,
+            json=document,
+            headers=headers,  # type: ignore[arg-type]
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    async def notify_batch(self, document: object, **kwargs: object) -> httpx.Response:
+        headers = kwargs.pop("headers", key_headers())
+        return await self.client.post(
+            self.url + NOTIFY_BATCH_PATH,
             json=document,
             headers=headers,  # type: ignore[arg-type]
             **kwargs,  # type: ignore[arg-type]

@@ -17,8 +17,10 @@ from tests.integration.door.door_env import key_headers
 pytestmark = pytest.mark.timeout(120)
 
 NOTIFY_CASES = 500
+BATCH_CASES = 60
 STATUS_CASES = 30
 MIN_NOTIFY_CASES = 500
+BATCH_CASES = 60
 
 
 def _strategy(live: LiveDoor, path: str, method: str) -> st.SearchStrategy:  # type: ignore[type-arg]
@@ -55,6 +57,14 @@ def test_door_fuzzed_notify_never_answers_a_server_error(live: LiveDoor) -> None
     statuses = _fuzz(live, "/api/coop/engine/notify", "POST", NOTIFY_CASES)
     assert sum(statuses.values()) >= MIN_NOTIFY_CASES, statuses
     # Both kinds of case reached the door's logic: accepted bodies and refused ones.
+    assert statuses[200] > 0
+    assert statuses[422] > 0
+    assert set(statuses) <= {200, 422}, statuses
+    assert live.status()["notify_locks"] == 0
+
+
+def test_door_fuzzed_notify_batch_never_answers_a_server_error(live: LiveDoor) -> None:
+    statuses = _fuzz(live, "/api/coop/engine/notify-batch", "POST", BATCH_CASES)
     assert statuses[200] > 0
     assert statuses[422] > 0
     assert set(statuses) <= {200, 422}, statuses

@@ -65,3 +65,17 @@ def test_door_refuses_quiet_hours_it_cannot_read(
     write_key(tmp_path)
     with pytest.raises(DoorError, match=named):
         DoorConfig.from_env(door_env(tmp_path, **settings))
+
+
+def test_door_notify_batch_max_defaults_to_64_and_reads_the_setting(tmp_path: Path) -> None:
+    write_key(tmp_path)
+    assert DoorConfig.from_env(door_env(tmp_path)).notify_batch_max == 64
+    config = DoorConfig.from_env(door_env(tmp_path, CHIEF_NOTIFY_BATCH_MAX=" 8 "))
+    assert config.notify_batch_max == 8
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "257", "eight", "", "8.5"])
+def test_door_refuses_a_notify_batch_max_out_of_range(tmp_path: Path, raw: str) -> None:
+    write_key(tmp_path)
+    with pytest.raises(DoorError, match=r"CHIEF_NOTIFY_BATCH_MAX=.* 1\.\.256"):
+        DoorConfig.from_env(door_env(tmp_path, CHIEF_NOTIFY_BATCH_MAX=raw))

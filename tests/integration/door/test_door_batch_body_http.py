@@ -1,0 +1,168 @@
+"""The notify-batch body is exactly {items: [{text, kind, outbox_id}, ...]}, 1 to
+CHIEF_NOTIFY_BATCH_MAX rows, each row as strict as the single route's body with its outbox_id
+required and no outbox_id twice. Every other shape is 422 and records nothing (real HTTP, a
+valid key, after the guard passed); a property test mutates valid batches into invalid ones."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from chief.door.config import DEFAULT_NOTIFY_BATCH_MAX
+from chief.door.router import NOTIFY_BATCH_PATH
+from tests.integration.door.conftest import LiveDoor
+
+pytestmark = pytest.mark.timeout(120)
+
+ROW = {"text": "todo #3 done", "kind": "todo.done", "outbox_id": "3"}
+BAD_VALUES: list[object] = [None, 3, 1.5, True, [], ["a"], {}, ""]
+
+
+def rows(count: int, prefix: str = "r") -> list[dict[str, str]]:
+    return [ROW | {"outbox_id": f"{prefix}-{n}", "text": f"row {prefix}-{n}"} for n in range(count)]
+
+
+def recorded(door: LiveDoor) -> tuple[int, int, int]:
+    """What a refused batch must not change: Chief messages, queued reports, and every
+    Telegram entry ever queued (the queue's AUTOINCREMENT high mark: the sender may drain the
+    queue meanwhile, but never lowers this)."""
+    high = "SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'telegram_queue'"
+    return (
+        door._scalar("SELECT COUNT(*) FROM messages"),
+        door._scalar("SELECT COUNT(*) FROM chief_report_outbox"),
+        door._scalar(high),
+    )
+
+
+def assert_refused(door: LiveDoor, document: object) -> dict[str, Any]:
+    before = recorded(door)
+    with capture_logs() as logs:
+        response = door.notify_batch(document)
+    assert response.status_code == 422, (response.status_code, response.text, document)
+    assert isinstance(response.json()["detail"], list)
+    assert [e["reason"] for e in logs if e["event"] == "door.refused"] == ["invalid_body"]
+    assert recorded(door) == before
+    return response.json()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {},
+        {"items": []},
+        {"items": None},
+        {"items": ROW},
+        {"items": "rows"},
+        {"items": rows(1), "extra": 1},
+        {"rows": rows(1)},
+        {"items": [ROW | {"outbox_id": None}]},  # the batch needs the id the single route may omit
+        {"items": [{"text": "t", "kind": "k"}]},
+        {"items": [ROW | {"extra": "field"}]},
+        {"items": [ROW | {"outbox_id": 3}]},
+        {"items": [ROW | {"outbox_id": "has space"}]},
+        {"items": [ROW | {"text": "x" * 4001}]},
+        {"items": [ROW | {"text": "  \n"}]},
+        {"items": [ROW | {"kind": ""}]},
+        {"items": [*rows(2), ROW | {"outbox_id": "r-0"}]},  # an id twice
+        {"items": [*rows(3), "row"]},
+        [ROW],
+        None,
+    ],
+    ids=lambda document: json.dumps(document)[:60],
+)
+def test_door_batch_refuses_bad_body_with_422(live: LiveDoor, document: object) -> None:
+    assert_refused(live, document)
+
+
+def test_door_batch_past_its_row_limit_is_422_naming_the_setting(live: LiveDoor) -> None:
+    answer = assert_refused(live, {"items": rows(DEFAULT_NOTIFY_BATCH_MAX + 1, "over")})
+    [error] = answer["detail"]
+    assert "CHIEF_NOTIFY_BATCH_MAX" in error["msg"]
+    assert f"at most {DEFAULT_NOTIFY_BATCH_MAX} rows" in error["msg"]
+    assert error["loc"] == ["items"]
+
+
+def test_door_batch_refuses_undecodable_and_oversized_bodies(live: LiveDoor) -> None:
+    before = recorded(live)
+    for content in (
+        b"",
+        b"{not json",
+        b'{"items": [{"text": "\\ud800", "kind": "k", "outbox_id": "1"}]}',
+    ):
+        response = live.post_raw(content, path=NOTIFY_BATCH_PATH)
+        assert response.status_code == 422, content
+    huge = b'{"items": [' + b" " * (DEFAULT_NOTIFY_BATCH_MAX * 64 * 1024) + b"]}"
+    response = live.post_raw(huge, path=NOTIFY_BATCH_PATH)
+    assert (response.status_code, response.json()) == (413, {"detail": "body_too_large"})
+    assert recorded(live) == before
+
+
+def test_door_batch_at_its_row_limit_is_accepted(live: LiveDoor) -> None:
+    ids = [f"limit-{n}" for n in range(DEFAULT_NOTIFY_BATCH_MAX)]
+    document = {"items": [ROW | {"outbox_id": i, "text": f"row {i}"} for i in ids]}
+    response = live.notify_batch(document)
+    assert response.status_code == 200, response.text
+    assert [answer["outbox_id"] for answer in response.json()["items"]] == ids
+    assert all(live.chief_lines(i) == 1 for i in ids)
+
+
+# ---- the property: any one defect in an otherwise valid batch is a 422 ------------------------
+
+FIELDS = ("text", "kind", "outbox_id")
+
+
+@st.composite
+def broken_batches(draw: st.DrawFn) -> object:
+    """A valid batch of 1..4 fresh rows with exactly one defect drawn from what the body forbids."""
+    tag = uuid.uuid4().hex[:8]
+    items: list[Any] = rows(draw(st.integers(1, 4)), tag)
+    index = draw(st.integers(0, len(items) - 1))
+    defect = draw(
+        st.sampled_from(
+            ["drop", "extra", "bad_value", "long_text", "blank_text", "bad_id", "twice", "row"]
+        )
+    )
+    row = dict(items[index])
+    if defect == "drop":
+        del row[draw(st.sampled_from(FIELDS))]
+    elif defect == "extra":
+        name = draw(st.text(min_size=1, max_size=8).filter(lambda n: n not in FIELDS))
+        row[name] = draw(st.sampled_from(BAD_VALUES))
+    elif defect == "bad_value":
+        row[draw(st.sampled_from(FIELDS))] = draw(st.sampled_from(BAD_VALUES))
+    elif defect == "long_text":
+        row["text"] = "x" * draw(st.integers(4001, 4100))
+    elif defect == "blank_text":
+        row[draw(st.sampled_from(("text", "kind")))] = draw(st.sampled_from(["", " ", "\n\t "]))
+    elif defect == "bad_id":
+        row["outbox_id"] = draw(st.sampled_from(["a b", "x" * 129, "é", "a/b", "1;2"]))
+    elif defect == "twice":
+        if len(items) == 1:
+            items.append(dict(row))
+        else:
+            row["outbox_id"] = items[(index + 1) % len(items)]["outbox_id"]
+    else:
+        row = draw(st.sampled_from(BAD_VALUES))  # a row that is not an object
+    items[index] = row
+    return {"items": items}
+
+
+def test_door_batch_any_single_defect_is_422_and_records_nothing(live: LiveDoor) -> None:
+    @given(document=broken_batches())
+    @settings(
+        max_examples=120,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    def run(document: object) -> None:
+        assert_refused(live, document)
+
+    run()
