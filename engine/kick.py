@@ -5,11 +5,11 @@ Unix datagram socket beside the store, one datagram wakes it. If nothing listens
 one-shot drainer (`python -m notifier drain`) is spawned; it wins or loses the worker lock and
 drains until the idle handoff releases it.
 
-Producers do not call it themselves: every public verb that commits an outbox row (or re-arms,
-cancels or frees one) is wrapped by `after_commit`, the one place the kick happens, so a
-program using the Python API wakes the notifier exactly as the `coop` CLI does. In service mode
-the verb runs in the owner's request context, and the owner service kicks its in-process daemon
-after the command's filing commits; a routed client's call never runs the wrapper at all.
+Producers do not call it themselves: every public function that commits an outbox row (or
+re-arms, cancels or frees one) kicks after its commit in `engine.api`, the one place the kick
+happens, so a program using the Python API wakes the notifier exactly as the `coop` CLI does.
+In service mode the owner service kicks its in-process daemon after the command's filing
+commits; a call shipped to the owner kicks nothing here.
 
 `COOP_KICK` chooses: `auto` (default: datagram, else spawn), `datagram` (never spawn), `off`
 (for tests of the ledger alone and for operators draining by hand).
@@ -17,15 +17,10 @@ after the command's filing commits; a routed client's call never runs the wrappe
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 KICK_MODES = ("auto", "datagram", "off")
 # sun_path holds 108 bytes on Linux; a longer path falls back to a hashed name in /tmp.
@@ -98,42 +93,3 @@ def spawn_drainer(db: Path) -> None:
             close_fds=True,
         )
     launcher.wait()
-
-
-def after_commit(verb: F) -> F:
-    """Wrap a public verb (inside `engine.owner.routed`) so that, run locally, it kicks the
-    notifier after its transaction committed whenever its answer names an `outbox_id`.
-
-    A wrong `COOP_KICK` is refused before the verb runs, so nothing is written. A kick that
-    fails after the commit does not turn a committed change into an error: the row is durable,
-    and the caller is told on stderr how it will be delivered.
-    """
-    from engine import owner
-    from engine.errors import UsageError
-
-    @functools.wraps(verb)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if owner.current() is not None:
-            # The owner service runs this inside the command's transaction: it kicks its own
-            # daemon once that commits (a kick now could wake a drain that cannot see the row).
-            return verb(*args, **kwargs)
-        try:
-            mode = kick_mode()
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        result = verb(*args, **kwargs)
-        if isinstance(result, dict) and result.get("outbox_id"):
-            from engine import store
-
-            db = store.resolve(kwargs.get("db"))
-            try:
-                kick(db, mode)
-            except OSError as exc:
-                print(
-                    f"coop: committed, but the notifier could not be woken ({exc}); the row"
-                    " waits for the daemon or the next `coop-notifier drain`",
-                    file=sys.stderr,
-                )
-        return result
-
-    return call  # type: ignore[return-value]

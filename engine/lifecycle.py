@@ -7,7 +7,7 @@
               open|taken --close--> closed       (open -> closed is the fast path)
     done|closed --done/close again--> same state, same closer: an 'edit' of the outcome
 
-Status is plain TEXT; these tables are the rules the verbs in `engine.ledger` consult.
+Status is plain TEXT; these tables are the rules the verbs in `engine.verbs` consult.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ other processes did too), with one read-only connection per scrape:
     coop_outbox_commit_to_delivered_seconds  histogram  from the row's commit to its delivery
     coop_worker_lock_held                    gauge      1 while a worker holds the lock
 
-plus the notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by
-outcome) when the notifier is installed.
+plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
+notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
 
 The route is guarded like the service's others (loopback peer, no browser or proxy header, a
 loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
@@ -26,35 +26,29 @@ import hashlib
 import hmac
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from engine.config import data_home
-from engine.service import guard_request
+from engine import door, keyfile, store
+from engine.owner.app import guard_request
+from engine.store import queue
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 METRICS_PATH = "/metrics"
-KEY_HEADER = "X-Coop-Service-Key"
+
+log = structlog.get_logger("engine.metrics")
 STATES = ("pending", "delivered", "cancelled")
 ATTEMPT_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
 # From a second (the daemon woke at once) to a day (a long outage of the door).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 3600.0, 86400.0)
-_SECONDS = "(julianday(delivered_at) - julianday(created_at)) * 86400.0"
-
-
-def _histogram_sql(value: str, buckets: tuple[float, ...]) -> str:
-    """One scan: the count at or below each bucket, the count and the sum over delivered rows."""
-    cumulative = ", ".join(
-        f"SUM(CASE WHEN {value} <= {bound!r} THEN 1 ELSE 0 END)" for bound in buckets
-    )
-    return (
-        f"SELECT {cumulative}, COUNT(*), COALESCE(SUM({value}), 0) FROM coop_outbox "
-        "WHERE state = 'delivered'"
-    )
 
 
 class OutboxCollector:
@@ -73,16 +67,15 @@ class OutboxCollector:
             HistogramMetricFamily,
         )
 
-        conn = sqlite3.connect(f"{self.db.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        conn = store.open_read_only(self.db)
         try:
-            by_state = dict(conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY state"))
-            (oldest,) = conn.execute(
-                "SELECT (julianday('now') - julianday(MIN(created_at))) * 86400.0 FROM coop_outbox"
-                " WHERE state = 'pending'"
-            ).fetchone()
-            attempts = conn.execute(_histogram_sql("attempts", ATTEMPT_BUCKETS)).fetchone()
-            latency = conn.execute(_histogram_sql(_SECONDS, LATENCY_BUCKETS_S)).fetchone()
-            (locked,) = conn.execute("SELECT COUNT(*) FROM worker_lock").fetchone()
+            by_state = queue.counts(conn)
+            oldest = queue.oldest_pending_age_s(conn)
+            attempts = queue.delivered_histogram(conn, queue.ATTEMPTS, ATTEMPT_BUCKETS)
+            latency = queue.delivered_histogram(
+                conn, queue.COMMIT_TO_DELIVERED_S, LATENCY_BUCKETS_S
+            )
+            locked = 0 if queue.holder(conn) is None else 1
         finally:
             conn.close()
         rows = GaugeMetricFamily("coop_outbox_rows", "Outbox rows by state.", labels=["state"])
@@ -132,13 +125,12 @@ def _histogram(
 
 
 def read_service_key(environ: Mapping[str, str] | None = None) -> str | None:
-    """The shared service key (COOP_SERVICE_KEY_FILE, else <COOP_HOME>/service.key), or None
-    when it cannot be read (then `/metrics` answers 503 and says why)."""
-    env = os.environ if environ is None else environ
-    path = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key")
+    """The shared service key through the engine's one key reader (`engine.door`: 0600 or
+    refused), or None when it cannot be used (then `/metrics` answers 503 and the log says why)."""
     try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
+        return door.read_service_key(os.environ if environ is None else environ)
+    except keyfile.KeyFileError as exc:
+        log.error("metrics.service_key_unusable", error=exc.message)
         return None
 
 
@@ -146,10 +138,15 @@ def _presented_key(request: Request) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return request.headers.get(KEY_HEADER, "")
+    return request.headers.get(door.SERVICE_KEY_HEADER, "")
 
 
-def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> None:
+def mount_metrics(
+    app: FastAPI,
+    db: Path,
+    service_key: str | None = None,
+    extra: Sequence[CollectorRegistry] = (),
+) -> None:
     """Serve `GET /metrics` for the ledger at `db` (see the module docstring)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
@@ -158,18 +155,14 @@ def mount_metrics(app: FastAPI, db: Path, service_key: str | None = None) -> Non
     expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
-    registries = [registry]
-    try:
-        from notifier.metrics import enable
-    except ImportError:
-        pass
-    else:
-        registries.append(enable())
+    registries = [registry, *extra]
 
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:
         if expected is None:
-            raise HTTPException(503, "the service key is unreadable: set COOP_SERVICE_KEY_FILE")
+            raise HTTPException(
+                503, "the service key is unusable (missing, or not 0600): see the log"
+            )
         given = hashlib.sha256(_presented_key(request).encode()).digest()
         if not hmac.compare_digest(given, expected):
             raise HTTPException(401, "missing or wrong service key (Authorization: Bearer KEY)")

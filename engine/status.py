@@ -1,7 +1,8 @@
 """`coop status`: what an operator needs to know at a glance, and `--check` for monitoring.
 
 Three sources, each read where it lives:
-- the ledger's database (`snapshot`, a routed verb: in service mode the owner answers it):
+- the ledger's database (`status_snapshot`, a public function of `engine.api`: in service
+  mode the owner answers it):
   ledger counts by state and stale takes, the outbox by state, the oldest pending row's age,
   the failing rows with their last error and next attempt, the worker lock holder;
 - this machine's receipts folder: uncertain receipts waiting for `coop reconcile`;
@@ -10,86 +11,22 @@ Three sources, each read where it lives:
 
 `--check` exits 0 when nothing needs a person, 1 when something does (a pending row older than
 `--max-pending-age`, an uncertain receipt, a door that does not answer, a posture that is not
-normal), 2 on a usage error. Standard library only (urllib for the door, never through a proxy;
-the service key only from a 0600 file).
+normal), 2 on a usage error. The door is asked by `engine.door`; the lines an operator reads are
+`engine.cli.render.status_lines`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
 
-from engine import keyfile, lifecycle, loopback, store
-from engine.config import EngineConfig, data_home
+from engine.api import status_snapshot
+from engine.door import door_status
 from engine.errors import UsageError
-from engine.owner import routed
 
-# Shared with the notifier and the door, which keep their own copies (the packages share no
-# code): tests/contract/test_shared_facts.py fails if any copy differs.
-DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"  # notifier.config, chief.door
-SERVICE_KEY_HEADER = "X-Coop-Service-Key"  # notifier.client, chief.door.guard
-SERVICE_KEY_FILE_NAME = "service.key"  # notifier.config, chief.door.config
-DOOR_TIMEOUT_S = 2.0
 DEFAULT_MAX_PENDING_AGE_S = 600.0
 
-
-@routed
-def status_snapshot(*, db: str | None = None) -> dict[str, Any]:
-    """The ledger's and the outbox's state, read in one snapshot."""
-    config = EngineConfig.from_env()
-    now = store.now_epoch()
-    with store.connection(db) as conn:
-        conn.execute("BEGIN")  # one read snapshot for every figure below
-        try:
-            ledger_counts: dict[str, dict[str, int]] = {}
-            stale: list[dict[str, Any]] = []
-            for kind, table in lifecycle.TABLES.items():
-                ledger_counts[kind] = {
-                    row[0]: row[1]
-                    for row in conn.execute(f"SELECT status, COUNT(*) FROM {table} GROUP BY 1")
-                }
-                for row in conn.execute(
-                    f"SELECT id, title, taken_by, taken_at FROM {table} WHERE status = 'taken'"
-                ):
-                    age_s = now - store.parse_iso(row["taken_at"]).timestamp()
-                    if age_s > config.stale_after_s:
-                        stale.append({"kind": kind, **dict(row), "age_s": round(age_s)})
-            outbox_counts = {
-                row[0]: row[1]
-                for row in conn.execute("SELECT state, COUNT(*) FROM coop_outbox GROUP BY 1")
-            }
-            oldest = conn.execute(
-                "SELECT id, created_at FROM coop_outbox WHERE state = 'pending' ORDER BY id LIMIT 1"
-            ).fetchone()
-            failing = [
-                dict(row)
-                for row in conn.execute(
-                    "SELECT id, kind, attempts, last_error, next_attempt_at, created_at"
-                    " FROM coop_outbox WHERE state = 'pending' AND attempts > 0 ORDER BY id"
-                    " LIMIT 20"
-                )
-            ]
-            lock = conn.execute("SELECT * FROM worker_lock").fetchone()
-        finally:
-            conn.execute("COMMIT")
-    oldest_age = (
-        round(now - store.parse_iso(oldest["created_at"]).timestamp(), 1) if oldest else None
-    )
-    return {
-        "database": str(store.resolve(db)),
-        "ledger": ledger_counts,
-        "stale_takes": stale,
-        "outbox": {
-            state: outbox_counts.get(state, 0) for state in ("pending", "delivered", "cancelled")
-        },
-        "oldest_pending": {"id": oldest["id"], "age_s": oldest_age} if oldest else None,
-        "failing": failing,
-        "worker_lock": dict(lock) if lock else None,
-    }
+__all__ = ["collect", "door_status", "max_pending_age", "problems", "status_snapshot"]
 
 
 def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None) -> float:
@@ -109,48 +46,9 @@ def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None
 
 
 def uncertain_receipts() -> list[dict[str, Any]]:
-    from engine import receipts
+    from engine.owner import receipts
 
     return receipts.uncertain()
-
-
-def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """Ask the door how it is; `{"answered": False, "error": ...}` when it does not answer.
-
-    The service key is read through the engine's one key reader (refused unless 0600) and sent
-    straight to the door, never through a proxy the environment names."""
-    env = os.environ if environ is None else environ
-    notify_url = env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL
-    url = door_status_url(notify_url)
-    key_file = Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / SERVICE_KEY_FILE_NAME)
-    try:
-        key = keyfile.read_private(key_file.expanduser(), "the service key")
-    except keyfile.KeyFileError as exc:
-        return {"answered": False, "url": url, "error": exc.message}
-    request = urllib.request.Request(url, headers={SERVICE_KEY_HEADER: key})  # noqa: S310
-    try:
-        with loopback.open_url(request, DOOR_TIMEOUT_S) as response:
-            answer = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        # The door's refusals name their reason (posture_blocked, owner_unconfigured, ...).
-        with exc:
-            try:
-                reason = json.loads(exc.read()).get("detail")
-            except (OSError, ValueError, AttributeError):
-                reason = None
-        error = f"HTTP {exc.code}" + (f" {reason}" if reason else "")
-        return {"answered": False, "url": url, "error": error}
-    except (OSError, ValueError) as exc:
-        return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
-    if not isinstance(answer, dict):
-        return {"answered": False, "url": url, "error": "the door's answer is not a JSON object"}
-    return {"answered": True, "url": url, **answer}
-
-
-def door_status_url(notify_url: str) -> str:
-    """The door's status endpoint beside its notify endpoint (`.../engine/notify` ->
-    `.../engine/status`, the door's STATUS_PATH)."""
-    return notify_url.rsplit("/", 1)[0] + "/status"
 
 
 def collect(db: str | None = None) -> dict[str, Any]:
@@ -178,62 +76,3 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
     elif door.get("posture") not in (None, "normal"):
         found.append(f"the door's posture is {door['posture']!r}")
     return found
-
-
-def render(status: dict[str, Any]) -> list[str]:
-    """The human view."""
-    lines = [f"database: {status['database']}"]
-    for kind, counts in status["ledger"].items():
-        figures = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
-        lines.append(f"{kind}s: {figures}")
-    for take in status["stale_takes"]:
-        lines.append(
-            f"  stale: {take['kind']} #{take['id']} [taken by {take['taken_by']},"
-            f" {lifecycle.ago(take['taken_at'])}] {take['title']}"
-        )
-    box = status["outbox"]
-    oldest = status["oldest_pending"]
-    lines.append(
-        f"outbox: {box['pending']} pending, {box['delivered']} delivered,"
-        f" {box['cancelled']} cancelled"
-        + (f"; oldest pending #{oldest['id']}, {oldest['age_s']:.0f}s old" if oldest else "")
-    )
-    for row in status["failing"]:
-        wait = max(0.0, row["next_attempt_at"] - store.now_epoch())
-        lines.append(
-            f"  failing: #{row['id']} attempts={row['attempts']} next in {wait:.0f}s"
-            f" — {row['last_error']}"
-        )
-    lock = status["worker_lock"]
-    lines.append(
-        f"worker lock: held by {lock['owner']} (pid {lock['pid']} on {lock['host']},"
-        f" since {lock['acquired_at']})"
-        if lock
-        else "worker lock: free"
-    )
-    receipts = status["uncertain_receipts"]
-    lines.append(f"uncertain receipts: {len(receipts)}")
-    for receipt in receipts:
-        lines.append(f"  {receipt['key']} {receipt['method']} — coop reconcile {receipt['key']}")
-    door = status["door"]
-    if door.get("answered"):
-        lines.append(
-            "door: answering; "
-            + ", ".join(
-                f"{name}={door[name]}"
-                for name in ("undelivered_reports", "sent_count", "posture", "telegram_configured")
-                if name in door
-            )
-        )
-        queue = door.get("telegram_queue")
-        if isinstance(queue, dict):
-            lines.append(
-                "telegram queue: "
-                + ", ".join(
-                    f"{name}={queue.get(name)}"
-                    for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
-                )
-            )
-    else:
-        lines.append(f"door: did not answer at {door['url']} ({door['error']})")
-    return lines

@@ -4,12 +4,17 @@ Layers, pointing inward:
 
 - `outcome`  pure: an HTTP answer (or the lack of one) -> delivered / deferred, backoff with
              jitter, `Retry-After`.
-- `lock`     who a worker is (pid, host, process start time) and whether a holder is provably gone.
-- `store`    the only module speaking SQL: outbox delivery state and the `worker_lock` row, each
-             use case one `BEGIN IMMEDIATE` transaction on one dedicated database thread.
+- `holder`   who a worker is (pid, host, process start time) and whether a holder is provably gone.
+- `store`    the use cases on outbox delivery state and the `worker_lock` row, each one
+             `BEGIN IMMEDIATE` transaction on one dedicated database thread; their SQL is
+             `engine.store.queue`'s, the one owner of those tables' statements.
 - `client`   the door seam: the httpx client and a test double beside it.
 - `worker`   the drain loop and the atomic idle handoff (`drain`, `release_worker_if_idle`).
 - `daemon`   the long-running role: kick socket, sleep until due / kick / backstop.
 - `waiter`   a one-shot drainer's wait for a short deferral (no row without a wakeup).
-- `__main__` `coop-notifier run | drain [--max-runs N] [--no-wait]`.
+- `metrics`  the worker's in-process counters, exposed by `coop serve`'s `/metrics`.
+- `serve`    the engine service's process (`coop serve`): the engine's owner endpoint and this
+             package's daemon in one process. It lives here because it embeds the daemon: the
+             engine never imports the notifier.
+- `__main__` `coop-notifier serve | run | drain [--max-runs N] [--no-wait]`.
 """

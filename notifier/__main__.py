@@ -1,5 +1,7 @@
 """`coop-notifier` (also `python -m notifier`): the daemon and the one-shot drainer.
 
+    coop-notifier serve                the engine service, what `coop serve` runs (notifier.serve):
+                                       the owner's compat endpoint and this daemon in one process
     coop-notifier run                  long-running: drain, sleep until a kick / due row / backstop;
                                        SIGTERM or SIGINT finishes the row in flight and exits 0
     coop-notifier drain [--max-runs N] [--no-wait]
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from notifier.config import NotifierConfig
-    from notifier.lock import Holder
+    from notifier.holder import Holder
     from notifier.store import Claim
 
 PROG = "coop-notifier"
@@ -61,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action=_VersionAction, nargs=0, help="show the version and exit"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser(
+        "serve", help="the engine service (`coop serve`): owner endpoint and daemon in one process"
+    )
     commands.add_parser("run", help="the long-running daemon (kick socket, sleeps between rows)")
     drain = commands.add_parser("drain", help="drain once until the queue is idle, then exit")
     drain.add_argument(
@@ -130,7 +135,7 @@ def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
     """
     from engine.store import now_iso
     from notifier import store
-    from notifier.lock import this_worker
+    from notifier.holder import this_worker
 
     me = this_worker("drain")
     conn = store.open_own_connection(config.db_path)
@@ -225,6 +230,10 @@ async def _drain(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        from notifier import serve
+
+        return serve.main()  # its own stop signals, errors and exit status
     from notifier.errors import NotifierError
 
     try:

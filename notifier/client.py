@@ -27,7 +27,7 @@ from notifier.outcome import DoorReply
 from notifier.store import OutboxRow
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: chief.door.guard,
-# engine.status.
+# engine.door.
 SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 USER_AGENT = "coop-notifier"
 

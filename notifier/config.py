@@ -28,7 +28,7 @@ from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL
-# (chief.door, engine.status), the key file and its rule (chief.door.config, engine.keyfile).
+# (chief.door, engine.door), the key file and its rule (chief.door.config, engine.keyfile).
 DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"
 DEFAULT_KEY_FILE_NAME = "service.key"
 DEFAULT_CLIENT_TIMEOUT_S = 15.0

@@ -1,21 +1,14 @@
-"""The notifier's only SQL: outbox delivery state and the `worker_lock` row.
+"""The notifier's use cases on the ledger: outbox delivery state and the `worker_lock` row.
 
 Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the notifier's
 database thread (`Database.call`): one thread hop per transaction, never a transaction held
 open across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
 
-The queue predicate, shared by the drain and the idle handoff so they can never disagree:
-
-    the head pending row (lowest id) exists, and no worker has tried it yet (attempts = 0)
-    or its next_attempt_at <= now
-
-Strict FIFO follows: only the head is ever a candidate, so a deferred head holds the rows
-behind it. `now` is read from the caller's clock *inside* the transaction that evaluates the
-predicate (the functions take the clock, not a time): a sample taken before `BEGIN IMMEDIATE`
-is stale by the time the write lock is held, and a producer committing in between would stamp
-its row later than the sample, so the handoff would release the lock with a due row queued
-(seed 002). A row never attempted counts as work whatever the clock says, so a worker whose
-clock lags a producer's (another process, a clock step) still never strands a fresh row.
+The SQL itself, and the queue predicate the drain and the idle handoff share (the head pending
+row, due when never attempted or when its time has come, the clock read inside the
+transaction), are `engine.store.queue`'s: one module owns the two tables' statements for every
+package. This module decides (who holds the lock, whether a holder is provably gone) and maps
+the rows to the notifier's types.
 
 sqlite3 errors (and the engine's, when the connection is opened) are translated here into
 `notifier.errors.StoreError`.
@@ -35,20 +28,15 @@ from engine import store as engine_store
 from engine.errors import CoopError
 from engine.errors import StoreError as EngineStoreError
 from engine.faults import fault
-from engine.store import open_connection
+from engine.store import open_connection, queue
 from notifier.errors import LockLost, StoreError
-from notifier.lock import Holder, why_gone
+from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
-
-HEAD_SQL = (
-    "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
-    " WHERE state = 'pending' ORDER BY id LIMIT 1"
-)
 
 
 class IdleHandoff(enum.Enum):
@@ -58,13 +46,8 @@ class IdleHandoff(enum.Enum):
     RELEASED = "released"  # nothing due: the lock is deleted, stop
 
 
-@dataclass(frozen=True)
-class OutboxRow:
-    id: int
-    kind: str
-    text: str
-    attempts: int
-    next_attempt_at: float
+#: The head pending row as the drain sees it: the queue's own row type, one shape for both.
+OutboxRow = queue.Head
 
 
 @dataclass(frozen=True)
@@ -143,13 +126,7 @@ def open_own_connection(path: Path) -> sqlite3.Connection:
     deferral only makes a retry come sooner. Producers keep FULL, so the rows themselves and
     the changes they report are as durable as before. It halves the notifier's cost per row.
     """
-    conn = open_with(lambda: open_connection(path))
-    try:
-        conn.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.Error as exc:
-        conn.close()
-        raise StoreError(f"cannot set up the notifier's connection to {path}: {exc}") from exc
-    return conn
+    return open_with(lambda: open_connection(path, synchronous="NORMAL"))
 
 
 def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
@@ -187,50 +164,35 @@ def owner_service_drains(db_path: Path) -> bool:
 # -- the queue -----------------------------------------------------------------------------
 
 
-def _row(found: sqlite3.Row | tuple[Any, ...] | None) -> OutboxRow | None:
-    if found is None:
-        return None
-    return OutboxRow(
-        id=int(found[0]),
-        kind=str(found[1]),
-        text=str(found[2]),
-        attempts=int(found[3]),
-        next_attempt_at=float(found[4]),
-    )
-
-
 def head(conn: sqlite3.Connection) -> OutboxRow | None:
     """The head pending row, due or not (the daemon sleeps until it is due)."""
     try:
-        return _row(conn.execute(HEAD_SQL).fetchone())
+        return queue.head(conn)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
 
-Clock = Callable[[], float]
-
-
-def _due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
-    """The queue predicate (see the module docstring): the head pending row if it is due.
-
-    The clock is read after the head, inside the caller's transaction."""
-    row = _row(conn.execute(HEAD_SQL).fetchone())
-    if row is None:
-        return None
-    return row if row.attempts == 0 or row.next_attempt_at <= clock() else None
+Clock = queue.Clock
 
 
 def due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
+    """The head pending row if it is due (`engine.store.queue.due_head`, the one predicate)."""
     try:
-        return _due_head(conn, clock)
+        return queue.due_head(conn, clock)
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
 
+def _holder(found: queue.LockRow | None) -> Holder | None:
+    if found is None:
+        return None
+    return Holder(owner=found.owner, pid=found.pid, host=found.host, started_at=found.started_at)
+
+
 def _require_owner(conn: sqlite3.Connection, owner: str, doing: str) -> None:
-    found = conn.execute("SELECT owner FROM worker_lock WHERE singleton = 1").fetchone()
-    if found is None or found[0] != owner:
-        held = "nobody" if found is None else found[0]
+    found = queue.holder(conn)
+    if found is None or found.owner != owner:
+        held = "nobody" if found is None else found.owner
         raise LockLost(
             f"worker {owner} no longer holds the worker lock (held by {held}) while {doing};"
             " it stops and leaves the queue to the holder"
@@ -253,20 +215,17 @@ def record_attempt(
     with write(conn):
         _require_owner(conn, owner, f"recording outbox row #{row.id}")
         if isinstance(outcome, Delivered):
-            cur = conn.execute(
-                "UPDATE coop_outbox SET state = 'delivered', attempts = attempts + 1,"
-                " last_attempt_at = ?, delivered_at = ?, door_answer = ?"
-                " WHERE id = ? AND state = 'pending'",
-                (now_iso, now_iso, outcome.answer, row.id),
-            )
+            applied = queue.record_delivered(conn, row.id, now_iso, outcome.answer)
         else:
-            cur = conn.execute(
-                "UPDATE coop_outbox SET attempts = attempts + 1, next_attempt_at = ?,"
-                " last_attempt_at = ?, last_error = ?, door_answer = ?"
-                " WHERE id = ? AND state = 'pending'",
-                (now_epoch + outcome.retry_in_s, now_iso, outcome.error, outcome.answer, row.id),
+            applied = queue.record_deferred(
+                conn,
+                row.id,
+                now_epoch + outcome.retry_in_s,
+                now_iso,
+                outcome.error,
+                outcome.answer,
             )
-        return Recorded(applied=cur.rowcount == 1, next_due=_due_head(conn, lambda: now_epoch))
+        return Recorded(applied=applied, next_due=queue.due_head(conn, lambda: now_epoch))
 
 
 # -- the worker lock -----------------------------------------------------------------------
@@ -277,30 +236,16 @@ def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
     with write(conn):
         # A store failing under a running drain (disk full, I/O error), for the daemon's tests.
         fault("notifier.store.claim")
-        found = conn.execute(
-            "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
-        ).fetchone()
-        if found is not None:
-            holder = Holder(
-                owner=str(found[0]),
-                pid=int(found[1]),
-                host=str(found[2]),
-                started_at=None if found[3] is None else float(found[3]),
-            )
+        holder = _holder(queue.holder(conn))
+        if holder is not None:
             if holder.owner == me.owner:
                 return Claim(acquired=True)
             reason = why_gone(holder, me)
             if reason is None:
                 return Claim(acquired=False, holder=holder)
-            conn.execute(
-                "DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (holder.owner,)
-            )
-        conn.execute(
-            "INSERT INTO worker_lock (singleton, owner, pid, host, started_at, acquired_at)"
-            " VALUES (1, ?, ?, ?, ?, ?)",
-            (me.owner, me.pid, me.host, me.started_at, now_iso),
-        )
-        if found is None:
+            queue.release(conn, holder.owner)
+        queue.claim(conn, me.owner, me.pid, me.host, me.started_at, now_iso)
+        if holder is None:
             return Claim(acquired=True)
         return Claim(acquired=True, taken_over_from=holder, reason=reason)
 
@@ -327,32 +272,20 @@ def release_worker_if_idle(conn: sqlite3.Connection, owner: str, clock: Clock) -
     """
     with write(conn):
         _require_owner(conn, owner, "handing off")
-        if _due_head(conn, clock) is not None:
-            return IdleHandoff.WORK_AVAILABLE
-        conn.execute("DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (owner,))
-        return IdleHandoff.RELEASED
+        if queue.release_if_idle(conn, owner, clock):
+            return IdleHandoff.RELEASED
+        return IdleHandoff.WORK_AVAILABLE
 
 
 def release_lock(conn: sqlite3.Connection, owner: str) -> bool:
     """Delete the lock if `owner` holds it (a bounded drain's end, a stop); True if deleted."""
     with write(conn):
-        cur = conn.execute("DELETE FROM worker_lock WHERE singleton = 1 AND owner = ?", (owner,))
-        return cur.rowcount == 1
+        return queue.release(conn, owner)
 
 
 def lock_holder(conn: sqlite3.Connection) -> Holder | None:
     """Who holds the worker lock now (for logs and tests)."""
     try:
-        found = conn.execute(
-            "SELECT owner, pid, host, started_at FROM worker_lock WHERE singleton = 1"
-        ).fetchone()
+        return _holder(queue.holder(conn))
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the worker lock: {exc}") from exc
-    if found is None:
-        return None
-    return Holder(
-        owner=str(found[0]),
-        pid=int(found[1]),
-        host=str(found[2]),
-        started_at=None if found[3] is None else float(found[3]),
-    )

@@ -46,7 +46,7 @@ from engine.faults import fault
 from engine.store import now_iso
 from notifier import metrics, store
 from notifier.config import NotifierConfig
-from notifier.lock import Holder, this_worker
+from notifier.holder import Holder, this_worker
 from notifier.outcome import BackoffPolicy, Delivered, classify
 from notifier.store import Database, IdleHandoff, OutboxRow
 
@@ -129,16 +129,7 @@ class Worker:
                 holder_pid=holder.pid if holder else None,
             )
             return DrainReport(DrainOutcome.LOCK_BUSY, holder=holder)
-        if claim.taken_over_from is not None:
-            dead = claim.taken_over_from
-            self.log.warning(
-                "worker.lock.taken_over",
-                dead_owner=dead.owner,
-                dead_pid=dead.pid,
-                dead_host=dead.host,
-                reason=claim.reason,
-            )
-        self.log.info("worker.lock.acquired", pid=self.me.pid)
+        self._log_acquired(claim)
         if self._client is None:
             self._client = self._client_factory()
         delivered = deferred = 0
@@ -147,22 +138,11 @@ class Worker:
         try:
             while True:
                 if row is None:
-                    if self._idle_seam is not None:
-                        await self._idle_seam()
-                    # The same seam for real processes (a test holds a drainer here).
-                    fault("notifier.before_handoff")
-                    # The clock goes in, not a time read here: the handoff reads it under its
-                    # write lock, after any producer that committed meanwhile (seed 002).
-                    handoff = await self.db.call(
-                        store.release_worker_if_idle, self.me.owner, self._clock
-                    )
-                    if handoff is IdleHandoff.WORK_AVAILABLE:
-                        self.log.info("worker.handoff", outcome=handoff.value)
-                        row = await self.db.call(store.due_head, self._clock)
-                        continue
-                    released = True
-                    await self._log_released(delivered, deferred)
-                    break
+                    released, row = await self._hand_off()
+                    if released:
+                        await self._log_released(delivered, deferred)
+                        break
+                    continue
                 if self._stopping:
                     outcome = DrainOutcome.STOPPED
                     break
@@ -176,19 +156,51 @@ class Worker:
                     deferred += 1
         finally:
             if not released:
-                # Shielded: a cancelled drain must still give the lock back while it can.
-                with anyio.CancelScope(shield=True):
-                    await self.db.call(store.release_lock, self.me.owner)
-                self.log.info(
-                    "worker.handoff",
-                    outcome=outcome.value,
-                    delivered=delivered,
-                    deferred=deferred,
-                    work_left=True,
-                )
-                self.log.info("worker.lock.released")
+                await self._give_back(outcome, delivered, deferred)
         metrics.record_drain(outcome.value)
         return DrainReport(outcome, delivered=delivered, deferred=deferred)
+
+    def _log_acquired(self, claim: store.Claim) -> None:
+        if claim.taken_over_from is not None:
+            dead = claim.taken_over_from
+            self.log.warning(
+                "worker.lock.taken_over",
+                dead_owner=dead.owner,
+                dead_pid=dead.pid,
+                dead_host=dead.host,
+                reason=claim.reason,
+            )
+        self.log.info("worker.lock.acquired", pid=self.me.pid)
+
+    async def _hand_off(self) -> tuple[bool, OutboxRow | None]:
+        """Nothing due at the last look: the atomic idle handoff. (True, None) when it released
+        the lock; (False, the due head or None) when a row arrived meanwhile and the drain goes
+        on."""
+        if self._idle_seam is not None:
+            await self._idle_seam()
+        # The same seam for real processes (a test holds a drainer here).
+        fault("notifier.before_handoff")
+        # The clock goes in, not a time read here: the handoff reads it under its write lock,
+        # after any producer that committed meanwhile (seed 002).
+        handoff = await self.db.call(store.release_worker_if_idle, self.me.owner, self._clock)
+        if handoff is IdleHandoff.RELEASED:
+            return True, None
+        self.log.info("worker.handoff", outcome=handoff.value)
+        return False, await self.db.call(store.due_head, self._clock)
+
+    async def _give_back(self, outcome: DrainOutcome, delivered: int, deferred: int) -> None:
+        """A drain that ends with work left (stopped, max runs, an error) gives the lock back."""
+        # Shielded: a cancelled drain must still give the lock back while it can.
+        with anyio.CancelScope(shield=True):
+            await self.db.call(store.release_lock, self.me.owner)
+        self.log.info(
+            "worker.handoff",
+            outcome=outcome.value,
+            delivered=delivered,
+            deferred=deferred,
+            work_left=True,
+        )
+        self.log.info("worker.lock.released")
 
     async def _deliver(self, row: OutboxRow) -> tuple[OutboxRow | None, bool]:
         """One attempt at `row`; return the next due row and whether this one was delivered."""

@@ -36,7 +36,7 @@ from pathlib import Path
 from chief.door.pacing import QuietHours
 from chief.errors import DoorError
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.status,
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
 # (engine.keyfile, notifier.config.read_service_key).
 DEFAULT_HOST = "127.0.0.1"

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from chief.door.config import DoorConfig
 from chief.door.posture import PostureSource, PostureUnavailable
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.status,
-# notifier.client), the refused headers and the Host rule (engine.service, engine.loopback).
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.door,
+# notifier.client), the refused headers and the Host rule (engine.owner.app, engine.loopback).
 SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 _KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
 # A request that carries any of these came through a browser or a proxy, never from the engine.

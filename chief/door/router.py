@@ -57,7 +57,7 @@ from chief.door.service import ChannelUnavailable, ChiefUnavailable, DoorService
 
 log = structlog.get_logger("chief.door")
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the paths (engine.status,
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the paths (engine.door,
 # notifier.config DEFAULT_DOOR_URL) and the limit (engine.lifecycle.MAX_TEXT_CHARS).
 NOTIFY_PATH = "/api/coop/engine/notify"
 # Shared fact: the notifier's batch client posts here (pinned in tests/contract).

@@ -3,10 +3,9 @@ import contracts, see docs/architecture.md).
 
 Every call of `execute(`, `executemany(` or `executescript(` in engine/, notifier/ and chief/ is
 found by walking each module's syntax tree (so a docstring or a comment that mentions one does
-not count) and must sit in a module listed in `SQL_MODULES`. The list is today's, exceptions
-included: engine/ still runs statements in its verbs and its status command, and the re-lay of
-issue 13 moves them into engine's store and shrinks the list. A listed module that no longer
-executes SQL fails too, so the list can only shrink with the code.
+not count) and must sit in a module listed in `SQL_MODULES`: each package's store, nothing
+else (engine's is the package engine.store: connection, ledger, queue, command log). A listed
+module that no longer executes SQL fails too, so the list can only shrink with the code.
 """
 
 from __future__ import annotations
@@ -23,18 +22,10 @@ SQL_CALLS = frozenset({"execute", "executemany", "executescript"})
 # Per package, the modules allowed to execute SQL. An entry names a module or a package (an
 # entry `engine.store` also admits `engine.store.ledger` once the store is a package).
 SQL_MODULES: dict[str, frozenset[str]] = {
-    "engine": frozenset(
-        {
-            "engine.store",
-            # Exceptions until the re-lay (issue 13) moves their statements into the store:
-            "engine.ledger",
-            "engine.outbox",
-            "engine.commands",
-            "engine.status",
-            "engine.metrics",
-        }
-    ),
-    "notifier": frozenset({"notifier.store"}),
+    "engine": frozenset({"engine.store"}),
+    # The notifier runs none: its use cases (notifier.store) call engine.store.queue, the one
+    # owner of the queue tables' statements.
+    "notifier": frozenset(),
     "chief": frozenset({"chief.store"}),
 }
 

@@ -26,7 +26,6 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_owner.py": ["--calls", "5", "--cold", "1"],
     "bench_chief_report.py": ["--count", "20", "--concurrency", "4"],
     "bench_door.py": ["3", "--time-limit-s", "30"],
-    "bench_door_batch.py": ["--rows", "16", "--batch", "8", "--rounds", "1"],
     "bench_pipeline.py": ["--backlog", "10", "--rate", "50", "--rate-rows", "5"],
     "bench_vs_huey.py": ["--rows", "10", "--rounds", "1", "--rate", "50", "--rate-rows", "5"],
     "bench_backlog.py": [
@@ -34,6 +33,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     ],
     "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
     "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
+    "bench_door_batch.py": ["--rows", "8", "--batch", "4", "--rounds", "1"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0

@@ -27,8 +27,9 @@ from chief.door import router as door_router
 from chief.door import service as door_service
 from chief.errors import DoorError
 from engine import config as engine_config
-from engine import keyfile, lifecycle, loopback, status
-from engine import service as engine_service
+from engine import door as engine_door
+from engine import keyfile, lifecycle, loopback
+from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
 from notifier import outcome as notifier_outcome
@@ -111,8 +112,8 @@ def test_every_package_finds_the_service_key_in_that_folder(tmp_path: Path) -> N
 
     assert notifier_config.NotifierConfig.from_env(env).service_key_file == key
     assert door_config.DoorConfig.from_env(env).service_key_file == key
-    assert engine_config.data_home(env) / status.SERVICE_KEY_FILE_NAME == key
-    assert notifier_config.DEFAULT_KEY_FILE_NAME == status.SERVICE_KEY_FILE_NAME
+    assert engine_config.data_home(env) / engine_door.SERVICE_KEY_FILE_NAME == key
+    assert notifier_config.DEFAULT_KEY_FILE_NAME == engine_door.SERVICE_KEY_FILE_NAME
 
 
 # ---- the service key file's rule -------------------------------------------------------------
@@ -263,7 +264,7 @@ def test_the_engine_and_the_door_refuse_the_same_browser_and_proxy_headers() -> 
 
 def test_the_service_key_header_is_one_name() -> None:
     names = {
-        "engine.status": status.SERVICE_KEY_HEADER,
+        "engine.door": engine_door.SERVICE_KEY_HEADER,
         "notifier.client": notifier_client.SERVICE_KEY_HEADER,
         "chief.door.guard": door_guard.SERVICE_KEY_HEADER,
     }
@@ -273,8 +274,8 @@ def test_the_service_key_header_is_one_name() -> None:
 def test_the_default_door_url_is_where_the_door_listens() -> None:
     door = f"http://{door_config.DEFAULT_HOST}:{door_config.DEFAULT_PORT}"
     notify_url, status_url = door + door_router.NOTIFY_PATH, door + door_router.STATUS_PATH
-    assert {status.DEFAULT_DOOR_URL, notifier_config.DEFAULT_DOOR_URL} == {notify_url}
-    assert status.door_status_url(status.DEFAULT_DOOR_URL) == status_url
+    assert {engine_door.DEFAULT_DOOR_URL, notifier_config.DEFAULT_DOOR_URL} == {notify_url}
+    assert engine_door.door_status_url(engine_door.DEFAULT_DOOR_URL) == status_url
 
 
 def test_the_notification_text_limit_is_one_number() -> None:

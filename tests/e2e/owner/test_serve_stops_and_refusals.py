@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine import compat
+from engine.owner import compat
 from tests.e2e.owner.conftest import STOP_TIMEOUT_S, ServeProcess, ok
 from tests.support.procs import child_env
 from tests.support.waiting import wait_until_sync

@@ -6,8 +6,9 @@ import sqlite3
 
 import pytest
 
-from engine import ledger, store
+from engine import store
 from engine.errors import StoreError
+from tests.support.ledger import ledger
 
 
 def counts(db: str) -> dict[str, int]:

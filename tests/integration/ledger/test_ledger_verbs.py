@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from engine import ledger, outbox
 from engine.errors import LifecycleError, NotFound, UsageError
+from tests.support.ledger import ledger, outbox
 
 
 def events(db: str, kind: str, item_id: int) -> list[tuple[str, str, dict | None]]:
@@ -264,7 +264,7 @@ def test_unknown_ids_and_empty_titles_are_usage_errors(db):
         ledger.add_todo("   ", actor="builder", db=db)
 
 
-def test_listing_shows_takes_and_marks_stale_ones(db, monkeypatch):
+def test_listing_shows_takes_and_marks_stale_ones(db):
     ledger.add_todo("mine", actor="builder", db=db)
     ledger.add_request("yours", actor="owner", db=db)
     ledger.take_todo(1, actor="builder", db=db)
@@ -276,8 +276,8 @@ def test_listing_shows_takes_and_marks_stale_ones(db, monkeypatch):
         ("request", 1, False),
     ]
     assert len(ledger.list_items(include_closed=True, db=db)) == 3
-    monkeypatch.setenv("COOP_STALE_AFTER_S", "0.000001")
-    assert ledger.list_items("todo", db=db)[0]["stale"] is True
+    impatient = ledger.with_settings(stale_after_s=0.000001)
+    assert impatient.list_items("todo", db=db)[0]["stale"] is True
     # No auto-reap: a stale take stays taken until someone decides.
     assert ledger.list_items("todo", db=db)[0]["taken_by"] == "builder"
 

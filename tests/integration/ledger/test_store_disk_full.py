@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import commands, ledger, owner, store
+from engine import ledger, owner, store
 from engine.errors import StoreError
+from engine.owner import commands
 
 
 def _fill(conn: sqlite3.Connection) -> None:

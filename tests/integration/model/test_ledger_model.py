@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from engine import ledger
 from engine.errors import CoopError
+from tests.support.ledger import ledger
 
 ACTORS = ("builder", "reviewer", "owner", "chief")
 OWNER, CHIEF = "owner", "chief"

@@ -13,7 +13,7 @@ from engine import store as engine_store
 from notifier import store
 from notifier.client import FakeDoorClient
 from notifier.errors import LockLost
-from notifier.lock import this_worker
+from notifier.holder import this_worker
 from notifier.outcome import DoorReply
 from notifier.store import Database, IdleHandoff
 from notifier.worker import DrainOutcome, Worker, release_worker_if_idle

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from engine import store as engine_store
 from notifier import store
 from notifier.client import FakeDoorClient
-from notifier.lock import process_start_time, this_worker
+from notifier.holder import process_start_time, this_worker
 from notifier.store import Database
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, states

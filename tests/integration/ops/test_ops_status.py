@@ -15,7 +15,8 @@ import pytest
 from chief.config import ChiefConfig
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
-from engine import ledger, outbox, receipts
+from engine import ledger, outbox
+from engine.owner import receipts
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.procs import coop
 

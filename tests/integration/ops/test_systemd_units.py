@@ -98,7 +98,7 @@ def test_exposure_is_at_most_two(unit: Path) -> None:
 
 PROBE = """
 import json, os, subprocess
-from notifier.lock import Holder, pid_alive, process_start_time, this_worker, why_gone
+from notifier.holder import Holder, pid_alive, process_start_time, this_worker, why_gone
 
 holder_proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE)  # the same user: a live holder
 me = this_worker("probe")

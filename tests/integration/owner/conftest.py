@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from engine import cutover
-from engine.service import Owner, create_app
+from engine.owner import cutover
+from engine.owner.app import Owner, create_app
 from tests.support.asgi import serve_asgi_in_thread
 
 

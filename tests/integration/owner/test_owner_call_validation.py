@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engine import compat, cutover
+from engine.owner import compat, cutover
 from tests.integration.owner.conftest import RunningOwner
 
 

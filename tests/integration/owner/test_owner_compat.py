@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine import compat, ledger, outbox, receipts
+from engine import ledger, outbox
 from engine.errors import LifecycleError, NotFound, OwnerUnavailable, UsageError
+from engine.owner import compat, receipts
 from tests.integration.owner.conftest import RunningOwner
 
 

@@ -7,8 +7,9 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from engine import compat, cutover, ledger
-from engine.service import guard_request
+from engine import ledger
+from engine.owner import compat, cutover
+from engine.owner.app import guard_request
 from tests.integration.owner.conftest import RunningOwner
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import commands, compat, ledger, owner, store
+from engine import api, ledger, owner, store, verbs
+from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound
+from engine.owner import commands, compat
 
 
 @pytest.fixture
@@ -70,8 +72,9 @@ def test_a_domain_refusal_is_filed_with_its_type_and_words_and_changes_nothing(
 
     assert refused.outcome == "rejected"
     assert refused.error_type == "LifecycleError"
-    with owner.owner_context(owner.OwnerContext(conn)), pytest.raises(LifecycleError) as local:
-        ledger.done_todo(1, actor="bob")
+    unit = verbs.Unit(tx=lambda: conn, config=EngineConfig.from_env)
+    with pytest.raises(LifecycleError) as local, store.write(conn):
+        verbs.done_todo(unit, 1, actor="bob")
     assert refused.error_message == str(local.value)
     assert (missing.error_type, missing.error_message) == (
         NotFound.__name__,
@@ -134,7 +137,7 @@ def test_an_unknown_method_or_bad_arguments_are_refused_before_running(
     assert _count(conn, "coop_commands") == 0
 
 
-def test_every_public_verb_is_routed() -> None:
+def test_every_public_function_is_routed_by_name_to_its_verb() -> None:
     from engine import outbox, status
 
     expected = {
@@ -142,8 +145,9 @@ def test_every_public_verb_is_routed() -> None:
         "take_request", "release_request", "close_request", "list_items", "history",
         "notify", "cancel", "retry", "rows",
     }  # fmt: skip
-    assert expected <= set(owner.ROUTED)
+    assert expected <= set(api.PUBLIC)
+    assert set(api.PUBLIC) == set(verbs.VERBS)
     for name in expected:
         module = ledger if hasattr(ledger, name) else outbox
-        assert getattr(module, name).__wrapped__ is owner.ROUTED[name]
-    assert status.status_snapshot.__wrapped__ is owner.ROUTED["status_snapshot"]
+        assert getattr(module, name) is api.PUBLIC[name]
+    assert status.status_snapshot is api.PUBLIC["status_snapshot"]

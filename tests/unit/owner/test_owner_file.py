@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import ledger, owner, store
+from engine import api, ledger, owner, store, verbs
+from engine.config import EngineConfig
 from engine.errors import OwnerUnavailable
 from tests.unit.owner.conftest import write_owner_file
 
@@ -189,17 +190,36 @@ def test_owner_file_is_read_on_every_call(home: Path, listener: socket.socket) -
     assert [item["title"] for item in ledger.list_items()] == ["before the cutover"]
 
 
-def test_inside_the_owner_context_verbs_run_on_the_borrowed_connection(
+def test_the_owners_verbs_run_on_the_connection_handed_in_whatever_the_owner_file_says(
     home: Path, listener: socket.socket
 ) -> None:
     conn = owner.register_fence_function(store.open_connection(home / "coop.db"))
+    config = EngineConfig(home / "coop.db", owner="owner", chief_actor="chief", stale_after_s=60)
+    unit = verbs.Unit(tx=lambda: conn, config=lambda: config)
     try:
         write_owner_file(home / "coop.db.owner.json", _valid(home, listener))
-        with owner.owner_context(owner.OwnerContext(conn)):
-            ledger.add_todo("run by the owner", actor="alice")
-            titles = [item["title"] for item in ledger.list_items()]
+        with store.write(conn):
+            verbs.add_todo(unit, "run by the owner", actor="alice")
+        titles = [item["title"] for item in verbs.list_items(unit)]
         assert titles == ["run by the owner"]
         assert conn.execute("SELECT COUNT(*) FROM todos").fetchone()[0] == 1  # still open
     finally:
         conn.close()
     assert _nobody_connected(listener)
+
+
+def test_a_public_call_reads_the_owner_file_once(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[Path] = []
+    real = owner.owner_config
+
+    def counted(db: Path | None = None) -> dict | None:
+        reads.append(Path(str(db)))
+        return real(db)
+
+    monkeypatch.setattr(api, "owner_config", counted)
+    monkeypatch.setattr(owner, "owner_config", counted)
+    ledger.add_todo("counted", actor="alice")
+    ledger.list_items()
+    assert reads == [home / "coop.db", home / "coop.db"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import receipts
+from engine.owner import receipts
 
 
 def _mode(path: Path) -> int:

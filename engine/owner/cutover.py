@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from engine import owner, store
-from engine.compat import check_owner_url
 from engine.errors import StoreError, UsageError
+from engine.owner.compat import check_owner_url
+from engine.store.ledger import record_event
 
 CREDENTIAL_SUFFIX = ".owner.key"
 CREDENTIAL_BYTES = 32
@@ -97,7 +98,7 @@ def cutover(url: str, *, actor: str, db: str | os.PathLike[str] | None = None) -
         _write_private(credential, secrets.token_urlsafe(CREDENTIAL_BYTES) + "\n")
         with store.write(conn):
             triggers = store.install_fence(conn)
-            store.record_event(
+            record_event(
                 conn,
                 "owner",
                 0,
@@ -129,7 +130,7 @@ def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
         with store.write(conn):
             removed = store.remove_fence(conn)
             if removed or owner_file.exists():
-                store.record_event(
+                record_event(
                     conn,
                     "owner",
                     0,

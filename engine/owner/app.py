@@ -1,5 +1,5 @@
-"""The engine service (`coop serve`): the owner's compat endpoint and the notifier daemon, in one
-process, on loopback.
+"""The owner's app: the FastAPI routes of the engine service (`coop serve`, whose process is
+`notifier.serve`: this app and the notifier daemon, in one process, on loopback).
 
     POST /compat/call       run one routed verb for a compatibility client, filed by its key
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
@@ -41,12 +41,10 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import commands, compat, keyfile, ledger, loopback, outbox, owner, status, store
+from engine import keyfile, loopback, owner, store
 from engine.errors import CoopError, StoreError
 from engine.faults import fault
-
-#: The modules whose @routed verbs the owner runs (importing them fills `owner.ROUTED`).
-VERB_MODULES = (ledger, outbox, status)
+from engine.owner import commands, compat
 
 LOOPBACK_PEERS = loopback.LOOPBACK_PEERS
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
@@ -61,6 +59,7 @@ BROWSER_HEADERS = (
 )
 SESSION_MARKER = "session"
 
+# The logger keeps its first name (engine.service): operators' log queries look for it.
 log = structlog.get_logger("engine.service")
 
 
@@ -156,35 +155,41 @@ def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
+def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
+    """The compat endpoints' guard: the loopback guard, then an owner file for `db` and the
+    credential it names, in that order; the owner file's body when the caller may call."""
+    guard_request(request)
+    # Nothing before the credential check may name the database or its files: a caller
+    # without the credential learns only that the service takes no calls.
+    try:
+        config = owner.owner_config(db)
+    except (CoopError, ValueError, KeyError) as exc:
+        log.error("owner.owner_file_invalid", detail=str(exc))
+        raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
+    if config is None:
+        raise _refuse(
+            409,
+            "local_mode",
+            "this service is not the Coop owner (local mode): callers write locally;"
+            " `coop cutover --url URL` makes it the owner",
+        )
+    try:
+        expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
+    except (CoopError, KeyError, TypeError) as exc:
+        log.error("owner.credential_unusable", detail=str(exc))
+        raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
+    given = request.headers.get(compat.CREDENTIAL_HEADER, "")
+    if not hmac.compare_digest(_digest(given), _digest(expected)):
+        raise _refuse(401, "credential", "missing or wrong Coop owner credential")
+    return config
+
+
 def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAPI:
     """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
 
     def owner_credential(request: Request) -> dict[str, Any]:
-        guard_request(request)
-        # Nothing before the credential check may name the database or its files: a caller
-        # without the credential learns only that the service takes no calls.
-        try:
-            config = owner.owner_config(service.db)
-        except (CoopError, ValueError, KeyError) as exc:
-            log.error("owner.owner_file_invalid", detail=str(exc))
-            raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
-        if config is None:
-            raise _refuse(
-                409,
-                "local_mode",
-                "this service is not the Coop owner (local mode): callers write locally;"
-                " `coop cutover --url URL` makes it the owner",
-            )
-        try:
-            expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
-        except (CoopError, KeyError, TypeError) as exc:
-            log.error("owner.credential_unusable", detail=str(exc))
-            raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
-        given = request.headers.get(compat.CREDENTIAL_HEADER, "")
-        if not hmac.compare_digest(_digest(given), _digest(expected)):
-            raise _refuse(401, "credential", "missing or wrong Coop owner credential")
-        return config
+        return check_owner_credential(request, service.db)
 
     @app.post("/compat/call", dependencies=[Depends(owner_credential)])
     async def compat_call(body: CallBody) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """The compatibility client: one call to the owner service, failing closed, with a receipt.
 
-`engine.owner.routed` calls `remote()` when an owner file governs the database. In order:
+`engine.api` calls `remote()` when an owner file governs the database. In order:
 
 1. the owner URL must be plain http on a loopback host, else `Invalid Coop owner
    configuration` (the credential never leaves the machine);
 2. the credential file must be private: any group or world bit raises
    `Coop credential must be private (0600)`;
-3. a fresh request key is minted and an `uncertain` receipt is written (`engine.receipts`);
+3. a fresh request key is minted and an `uncertain` receipt is written (`engine.owner.receipts`);
 4. one POST to `<url>/compat/call`, never retried: a request whose HTTP outcome is uncertain
    may already have committed, so the caller gets the key to reconcile instead.
 
@@ -14,7 +14,7 @@
                                             reconcile request <key>`        receipt uncertain
     5xx                                     `Coop owner failed (HTTP n); reconcile request <key>`
                                                                             receipt uncertain
-      (a read, `owner.READ_METHODS`, changes nothing: its receipt settles `rejected` with the
+      (a read, `engine.verbs.READS`, changes nothing: its receipt settles `rejected` with the
       outcome `unanswered_read` instead of waiting for a reconcile that could only say so)
     4xx without a verdict                   `Coop refused the request (HTTP n): <detail>`
                                                                             receipt rejected
@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine import keyfile, loopback, receipts
+from engine import keyfile, loopback
 from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
-from engine.owner import INVALID_OWNER, READ_METHODS
+from engine.owner import INVALID_OWNER, receipts
+from engine.verbs import READS
 
 CREDENTIAL_HEADER = "X-Coop-Owner-Key"
 CALL_PATH = "/compat/call"
@@ -172,7 +173,7 @@ def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[st
 def _settle_unanswered_read(method: str, key: str) -> None:
     # A read changes nothing whatever became of it: an uncertain receipt would only ask an
     # operator to reconcile a no-op (and make every failed `coop status` look like lost work).
-    if method in READ_METHODS:
+    if method in READS:
         receipts.settle(key, receipts.REJECTED, "unanswered_read")
 
 

@@ -1,9 +1,10 @@
-"""The owner's command log (`coop_commands`): run a routed verb once per request key, filed.
+"""The owner's command log (`coop_commands`): run a verb once per request key, filed.
 
 `run()` opens one `BEGIN IMMEDIATE` transaction on the owner's connection, looks the key up,
 and either answers from the filing (same key, same input SHA-256: the filed outcome, without
-running again) or runs the verb inside the owner's request context and files the outcome in
-the same transaction: the verb's own `store.write()` becomes a savepoint of it. So a committed
+running again) or runs the verb (`engine.verbs`, handed the owner's connection) in a savepoint
+of that transaction and files the outcome in the same transaction: a refused verb rolls back
+its own changes, and the filing commits with the change or not at all. So a committed
 change always has its filing, and a filing always has its change; `coop reconcile KEY` gets one
 true answer.
 
@@ -12,7 +13,7 @@ true answer.
     rejected       the verb refused with a domain error (its type and words are filed)
     never_arrived  `reconcile` asked first: filed so a late copy of the request is refused
 
-Reads (`owner.READ_METHODS`) run outside any write transaction (a read may take its own read
+Reads (`engine.verbs.READS`) run outside any write transaction (a read may take its own read
 snapshot, and must not hold the write lock) and are filed afterwards without their answer; a
 repeated read key runs the read again, which changes nothing.
 """
@@ -21,14 +22,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import arguments, owner, store
+from engine import store, verbs
+from engine.config import EngineConfig
 from engine.errors import CoopError, StoreError, UsageError
+from engine.owner import arguments
+from engine.store import commands as command_log
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
-READ_METHODS = owner.READ_METHODS
+READ_METHODS = verbs.READS
 
 
 class CommandRefused(UsageError):
@@ -72,7 +77,7 @@ class Filed:
 
 
 def lookup(conn: sqlite3.Connection, key: str) -> sqlite3.Row | None:
-    return conn.execute("SELECT * FROM coop_commands WHERE key = ?", (key,)).fetchone()
+    return command_log.lookup(conn, key)
 
 
 def _filed(row: sqlite3.Row, replayed: bool) -> Filed:
@@ -98,26 +103,24 @@ def _file(
     result: Any = None,
     error: CoopError | None = None,
 ) -> None:
-    conn.execute(
-        "INSERT INTO coop_commands (key, method, input_sha256, actor, metadata, outcome, result,"
-        " error_type, error_message, filed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            key,
-            method,
-            digest,
-            actor,
-            json.dumps(metadata, sort_keys=True),
-            outcome,
-            None if result is None or method in READ_METHODS else json.dumps(result),
-            type(error).__name__ if error is not None else None,
-            error.message if error is not None else None,
-            store.now_iso(),
-        ),
+    command_log.file(
+        conn,
+        key,
+        method,
+        digest,
+        actor,
+        json.dumps(metadata, sort_keys=True),
+        outcome,
+        None if result is None or method in READ_METHODS else json.dumps(result),
+        type(error).__name__ if error is not None else None,
+        error.message if error is not None else None,
     )
 
 
-def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    fn = owner.ROUTED.get(method)
+def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """The verb to run, once the call's arguments fit its signature (the public function's in
+    `engine.api`, less the `db` the owner refuses and the unit it hands in itself)."""
+    fn = verbs.VERBS.get(method)
     if fn is None:
         raise CommandRefused(f"{method!r} is not a Coop operation the owner runs")
     if "db" in kwargs:
@@ -127,6 +130,12 @@ def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
     except arguments.ArgumentError as exc:
         raise CommandRefused(str(exc)) from exc
     return fn
+
+
+def _unit(conn: sqlite3.Connection) -> verbs.Unit:
+    # The owner's settings are read per call, as a local caller's are: a wrong setting is a
+    # verdict on the call that needs it, not a stop of the service.
+    return verbs.Unit(tx=lambda: conn, config=EngineConfig.from_env)
 
 
 def run(
@@ -142,24 +151,24 @@ def run(
     """Run `method` once for `key` on the owner's connection and file its outcome."""
     fn = _verb(method, args, kwargs)
     actor = kwargs.get("actor") if isinstance(kwargs.get("actor"), str) else None
-    context = owner.OwnerContext(connection=conn, key=key, metadata=metadata)
     if method in READ_METHODS:
-        return _run_read(conn, context, fn, method, args, kwargs, digest, actor)
+        return _run_read(conn, key, metadata, fn, method, args, kwargs, digest, actor)
     with store.write(conn):
         row = _check_key(lookup(conn, key), key, digest)
         if row is not None:
             return _filed(row, replayed=True)
-        with owner.owner_context(context):
-            try:
-                result = fn(*args, **kwargs)
-            except StoreError:
-                # The database failed (a full disk): no verdict, and SQLite may already have
-                # ended this transaction. File nothing; the caller's receipt stays uncertain
-                # and a reconcile answers what really happened.
-                raise
-            except CoopError as exc:
-                _file(conn, key, method, digest, actor, metadata, REJECTED, error=exc)
-                return Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
+        # The verb's own savepoint: a refusal undoes exactly its changes.
+        try:
+            with store.write(conn):
+                result = fn(_unit(conn), *args, **kwargs)
+        except StoreError:
+            # The database failed (a full disk): no verdict, and SQLite may already have
+            # ended this transaction. File nothing; the caller's receipt stays uncertain
+            # and a reconcile answers what really happened.
+            raise
+        except CoopError as exc:
+            _file(conn, key, method, digest, actor, metadata, REJECTED, error=exc)
+            return Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
         _file(conn, key, method, digest, actor, metadata, COMMITTED, result=result)
         return Filed(key, method, COMMITTED, result)
 
@@ -176,8 +185,9 @@ def _check_key(row: sqlite3.Row | None, key: str, digest: str) -> sqlite3.Row | 
 
 def _run_read(
     conn: sqlite3.Connection,
-    context: owner.OwnerContext,
-    fn: Any,
+    key: str,
+    metadata: dict[str, Any],
+    fn: Callable[..., Any],
     method: str,
     args: list[Any],
     kwargs: dict[str, Any],
@@ -188,18 +198,17 @@ def _run_read(
     should not hold the write lock); its filing is a separate short write. A repeated key
     reads again, which changes nothing."""
     with store.write(conn):
-        row = _check_key(lookup(conn, context.key or ""), context.key or "", digest)
-    key = context.key or ""
-    with owner.owner_context(context):
-        try:
-            result = fn(*args, **kwargs)
-            filed = Filed(key, method, COMMITTED, result, replayed=row is not None)
-            error = None
-        except StoreError:
-            raise
-        except CoopError as exc:
-            error = exc
-            filed = Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
+        row = _check_key(lookup(conn, key), key, digest)
+    try:
+        with store.snapshot(conn):  # one read for every figure of the answer
+            result = fn(_unit(conn), *args, **kwargs)
+        filed = Filed(key, method, COMMITTED, result, replayed=row is not None)
+        error = None
+    except StoreError:
+        raise
+    except CoopError as exc:
+        error = exc
+        filed = Filed(key, method, REJECTED, None, type(exc).__name__, exc.message)
     if row is None:
         with store.write(conn):
             _file(
@@ -208,7 +217,7 @@ def _run_read(
                 method,
                 digest,
                 actor,
-                dict(context.metadata or {}),
+                metadata,
                 filed.outcome,
                 error=error,
             )

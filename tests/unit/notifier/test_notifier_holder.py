@@ -7,7 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from notifier.lock import Holder, pid_alive, process_start_time, this_worker, why_gone
+from notifier.holder import Holder, pid_alive, process_start_time, this_worker, why_gone
 from tests.support.waiting import wait_until_sync
 
 

@@ -28,6 +28,8 @@ SQLITE_INTEGER_MAX = 2**63 - 1
 _STRICT = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 
 _MODELS: dict[Callable[..., Any], type[BaseModel]] = {}
+#: A verb's first parameter, the transaction its caller hands in: never a shipped argument.
+HANDED_IN = "unit"
 
 
 class ArgumentError(ValueError):
@@ -41,6 +43,8 @@ def _model(fn: Callable[..., Any]) -> type[BaseModel]:
         hints = typing.get_type_hints(fn)
         fields: dict[str, Any] = {}
         for name, parameter in inspect.signature(fn).parameters.items():
+            if name == HANDED_IN:
+                continue
             default = ... if parameter.default is inspect.Parameter.empty else parameter.default
             fields[name] = (hints.get(name, Any), default)
         model = create_model(f"{fn.__name__}_arguments", __config__=_STRICT, **fields)
@@ -50,10 +54,13 @@ def _model(fn: Callable[..., Any]) -> type[BaseModel]:
 
 def check(method: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> None:
     """Raise `ArgumentError` naming the first parameter whose value does not fit `fn`."""
+    signature = inspect.signature(fn)
+    handed_in = next(iter(signature.parameters), None) == HANDED_IN
     try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = signature.bind(*((None,) if handed_in else ()), *args, **kwargs)
     except TypeError as exc:
         raise ArgumentError(f"{method}: {exc}") from None
+    bound.arguments.pop(HANDED_IN, None)
     try:
         _model(fn).model_validate(dict(bound.arguments))
     except ValidationError as exc:

@@ -1,4 +1,10 @@
-"""`coop serve`: run the engine service (compat endpoint + notifier daemon) until SIGTERM.
+"""`coop serve` (also `coop-notifier serve`): run the engine service (the owner's compat endpoint
+and the notifier daemon, in one process) until SIGTERM.
+
+This process lives in the notifier, not the engine, because it embeds the notifier's daemon:
+the engine never imports the notifier (the import contracts in `ops/test` hold it to that).
+`coop serve` replaces itself with `python -m notifier serve` (same pid, same environment), so
+operators, the Procfile and the systemd unit keep calling it `coop serve`.
 
 Settings, read once at start (a wrong value stops the service naming the setting):
 
@@ -36,10 +42,15 @@ import anyio
 import structlog
 import uvicorn
 
-from engine import store
+from engine import kick, store
 from engine.errors import CoopError, ServiceError, UsageError
 from engine.metrics import mount_metrics
-from engine.service import LOOPBACK_PEERS, Owner, create_app
+from engine.owner.app import LOOPBACK_PEERS, Owner, create_app
+from notifier import metrics
+from notifier.config import NotifierConfig
+from notifier.daemon import Daemon, backend_options
+from notifier.errors import NotifierError
+from notifier.logs import configure_logging
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8764
@@ -48,6 +59,7 @@ SHUTDOWN_TIMEOUT_S = 10
 # How soon a stop signal shows in the log (uvicorn itself looks at `should_exit` every 0.1 s).
 SIGNAL_LOG_POLL_S = 0.1
 
+# The logger keeps the name it had in the engine: operators' log queries look for it.
 log = structlog.get_logger("engine.server")
 
 
@@ -72,21 +84,8 @@ class ServiceConfig(NamedTuple):
         return cls(host=host, port=port, db_path=store.resolve(None).resolve())
 
 
-def configure_logging() -> None:
-    """One structlog event per line on stderr: JSON unless stderr is a terminal."""
-    from notifier.logs import configure_logging as configure
-
-    configure()
-
-
-def build_daemon(service: Owner) -> Any | None:
-    """The notifier daemon on the owner's connections, or None if the notifier is absent."""
-    try:
-        from notifier.config import NotifierConfig
-        from notifier.daemon import Daemon
-    except ImportError as exc:
-        log.error("service.notifier_missing", error=str(exc))
-        return None
+def build_daemon(service: Owner) -> Daemon:
+    """The notifier daemon on the owner's connections (fence function registered)."""
     return Daemon(NotifierConfig.from_env(), connect=service.connect)
 
 
@@ -172,7 +171,7 @@ class DaemonPart:
     owner endpoint goes on answering; kicks then go to whichever daemon listens on the store's
     kick socket."""
 
-    def __init__(self, daemon: Any | None, db_path: Path) -> None:
+    def __init__(self, daemon: Daemon | None, db_path: Path) -> None:
         self.daemon = daemon
         self.db_path = db_path
         self.running = daemon is not None
@@ -184,13 +183,9 @@ class DaemonPart:
         if self.running and self.daemon is not None:
             self.daemon.kick()
         else:
-            from engine import kick
-
             kick.send_datagram(self.db_path)
 
     async def run(self) -> None:
-        from notifier.errors import NotifierError
-
         try:
             if self.daemon is not None:
                 await self.daemon.run()
@@ -214,7 +209,8 @@ async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> No
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
     part = DaemonPart(build_daemon(service), config.db_path)
     app = create_app(service, kick=part.kick)
-    mount_metrics(app, config.db_path)  # GET /metrics (engine.metrics)
+    # GET /metrics (engine.metrics), with the embedded worker's counters beside the ledger's.
+    mount_metrics(app, config.db_path, extra=[metrics.enable()])
     app.state.daemon_running = part.running
     part.on_stopped = lambda: setattr(app.state, "daemon_running", False)
     server = _Server(
@@ -252,9 +248,6 @@ def main() -> int:
     """Run until SIGTERM or SIGINT (however many arrive: exit 0 once the work in flight is
     done); an error the design names (a wrong setting, a port in use, an unusable database)
     stops the service at start with one line naming it."""
-    from notifier.daemon import backend_options
-    from notifier.errors import NotifierError
-
     configure_logging()
     signals = StopSignals()
     signals.install()

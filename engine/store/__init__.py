@@ -1,9 +1,14 @@
-"""The ledger's SQLite file: opening it, its schema migrations, and the one write transaction.
+"""The ledger's SQLite file: opening it, its schema migrations, the fence and the one write
+transaction. The `engine.store` package is the only code in the engine that speaks SQL:
 
-The store is the engine's only door to SQL besides the verbs' own statements in
-`engine.ledger` and `engine.outbox`, which run inside `write()`. Every write is one
-`BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in Python inside the
-transaction is sound, and nothing outside it decides anything.
+    engine.store           connection, `write()`, migrations, fence, the clock of `*_at` columns
+    engine.store.ledger    todos, requests and the append-only `coop_events`
+    engine.store.queue     `coop_outbox` and `worker_lock`: producers, the notifier and status
+    engine.store.commands  the owner's command log (`coop_commands`)
+
+Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in
+Python inside the transaction is sound, and nothing outside it decides anything. The modules
+beside this one take the connection of a transaction already open; they never open their own.
 
 sqlite3 errors are translated here into `StoreError`, so callers see one error tree.
 """
@@ -11,17 +16,15 @@ sqlite3 errors are translated here into `StoreError`, so callers see one error t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from engine import owner
+from engine import owner_file as owner
 from engine.config import db_path as configured_db_path
 from engine.errors import OwnerUnavailable, StoreError
 
@@ -150,13 +153,21 @@ def resolve(db: str | os.PathLike[str] | None) -> Path:
     return Path(db) if db is not None else configured_db_path()
 
 
-def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")
+
+
+def open_connection(
+    path: Path, *, check_same_thread: bool = True, synchronous: str = "FULL"
+) -> sqlite3.Connection:
     """Open the ledger file with its pragmas and bring its schema up to date.
 
     Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
     `check_same_thread=False` is for the owner service, which serialises its connection's use
-    with a lock and runs each call in a worker thread.
+    with a lock and runs each call in a worker thread. `synchronous="NORMAL"` is for the
+    notifier's own delivery marks only (`notifier.store.open_own_connection` says why).
     """
+    if synchronous not in SYNCHRONOUS_MODES:
+        raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
@@ -170,7 +181,7 @@ def open_connection(path: Path, *, check_same_thread: bool = True) -> sqlite3.Co
         conn.execute("PRAGMA journal_mode = WAL")
         # FULL: a committed `coop todo done` and its outbox row survive a power cut, not only
         # a process crash.
-        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
     except (sqlite3.Error, OSError) as exc:
@@ -252,18 +263,25 @@ def fence_triggers(conn: sqlite3.Connection) -> list[str]:
     ]
 
 
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection for a scrape: never migrates, never writes, never creates.
+
+    sqlite3's errors pass through untranslated: the scrape answers 503 with SQLite's own words
+    (`engine.metrics`)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
 @contextmanager
 def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """A connection for one use case, closed afterwards.
+    """The direct door to the ledger for a script or a test: a connection, closed afterwards.
 
-    Inside the owner's request context this lends the owner's connection (and leaves it open).
-    Anywhere else, an owner file means the owner service is the only door to the ledger:
-    `Direct SQL is disabled; use the Coop service API` (a broken owner file fails closed too).
+    The lowest door is shut in service mode: an owner file means the owner service is the only
+    door to the ledger, so this refuses with `Direct SQL is disabled; use the Coop service API`
+    (a broken owner file fails closed too). The engine's own verbs never come through here:
+    `engine.api` decides local or owner once per call and opens with `unit_of_work`.
     """
-    borrowed = owner.borrowed()
-    if borrowed is not None:
-        yield borrowed
-        return
     path = resolve(db)
     if owner.owner_config(path) is not None:
         raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
@@ -272,6 +290,26 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
         yield conn
     finally:
         conn.close()
+
+
+@contextmanager
+def unit_of_work(path: Path, *, writing: bool) -> Iterator[Callable[[], sqlite3.Connection]]:
+    """One use case's transaction, opened on first use: the block gets a function that opens
+    the connection and begins the transaction the first time it is called (a write: `write()`;
+    a read: one `snapshot()`), so a call refused on its arguments opens nothing. Leaving the
+    block commits (or rolls back, if it raised) and closes the connection."""
+    with contextlib.ExitStack() as stack:
+        opened: list[sqlite3.Connection] = []
+
+        def tx() -> sqlite3.Connection:
+            if not opened:
+                conn = open_connection(path)
+                stack.callback(conn.close)
+                stack.enter_context(write(conn) if writing else snapshot(conn))
+                opened.append(conn)
+            return opened[0]
+
+        yield tx
 
 
 @contextmanager
@@ -304,6 +342,19 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except sqlite3.Error as exc:
         _rollback(conn)
         raise StoreError(f"the Coop database could not commit: {exc}") from exc
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction: every read in the block sees the same committed state."""
+    try:
+        conn.execute("BEGIN")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop database: {exc}") from exc
+    try:
+        yield conn
+    finally:
+        _rollback(conn)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -340,32 +391,3 @@ def _rollback_savepoint(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.execute("ROLLBACK TO coop_verb")
         conn.execute("RELEASE coop_verb")
-
-
-def record_event(
-    conn: sqlite3.Connection,
-    item_kind: str,
-    item_id: int,
-    event: str,
-    actor: str,
-    payload: dict[str, Any] | None = None,
-    at: str | None = None,
-) -> int:
-    """Append one row to the event log (never updated, never deleted)."""
-    cur = conn.execute(
-        "INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            item_kind,
-            item_id,
-            event,
-            actor,
-            at or now_iso(),
-            json.dumps(payload, sort_keys=True) if payload is not None else None,
-        ),
-    )
-    return int(cur.lastrowid or 0)
-
-
-def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    return dict(row) if row is not None else None

@@ -1,0 +1,67 @@
+"""`coop`: the ledger from a shell.
+
+    engine.cli.parser    the command tree (argparse, built lazily), one-line usage errors
+    engine.cli.commands  one handler per command, in one table; each calls `engine.api`
+    engine.cli.render    the lines each command prints
+    main (here)          parse, dispatch, and print every expected error as one line
+
+Each invocation is a process start, so this package and everything it imports at the top stays
+on the standard library and the engine: no httpx, structlog or FastAPI on a verb's path.
+Usage errors (a missing actor, an unknown id, an empty title, a missing reason) print one line
+on stderr and exit 2; a lifecycle refusal prints its reason and exits 1; nothing is changed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from engine.cli.parser import PROG, build_parser
+from engine.errors import CoopError
+
+
+def _fail(exc: CoopError) -> int:
+    """One line with the error's exact words; its detail, if any, on a line of its own."""
+    print(f"{PROG}: {exc}", file=sys.stderr)
+    if exc.detail:
+        print(f"{PROG}: {exc.detail}", file=sys.stderr)
+    return exc.exit_status
+
+
+def _exec_service() -> int:
+    """`coop serve` becomes `python -m notifier serve` (`notifier.serve`): the engine service
+    embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a child:
+    the same pid takes the stop signals honcho and systemd send, and exits with the service's
+    status."""
+    argv = [sys.executable, "-m", "notifier", "serve"]
+    try:
+        os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, a fixed argv
+    except OSError as exc:
+        print(
+            f"{PROG} serve: cannot start the engine service: {exc.strerror or exc}", file=sys.stderr
+        )
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
+    if args.group == "serve":
+        if getattr(args, "db", None):
+            os.environ["COOP_DB"] = args.db
+        return _exec_service()
+    from engine.cli import commands
+
+    try:
+        # The public functions kick the notifier themselves after their commit (engine.api),
+        # for the CLI and library callers alike.
+        commands.run(args, print)
+    except CoopError as exc:
+        return _fail(exc)
+    except OSError as exc:
+        # A folder or file the command needs (the data folder, the receipts) is not usable.
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,143 @@
+"""What `coop` prints: one function per kind of line, no I/O (the commands emit them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine import lifecycle
+from engine.store import now_epoch
+
+
+def describe(kind: str, result: dict[str, Any], what: str) -> str:
+    """A ledger verb's answer: `todo #3 done; notification #7 queued`."""
+    row = result[kind]
+    line = f"{kind} #{row['id']} {what}"
+    if result.get("changed") is False:
+        line = f"{kind} #{row['id']} unchanged (the first close is the record)"
+    if result.get("outbox_id"):
+        line += f"; notification #{result['outbox_id']} queued"
+    return line
+
+
+def format_item(item: dict[str, Any]) -> str:
+    """One listing line: `todo #12  [taken by X, 5h ago]  title`."""
+    if item["status"] == "taken":
+        state = f"[taken by {item['taken_by']}, {lifecycle.ago(item['taken_at'])}]"
+    else:
+        state = f"[{item['status']}]"
+    line = f"{item['kind']} #{item['id']}  {state}  {item['title']}"
+    if item.get("addressed_to"):
+        line += f"  (for {item['addressed_to']})"
+    if item.get("stale"):
+        line += "  ← stale take: ask its holder, or the owner releases it with a reason"
+    return line
+
+
+def event_line(event: dict[str, Any]) -> str:
+    payload = f"  {event['payload']}" if event["payload"] else ""
+    return f"{event['at']}  {event['event']:<9} {event['actor']}{payload}"
+
+
+def outbox_line(row: dict[str, Any]) -> str:
+    error = f"  last error: {row['last_error']}" if row["last_error"] else ""
+    return (
+        f"#{row['id']}  {row['state']:<9} attempts={row['attempts']}"
+        f"  {row['kind']}: {row['text'][:60]!r}{error}"
+    )
+
+
+def unlocked_line(held: dict[str, Any] | None) -> str:
+    if held is None:
+        return "the worker lock is already free; nothing to unlock"
+    return (
+        f"worker lock of {held['owner']} (pid {held['pid']} on {held['host']}, since"
+        f" {lifecycle.clock(held['acquired_at'])}) cleared; the event log records why"
+    )
+
+
+def cutover_lines(config: dict[str, Any]) -> list[str]:
+    return [
+        f"backed up {config['database']} to {config['backup']}",
+        f"wrote the owner credential {config['credential_file']} (0600)",
+        f"installed the fence ({config['fence_triggers']} triggers)",
+        f"wrote the owner file {config['owner_file']}: every call now goes to {config['url']}",
+    ]
+
+
+RECONCILED = {
+    "committed": "committed: it ran once and its change is in the ledger",
+    "rejected": "rejected: it changed nothing",
+    "never_arrived": "never arrived: it changed nothing and will not run later; send it again",
+}
+
+
+def reconcile_lines(key: str, answer: dict[str, Any]) -> list[str]:
+    what = RECONCILED.get(answer["outcome"], answer["outcome"])
+    method = f" ({answer['method']})" if answer.get("method") not in (None, "?") else ""
+    lines = [f"request {key}{method} {what}"]
+    if answer.get("error"):
+        lines.append(f"  refused with: {answer['error']['message']}")
+    settled = answer.get("receipt")
+    lines.append(
+        f"  receipt settled {settled['state']}" if settled else "  no local receipt for it"
+    )
+    return lines
+
+
+def status_lines(status: dict[str, Any]) -> list[str]:
+    """`coop status`, the human view."""
+    lines = [f"database: {status['database']}"]
+    for kind, counts in status["ledger"].items():
+        figures = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
+        lines.append(f"{kind}s: {figures}")
+    for take in status["stale_takes"]:
+        lines.append(
+            f"  stale: {take['kind']} #{take['id']} [taken by {take['taken_by']},"
+            f" {lifecycle.ago(take['taken_at'])}] {take['title']}"
+        )
+    box = status["outbox"]
+    oldest = status["oldest_pending"]
+    lines.append(
+        f"outbox: {box['pending']} pending, {box['delivered']} delivered,"
+        f" {box['cancelled']} cancelled"
+        + (f"; oldest pending #{oldest['id']}, {oldest['age_s']:.0f}s old" if oldest else "")
+    )
+    for row in status["failing"]:
+        wait = max(0.0, row["next_attempt_at"] - now_epoch())
+        lines.append(
+            f"  failing: #{row['id']} attempts={row['attempts']} next in {wait:.0f}s"
+            f" — {row['last_error']}"
+        )
+    lock = status["worker_lock"]
+    lines.append(
+        f"worker lock: held by {lock['owner']} (pid {lock['pid']} on {lock['host']},"
+        f" since {lock['acquired_at']})"
+        if lock
+        else "worker lock: free"
+    )
+    receipts = status["uncertain_receipts"]
+    lines.append(f"uncertain receipts: {len(receipts)}")
+    for receipt in receipts:
+        lines.append(f"  {receipt['key']} {receipt['method']} — coop reconcile {receipt['key']}")
+    door = status["door"]
+    if door.get("answered"):
+        lines.append(
+            "door: answering; "
+            + ", ".join(
+                f"{name}={door[name]}"
+                for name in ("undelivered_reports", "sent_count", "posture", "telegram_configured")
+                if name in door
+            )
+        )
+        queue = door.get("telegram_queue")
+        if isinstance(queue, dict):
+            lines.append(
+                "telegram queue: "
+                + ", ".join(
+                    f"{name}={queue.get(name)}"
+                    for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
+                )
+            )
+    else:
+        lines.append(f"door: did not answer at {door['url']} ({door['error']})")
+    return lines

@@ -1,0 +1,44 @@
+"""The owner: the ledger's one writer after `coop cutover`, and everything that makes it so.
+
+    compat     the compatibility client: one call shipped to the owner, failing closed, with a
+               receipt (`engine.api` is the only caller that decides to ship)
+    receipts   the client's own record of every call it shipped, written before the call
+    arguments  a shipped call's arguments, checked against its public signature
+    commands   the owner's command log: run a verb once per request key, filed with its change
+    app        the owner's FastAPI app (`/compat/call`, `/compat/reconcile`, `/status`) and the
+               loopback guard every route of the engine service applies
+    cutover    `coop cutover --url URL` and `--undo`: moving the ledger to one writer and back
+
+The owner file itself (`<store>.owner.json`: local or service mode, where the owner listens,
+its exact failure words, the fence function) is `engine.owner_file`, a sibling below both the
+store's direct door and the API's edge, which read it; this package sits above them
+(`commands` runs `engine.verbs` on the store, `cutover` writes the fence), so the owner file
+cannot live inside it without an import cycle. Its names are re-exported here, so
+`engine.owner.owner_config` reads as before. Arrows point one way: `compat` and `receipts`
+stay on the standard library (the CLI ships calls); `app` serves `commands`; nothing here
+imports `app`.
+"""
+
+from engine.owner_file import (
+    DIRECT_SQL_DISABLED,
+    FENCE_FUNCTION,
+    INVALID_OWNER,
+    OWNER_FILE_ENV,
+    OWNER_FILE_SUFFIX,
+    SERVICE_MODE,
+    owner_config,
+    owner_file_path,
+    register_fence_function,
+)
+
+__all__ = [
+    "DIRECT_SQL_DISABLED",
+    "FENCE_FUNCTION",
+    "INVALID_OWNER",
+    "OWNER_FILE_ENV",
+    "OWNER_FILE_SUFFIX",
+    "SERVICE_MODE",
+    "owner_config",
+    "owner_file_path",
+    "register_fence_function",
+]

@@ -1,0 +1,98 @@
+"""The owner file: whether the ledger has one writer (the owner service), and where it listens.
+
+After `coop cutover`, `<store>.owner.json` (or the file `COOP_OWNER_FILE` names) says the
+ledger has one writer, the owner service, and where it listens:
+
+    {"mode": "service", "database": "/abs/coop.db", "url": "http://127.0.0.1:8764",
+     "credential_file": "/abs/coop.db.owner.key", "transferred_at": "...", "backup": "..."}
+
+The file is read once on **every** call (by `engine.api`, the edge that decides local or owner),
+so running processes follow a cutover or its undo at their next call. A bad file fails closed
+before anything is routed or opened: a wrong mode, another database, invalid JSON, a missing
+`database` or an unreadable file all raise exactly
+`Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
+which the CLI prints on a line of its own.
+
+`engine.store.connection()`, the direct door for scripts, consults this module too: it refuses
+with `Direct SQL is disabled; use the Coop service API` when an owner file exists. The owner's
+connections register the fence function (`register_fence_function`) so their writes pass the
+fence triggers.
+
+Standard library only, and no import of `engine.store` (which imports this module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.config import db_path as configured_db_path
+from engine.errors import OwnerUnavailable
+
+OWNER_FILE_ENV = "COOP_OWNER_FILE"
+OWNER_FILE_SUFFIX = ".owner.json"
+SERVICE_MODE = "service"
+
+INVALID_OWNER = "Invalid Coop owner configuration"
+DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
+
+#: The SQL function the fence triggers call. Only connections the owner opens register it, so a
+#: raw writer elsewhere fails with `no such function: coop_owner_service_required`.
+FENCE_FUNCTION = "coop_owner_service_required"
+
+
+def register_fence_function(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Mark a connection as the owner's: the fence triggers let its writes through."""
+    conn.create_function(FENCE_FUNCTION, 0, _owner_marker, deterministic=True)
+    return conn
+
+
+def _owner_marker() -> int:
+    return 1
+
+
+def owner_file_path(db: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """`COOP_OWNER_FILE`, else `<store>.owner.json` beside the database."""
+    env = os.environ if environ is None else environ
+    if env.get(OWNER_FILE_ENV):
+        return Path(env[OWNER_FILE_ENV]).expanduser()
+    return Path(str(db) + OWNER_FILE_SUFFIX)
+
+
+def owner_config(db: Path | None = None) -> dict[str, Any] | None:
+    """The owner file governing `db`, validated; None in local mode (no file).
+
+    Raises before anything is routed or opened: `OwnerUnavailable(INVALID_OWNER)`, exactly
+    those words, for any broken file; `.detail` says what was wrong.
+    """
+    db = Path(db) if db is not None else configured_db_path()
+    path = owner_file_path(db)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # no owner file can be there: local mode
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise _invalid(f"{path} is not valid JSON: {exc}") from exc
+    if not isinstance(config, dict):
+        raise _invalid(f"{path} is not a JSON object")
+    if config.get("mode") != SERVICE_MODE:
+        raise _invalid(f"mode must be 'service' in {path}")
+    governed = config.get("database")
+    if not isinstance(governed, str) or not governed:
+        raise _invalid(f"{path} names no database")
+    if Path(governed).resolve() != db.resolve():
+        raise _invalid(f"{path} governs another database")
+    return config
+
+
+def _invalid(detail: str) -> OwnerUnavailable:
+    """The design's exact words, and what exactly was wrong as the detail (its own line)."""
+    return OwnerUnavailable(INVALID_OWNER, detail=detail)

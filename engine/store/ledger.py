@@ -1,0 +1,184 @@
+"""The ledger's SQL: every statement on `todos`, `requests` and the append-only `coop_events`.
+
+The verbs (`engine.verbs`) decide; this module only reads and writes, inside the caller's open
+transaction (`engine.store.write`). Each change of a row is one guarded UPDATE whose WHERE
+clause carries the state the verb read, and reports whether it applied: zero rows means someone
+moved the row between the read and the write, which the verb turns into its refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from engine.lifecycle import TABLES
+from engine.store import now_iso
+
+
+def record_event(
+    conn: sqlite3.Connection,
+    item_kind: str,
+    item_id: int,
+    event: str,
+    actor: str,
+    payload: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> int:
+    """Append one row to the event log (never updated, never deleted)."""
+    cur = conn.execute(
+        "INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            item_kind,
+            item_id,
+            event,
+            actor,
+            at or now_iso(),
+            json.dumps(payload, sort_keys=True) if payload is not None else None,
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def events(conn: sqlite3.Connection, kind: str, item_id: int) -> list[dict[str, Any]]:
+    """The event log of one row, oldest first."""
+    return [
+        dict(r)
+        for r in conn.execute(
+            "SELECT * FROM coop_events WHERE item_kind = ? AND item_id = ? ORDER BY id",
+            (kind, item_id),
+        )
+    ]
+
+
+def load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row | None:
+    found: sqlite3.Row | None = conn.execute(
+        f"SELECT * FROM {TABLES[kind]} WHERE id = ?", (item_id,)
+    ).fetchone()
+    return found
+
+
+def insert(
+    conn: sqlite3.Connection,
+    kind: str,
+    title: str,
+    body: str | None,
+    addressed_to: str | None,
+    actor: str,
+    at: str,
+) -> int:
+    """A new open todo or request; its id."""
+    if kind == "todo":
+        cur = conn.execute(
+            "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (title, body, actor, at, at),
+        )
+    else:
+        cur = conn.execute(
+            "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (title, body, addressed_to, actor, at, at),
+        )
+    return int(cur.lastrowid or 0)
+
+
+def take(
+    conn: sqlite3.Connection, kind: str, item_id: int, actor: str, at: str, force: bool
+) -> bool:
+    """Claim the row for `actor`: still open or still theirs, or (force) open or taken."""
+    # The claim is decided here, by the database: still open, or still ours.
+    guard = "status IN ('open', 'taken')" if force else "(status = 'open' OR taken_by = ?)"
+    params: tuple[Any, ...] = (actor, at, at, item_id) + (() if force else (actor,))
+    cur = conn.execute(
+        f"UPDATE {TABLES[kind]} SET status = 'taken', taken_by = ?, taken_at = ?,"
+        f" updated_at = ? WHERE id = ? AND {guard}",
+        params,
+    )
+    return cur.rowcount == 1
+
+
+def _guarded_update(
+    conn: sqlite3.Connection, kind: str, row: sqlite3.Row, sets: str, params: tuple[Any, ...]
+) -> bool:
+    """Apply `sets` only if the row is still as read."""
+    cur = conn.execute(
+        f"UPDATE {TABLES[kind]} SET {sets}, updated_at = ?"
+        " WHERE id = ? AND status = ? AND taken_by IS ?",
+        (*params, now_iso(), row["id"], row["status"], row["taken_by"]),
+    )
+    return cur.rowcount == 1
+
+
+def release(conn: sqlite3.Connection, kind: str, row: sqlite3.Row) -> bool:
+    return _guarded_update(conn, kind, row, "status = 'open', taken_by = NULL, taken_at = NULL", ())
+
+
+def finish(
+    conn: sqlite3.Connection,
+    kind: str,
+    row: sqlite3.Row,
+    target: str,
+    actor: str,
+    at: str,
+    result_summary: str | None,
+    commit_sha: str | None,
+) -> bool:
+    """done or close: the row records who finished it (and, on a fast path, who took it)."""
+    return _guarded_update(
+        conn,
+        kind,
+        row,
+        "status = ?, taken_by = COALESCE(taken_by, ?), taken_at = COALESCE(taken_at, ?),"
+        " closed_by = ?, closed_at = ?, result_summary = ?, commit_sha = ?",
+        (target, actor, at, actor, at, result_summary, commit_sha),
+    )
+
+
+def abandon(
+    conn: sqlite3.Connection, kind: str, row: sqlite3.Row, actor: str, at: str, reason: str
+) -> bool:
+    return _guarded_update(
+        conn,
+        kind,
+        row,
+        "status = 'abandoned', closed_by = ?, closed_at = ?, reason = ?",
+        (actor, at, reason),
+    )
+
+
+def amend(
+    conn: sqlite3.Connection,
+    kind: str,
+    item_id: int,
+    result_summary: str | None,
+    commit_sha: str | None,
+) -> None:
+    """Fill in or correct a finished row's outcome (None leaves a field as it is)."""
+    conn.execute(
+        f"UPDATE {TABLES[kind]} SET result_summary = COALESCE(?, result_summary),"
+        " commit_sha = COALESCE(?, commit_sha), updated_at = ? WHERE id = ?",
+        (result_summary, commit_sha, now_iso(), item_id),
+    )
+
+
+def items(conn: sqlite3.Connection, kind: str, include_closed: bool) -> list[sqlite3.Row]:
+    """One kind's rows by id; open and taken ones only unless `include_closed`."""
+    where = "" if include_closed else " WHERE status IN ('open', 'taken')"
+    return conn.execute(f"SELECT * FROM {TABLES[kind]}{where} ORDER BY id").fetchall()
+
+
+def counts(conn: sqlite3.Connection, kind: str) -> dict[str, int]:
+    """One kind's rows by status (only the statuses that occur)."""
+    return {
+        str(r[0]): int(r[1])
+        for r in conn.execute(f"SELECT status, COUNT(*) FROM {TABLES[kind]} GROUP BY 1")
+    }
+
+
+def taken(conn: sqlite3.Connection, kind: str) -> list[sqlite3.Row]:
+    """One kind's taken rows: id, title, taker and since when."""
+    return conn.execute(
+        f"SELECT id, title, taken_by, taken_at FROM {TABLES[kind]} WHERE status = 'taken'"
+    ).fetchall()
