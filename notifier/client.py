@@ -35,6 +35,8 @@ USER_AGENT = "coop-notifier"
 class DoorClient(Protocol):
     async def send(self, row: OutboxRow) -> DoorReply: ...
 
+    async def send_batch(self, rows: list[OutboxRow]) -> DoorReply: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -51,9 +53,11 @@ class HttpDoorClient:
         service_key: str,
         timeout_s: float,
         *,
+        batch_url: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._url = httpx.URL(door_url)  # parsed once, not per row
+        self._batch_url = httpx.URL(batch_url or door_url + "-batch")
         self._timeout_s = timeout_s
         self._headers = [
             (b"Content-Type", b"application/json"),
@@ -67,11 +71,18 @@ class HttpDoorClient:
         self._transport = transport or httpx.AsyncHTTPTransport(trust_env=False)
 
     async def send(self, row: OutboxRow) -> DoorReply:
-        body = json.dumps(payload(row), ensure_ascii=False, separators=(",", ":")).encode()
+        return await self._post(self._url, payload(row))
+
+    async def send_batch(self, rows: list[OutboxRow]) -> DoorReply:
+        """One POST of `rows` to the batch route: `{"items": [<payload>, ...]}`."""
+        return await self._post(self._batch_url, {"items": [payload(row) for row in rows]})
+
+    async def _post(self, url: httpx.URL, document: object) -> DoorReply:
+        body = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
         try:
             request = httpx.Request(
                 "POST",
-                self._url,
+                url,
                 headers=self._headers,
                 content=body,
                 extensions=self._extensions,
@@ -84,7 +95,7 @@ class HttpDoorClient:
         except httpx.TimeoutException as exc:
             return DoorReply(error=f"timeout after {self._timeout_s:g}s ({type(exc).__name__})")
         except httpx.ConnectError as exc:
-            return DoorReply(error=f"cannot connect to the door at {self._url}: {exc}")
+            return DoorReply(error=f"cannot connect to the door at {url}: {exc}")
         except httpx.HTTPError as exc:
             return DoorReply(error=f"{type(exc).__name__}: {exc}")
         except OSError as exc:  # httpx maps transport errors; this is the belt under the braces
@@ -100,16 +111,27 @@ class HttpDoorClient:
 
 
 class FakeDoorClient:
-    """A scripted door for unit tests: `answer(row) -> DoorReply`, default 200 `{"ok": true}`."""
+    """A scripted door for unit tests: `answer(row) -> DoorReply`, default 200 `{"ok": true}`.
+    It has no batch route (404), unless `batch(rows) -> DoorReply` is given."""
 
-    def __init__(self, answer: Callable[[OutboxRow], DoorReply] | None = None) -> None:
+    def __init__(
+        self,
+        answer: Callable[[OutboxRow], DoorReply] | None = None,
+        batch: Callable[[list[OutboxRow]], DoorReply] | None = None,
+    ) -> None:
         self.answer = answer or (lambda row: DoorReply(status=200, body=b'{"delivered":true}'))
+        self.batch = batch or (lambda rows: DoorReply(status=404, body=b'{"detail":"Not Found"}'))
         self.sent: list[dict[str, str]] = []
+        self.batches: list[list[dict[str, str]]] = []
         self.closed = False
 
     async def send(self, row: OutboxRow) -> DoorReply:
         self.sent.append(payload(row))
         return self.answer(row)
+
+    async def send_batch(self, rows: list[OutboxRow]) -> DoorReply:
+        self.batches.append([payload(row) for row in rows])
+        return self.batch(rows)
 
     async def aclose(self) -> None:
         self.closed = True

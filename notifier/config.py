@@ -8,6 +8,9 @@
     COOP_BACKOFF_MAX_S     cap of that delay            default 300
     COOP_BACKSTOP_S        longest sleep of the daemon  default 300 (a kick or a due row wakes
                                                         it sooner; the backstop bounds a lost kick)
+    COOP_BATCH_MAX         due head rows one POST       default 8, 1..64 (1: one row per POST on
+                           may carry                    the single route; above 1 the batch route,
+                                                        COOP_DOOR_URL + "-batch")
 
 A wrong value raises `ConfigError` naming the setting, and the notifier does not start. The key
 file must be private to its owner (mode 0600), as on the door's side; it is read here once, so
@@ -35,6 +38,11 @@ DEFAULT_CLIENT_TIMEOUT_S = 15.0
 DEFAULT_BACKOFF_BASE_S = 1.0
 DEFAULT_BACKOFF_MAX_S = 300.0
 DEFAULT_BACKSTOP_S = 300.0
+DEFAULT_BATCH_MAX = 8
+# The door's default CHIEF_NOTIFY_BATCH_MAX: a larger batch would be refused (422) by default.
+MAX_BATCH_MAX = 64
+# The batch route is the notify route with this appended (pinned in tests/contract).
+BATCH_PATH_SUFFIX = "-batch"
 # A setting past a day is a typo (milliseconds for seconds), not a wish.
 MAX_SETTING_S = 86_400.0
 # The key is a line of text; a large file is a wrong path.
@@ -53,9 +61,20 @@ class NotifierConfig:
     backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
     backstop_s: float = DEFAULT_BACKSTOP_S
+    batch_max: int = DEFAULT_BATCH_MAX
+
+    @property
+    def batch_url(self) -> str:
+        """The door's batch route: the notify URL with `-batch` appended."""
+        return self.door_url + BATCH_PATH_SUFFIX
 
     def __post_init__(self) -> None:
         _check_door_url(self.door_url)
+        if not 1 <= self.batch_max <= MAX_BATCH_MAX:
+            raise ConfigError(
+                f"COOP_BATCH_MAX must be a whole number from 1 to {MAX_BATCH_MAX},"
+                f" not {self.batch_max!r}"
+            )
         for name, value in (
             ("COOP_CLIENT_TIMEOUT_S", self.client_timeout_s),
             ("COOP_BACKOFF_BASE_S", self.backoff_base_s),
@@ -91,7 +110,23 @@ class NotifierConfig:
             backoff_base_s=_seconds(env, "COOP_BACKOFF_BASE_S", DEFAULT_BACKOFF_BASE_S),
             backoff_max_s=_seconds(env, "COOP_BACKOFF_MAX_S", DEFAULT_BACKOFF_MAX_S),
             backstop_s=_seconds(env, "COOP_BACKSTOP_S", DEFAULT_BACKSTOP_S),
+            batch_max=_batch_max(env),
         )
+
+
+def _batch_max(env: Mapping[str, str]) -> int:
+    raw = env.get("COOP_BATCH_MAX")
+    if raw is None or raw.strip() == "":
+        return DEFAULT_BATCH_MAX
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_BATCH_MAX:
+        raise ConfigError(
+            f"COOP_BATCH_MAX must be a whole number from 1 to {MAX_BATCH_MAX}, not {raw!r}"
+        )
+    return value
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

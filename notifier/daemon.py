@@ -126,7 +126,12 @@ def http_client_factory(config: NotifierConfig) -> Callable[[], DoorClient]:
     def make() -> DoorClient:
         from notifier.client import HttpDoorClient  # httpx only once a lock is won
 
-        return HttpDoorClient(config.door_url, config.service_key, config.client_timeout_s)
+        return HttpDoorClient(
+            config.door_url,
+            config.service_key,
+            config.client_timeout_s,
+            batch_url=config.batch_url,
+        )
 
     return make
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 # `last_error` is one line an operator reads in `coop status`; the door's answer is a record,
 # not a dump.
@@ -165,3 +167,86 @@ def _detail(body: str) -> str:
     if isinstance(parsed, dict) and "detail" in parsed:
         return one_line(str(parsed["detail"]), 200)
     return body
+
+
+class BatchRow(Protocol):
+    """One row of a batch, as `classify_batch` needs it (the queue's head rows are)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def attempts(self) -> int: ...
+
+
+def classify_batch(
+    reply: DoorReply,
+    rows: Sequence[BatchRow],
+    *,
+    policy: BackoffPolicy,
+    now_epoch: float,
+    rand: float,
+) -> list[Outcome]:
+    """Map one batch reply to the outcomes to record, in row order; the rows after the last
+    outcome stay pending, untouched (FIFO: a deferred row holds the rows behind it).
+
+    A request that failed whole (no answer, a status other than 2xx, an answer that is not
+    `{"items": [...]}`) defers the head row alone, as a single POST's failure would. A 2xx
+    answer marks each row whose own answer is a delivered one, in order, up to the first row
+    that is not: that row is deferred and the rest are left as they were. (The caller has
+    handled a 404 already: the door lacks the route.)"""
+    head = rows[0]
+    if reply.status is None or not 200 <= reply.status < 300:
+        return [
+            classify(
+                reply, attempt=head.attempts + 1, policy=policy, now_epoch=now_epoch, rand=rand
+            )
+        ]
+    items = _batch_items(reply.body)
+    if items is None:
+        return [
+            _deferred(
+                f"HTTP {reply.status} with a malformed batch answer (not {{items: [...]}}):"
+                f" {_body_text(reply.body)!r}",
+                None,
+                attempt=head.attempts + 1,
+                policy=policy,
+                now_epoch=now_epoch,
+                rand=rand,
+            )
+        ]
+    outcomes: list[Outcome] = []
+    for index, row in enumerate(rows):
+        item = items[index] if index < len(items) else None
+        if (
+            isinstance(item, dict)
+            and item.get("delivered") is True
+            and item.get("outbox_id") == str(row.id)
+        ):
+            text = json.dumps(item, sort_keys=True, separators=(",", ":"))
+            outcomes.append(Delivered(answer=text[:MAX_ANSWER_CHARS]))
+            continue
+        shown = "no answer" if item is None else one_line(json.dumps(item), 200)
+        outcomes.append(
+            _deferred(
+                f"the door's batch answer for row #{row.id} is not a delivery: {shown}",
+                None,
+                attempt=row.attempts + 1,
+                policy=policy,
+                now_epoch=now_epoch,
+                rand=rand,
+            )
+        )
+        break
+    return outcomes
+
+
+def _batch_items(body: bytes) -> list[object] | None:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("items"), list):
+        return None
+    items: list[object] = parsed["items"]
+    return items

@@ -85,8 +85,10 @@ class ServiceConfig(NamedTuple):
 
 
 def build_daemon(service: Owner) -> Daemon:
-    """The notifier daemon on the owner's connections (fence function registered)."""
-    return Daemon(NotifierConfig.from_env(), connect=service.connect)
+    """The notifier daemon on the owner's connections (fence function registered), with
+    `synchronous=NORMAL` as the standalone daemon's own: a lost delivery mark only re-posts a
+    row the door deduplicates, and FULL cost one fdatasync per row."""
+    return Daemon(NotifierConfig.from_env(), connect=lambda: service.connect(synchronous="NORMAL"))
 
 
 class _Server(uvicorn.Server):

@@ -228,6 +228,60 @@ def record_attempt(
         return Recorded(applied=applied, next_due=queue.due_head(conn, lambda: now_epoch))
 
 
+@dataclass(frozen=True)
+class RecordedBatch:
+    """The result of recording one batch: per row whether it was still pending, and the next
+    due run."""
+
+    applied: list[bool]
+    next_due: list[OutboxRow]
+
+
+def due_run(conn: sqlite3.Connection, clock: Clock, limit: int) -> list[OutboxRow]:
+    """The contiguous due head run, at most `limit` rows (`engine.store.queue.due_run`)."""
+    try:
+        return queue.due_run(conn, clock, limit)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
+
+
+def record_batch(
+    conn: sqlite3.Connection,
+    owner: str,
+    outcomes: list[tuple[OutboxRow, Outcome]],
+    now_epoch: float,
+    now_iso: str,
+    limit: int,
+) -> RecordedBatch:
+    """Mark every row of one batch delivered or deferred and read the next due run, in ONE
+    transaction: a failure part-way leaves no row of the batch recorded (the batch is posted
+    again and the door deduplicates it). Refuses (`LockLost`) when the caller no longer holds
+    the lock."""
+    deliveries = [
+        queue.Delivery(row.id, outcome.answer)
+        if isinstance(outcome, Delivered)
+        else queue.Delivery(row.id, outcome.answer, now_epoch + outcome.retry_in_s, outcome.error)
+        for row, outcome in outcomes
+    ]
+    first = outcomes[0][0].id if outcomes else 0
+    with write(conn):
+        _require_owner(conn, owner, f"recording a batch from outbox row #{first}")
+        applied = queue.record_batch(conn, deliveries, now_iso)
+        return RecordedBatch(
+            applied=applied, next_due=queue.due_run(conn, lambda: now_epoch, limit)
+        )
+
+
+def claim_lock_and_due_run(
+    conn: sqlite3.Connection, me: Holder, now_iso: str, clock: Clock, limit: int
+) -> tuple[Claim, list[OutboxRow]]:
+    """`claim_lock`, then (when won) the due head run read after the claim committed."""
+    claim = claim_lock(conn, me, now_iso)
+    if not claim.acquired:
+        return claim, []
+    return claim, due_run(conn, clock, limit)
+
+
 # -- the worker lock -----------------------------------------------------------------------
 
 

@@ -1,17 +1,24 @@
 """The drain loop under the worker lock, and the atomic idle handoff.
 
-One worker drains at a time, FIFO by id, one row at a time:
+One worker drains at a time, FIFO by id, a batch of due head rows at a time:
 
     claim the lock (check-and-claim in one BEGIN IMMEDIATE; a provably dead holder is taken over)
-    row = the due head
+    rows = the due head run (up to COOP_BATCH_MAX rows from the head, in id order, while due)
     loop:
         no due row  -> release_worker_if_idle(owner)      # one BEGIN IMMEDIATE transaction
-                         WORK_AVAILABLE -> read the due head again, drain on
+                         WORK_AVAILABLE -> read the due head run again, drain on
                          RELEASED       -> stop (outcome `released`)
         stopping    -> release, stop (outcome `stopped`; the caller kicks if work is left)
         max_runs    -> release, stop (outcome `max_runs`; rows left wait for the next kick)
-        else        -> POST the row; mark delivered or deferred and read the next due row
-                       in one transaction
+        else        -> POST the rows (one row: the notify route; more: the batch route); mark
+                       each delivered or deferred and read the next due run in ONE transaction
+
+A batch keeps FIFO: the door answers each row, and the rows are marked in order up to the first
+one it did not deliver, which is deferred; the rows behind it stay as they were (pending,
+untried by this attempt). A batch request that fails whole (timeout, 503, refused) defers the
+head row alone, as a single POST's failure does. A door without the batch route (404) is
+remembered for the process's life, said once (`notifier.batch.unsupported`), and the drain goes
+on one row per POST.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
 (lowest id) exists and is due* (never attempted, or `next_attempt_at <= now`, with `now` read
@@ -47,7 +54,14 @@ from engine.store import now_iso
 from notifier import metrics, store
 from notifier.config import NotifierConfig
 from notifier.holder import Holder, this_worker
-from notifier.outcome import BackoffPolicy, Delivered, classify
+from notifier.outcome import (
+    BackoffPolicy,
+    Delivered,
+    DoorReply,
+    Outcome,
+    classify,
+    classify_batch,
+)
 from notifier.store import Database, IdleHandoff, OutboxRow
 
 if TYPE_CHECKING:
@@ -101,6 +115,9 @@ class Worker:
         self._idle_seam = idle_seam
         self._policy = BackoffPolicy(base_s=config.backoff_base_s, max_s=config.backoff_max_s)
         self._stopping = False
+        self._batch_max = config.batch_max
+        # False once the door answered 404 to the batch route: single rows for this process.
+        self._batch_route = config.batch_max > 1
         self.log = structlog.get_logger("notifier.worker").bind(owner=self.me.owner)
 
     def stop(self) -> None:
@@ -118,8 +135,8 @@ class Worker:
 
     async def drain(self, max_runs: int | None = None) -> DrainReport:
         """Claim the lock and deliver due rows until the idle handoff releases it."""
-        claim, row = await self.db.call(
-            store.claim_lock_and_due_head, self.me, now_iso(), self._clock
+        claim, rows = await self.db.call(
+            store.claim_lock_and_due_run, self.me, now_iso(), self._clock, self._batch_max
         )
         if not claim.acquired:
             holder = claim.holder
@@ -137,8 +154,8 @@ class Worker:
         outcome = DrainOutcome.RELEASED
         try:
             while True:
-                if row is None:
-                    released, row = await self._hand_off()
+                if not rows:
+                    released, rows = await self._hand_off()
                     if released:
                         await self._log_released(delivered, deferred)
                         break
@@ -146,14 +163,14 @@ class Worker:
                 if self._stopping:
                     outcome = DrainOutcome.STOPPED
                     break
-                if max_runs is not None and delivered + deferred >= max_runs:
-                    outcome = DrainOutcome.MAX_RUNS
-                    break
-                row, was_delivered = await self._deliver(row)
-                if was_delivered:
-                    delivered += 1
-                else:
-                    deferred += 1
+                if max_runs is not None:
+                    if delivered + deferred >= max_runs:
+                        outcome = DrainOutcome.MAX_RUNS
+                        break
+                    rows = rows[: max_runs - delivered - deferred]
+                rows, done, failed = await self._deliver_run(rows)
+                delivered += done
+                deferred += failed
         finally:
             if not released:
                 await self._give_back(outcome, delivered, deferred)
@@ -172,10 +189,10 @@ class Worker:
             )
         self.log.info("worker.lock.acquired", pid=self.me.pid)
 
-    async def _hand_off(self) -> tuple[bool, OutboxRow | None]:
-        """Nothing due at the last look: the atomic idle handoff. (True, None) when it released
-        the lock; (False, the due head or None) when a row arrived meanwhile and the drain goes
-        on."""
+    async def _hand_off(self) -> tuple[bool, list[OutboxRow]]:
+        """Nothing due at the last look: the atomic idle handoff. (True, []) when it released
+        the lock; (False, the due head run, maybe empty) when a row arrived meanwhile and the
+        drain goes on."""
         if self._idle_seam is not None:
             await self._idle_seam()
         # The same seam for real processes (a test holds a drainer here).
@@ -184,9 +201,9 @@ class Worker:
         # after any producer that committed meanwhile (seed 002).
         handoff = await self.db.call(store.release_worker_if_idle, self.me.owner, self._clock)
         if handoff is IdleHandoff.RELEASED:
-            return True, None
+            return True, []
         self.log.info("worker.handoff", outcome=handoff.value)
-        return False, await self.db.call(store.due_head, self._clock)
+        return False, await self.db.call(store.due_run, self._clock, self._batch_max)
 
     async def _give_back(self, outcome: DrainOutcome, delivered: int, deferred: int) -> None:
         """A drain that ends with work left (stopped, max runs, an error) gives the lock back."""
@@ -202,38 +219,79 @@ class Worker:
         )
         self.log.info("worker.lock.released")
 
-    async def _deliver(self, row: OutboxRow) -> tuple[OutboxRow | None, bool]:
-        """One attempt at `row`; return the next due row and whether this one was delivered."""
+    async def _deliver_run(self, rows: list[OutboxRow]) -> tuple[list[OutboxRow], int, int]:
+        """One attempt at the due head run `rows`: one POST (the batch route for two rows or
+        more, while the door has it), every outcome recorded in one transaction. Returns the
+        next due run and how many rows were delivered and deferred."""
         assert self._client is not None
-        attempt = row.attempts + 1
-        reply = await self._client.send(row)
+        assert rows
+        if len(rows) > 1 and self._batch_route:
+            reply = await self._client.send_batch(rows)
+            if reply.status == 404:
+                # A door without the batch route (an older Chief): the single route from now on,
+                # for this process's life; said once.
+                self._batch_route = False
+                self.log.warning(
+                    "notifier.batch.unsupported",
+                    url=self.config.batch_url,
+                    note="the door answered 404; one row per POST from now on",
+                )
+                rows = rows[:1]
+                reply = await self._client.send(rows[0])
+                outcomes = [self._classify(reply, rows[0])]
+            else:
+                outcomes = classify_batch(
+                    reply,
+                    rows,
+                    policy=self._policy,
+                    now_epoch=self._clock(),
+                    rand=self._rand(),
+                )
+        else:
+            rows = rows[:1]
+            reply = await self._client.send(rows[0])
+            outcomes = [self._classify(reply, rows[0])]
         now = self._clock()
-        outcome = classify(
-            reply, attempt=attempt, policy=self._policy, now_epoch=now, rand=self._rand()
-        )
-        if isinstance(outcome, Delivered):
-            # Door answered 2xx, row not yet marked: a crash here re-sends the row on restart
+        if any(isinstance(outcome, Delivered) for outcome in outcomes):
+            # Door answered 2xx, rows not yet marked: a crash here re-sends them on restart
             # (at-least-once; the door deduplicates per destination by outbox_id).
             fault("notifier.after_door_answer")
+        pairs = list(zip(rows, outcomes, strict=False))
         # Shielded: the door's answer must be recorded even if the drain is being cancelled.
         with anyio.CancelScope(shield=True):
             recorded = await self.db.call(
-                store.record_attempt, self.me.owner, row, outcome, now, now_iso()
+                store.record_batch, self.me.owner, pairs, now, now_iso(), self._batch_max
             )
-        metrics.record_attempt(reply, outcome, recorded.applied)
-        if not recorded.applied:
-            self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
-        elif isinstance(outcome, Delivered):
-            self.log.info("outbox.delivered", outbox_id=row.id, attempt=attempt)
-        else:
-            self.log.warning(
-                "outbox.deferred",
-                outbox_id=row.id,
-                attempt=attempt,
-                retry_in_s=round(outcome.retry_in_s, 3),
-                error=outcome.error,
-            )
-        return recorded.next_due, isinstance(outcome, Delivered)
+        delivered = deferred = 0
+        for (row, outcome), applied in zip(pairs, recorded.applied, strict=True):
+            metrics.record_attempt(reply, outcome, applied)
+            attempt = row.attempts + 1
+            if not applied:
+                self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
+            elif isinstance(outcome, Delivered):
+                self.log.info("outbox.delivered", outbox_id=row.id, attempt=attempt)
+            else:
+                self.log.warning(
+                    "outbox.deferred",
+                    outbox_id=row.id,
+                    attempt=attempt,
+                    retry_in_s=round(outcome.retry_in_s, 3),
+                    error=outcome.error,
+                )
+            if isinstance(outcome, Delivered):
+                delivered += 1
+            else:
+                deferred += 1
+        return recorded.next_due, delivered, deferred
+
+    def _classify(self, reply: DoorReply, row: OutboxRow) -> Outcome:
+        return classify(
+            reply,
+            attempt=row.attempts + 1,
+            policy=self._policy,
+            now_epoch=self._clock(),
+            rand=self._rand(),
+        )
 
     async def _log_released(self, delivered: int, deferred: int) -> None:
         head = await self.db.call(store.head)

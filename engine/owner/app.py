@@ -88,10 +88,11 @@ class Owner:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
-    def connect(self) -> sqlite3.Connection:
-        """A new owner connection (fence function registered): the daemon's `connect`."""
+    def connect(self, synchronous: str = "FULL") -> sqlite3.Connection:
+        """A new owner connection (fence function registered). The embedded notifier daemon
+        asks for `synchronous="NORMAL"`: its delivery marks only (README, "Durability")."""
         return owner.register_fence_function(
-            store.open_connection(self.db, check_same_thread=False)
+            store.open_connection(self.db, check_same_thread=False, synchronous=synchronous)
         )
 
     def _connection(self) -> sqlite3.Connection:

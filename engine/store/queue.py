@@ -39,6 +39,10 @@ _HEAD_SQL = (
     "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
     " WHERE state = 'pending' ORDER BY id LIMIT 1"
 )
+_RUN_SQL = (
+    "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
+    " WHERE state = 'pending' ORDER BY id LIMIT ?"
+)
 _HOLDER_SQL = (
     "SELECT owner, pid, host, started_at, acquired_at FROM worker_lock WHERE singleton = 1"
 )
@@ -139,6 +143,58 @@ def due_head(conn: sqlite3.Connection, clock: Clock) -> Head | None:
     if found is None:
         return None
     return found if found.attempts == 0 or found.next_attempt_at <= clock() else None
+
+
+def due_run(conn: sqlite3.Connection, clock: Clock, limit: int) -> list[Head]:
+    """Up to `limit` pending rows from the head, in id order, while each is due: the head run a
+    batch may carry. The first row not due ends it (strict FIFO: a deferred row holds the rows
+    behind it); an empty list when the head itself is not due. The clock is read once, after
+    the rows, inside the caller's transaction."""
+    found = [_head(r) for r in conn.execute(_RUN_SQL, (max(limit, 1),)).fetchall()]
+    if not found:
+        return []
+    now = clock()
+    run: list[Head] = []
+    for head_row in found:
+        assert head_row is not None
+        if head_row.attempts != 0 and head_row.next_attempt_at > now:
+            break
+        run.append(head_row)
+    return run
+
+
+class Delivery(NamedTuple):
+    """One row's outcome in a batch: delivered (`next_attempt_at` None) or deferred to it."""
+
+    outbox_id: int
+    answer: str | None
+    next_attempt_at: float | None = None
+    error: str | None = None
+
+
+def record_batch(conn: sqlite3.Connection, outcomes: list[Delivery], at: str) -> list[bool]:
+    """Record every outcome of one batch inside the caller's one transaction: each row marked
+    delivered or deferred, all or none (a failure part-way rolls the whole batch back with the
+    caller's transaction). One flag per outcome: False when that row was no longer pending."""
+    applied: list[bool] = []
+    for index, outcome in enumerate(outcomes):
+        if index:
+            # A store failing between two rows of one batch (the all-or-nothing tests).
+            fault("engine.queue.record_batch.between_rows")
+        if outcome.next_attempt_at is None:
+            applied.append(record_delivered(conn, outcome.outbox_id, at, outcome.answer))
+        else:
+            applied.append(
+                record_deferred(
+                    conn,
+                    outcome.outbox_id,
+                    outcome.next_attempt_at,
+                    at,
+                    outcome.error,
+                    outcome.answer,
+                )
+            )
+    return applied
 
 
 def record_delivered(conn: sqlite3.Connection, outbox_id: int, at: str, answer: str | None) -> bool:

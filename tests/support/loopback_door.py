@@ -1,6 +1,8 @@
 """A test door speaking the notify door's contract, on real uvicorn over loopback.
 
     POST /api/coop/engine/notify  X-Coop-Service-Key  {"text", "kind", "outbox_id"}
+    POST /api/coop/engine/notify-batch  {"items": [...]}   only with `batch_route=True`: a door
+                                  without it answers 404, as an older Chief does
 
 It records every request in arrival order and counts re-sent outbox ids. A test steers it:
 `script` answers the next requests (status, headers) in turn; `down` makes every answer a
@@ -40,6 +42,7 @@ from starlette.routing import Route
 from tests.support.waiting import wait_until, wait_until_sync
 
 DOOR_PATH = "/api/coop/engine/notify"
+BATCH_PATH = DOOR_PATH + "-batch"
 SERVICE_KEY = "test-service-key-0123456789"
 STOP_TIMEOUT_S = 10.0
 
@@ -64,6 +67,39 @@ class TestDoor:
     lock: threading.Lock = field(default_factory=threading.Lock)
     key: str = SERVICE_KEY
     log: TextIO | None = None  # accepted rows as JSON lines {"text", "received_at"}
+    batch_route: bool = False
+    batches: int = 0  # batch requests accepted
+
+    async def handle_batch(self, request: Request) -> Response:
+        """The batch route: the whole request answered as one (`script`, `down`), each row
+        recorded as the single route records it."""
+        if request.headers.get("x-coop-service-key") != self.key:
+            self.wrong_keys += 1
+            return JSONResponse({"detail": "unauthorized"}, status_code=401)
+        items = json.loads(await request.body())["items"]
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        with self.lock:
+            answer = self.script.pop(0) if self.script else None
+            if answer is None and self.down:
+                answer = Answer(503, body={"detail": "chief_unavailable"})
+            if answer is None:
+                self.batches += 1
+                now = time.time()
+                for item in items:
+                    self.received.append(item)
+                    if self.log is not None:
+                        record = {"text": item["text"], "received_at": now}
+                        self.log.write(json.dumps(record) + "\n")
+        if answer is None:
+            return JSONResponse(
+                {"items": [{"delivered": True, "outbox_id": i["outbox_id"]} for i in items]}
+            )
+        return JSONResponse(
+            answer.body if answer.body is not None else {"detail": "scripted"},
+            status_code=answer.status,
+            headers=answer.headers,
+        )
 
     def ids(self) -> list[int]:
         with self.lock:
@@ -101,7 +137,10 @@ class TestDoor:
         )
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route(DOOR_PATH, self.handle, methods=["POST"])])
+        routes = [Route(DOOR_PATH, self.handle, methods=["POST"])]
+        if self.batch_route:
+            routes.append(Route(BATCH_PATH, self.handle_batch, methods=["POST"]))
+        return Starlette(routes=routes)
 
 
 def bound_socket() -> socket.socket:
@@ -162,10 +201,11 @@ def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m tests.support.loopback_door PORT KEY LOG_PATH`: serve until SIGTERM."""
+    """`python -m tests.support.loopback_door PORT KEY LOG_PATH`: serve until SIGTERM, with the
+    batch route (the notifier's default sends batches)."""
     port, key, log_path = int(argv[0]), argv[1], Path(argv[2])
     with log_path.open("a", buffering=1) as log:
-        door = TestDoor(key=key, log=log)
+        door = TestDoor(key=key, log=log, batch_route=True)
         uvicorn.run(door.app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

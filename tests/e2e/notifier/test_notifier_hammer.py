@@ -1,6 +1,7 @@
 """The hammer: producer processes commit rows in bursts and kick one-shot drainers (real
-processes) that win or lose the worker lock, drain and exit. No row may be stranded or sent
-twice, the door sees them in FIFO order, and the lock ends free. Repeated five times."""
+processes) that win or lose the worker lock, drain and exit, in batches (the default). No row
+may be stranded or sent twice, the door sees them in FIFO order, and the lock ends free.
+Repeated five times."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
     db_path = tmp_path / "coop.db"
     engine_store.open_connection(db_path).close()
     drainer_log = Path(str(db_path) + ".drainer.log")
-    door = TestDoor()
+    door = TestDoor(batch_route=True)  # the drainers send batches (COOP_BATCH_MAX's default)
     with serve_door_in_thread(door) as url:
         env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto")
         producers = [
@@ -107,5 +108,6 @@ def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
     assert len(ids) == TOTAL_ROWS
     assert resent == {}
     assert seen == ids  # exactly once each, in FIFO order across every drainer
+    assert door.batches > 0  # the batch route carried them, not the single one
     assert not [e for e in events if "raw" in e or e.get("level") in ("error", "critical")]
     assert exits["released"] >= 1

@@ -26,6 +26,8 @@ def test_defaults_come_from_the_data_folder(env: dict[str, str], tmp_path: Path)
     assert config.service_key_file == tmp_path / "service.key"
     assert (config.client_timeout_s, config.backoff_base_s) == (15.0, 1.0)
     assert (config.backoff_max_s, config.backstop_s) == (300.0, 300.0)
+    assert config.batch_max == 8
+    assert config.batch_url == DEFAULT_DOOR_URL + "-batch"
     assert "s3cret" not in repr(config)
 
 
@@ -37,8 +39,11 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         COOP_BACKOFF_BASE_S="0.5",
         COOP_BACKOFF_MAX_S="60",
         COOP_BACKSTOP_S="120",
+        COOP_BATCH_MAX="1",
     )
     config = NotifierConfig.from_env(env)
+    assert config.batch_max == 1
+    assert config.batch_url == "http://127.0.0.1:9999/door-batch"
     assert config.db_path == tmp_path / "other.db"
     assert config.door_url == "http://127.0.0.1:9999/door"
     assert (config.client_timeout_s, config.backoff_base_s) == (2.5, 0.5)
@@ -55,6 +60,10 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         ("COOP_BACKSTOP_S", "1e9"),
         ("COOP_DOOR_URL", "ftp://127.0.0.1/door"),
         ("COOP_DOOR_URL", "127.0.0.1:8765"),
+        ("COOP_BATCH_MAX", "0"),
+        ("COOP_BATCH_MAX", "65"),
+        ("COOP_BATCH_MAX", "8.5"),
+        ("COOP_BATCH_MAX", "many"),
     ],
 )
 def test_a_wrong_value_stops_start_naming_the_setting(

@@ -1,0 +1,233 @@
+"""Batches from the notifier (issue 14): the due head run goes to the door's batch route in one
+POST and every outcome is recorded in one transaction; FIFO holds; a door without the route is
+served one row per POST; a recording that fails part-way records no row and the retry delivers
+each row once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from engine import store as engine_store
+from engine.faults import FAULTS_ENV
+from notifier.client import FakeDoorClient, HttpDoorClient
+from notifier.config import NotifierConfig
+from notifier.errors import StoreError
+from notifier.outcome import DoorReply
+from notifier.store import Database, OutboxRow
+from notifier.worker import DrainOutcome, Worker
+from tests.integration.door.door_env import KEY, door_stack
+from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config
+from tests.support.loopback_door import TestDoor, bound_socket, serve_door
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+NOTIFY_PATH = "/api/coop/engine/notify"
+
+
+def _worker(config: NotifierConfig, client: object | None = None) -> Worker:
+    return Worker(
+        config,
+        db=Database(lambda: engine_store.open_connection(config.db_path)),
+        client_factory=(lambda: client)  # type: ignore[arg-type,return-value]
+        if client is not None
+        else lambda: HttpDoorClient(
+            config.door_url,
+            config.service_key,
+            config.client_timeout_s,
+            batch_url=config.batch_url,
+        ),
+    )
+
+
+def _rows(db_path: Path) -> list[dict[str, object]]:
+    with engine_store.connection(db_path) as conn:
+        return [
+            dict(r)
+            for r in conn.execute(
+                "SELECT id, state, attempts, door_answer FROM coop_outbox ORDER BY id"
+            )
+        ]
+
+
+def _door_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "door"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _real_door_config(db_path: Path, url: str, batch_max: int = 8) -> NotifierConfig:
+    config = make_config(db_path, url + NOTIFY_PATH)
+    return NotifierConfig(
+        db_path=db_path,
+        door_url=config.door_url,
+        service_key=KEY,
+        client_timeout_s=config.client_timeout_s,
+        backoff_base_s=config.backoff_base_s,
+        backoff_max_s=config.backoff_max_s,
+        backstop_s=config.backstop_s,
+        batch_max=batch_max,
+    )
+
+
+async def test_batches_reach_the_real_door_in_fifo_order_and_land_once(
+    db_path: Path, tmp_path: Path
+) -> None:
+    ids = add_rows(db_path, 19)  # two full batches of 8 and one of 3
+    async with door_stack(_door_folder(tmp_path)) as stack:
+        worker = _worker(_real_door_config(db_path, stack.url))
+        try:
+            with capture_logs() as logs:
+                report = await worker.drain()
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+        assert report.outcome is DrainOutcome.RELEASED
+        assert (report.delivered, report.deferred) == (19, 0)
+        assert not [e for e in logs if e["event"] == "notifier.batch.unsupported"]
+        rows = _rows(db_path)
+        assert [(r["id"], r["state"], r["attempts"]) for r in rows] == [
+            (i, "delivered", 1) for i in ids
+        ]
+        answer = json.loads(str(rows[0]["door_answer"]))
+        assert (answer["delivered"], answer["outbox_id"]) == (True, str(ids[0]))
+        assert stack.chief is not None
+        lines = [m.content for m in await stack.chief.recent_messages(50)]
+        assert lines == [f"row {n}" for n in range(19)]
+        for outbox_id in ids:
+            assert await stack.chief_lines(str(outbox_id)) == 1
+    assert lock_row(db_path) is None
+
+
+async def test_a_door_without_the_batch_route_is_served_one_row_a_post_said_once(
+    db_path: Path,
+) -> None:
+    door = TestDoor()  # the single route only: the batch route answers 404
+    first = add_rows(db_path, 6)
+    with bound_socket() as sock:
+        async with serve_door(door, sock) as url:
+            worker = _worker(make_config(db_path, url))
+            try:
+                with capture_logs() as logs:
+                    assert (await worker.drain()).outcome is DrainOutcome.RELEASED
+                    second = add_rows(db_path, 6, prefix="later")
+                    assert (await worker.drain()).outcome is DrainOutcome.RELEASED
+            finally:
+                await worker.aclose()
+                await worker.db.aclose()
+    assert door.ids() == first + second  # each once, in order, on the single route
+    assert door.resent() == {}
+    assert [r["state"] for r in _rows(db_path)] == ["delivered"] * 12
+    # The 404 is remembered for the process: asked once, said once.
+    unsupported = [e for e in logs if e["event"] == "notifier.batch.unsupported"]
+    assert len(unsupported) == 1
+    assert unsupported[0]["url"] == url + "-batch"
+
+
+async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_retry_delivers_once(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = add_rows(db_path, 5)
+    full = tmp_path / "disk-full"
+    full.touch()
+    # The store fails between the batch's first and second row marks.
+    monkeypatch.setenv(FAULTS_ENV, f"engine.queue.record_batch.between_rows:raise-while={full}")
+    async with door_stack(_door_folder(tmp_path)) as stack:
+        config = _real_door_config(db_path, stack.url)
+        worker = _worker(config)
+        try:
+            with pytest.raises(StoreError):
+                await worker.drain()
+            # No row half-recorded: the first row's mark was rolled back with the rest.
+            assert [(r["state"], r["attempts"]) for r in _rows(db_path)] == [("pending", 0)] * 5
+            assert lock_row(db_path) is None  # the failed drain gave the lock back
+            for outbox_id in ids:  # the door accepted the whole batch once
+                assert await stack.chief_lines(str(outbox_id)) == 1
+            full.unlink()
+            report = await worker.drain()
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+        assert (report.outcome, report.delivered) == (DrainOutcome.RELEASED, 5)
+        rows = _rows(db_path)
+        assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 1)] * 5
+        for row in rows:  # the retry was a repeat the door knew
+            assert json.loads(str(row["door_answer"]))["already_sent"] is True
+        for outbox_id in ids:
+            assert await stack.chief_lines(str(outbox_id)) == 1
+
+        async def rung_once() -> bool:
+            texts = stack.emulator.texts()
+            return all(
+                sum(t.count(f"row {n}\n") + t.endswith(f"row {n}") for t in texts) == 1
+                for n in range(5)
+            )
+
+        await wait_until(rung_once, timeout_s=10, what="each row rung once")
+
+
+def _answers(rows: list[OutboxRow], refused: set[int]) -> DoorReply:
+    items = []
+    for row in rows:
+        if row.id in refused:
+            items.append({"delivered": False, "outbox_id": str(row.id)})
+        else:
+            items.append({"delivered": True, "outbox_id": str(row.id)})
+    return DoorReply(status=200, body=json.dumps({"items": items}).encode())
+
+
+async def test_a_row_the_door_does_not_deliver_holds_the_rows_behind_it(db_path: Path) -> None:
+    ids = add_rows(db_path, 6)
+    client = FakeDoorClient(batch=lambda rows: _answers(rows, {ids[2]}))
+    worker = _worker(make_config(db_path, backoff_base_s=60, backoff_max_s=60), client)
+    try:
+        report = await worker.drain()
+    finally:
+        await worker.db.aclose()
+    assert (report.outcome, report.delivered, report.deferred) == (DrainOutcome.RELEASED, 2, 1)
+    assert [[int(p["outbox_id"]) for p in b] for b in client.batches] == [ids]
+    assert [(r["state"], r["attempts"]) for r in _rows(db_path)] == [
+        ("delivered", 1),
+        ("delivered", 1),
+        ("pending", 1),  # deferred: the head now, not due for a minute
+        ("pending", 0),  # untouched: FIFO holds them behind it
+        ("pending", 0),
+        ("pending", 0),
+    ]
+
+
+async def test_a_batch_request_that_fails_whole_defers_the_head_alone(db_path: Path) -> None:
+    add_rows(db_path, 4)
+    client = FakeDoorClient(
+        batch=lambda rows: DoorReply(
+            status=503, body=b'{"detail":"chief_unavailable"}', retry_after="120"
+        )
+    )
+    worker = _worker(make_config(db_path), client)
+    try:
+        report = await worker.drain()
+    finally:
+        await worker.db.aclose()
+    assert (report.delivered, report.deferred) == (0, 1)
+    assert [r["attempts"] for r in _rows(db_path)] == [1, 0, 0, 0]
+    assert client.sent == []  # a 503 is not a missing route: no fallback
+
+
+async def test_batch_max_one_keeps_the_single_route(db_path: Path) -> None:
+    ids = add_rows(db_path, 3)
+    config = make_config(db_path)
+    config = NotifierConfig(
+        db_path=db_path, door_url=config.door_url, service_key=config.service_key, batch_max=1
+    )
+    client = FakeDoorClient(batch=lambda rows: _answers(rows, set()))
+    worker = _worker(config, client)
+    try:
+        await worker.drain()
+    finally:
+        await worker.db.aclose()
+    assert client.batches == []
+    assert [int(p["outbox_id"]) for p in client.sent] == ids
