@@ -32,7 +32,6 @@ a one-shot drainer, so no row waits for the next producer.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from engine.errors import CoopError
 from notifier import store
 from notifier.config import NotifierConfig
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
+from notifier.pidlock import PidLock
 from notifier.store import Database, open_own_connection
 from notifier.worker import DrainOutcome, Worker
 
@@ -71,34 +71,19 @@ class InstanceLock:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self.path = instance_lock_path(db_path)
-        self._fd: int | None = None
+        self._lock = PidLock(instance_lock_path(db_path), "the daemon's lock file")
+        self.path = self._lock.path
 
     def acquire(self) -> None:
-        import fcntl
-
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open the daemon's lock file {self.path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
+        if not self._lock.try_acquire():
             raise DaemonAlreadyRunning(
-                f"another notifier daemon (pid {holder}) already runs for {self.db_path}"
-                f" (it holds {self.path}); stop it (or point COOP_DB elsewhere) before starting"
-                " this one"
-            ) from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
+                f"another notifier daemon (pid {self._lock.holder()}) already runs for"
+                f" {self.db_path} (it holds {self.path}); stop it (or point COOP_DB elsewhere)"
+                " before starting this one"
+            )
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the descriptor drops the flock
+        self._lock.release()
 
 
 def may_spawn_drainer(db_path: Path) -> bool:

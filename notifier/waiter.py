@@ -31,7 +31,7 @@ import anyio
 import structlog
 
 from notifier import store
-from notifier.errors import StoreError
+from notifier.pidlock import PidLock
 from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, DrainReport, Worker
 
@@ -46,35 +46,12 @@ def wait_lock_path(db_path: Path) -> Path:
     return Path(str(db_path) + ".drain-wait.lock")
 
 
-class WaitLock:
+class WaitLock(PidLock):
     """The one waiter's claim: an exclusive, non-blocking `flock`, dropped by the kernel however
     its holder dies."""
 
     def __init__(self, db_path: Path) -> None:
-        self.path = wait_lock_path(db_path)
-        self._fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        import fcntl
-
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open the drainer's wait lock {self.path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        super().__init__(wait_lock_path(db_path), "the drainer's wait lock")
 
 
 def _worth_waiting(head: OutboxRow | None, now_epoch: float) -> bool:

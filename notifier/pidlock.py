@@ -1,0 +1,51 @@
+"""An exclusive, non-blocking `flock` on a file holding its holder's pid: the claim the
+daemon (one per store) and the drainer's waiter (one per store) each take. The kernel drops it
+however the holder dies, so no stale claim outlives a crash.
+
+Its twin in the door is `chief.door.locks.ServeLock` (the packages share no code)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from notifier.errors import StoreError
+
+
+class PidLock:
+    """`try_acquire()` claims the lock or answers False at once; `holder()` names the pid that
+    holds it; `release()` (closing the descriptor) drops it."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.what} {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+        return True
+
+    def holder(self) -> str:
+        """The pid written by whoever holds the lock ("unknown" when it cannot be read)."""
+        try:
+            return self.path.read_text(encoding="ascii", errors="replace").strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
