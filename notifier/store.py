@@ -60,14 +60,6 @@ class Claim:
     reason: str | None = None  # why that holder is provably gone
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """The result of recording one attempt: whether the row was still pending, and the next one."""
-
-    applied: bool
-    next_due: OutboxRow | None
-
-
 # -- the database thread -------------------------------------------------------------------
 
 
@@ -199,35 +191,6 @@ def _require_owner(conn: sqlite3.Connection, owner: str, doing: str) -> None:
         )
 
 
-def record_attempt(
-    conn: sqlite3.Connection,
-    owner: str,
-    row: OutboxRow,
-    outcome: Outcome,
-    now_epoch: float,
-    now_iso: str,
-) -> Recorded:
-    """Mark `row` delivered or deferred and read the next due row, in one transaction.
-
-    Refuses (`LockLost`) when the caller no longer holds the lock. A row an operator cancelled
-    while it was in flight stays cancelled (`applied=False`).
-    """
-    with write(conn):
-        _require_owner(conn, owner, f"recording outbox row #{row.id}")
-        if isinstance(outcome, Delivered):
-            applied = queue.record_delivered(conn, row.id, now_iso, outcome.answer)
-        else:
-            applied = queue.record_deferred(
-                conn,
-                row.id,
-                now_epoch + outcome.retry_in_s,
-                now_iso,
-                outcome.error,
-                outcome.answer,
-            )
-        return Recorded(applied=applied, next_due=queue.due_head(conn, lambda: now_epoch))
-
-
 @dataclass(frozen=True)
 class RecordedBatch:
     """The result of recording one batch: per row whether it was still pending, and the next
@@ -302,18 +265,6 @@ def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
         if holder is None:
             return Claim(acquired=True)
         return Claim(acquired=True, taken_over_from=holder, reason=reason)
-
-
-def claim_lock_and_due_head(
-    conn: sqlite3.Connection, me: Holder, now_iso: str, clock: Clock
-) -> tuple[Claim, OutboxRow | None]:
-    """`claim_lock`, then (when won) the due head read after the claim committed: the drain's
-    first two steps in one call on the database thread, one hop less between a kick and the
-    row's POST."""
-    claim = claim_lock(conn, me, now_iso)
-    if not claim.acquired:
-        return claim, None
-    return claim, due_head(conn, clock)
 
 
 def release_worker_if_idle(conn: sqlite3.Connection, owner: str, clock: Clock) -> IdleHandoff:

@@ -69,6 +69,9 @@ class KeyedLocks:
 class ServeLock:
     """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
 
+    Deliberate twin: `notifier.pidlock.PidLock` takes the same pid-holding flock for the
+    notifier's daemon and waiter (the packages share no code).
+
     The per-row locks above live in one process, so two doors on one chief.db could both ring
     for the same row; the second one refuses to start instead. The kernel drops the lock when
     the holder dies, however it dies, so a crash never leaves a stale lock behind.
