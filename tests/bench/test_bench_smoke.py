@@ -29,7 +29,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_pipeline.py": ["--backlog", "10", "--rate", "50", "--rate-rows", "5"],
     "bench_vs_huey.py": ["--rows", "10", "--rounds", "1", "--rate", "50", "--rate-rows", "5"],
     "bench_backlog.py": [
-        "--sizes", "20", "--measure", "20", "--full-stack-rows", "5", "--time-limit-s", "30",
+        "--sizes", "20", "--full-stack-rows", "5", "--time-limit-s", "30",
     ],
     "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
     "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
