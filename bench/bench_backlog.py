@@ -7,12 +7,13 @@ For each size B, in a fresh folder: B pending rows are written to coop.db first 
 transaction, no kick), then `python -m engine serve` starts and its notifier daemon drains
 them (a start resumes pending rows). What is measured:
 
-1. against the minimal test door (one process, the door's contract, no Chief, no Telegram),
-   the WHOLE drain of each backlog: rows/s between the first and the last receipt of all B
-   rows, and each process's CPU ms per row over the same window (the figure other work on the
-   machine disturbs least). This isolates the queue's own cost (the head lookup, the claim,
-   the mark) from the door's, and a cost that grows as the backlog shrinks or as coop.db
-   fills with delivered rows shows in the whole drain, not in its first rows;
+1. against the minimal test door (`tests.support.loopback_door`: one process, the door's
+   contract, no Chief, no Telegram), the WHOLE drain of each backlog: rows/s between the
+   first and the last receipt of all B rows, and each process's CPU ms per row over the same
+   window (the figure other work on the machine disturbs least). This isolates the queue's
+   own cost (the head lookup, the claim, the mark) from the door's, and a cost that grows as
+   the backlog shrinks or as coop.db fills with delivered rows shows in the whole drain, not
+   in its first rows;
 2. over the full stack (chief serve + Telegram emulator), a backlog of `--full-stack-rows`
    drained completely, the same two figures.
 
@@ -41,15 +42,15 @@ def drain(size: int, *, full_stack: bool, time_limit_s: float) -> None:
     with tempfile.TemporaryDirectory(prefix="coop-bench-backlog-") as tmp:
         stack = Stack(Path(tmp))
         try:
-            engine_store.open_connection(stack.db).close()
+            engine_store.open_connection(stack.coop_db).close()
             kit.start_door(stack, test_door=not full_stack)
-            fill_s = kit.fill_backlog(stack.db, "backlog", size)
-            db_mb = stack.db.stat().st_size / 1e6
-            kit.start_engine_service(stack)
+            fill_s = kit.fill_backlog(stack.coop_db, "backlog", size)
+            db_mb = stack.coop_db.stat().st_size / 1e6
+            stack.start_engine()
             counter = kit.LineCounter(stack.receipt_log)
             kit.wait_for(lambda: counter() >= 1, time_limit_s, "the first receipt")
             cpu_first = stack.cpu()
-            kit.wait_slowly(
+            kit.wait_for(
                 lambda: counter() >= size,
                 time_limit_s,
                 f"all {size:,} receipts",
@@ -91,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

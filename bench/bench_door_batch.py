@@ -1,5 +1,5 @@
 """Benchmark: the door's CPU per row, single-row notify against notify-batch, side by side in one
-run. `chief serve` and the Telegram emulator run as processes (bench/stack.py); one keep-alive
+run. `chief serve` and the Telegram emulator run as processes (benchkit's `Stack`); one keep-alive
 httpx client posts ROWS rows one per request, then ROWS rows in batches of BATCH, alternating
 for ROUNDS rounds. Each phase ends when every row is rung and marked (the door's sent count),
 so the Telegram side of each row is inside its phase. CPU is user + system time of each process
@@ -13,18 +13,13 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import benchkit as kit
 import httpx
-
-BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from stack import SERVICE_KEY, Stack, cpu_s, wait_for  # noqa: E402
+from benchkit import SERVICE_KEY, Stack, wait_for
 
 NOTIFY_PATH = "/api/coop/engine/notify"
 BATCH_PATH = NOTIFY_PATH + "-batch"
@@ -46,12 +41,11 @@ def phase(
 ) -> dict[str, float]:
     """Post `ids` (one per request when `batch` is 1), wait until all are marked sent; the CPU
     ms per row of each process and the wall time."""
-    url = f"http://127.0.0.1:{stack.door_port}"
+    url = stack.door.url
     headers = {"X-Coop-Service-Key": SERVICE_KEY}
-    pids = {name: proc.pid for name, proc in stack.procs.items()}
-    chief_db = stack.home / "chief.db"
+    chief_db = stack.chief_db
     target = sent_count(chief_db) + len(ids)
-    before = {name: cpu_s(pid) for name, pid in pids.items()}
+    before = stack.cpu()
     began = time.perf_counter()
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
@@ -64,8 +58,8 @@ def phase(
             raise SystemExit(f"bench: {label}: the door answered {response.status_code}")
     answered_s = time.perf_counter() - began
     wait_for(lambda: sent_count(chief_db) >= target, PHASE_TIMEOUT_S, f"{label}: every mark")
-    after = {name: cpu_s(pid) for name, pid in pids.items()}
-    figures = {name: (after[name] - before[name]) * 1000 / len(ids) for name in pids}
+    after = stack.cpu()
+    figures = {name: (after[name] - before[name]) * 1000 / len(ids) for name in before}
     figures["answered_rows_per_s"] = len(ids) / answered_s
     return figures
 
@@ -81,8 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         stack = Stack(Path(folder))
         try:
-            if not stack.start_chief():
-                raise SystemExit(f"bench: chief serve did not start; see {folder}/chief.log")
+            stack.start_door()
             results: dict[str, list[dict[str, float]]] = {"single": [], "batch": []}
             with httpx.Client(timeout=CLIENT_TIMEOUT_S, trust_env=False) as client:
                 # Warm-up: imports, the Bot's getMe, the first chief.db pages.
@@ -99,7 +92,7 @@ def main() -> None:
             for label in ("single", "batch"):
                 runs = results[label]
                 parts = []
-                for name in ("chief", "emulator"):
+                for name in ("door", "emulator"):
                     values = [run[name] for run in runs]
                     parts.append(
                         f"{name} {statistics.median(values):.3f} ms "
@@ -107,12 +100,12 @@ def main() -> None:
                     )
                 rate = statistics.median(run["answered_rows_per_s"] for run in runs)
                 print(f"  {label:<7} {'; '.join(parts)}; answered {rate:.0f} rows/s")
-            single = statistics.median(run["chief"] for run in results["single"])
-            batched = statistics.median(run["chief"] for run in results["batch"])
+            single = statistics.median(run["door"] for run in results["single"])
+            batched = statistics.median(run["door"] for run in results["batch"])
             print(f"  door CPU per row, batch / single: {batched / single:.2f}")
         finally:
             stack.stop()
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

@@ -22,7 +22,6 @@ import os
 import statistics
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import benchkit as kit
@@ -60,10 +59,7 @@ def messages(log: Path) -> int:
 
 
 def too_many_requests(stack: Stack) -> int:
-    url = f"http://127.0.0.1:{stack.emulator_port}/emulator/calls"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, no proxy
-    with opener.open(url, timeout=10) as answer:
-        return int(json.load(answer)["too_many_requests"])
+    return int(stack.telegram_calls()["too_many_requests"])
 
 
 def show(label: str, samples: list[float]) -> None:
@@ -75,17 +71,17 @@ def show(label: str, samples: list[float]) -> None:
 
 def flood(stack: Stack, rows: int) -> None:
     texts = [f"flood row {n:05d}: todo #{n} done, the basil watered" for n in range(rows)]
-    chief_db = stack.home / "chief.db"
+    chief_db = stack.chief_db
     already = kit.chief_lines(chief_db)
     too_many_before = too_many_requests(stack)
     sent_before = messages(stack.receipt_log)
-    committed = kit.commit_rows(stack.db, texts, kick=False)
+    committed = kit.commit_rows(stack.coop_db, texts, kick=False)
     kicked = time.time()
-    engine_kick.kick(stack.db, mode="datagram")
+    engine_kick.kick(stack.coop_db, mode="datagram")
     landed = kit.wait_chief_receipts(
         chief_db, already + rows, max(120.0, rows / 5), f"{rows} lines in the Chief"
     )
-    kit.wait_slowly(
+    kit.wait_for(
         lambda: set(texts) <= set(rung_texts(stack.receipt_log)),
         max(300.0, rows),
         "every row rung",
@@ -104,13 +100,13 @@ def flood(stack: Stack, rows: int) -> None:
 
 
 def quiet(stack: Stack, rows: int, rate: float) -> None:
-    conn = engine_store.open_connection(stack.db)
+    conn = engine_store.open_connection(stack.coop_db)
 
     def produce(n: int) -> str:
         text = f"quiet row {n}: todo #{n} done"
         with engine_store.write(conn):
             enqueue(conn, "note", text)
-        engine_kick.kick(stack.db, mode="datagram")
+        engine_kick.kick(stack.coop_db, mode="datagram")
         return text
 
     before = messages(stack.receipt_log)
@@ -118,10 +114,8 @@ def quiet(stack: Stack, rows: int, rate: float) -> None:
         committed = kit.paced(rate, rows, produce)
     finally:
         conn.close()
-    landed = kit.wait_chief_receipts(
-        stack.home / "chief.db", kit.chief_lines(stack.home / "chief.db"), 30, "lines"
-    )
-    kit.wait_slowly(
+    landed = kit.wait_chief_receipts(stack.chief_db, kit.chief_lines(stack.chief_db), 30, "lines")
+    kit.wait_for(
         lambda: set(committed) <= set(rung_texts(stack.receipt_log)), 60.0, "quiet rows", 0.05
     )
     rung = rung_texts(stack.receipt_log)
@@ -143,13 +137,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="coop-bench-flood-") as tmp:
-        stack = Stack(Path(tmp))
+        flood_args = () if args.no_flood_limits else ("--flood-limits",)
+        stack = Stack(Path(tmp), emulator_args=flood_args)
         try:
-            flood_args = () if args.no_flood_limits else ("--flood-limits",)
-            if not stack.start_chief(emulator_args=flood_args):
-                raise SystemExit(f"bench: chief serve did not start; see {stack.home}")
-            engine_store.open_connection(stack.db).close()
-            kit.start_engine_service(stack)
+            stack.start_door()
+            engine_store.open_connection(stack.coop_db).close()
+            stack.start_engine()
             limits = "without" if args.no_flood_limits else "with"
             print(f"stack: {stack.label}, emulator {limits} --flood-limits; {os.cpu_count()} CPUs")
             quiet(stack, args.quiet_rows, min(args.quiet_rate, 1.0))
@@ -160,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

@@ -32,19 +32,19 @@ from engine.outbox import enqueue
 
 CHECKPOINTS = (1_000, 10_000, 25_000, 50_000, 75_000, 100_000)
 POLL_S = 0.05
-WATCHED = ("engine", "chief", "door", "emulator")  # "door": the test door, if chief failed
+WATCHED = ("engine", "door", "test-door", "emulator")  # the test door, if chief failed
 
 
 def memory_line(stack: Stack, label: str, started: float, delivered: int) -> str:
     parts = []
-    for name in WATCHED:
-        proc = stack.procs.get(name)
-        if proc is None:
+    for part in stack.started:
+        name = part.name
+        if name not in WATCHED:
             continue
-        if proc.poll() is not None:
+        if not part.running:
             parts.append(f"{name} gone")
             continue
-        mem = kit.memory_kb(proc.pid)
+        mem = part.memory_kb()
         parts.append(f"{name} {mem['VmHWM'] / 1024:6.1f}/{mem['VmRSS'] / 1024:6.1f}")
     elapsed = time.monotonic() - started
     rate = delivered / elapsed if elapsed > 0 and delivered else 0.0
@@ -69,13 +69,13 @@ def run(stack: Stack, rows: int, batch: int, time_limit_s: float) -> None:
     while counter() < rows and time.monotonic() < deadline:
         if written < rows and counter() >= written - batch:
             count = min(batch, rows - written)
-            write_batch(stack.db, written, count)
+            write_batch(stack.coop_db, written, count)
             written += count
         while checkpoints and counter() >= checkpoints[0]:
             label = f"{checkpoints.pop(0):,} rows"
             print(memory_line(stack, label, started, counter()), flush=True)
-        if any(p.poll() is not None for n, p in stack.procs.items() if n in WATCHED):
-            print("  a process exited; see the logs in", stack.home)
+        if any(not p.running for p in stack.started if p.name in WATCHED):
+            print("  a process exited; see the logs in", stack.folder)
             break
         time.sleep(POLL_S)  # pacing the watcher, not synchronising
     delivered = counter()
@@ -96,9 +96,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coop-bench-memory-") as tmp:
         stack = Stack(Path(tmp))
         try:
-            engine_store.open_connection(stack.db).close()
+            engine_store.open_connection(stack.coop_db).close()
             kit.start_door(stack)
-            kit.start_engine_service(stack)
+            stack.start_engine()
             print(f"stack: {stack.label}; {os.cpu_count()} CPUs; {args.rows:,} rows")
             run(stack, args.rows, args.batch, args.time_limit_s)
         finally:
@@ -106,4 +106,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

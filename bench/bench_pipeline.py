@@ -22,20 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from stack import (
-    DRAIN_TIMEOUT_S,
-    LineCounter,
-    Stack,
-    receipts,
-    wait_for,
-)
+import benchkit as kit
+from benchkit import DRAIN_TIMEOUT_S, LineCounter, Stack, receipts, wait_for
 
 from engine import kick as engine_kick
 from engine import store as engine_store
@@ -45,11 +37,11 @@ from engine.outbox import enqueue
 def bench_backlog(stack: Stack, rows: int) -> None:
     before = stack.cpu()
     start = time.time()
-    with engine_store.connection(stack.db) as conn, engine_store.write(conn):
+    with engine_store.connection(stack.coop_db) as conn, engine_store.write(conn):
         for n in range(rows):
             enqueue(conn, "note", f"backlog {n}")
     committed = time.time()
-    engine_kick.kick(stack.db, mode="datagram")
+    engine_kick.kick(stack.coop_db, mode="datagram")
     received = LineCounter(stack.receipt_log)
     wait_for(lambda: received() >= rows, DRAIN_TIMEOUT_S, f"{rows} rows at the far end")
     got = receipts(stack.receipt_log)
@@ -71,7 +63,7 @@ def bench_latency(stack: Stack, rate: float, rows: int) -> None:
     interval_s = 1.0 / rate
     received = LineCounter(stack.receipt_log)
     already = received()
-    conn = engine_store.open_connection(stack.db)
+    conn = engine_store.open_connection(stack.coop_db)
     try:
         next_at = time.monotonic()
         for n in range(rows):
@@ -79,7 +71,7 @@ def bench_latency(stack: Stack, rate: float, rows: int) -> None:
             with engine_store.write(conn):
                 enqueue(conn, "note", text)
             committed[text] = time.time()
-            engine_kick.kick(stack.db, mode="datagram")
+            engine_kick.kick(stack.coop_db, mode="datagram")
             next_at += interval_s
             pause = next_at - time.monotonic()
             if pause > 0:
@@ -105,15 +97,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coop-bench-") as tmp:
         stack = Stack(Path(tmp))
         try:
-            engine_store.open_connection(stack.db).close()
-            if args.test_door or not stack.start_chief():
-                if not args.test_door:
-                    print("bench: chief serve did not start here; see", stack.home / "chief.log")
-                    tail = (stack.home / "chief.log").read_text()[-600:]
-                    print("  " + tail.replace("\n", "\n  "))
-                    stack.stop()
-                    stack.procs.clear()
-                stack.start_test_door()
+            engine_store.open_connection(stack.coop_db).close()
+            kit.start_door(stack, test_door=args.test_door)
             stack.start_notifier()
             print(f"stack: {stack.label}; {os.cpu_count()} CPUs")
             bench_backlog(stack, args.backlog)
@@ -123,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

@@ -94,16 +94,16 @@ class Run:
         self.stack = stack
         self.far_end = "telegram" if test_door else far_end
         kit.start_door(stack, test_door=test_door)
-        engine_store.open_connection(stack.db).close()
-        kit.start_engine_service(stack)
-        self.huey_db = stack.home / "huey.db"
+        engine_store.open_connection(stack.coop_db).close()
+        stack.start_engine()
+        self.huey_db = stack.folder / "huey.db"
         self.huey, self.deliver = make_huey(self.huey_db)
         self.expected = 0
 
     def wait(self, rows: int, what: str) -> dict[str, float]:
         self.expected += rows
         if self.far_end == "chief":
-            chief_db = self.stack.home / "chief.db"
+            chief_db = self.stack.chief_db
             return kit.wait_chief_receipts(chief_db, self.expected, drain_timeout_s(rows), what)
         return kit.wait_receipts(self.stack.receipt_log, self.expected, drain_timeout_s(rows), what)
 
@@ -120,17 +120,19 @@ class Run:
     def drain_huey(self, first: int, rows: int, tally: Tally) -> None:
         texts = [self.huey_send("huey drain")(n) for n in range(first, first + rows)]
         before = self.stack.cpu()
-        proc = kit.start_huey_consumer(self.stack, "huey", self.huey_db, kit.HUEY_DEFAULT_POLLING)
-        before["huey"] = kit.stack.cpu_s(proc.pid)  # from "consumer started" on
+        consumer = kit.start_huey_consumer(
+            self.stack, "huey", self.huey_db, kit.HUEY_DEFAULT_POLLING
+        )
+        before["huey"] = consumer.cpu_s()  # from "consumer started" on
         got = self.wait(rows, f"{rows} huey rows at the far end")
         tally.add([got[t] for t in texts], before, self.stack.cpu())
-        kit.stop_proc(self.stack, "huey")
+        consumer.terminate()
 
     def drain_notifier(self, first: int, rows: int, tally: Tally) -> None:
         texts = [f"coop drain {n}" for n in range(first, first + rows)]
-        kit.commit_rows(self.stack.db, texts, kick=False)
+        kit.commit_rows(self.stack.coop_db, texts, kick=False)
         before = self.stack.cpu()
-        engine_kick.kick(self.stack.db, mode="datagram")
+        engine_kick.kick(self.stack.coop_db, mode="datagram")
         got = self.wait(rows, f"{rows} notifier rows at the far end")
         tally.add([got[t] for t in texts], before, self.stack.cpu())
 
@@ -149,13 +151,13 @@ class Run:
         return lat
 
     def latency_notifier(self, rate: float, rows: int) -> list[float]:
-        conn = engine_store.open_connection(self.stack.db)
+        conn = engine_store.open_connection(self.stack.coop_db)
 
         def produce(n: int) -> str:
             text = f"coop paced {n}"
             with engine_store.write(conn):
                 enqueue(conn, "note", text)
-            engine_kick.kick(self.stack.db, mode="datagram")
+            engine_kick.kick(self.stack.coop_db, mode="datagram")
             return text
 
         try:
@@ -166,11 +168,11 @@ class Run:
     def latency_huey(
         self, label: str, polling: tuple[float, float, float], rate: float, rows: int
     ) -> list[float]:
-        kit.start_huey_consumer(self.stack, "huey", self.huey_db, polling)
+        consumer = kit.start_huey_consumer(self.stack, "huey", self.huey_db, polling)
         try:
             return self.latency(label, rate, rows, self.huey_send(label.replace(",", "")))
         finally:
-            kit.stop_proc(self.stack, "huey")
+            consumer.terminate()
 
 
 def main() -> None:
@@ -233,4 +235,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    kit.run(main)

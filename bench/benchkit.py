@@ -1,41 +1,52 @@
-"""What bench_vs_huey, bench_backlog and bench_memory share, on top of bench/stack.py's `Stack`
-(the process-starting code every stack bench uses). It adds the pieces the three benches need:
+"""What the stack benches share, on top of the tests' process harness (`tests.support.stack`'s
+`Stack`: the emulator, `chief serve`, the minimal test door, `engine serve`, `notifier run`, each
+a real process with its log under the run's folder, and CPU and memory read from /proc):
 
-- `start_engine_service`: `python -m engine serve` (owner endpoint + notifier daemon) on a free
-  loopback port, ready once its kick socket is bound;
-- `start_huey_consumer` / `stop_proc`: a huey consumer process (bench/huey_job.py) with given
-  polling settings, ready once it logged its start;
-- `commit_rows`: engine outbox rows, one `enqueue` per transaction, as `coop` verbs write them;
-- `wait_receipts`, `drain_rate`, `percentile`, `memory_kb`: the measuring side.
+- `start_door`: the Chief's door and the emulator, or the minimal test door (asked for, or when
+  `chief serve` cannot start here);
+- `start_huey_consumer`: a huey consumer process (bench/huey_job.py) with given polling, ready
+  once it logged its start;
+- `commit_rows`, `fill_backlog`, `paced`: engine outbox rows, as `coop` verbs write them;
+- `receipts`, `LineCounter`, `wait_receipts`, `chief_receipts`, `drain_rate`, `percentile`,
+  `cpu_ms_per_row`: the measuring side;
+- `run(main)`: a bench's entry point; a wait that runs out or a process that does not start
+  ends the run with one line (`bench: ...`), exit status 1.
 
-Every wait is bounded (`stack.wait_for` raises SystemExit naming what it waited for).
+Every wait is bounded (`wait_for`).
 """
 
 from __future__ import annotations
 
+import json
 import math
-import signal
-import subprocess
+import re
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
+from datetime import datetime
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-import stack  # noqa: E402  (sibling module; it puts the repo on sys.path)
-from stack import LineCounter, Stack, receipts, wait_for  # noqa: E402
+REPO = BENCH.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 from engine import kick as engine_kick  # noqa: E402
 from engine import store as engine_store  # noqa: E402
 from engine.outbox import enqueue  # noqa: E402
+from tests.support.procs import Service, memory_kb  # noqa: E402
+from tests.support.stack import SERVICE_KEY, Stack  # noqa: E402
+from tests.support.waiting import WaitTimeout, wait_until_sync  # noqa: E402
 
 __all__ = [
     "BENCH",
+    "SERVICE_KEY",
     "LineCounter",
     "Stack",
+    "chief_lines",
+    "chief_receipts",
     "commit_rows",
     "cpu_ms_per_row",
     "drain_rate",
@@ -45,97 +56,124 @@ __all__ = [
     "paced",
     "percentile",
     "receipts",
-    "stack",
+    "run",
     "start_door",
-    "start_engine_service",
     "start_huey_consumer",
-    "stop_proc",
+    "wait_chief_receipts",
     "wait_for",
     "wait_receipts",
-    "wait_slowly",
 ]
 
-START_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 20.0
-HUEY_JOB = BENCH / "huey_job.py"
+DRAIN_TIMEOUT_S = 120.0
+POLL_S = 0.005
 # huey's own defaults (huey.consumer.Consumer): poll after 0.1 s, x1.15 per empty poll, cap 10 s.
 HUEY_DEFAULT_POLLING = (0.1, 10.0, 1.15)
 # "Polling tuned down to 10 ms": a fixed 10 ms poll, no backoff.
 HUEY_FAST_POLLING = (0.01, 0.01, 1.0)
+DIGEST_HEAD = re.compile(r"^(\d+) updates\n\n")
+
+
+def run(main: Callable[[], None]) -> None:
+    """Run a bench's `main`: a wait that ran out, or a process that did not start, is one line
+    on stderr and exit status 1, never a traceback."""
+    try:
+        main()
+    except WaitTimeout as exc:
+        raise SystemExit(f"bench: {str(exc).splitlines()[0]}") from None
+
+
+def wait_for(
+    condition: Callable[[], object], timeout_s: float, what: str, poll_s: float = POLL_S
+) -> None:
+    """Wait until `condition()` holds, for `timeout_s` at the most (a coarser `poll_s` for
+    waits of minutes, whose condition reads a growing file)."""
+    wait_until_sync(condition, timeout_s=timeout_s, what=what, poll_s=poll_s)
 
 
 def start_door(stack: Stack, *, test_door: bool = False) -> None:
     """The Chief's door and the emulator; the minimal test door if asked or chief won't start."""
-    if not test_door and stack.start_chief():
-        return
     if not test_door:
-        print(f"bench: chief serve did not start here; see {stack.home / 'chief.log'}")
-        stack.stop()
-        stack.procs.clear()
+        try:
+            stack.start_door()
+            return
+        except WaitTimeout as exc:
+            print(f"bench: chief serve did not start here ({str(exc).splitlines()[0]})")
+            stack.close()
     stack.start_test_door()
     if test_door:
         stack.label = "minimal test door (asked for: --test-door)"
 
 
-def start_engine_service(stack: Stack) -> subprocess.Popen[bytes]:
-    """`python -m engine serve` on a free port; ready when the daemon's kick socket exists."""
-    sock = engine_kick.socket_path(stack.db)
-    sock.unlink(missing_ok=True)
-    env = {**stack.env, "COOP_SERVICE_PORT": "0"}
-    stack.spawn("engine", ["-m", "engine", "serve"], env)
-    proc = stack.procs["engine"]
-    wait_for(
-        lambda: sock.exists() or proc.poll() is not None, START_TIMEOUT_S, "engine serve's socket"
-    )
-    if proc.poll() is not None:
-        raise SystemExit(f"bench: engine serve exited; see {stack.home / 'engine.log'}")
-    return proc
-
-
 def start_huey_consumer(
     stack: Stack, name: str, huey_db: Path, polling: tuple[float, float, float]
-) -> subprocess.Popen[bytes]:
+) -> Service:
     """A huey consumer process (1 worker thread, huey's Consumer API) posting to the door."""
     delay_s, max_delay_s, backoff = polling
-    log_path = stack.home / f"{name}.log"
-    stack.spawn(
+    env = stack.env(COOP_DOOR_URL=stack.notify_url)
+    env["PYTHONPATH"] = f"{REPO}:{BENCH}"  # `-m huey_job`: the module the producer imports
+    consumer = Service(
         name,
-        [
-            str(HUEY_JOB),
-            "consume",
-            "--db",
-            str(huey_db),
-            "--delay",
-            str(delay_s),
-            "--max-delay",
-            str(max_delay_s),
-            "--backoff",
-            str(backoff),
-        ],
-    )
-    proc = stack.procs[name]
-
-    def started() -> bool:
-        return proc.poll() is not None or (
-            log_path.exists() and "consumer started" in log_path.read_text()
-        )
-
-    wait_for(started, START_TIMEOUT_S, f"the huey consumer {name}")
-    if proc.poll() is not None:
-        raise SystemExit(f"bench: the huey consumer exited; see {log_path}")
-    return proc
+        ["huey_job", "consume", "--db", str(huey_db), "--delay", str(delay_s),
+         "--max-delay", str(max_delay_s), "--backoff", str(backoff)],
+        stack.folder,
+        "",
+        env,
+        takes_port=False,
+        ready_text="consumer started",
+    )  # fmt: skip
+    return stack.add(consumer)
 
 
-def stop_proc(stack: Stack, name: str, sig: int = signal.SIGTERM) -> None:
-    """Stop one process of the stack (SIGTERM: the engine finishes its row; huey stops at once)."""
-    proc = stack.procs.pop(name)
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        proc.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=STOP_TIMEOUT_S)
+def carried(text: str) -> list[str]:
+    """The row texts one received message carries: itself, or each entry of a door digest
+    ("N updates", then the rows' texts separated by blank lines)."""
+    head = DIGEST_HEAD.match(text)
+    if head is None:
+        return [text]
+    parts = text[head.end() :].split("\n\n")
+    return parts if len(parts) == int(head[1]) else [text]
+
+
+def receipts(path: Path) -> dict[str, float]:
+    """text -> receipt time, from a JSON-lines log (the emulator's `--log`, or the test door's);
+    a digest's rows are received when the digest is."""
+    if not path.exists():
+        return {}
+    found: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            for text in carried(record["text"]):
+                found.setdefault(text, float(record["received_at"]))
+    return found
+
+
+class LineCounter:
+    """Rows received in a growing JSON-lines log, read incrementally (a 100,000-line log re-read
+    every few milliseconds would cost the machine more than the processes being measured). A
+    line is one row, or a door digest's count of rows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+
+    def __call__(self) -> int:
+        if not self.path.exists():
+            return 0
+        with self.path.open("rb") as handle:
+            handle.seek(self.offset)
+            chunk = handle.read()
+        complete = chunk.rfind(b"\n") + 1  # a line still being written is counted next time
+        if b"updates" in chunk[:complete]:  # digests: count the rows each one carries
+            for line in chunk[:complete].splitlines():
+                text = json.loads(line)["text"] if line.strip() else ""
+                head = DIGEST_HEAD.match(text)
+                self.lines += int(head[1]) if head else int(bool(line.strip()))
+        else:
+            self.lines += chunk.count(b"\n", 0, complete)
+        self.offset += complete
+        return self.lines
 
 
 def commit_rows(db: Path, texts: list[str], *, kick: bool) -> dict[str, float]:
@@ -195,15 +233,6 @@ def wait_receipts(log: Path, total: int, timeout_s: float, what: str) -> dict[st
     return receipts(log)
 
 
-def wait_slowly(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float) -> None:
-    """`wait_for` with a coarser poll, for waits of minutes (bounded all the same)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"bench: timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(poll_s)
-
-
 def drain_rate(times: list[float]) -> float:
     """Rows per second between the first and the last receipt (start-up costs excluded)."""
     times = sorted(times)
@@ -219,16 +248,6 @@ def percentile(samples: list[float], pct: float) -> float:
     return ordered[rank - 1]
 
 
-def memory_kb(pid: int) -> dict[str, int]:
-    """VmHWM (peak resident set) and VmRSS of `pid`, in kB, from /proc/PID/status."""
-    found: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            found[key] = int(value.split()[0])
-    return found
-
-
 def cpu_ms_per_row(before: dict[str, float], after: dict[str, float], rows: int) -> str:
     """`name x.xx` CPU ms per row for each process that ran through the window, and the total."""
     parts = [
@@ -242,10 +261,6 @@ def cpu_ms_per_row(before: dict[str, float], after: dict[str, float], rows: int)
 
 def chief_receipts(chief_db: Path) -> dict[str, float]:
     """text -> the time its line landed in the Master Chief (chief.db's coop lines)."""
-    import sqlite3
-    from contextlib import closing
-    from datetime import datetime
-
     if not chief_db.exists():
         return {}
     with closing(sqlite3.connect(chief_db, timeout=10.0)) as conn:
@@ -254,9 +269,7 @@ def chief_receipts(chief_db: Path) -> dict[str, float]:
 
 
 def chief_lines(chief_db: Path) -> int:
-    import sqlite3
-    from contextlib import closing
-
+    """Coop lines the Master Chief holds."""
     if not chief_db.exists():
         return 0
     with closing(sqlite3.connect(chief_db, timeout=10.0)) as conn:
@@ -268,5 +281,5 @@ def wait_chief_receipts(
     chief_db: Path, total: int, timeout_s: float, what: str
 ) -> dict[str, float]:
     """Wait until the Chief holds `total` coop lines, then read them (text -> landed time)."""
-    wait_slowly(lambda: chief_lines(chief_db) >= total, timeout_s, what, poll_s=0.01)
+    wait_for(lambda: chief_lines(chief_db) >= total, timeout_s, what, poll_s=0.01)
     return chief_receipts(chief_db)

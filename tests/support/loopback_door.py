@@ -12,14 +12,17 @@ It records every request in arrival order and counts re-sent outbox ids. A test 
 listening refuses connections, so a test can start with "the door is down" at a fixed URL and
 bring it up later on the same port.
 
-As a process (the benches' minimal door, to measure the notifier alone), it logs every accepted
-row as a JSON line with its receipt time, as the Telegram emulator's `--log` does:
+As a process (the benches' minimal door, to measure the notifier alone; `tests.support.stack`
+starts it), it logs every accepted row as a JSON line with its receipt time, as the Telegram
+emulator's `--log` does, and says on stdout that it listens, as the project's services do:
 
-    python -m tests.support.loopback_door PORT KEY LOG_PATH
+    python -m tests.support.loopback_door --key KEY --log LOG_PATH [--port 0]
+    {"event": "test_door.listening", "port": 41234}
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import socket
@@ -201,12 +204,25 @@ def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m tests.support.loopback_door PORT KEY LOG_PATH`: serve until SIGTERM, with the
-    batch route (the notifier's default sends batches)."""
-    port, key, log_path = int(argv[0]), argv[1], Path(argv[2])
-    with log_path.open("a", buffering=1) as log:
-        door = TestDoor(key=key, log=log, batch_route=True)
-        uvicorn.run(door.app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    """Serve until SIGTERM, with the batch route (the notifier's default sends batches)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.support.loopback_door")
+    parser.add_argument("--key", required=True, help="the service key it accepts")
+    parser.add_argument("--log", type=Path, required=True, help="accepted rows, JSON lines")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free one (logged)")
+    args = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    port = sock.getsockname()[1]
+    with args.log.open("a", buffering=1) as log:
+        door = TestDoor(key=args.key, log=log, batch_route=True)
+        config = uvicorn.Config(door.app(), log_level="warning", access_log=False, lifespan="off")
+        server = uvicorn.Server(config)
+        # Bound before it says so: a peer told the port finds it listening (the backlog holds
+        # a connection until uvicorn accepts it).
+        sock.listen(128)
+        print(json.dumps({"event": "test_door.listening", "port": port}), flush=True)
+        asyncio.run(server.serve(sockets=[sock]))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """The one process harness of the tests and the benches: the project's own commands and
-services as real processes, from the same interpreter and venv.
+services as real processes, from the same interpreter and venv (`tests.support.stack` puts the
+whole stack together from these).
 
     env = clean_env(folder, COOP_DB=...)         # the parent's environment, no Coop/Chief setting
     write_key(folder / "service.key", KEY)       # a 0600 key file
     coop("todo", "add", "x", env=env)            # one command, waited for (`run_module` for any)
     door = Service("door", ["chief", "serve"], folder, "door.listening", env,
                    port_env="CHIEF_PORT")
-    door.start(); door.events("door.delivered"); door.terminate(); door.kill()
+    door.start(); door.events("door.delivered"); door.cpu_s(); door.terminate(); door.kill()
+    free_port(); cpu_s(pid); memory_kb(pid)      # the loopback and /proc helpers
 
-Every wait is bounded; a start that fails raises with the tail of the process's log.
+Every wait is bounded; a start that fails raises `WaitTimeout` with the tail of the process's
+log.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from tests.support.waiting import wait_until_sync
+from tests.support.waiting import WaitTimeout, wait_until_sync
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESS_TIMEOUT_S = 60.0
@@ -79,16 +85,43 @@ def read_events(path: Path | None, name: str | None = None) -> list[dict[str, An
     return found
 
 
+def free_port() -> int:
+    """A loopback port free right now (for a process that must be told its port up front; a
+    `Service` rather starts on port 0 and reads the port it logs)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of `pid` so far, from /proc/PID/stat (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """VmHWM (peak resident set) and VmRSS of `pid`, in kB, from /proc/PID/status."""
+    found: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            found[key] = int(value.split()[0])
+    return found
+
+
 def run_module(
     module: str,
     args: Sequence[str],
     env: Mapping[str, str] | None = None,
     timeout_s: float = PROCESS_TIMEOUT_S,
+    *,
+    inherit: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m module args...`, waited for, output captured."""
+    """`python -m module args...`, waited for, output captured; `env` on top of the test's
+    environment, or (`inherit=False`) exactly `env`, e.g. a `clean_env`."""
     return subprocess.run(
         [sys.executable, "-m", module, *args],
-        env=child_env(env),
+        env=child_env(env) if inherit else dict(env or {}),
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -97,17 +130,21 @@ def run_module(
 
 
 def coop(
-    *args: str, env: Mapping[str, str] | None = None, timeout_s: float = PROCESS_TIMEOUT_S
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = PROCESS_TIMEOUT_S,
+    inherit: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """The `coop` CLI as a real process."""
-    return run_module("engine", args, env=env, timeout_s=timeout_s)
+    return run_module("engine", args, env=env, timeout_s=timeout_s, inherit=inherit)
 
 
 @dataclass
 class Service:
     """One long-running process (`python -m <argv>`), started, restarted and stopped by a test
     or a bench: each start logs to its own file, `<folder>/logs/<name>.<start>.log`, and is
-    ready when it logs its `listening_event` (a JSON line naming its port or URL)."""
+    ready when it logs its `listening_event` (a JSON line, naming its port or URL if it has
+    one), or, with `ready_text`, a plain line holding that text (a third party's process)."""
 
     name: str
     argv: list[str]
@@ -115,7 +152,9 @@ class Service:
     listening_event: str
     env: dict[str, str]
     port_env: str | None = None  # the variable that carries the port (else `--port`)
+    takes_port: bool = True  # False: a process without a port of its own (no `--port` either)
     keep_port: bool = True  # a restart comes back on the first start's port
+    ready_text: str | None = None
     port: int | None = None
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -146,7 +185,9 @@ class Service:
             env["COOP_TEST_FAULTS"] = faults
         port = str(self.port or 0) if self.keep_port else "0"
         argv = list(self.argv)
-        if self.port_env is None:
+        if not self.takes_port:
+            pass
+        elif self.port_env is None:
             argv += ["--port", port]
         else:
             env[self.port_env] = port
@@ -162,23 +203,64 @@ class Service:
         if wait:
             self.wait_listening()
 
-    def wait_listening(self) -> int:
+    def wait_listening(self) -> int | None:
+        """Wait (bounded) until this start is ready; its port (None for a process without)."""
         began = time.monotonic()
-        found = wait_until_sync(
-            lambda: self.events(self.listening_event) or not self.running,
-            timeout_s=START_TIMEOUT_S,
-            what=f"{self.name} to listen",
-        )
-        if not isinstance(found, list):
-            raise AssertionError(f"{self.name} did not start:\n{self.log_tail()}")
+        if self.ready_text is not None:
+            text = self.ready_text
+            self.wait_for(lambda: text in self.log(), f"{self.name} to log {text!r}")
+            self.start_s.append(time.monotonic() - began)
+            return None
+        line = self.wait_event(self.listening_event, f"{self.name} to listen")
         self.start_s.append(time.monotonic() - began)
-        line = found[0]
+        if "port" not in line and "url" not in line:
+            return None
         port = int(line["port"]) if "port" in line else int(str(line["url"]).rsplit(":", 1)[1])
         self.url = str(line.get("url") or f"http://127.0.0.1:{port}")
         if self.keep_port:
             assert self.port in (None, port), f"{self.name} came back on {port}, not {self.port}"
         self.port = port
         return port
+
+    def wait_event(
+        self, name: str, what: str = "", timeout_s: float = START_TIMEOUT_S
+    ) -> dict[str, Any]:
+        """The first JSON line of this start naming event `name`, waited for (bounded); fails
+        at once, with the log's tail, if the process ends first."""
+        found = self.wait_for(
+            lambda: self.events(name), what or f"{self.name} to log {name}", timeout_s
+        )
+        return found[0]
+
+    def wait_for(
+        self, condition: Callable[[], T], what: str, timeout_s: float = START_TIMEOUT_S
+    ) -> T:
+        """`condition()`'s first truthy value while this process runs (bounded); a process that
+        ends first, or a wait that runs out, raises `WaitTimeout` with the log's tail."""
+        try:
+            found = wait_until_sync(
+                lambda: condition() or (not self.running and "gone"),
+                timeout_s=timeout_s,
+                what=what,
+            )
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}; {self.name}'s log ends:\n{self.log_tail()}") from None
+        if found == "gone":
+            found = condition()  # it may have logged it just before it ended
+            if not found:
+                raise WaitTimeout(
+                    f"{self.name} exited ({self.popen and self.popen.returncode}) before {what};"
+                    f" its log ends:\n{self.log_tail()}"
+                )
+        return found  # type: ignore[return-value]
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of this start so far."""
+        return cpu_s(self.pid)
+
+    def memory_kb(self) -> dict[str, int]:
+        """VmHWM and VmRSS of this start, in kB."""
+        return memory_kb(self.pid)
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         """This start's JSON log lines (all, or those of one event)."""
@@ -210,10 +292,15 @@ class Service:
         return self._reaped()
 
     def terminate(self) -> int:
-        """SIGTERM, the normal stop; returns the exit status (bounded wait)."""
+        """SIGTERM, the normal stop; returns the exit status (bounded wait: a process still
+        there after it is SIGKILLed, and the status says so)."""
         assert self.popen is not None
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
         return self._reaped()
 
     def wait_exit(self, timeout_s: float = STOP_TIMEOUT_S) -> int:

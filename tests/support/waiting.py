@@ -14,16 +14,24 @@ T = TypeVar("T")
 POLL_S = 0.01
 
 
-def wait_until_sync(condition: Callable[[], T], *, timeout_s: float = 10.0, what: str = "") -> T:
-    """Return the first truthy value of `condition()`, or fail after `timeout_s`."""
+class WaitTimeout(AssertionError):
+    """A bounded wait ran out, or a harness process did not come up: a failed test under
+    pytest (an AssertionError), and one line of a bench script's output (`bench: ...`)."""
+
+
+def wait_until_sync(
+    condition: Callable[[], T], *, timeout_s: float = 10.0, what: str = "", poll_s: float = POLL_S
+) -> T:
+    """Return the first truthy value of `condition()`, or fail after `timeout_s` (a coarser
+    `poll_s` for waits of minutes, whose condition costs more than the wait)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or condition}")
-        time.sleep(POLL_S)
+            raise WaitTimeout(f"timed out after {timeout_s:g}s waiting for {what or condition}")
+        time.sleep(poll_s)
 
 
 async def wait_until(
@@ -38,5 +46,5 @@ async def wait_until(
         if value:
             return value  # type: ignore[return-value]
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what or condition}")
+            raise WaitTimeout(f"timed out after {timeout_s:g}s waiting for {what or condition}")
         await anyio.sleep(POLL_S)

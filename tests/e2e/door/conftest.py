@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from chief.telegram.emulator import EmulatorState, create_emulator
-from tests.integration.door.door_env import BOT_TOKEN, CHAT_ID, OWNER, key_headers, write_key
 from tests.support import procs
 from tests.support.asgi import serve_asgi_in_thread
+from tests.support.door import BOT_TOKEN, CHAT_ID, OWNER, key_headers, write_key
 from tests.support.procs import Service
 
 START_TIMEOUT_S = 20.0

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.e2e.door.conftest import Harness, spawn_door
-from tests.integration.door.door_env import batch, body
+from tests.support.door import batch, body
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(120)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.door.conftest import clean_env
-from tests.integration.door.door_env import write_key
+from tests.support.door import write_key
 
 pytestmark = pytest.mark.timeout(120)
 

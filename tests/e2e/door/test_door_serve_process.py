@@ -13,7 +13,7 @@ import pytest
 
 from chief.telegram.emulator import parse_fault
 from tests.e2e.door.conftest import NOTIFY_URL, Harness, spawn_door
-from tests.integration.door.door_env import body, key_headers
+from tests.support.door import body, key_headers
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(120)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.e2e.door.conftest import NOTIFY_URL, Harness
-from tests.integration.door.door_env import key_headers
+from tests.support.door import key_headers
 from tests.support.waiting import wait_until_sync
 
 ROOT = Path(__file__).resolve().parents[3]

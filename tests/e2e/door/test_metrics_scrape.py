@@ -9,7 +9,6 @@ the service key header."""
 from __future__ import annotations
 
 import math
-import socket
 
 import httpx
 import pytest
@@ -19,7 +18,8 @@ from chief.telegram.emulator import parse_fault
 from engine import outbox
 from tests.e2e.door.conftest import NOTIFY_URL, DoorProcess, Harness, spawn_door
 from tests.e2e.owner.conftest import ServeProcess
-from tests.integration.door.door_env import KEY
+from tests.support.door import KEY
+from tests.support.procs import free_port
 from tests.support.waiting import wait_until_sync
 
 TIMEOUT_S = 30.0
@@ -58,12 +58,6 @@ def assert_guarded(engine: ServeProcess, door: DoorProcess) -> None:
         assert browser.status_code == 403
         rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
         assert rebinding.status_code == 403
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def sent_texts(messages: list[dict[str, object]]) -> list[str]:

@@ -7,23 +7,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support.procs import free_port
 from tests.support.waiting import wait_until_sync
 
 ROOT = Path(__file__).resolve().parents[3]
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def quickstart_commands() -> list[str]:

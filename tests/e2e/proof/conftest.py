@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.proof.proof_checks import Producers
-from tests.e2e.proof.proof_stack import MakeStack, Stack
+from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 
 SEED_ENV = "PROOF_SEED"
 
@@ -28,10 +28,10 @@ def seed() -> int:
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator[MakeStack]:
     """`make_stack(door_env=..., engine_env=...)` over this test's folder; killed at the end."""
-    made: list[Stack] = []
+    made: list[ProofStack] = []
 
-    def make(**settings: dict[str, str] | None) -> Stack:
-        stack = Stack(tmp_path, **settings)
+    def make(**settings: dict[str, str] | None) -> ProofStack:
+        stack = ProofStack(tmp_path, **settings)
         made.append(stack)
         return stack
 

@@ -28,7 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.e2e.proof.proof_stack import REPO, Stack
+from tests.e2e.proof.proof_stack import ProofStack
+from tests.support.procs import REPO
 from tests.support.waiting import wait_until_sync
 
 PRODUCER_TIMEOUT_S = 120.0
@@ -72,7 +73,7 @@ class DoorDeath:
 class Producers:
     """Producer processes (tests.e2e.proof.proof_producer), started together."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: ProofStack) -> None:
         self.stack = stack
         self.procs: list[subprocess.Popen[str]] = []
 
@@ -109,14 +110,14 @@ class Producers:
             proc.communicate(timeout=PRODUCER_TIMEOUT_S)
 
 
-def wait_delivered(stack: Stack, count: int, *, timeout_s: float, what: str) -> None:
+def wait_delivered(stack: ProofStack, count: int, *, timeout_s: float, what: str) -> None:
     """Wait (bounded) until `count` rows were delivered: how the suite picks its moments."""
     wait_until_sync(
         lambda: stack.delivered_count() >= count, timeout_s=timeout_s, what=f"{count} rows {what}"
     )
 
 
-def settle(stack: Stack, committed: set[int], *, timeout_s: float) -> None:
+def settle(stack: ProofStack, committed: set[int], *, timeout_s: float) -> None:
     """Wait until every committed row is delivered, the lock is free, and both destinations
     have every row (the Chief's line landed, Telegram rang)."""
 
@@ -204,17 +205,17 @@ class Figures:
         assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
 
 
-def start_note(stack: Stack) -> str:
+def start_note(stack: ProofStack) -> str:
     """How often each part started and how long it took to listen (the run's main cost)."""
     parts = []
-    for part in stack.parts:
+    for part in stack.started:
         if part.start_s:
             mean_s = sum(part.start_s) / len(part.start_s)
             parts.append(f"{part.name} {len(part.start_s)}x (mean {mean_s:.2f} s)")
     return "starts, spawn to listening: " + ", ".join(parts)
 
 
-def window_deaths(stack: Stack, deaths: list[DoorDeath]) -> int:
+def window_deaths(stack: ProofStack, deaths: list[DoorDeath]) -> int:
     """Door deaths that left a row sent to Telegram and not marked (see the module docstring)."""
     marks = stack.sent_marks()
     sent: dict[int, list[float]] = {}
@@ -236,7 +237,7 @@ def window_deaths(stack: Stack, deaths: list[DoorDeath]) -> int:
 
 
 def measure(
-    stack: Stack,
+    stack: ProofStack,
     *,
     seed: int,
     committed: set[int],

@@ -1,20 +1,12 @@
-"""The proof suite's harness: the stack's three long-running processes as real subprocesses.
+"""The proof suite's stack: `tests.support.stack.Stack` (the emulator, the door and the engine
+service as real processes over one data folder), plus the reads the proof's checks make.
 
-    stack = Stack(tmp_path)              # one data folder: coop.db, chief.db, the key, the logs
-    stack.start()                        # emulator, door, engine service; each on loopback
-    stack.door.kill(); stack.door.start(faults="door.after_report")
-    stack.stop()                         # SIGTERM each, returns the exit statuses
-    stack.close()                        # SIGKILL whatever a failed test left running
+    stack = make_stack(door_env=..., engine_env=...)    # the fixture; killed after the test
+    stack.start(); stack.door.kill(); stack.door.start(faults="door.after_report")
+    stack.outbox(); stack.chief_lines(); stack.telegram_messages(); stack.stop()
 
-Each process is a `tests.support.procs.Service`. It starts on port 0 the first time and logs its
-port in its `*.listening` line; a restart reuses that port (the engine reads the door's URL
-once, the door the emulator's), so a killed part comes back where its peers look for it. Every
-start logs to its own file under `<folder>/logs/`. Producers write coop.db directly (local mode,
-no owner file) and wake the daemon with a datagram (`COOP_KICK=datagram`): no detached one-shot
-drainer can outlive a test.
-
-The reads below open their own short connections and never write: the test watches the
-databases the way an operator would.
+The reads open their own short connections and never write: the test watches the databases
+the way an operator would.
 """
 
 from __future__ import annotations
@@ -22,7 +14,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import closing
@@ -30,123 +21,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from tests.support.procs import REPO, Service, clean_env, write_key
+from tests.support.procs import coop
+from tests.support.stack import Stack
 
 SQLITE_TIMEOUT_S = 10.0
-BOT_TOKEN = "123456:proof-suite"
-CHAT_ID = "4242"
-OWNER = "owner"
-ACTOR = "prover"
-SERVICE_KEY = "proof-suite-service-key-0123456789abcdef"
-NOTIFY_PATH = "/api/coop/engine/notify"
 REPORT_KEY_PREFIX = "chief-report:coop-notify:"
 
 
-def base_env(folder: Path, **settings: str) -> dict[str, str]:
-    """The parent's environment without any Coop, Chief, Telegram or PTB setting, plus ours."""
-    ours = {
-        "COOP_DB": str(folder / "coop.db"),
-        "COOP_SERVICE_KEY_FILE": str(folder / "service.key"),
-        "COOP_ACTOR": ACTOR,
-        "COOP_KICK": "datagram",
-        "CHIEF_OWNER": OWNER,
-        # Short deferrals: a door that is down for a restart is retried within 0.2 s of its return.
-        "COOP_BACKOFF_BASE_S": "0.05",
-        "COOP_BACKOFF_MAX_S": "0.2",
-        "COOP_CLIENT_TIMEOUT_S": "10",
-        "TELEGRAM_BOT_TOKEN": BOT_TOKEN,
-        "TELEGRAM_CHAT_ID": CHAT_ID,
-        "TELEGRAM_TIMEOUT_S": "5",
-    }
-    return clean_env(folder, **(ours | settings))
+class ProofStack(Stack):
+    """The stack, and what an operator reads of coop.db, chief.db and the emulator's file."""
 
-
-class Stack:
-    """The emulator, the door and the engine service over one data folder."""
-
-    def __init__(
-        self,
-        folder: Path,
-        *,
-        door_env: dict[str, str] | None = None,
-        engine_env: dict[str, str] | None = None,
-        emulator_args: tuple[str, ...] = (),
-    ) -> None:
-        self.folder = folder
-        self.coop_db = folder / "coop.db"
-        self.chief_db = folder / "chief.db"
-        self.telegram_log = folder / "telegram.jsonl"
-        write_key(folder / "service.key", SERVICE_KEY)
-        self.emulator = Service(
-            "emulator",
-            ["chief", "telegram-emulator", "--host", "127.0.0.1", "--token", BOT_TOKEN,
-             "--log", str(self.telegram_log), *emulator_args],
-            folder,
-            "emulator.listening",
-            base_env(folder),
-        )  # fmt: skip
-        self.door = Service(
-            "door",
-            ["chief", "serve"],
-            folder,
-            "door.listening",
-            base_env(folder, **(door_env or {})),
-            port_env="CHIEF_PORT",
-        )
-        self.engine = Service(
-            "engine",
-            ["engine", "serve"],
-            folder,
-            "service.listening",
-            base_env(folder, **(engine_env or {})),
-            port_env="COOP_SERVICE_PORT",
-            keep_port=False,  # nobody looks for the owner endpoint here: any port will do
-        )
-
-    @property
-    def parts(self) -> tuple[Service, Service, Service]:
-        return (self.emulator, self.door, self.engine)
-
-    def env(self, **settings: str) -> dict[str, str]:
-        """A producer's environment: the same folder and database."""
-        return base_env(self.folder, **settings)
-
-    def start(self) -> None:
-        self.emulator.start()
-        self.door.env["TELEGRAM_API_BASE"] = f"http://127.0.0.1:{self.emulator.port}/bot"
-        self.door.start()
-        self.engine.env["COOP_DOOR_URL"] = f"http://127.0.0.1:{self.door.port}{NOTIFY_PATH}"
-        self.engine.start()
-
-    def stop(self) -> dict[str, int]:
-        """SIGTERM the engine, then the door, then the emulator; their exit statuses."""
-        return {part.name: part.terminate() for part in reversed(self.parts) if part.running}
-
-    def close(self) -> None:
-        for part in self.parts:
-            if part.running:
-                part.kill()
-
-    # -- the emulator's control endpoint ----------------------------------------------------
-
-    def arm_telegram_fault(self, **fault: Any) -> None:
-        url = f"http://127.0.0.1:{self.emulator.port}/emulator/faults"
-        with httpx.Client(timeout=10.0, trust_env=False) as client:
-            answer = client.post(url, json=fault)
-        assert answer.status_code == 200, answer.text
-
-    def reset_telegram(self) -> None:
-        """Forget the emulator's armed faults (and its in-memory messages; the file stays)."""
-        url = f"http://127.0.0.1:{self.emulator.port}/emulator/reset"
-        with httpx.Client(timeout=10.0, trust_env=False) as client:
-            assert client.post(url).status_code == 200
-
-    def telegram_calls(self) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.emulator.port}/emulator/calls"
-        with httpx.Client(timeout=10.0, trust_env=False) as client:
-            return dict(client.get(url).json())
+    def telegram_queue_depth(self) -> int:
+        """The door's Telegram queue depth, from its status endpoint."""
+        return int(self.door_status()["telegram_queue"]["depth"])
 
     def chief_order(self) -> list[int]:
         """Outbox ids of the Chief's coop lines, in the conversation's order."""
@@ -157,32 +44,11 @@ class Stack:
         )
         return [int(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows]
 
-    def telegram_faults_left(self) -> int:
-        url = f"http://127.0.0.1:{self.emulator.port}/emulator/faults"
-        with httpx.Client(timeout=10.0, trust_env=False) as client:
-            return sum(f["remaining"] for f in client.get(url).json()["faults"])
-
-    def telegram_queue_depth(self) -> int:
-        """The door's Telegram queue depth, from its status endpoint."""
-        url = f"http://127.0.0.1:{self.door.port}{NOTIFY_PATH.rsplit('/', 1)[0]}/status"
-        with httpx.Client(timeout=10.0, trust_env=False) as client:
-            answer = client.get(url, headers={"X-Coop-Service-Key": SERVICE_KEY})
-        assert answer.status_code == 200, answer.text
-        return int(answer.json()["telegram_queue"]["depth"])
-
     # -- reads ------------------------------------------------------------------------------
 
     def coop(self, *args: str, **settings: str) -> subprocess.CompletedProcess[str]:
         """The `coop` CLI as a real process on this stack's ledger."""
-        return subprocess.run(
-            [sys.executable, "-m", "engine", *args],
-            env=self.env(**settings),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return coop(*args, env=self.env(**settings), inherit=False)
 
     def _query(self, db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         if not db.exists():
@@ -260,11 +126,11 @@ class Stack:
 
     def telegram_messages(self) -> list[dict[str, Any]]:
         """Every message the emulator accepted, across its restarts (its JSON lines file)."""
-        if not self.telegram_log.exists():
+        if not self.receipt_log.exists():
             return []
         return [
             json.loads(line)
-            for line in self.telegram_log.read_text().splitlines()
+            for line in self.receipt_log.read_text().splitlines()
             if line.strip().endswith("}")  # a line being appended right now is skipped
         ]
 
@@ -276,4 +142,4 @@ class Stack:
 
 
 #: The `make_stack` fixture: `make_stack(door_env=..., engine_env=...)`.
-MakeStack = Callable[..., Stack]
+MakeStack = Callable[..., ProofStack]

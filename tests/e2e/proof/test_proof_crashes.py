@@ -28,7 +28,7 @@ from tests.e2e.proof.proof_checks import (
     start_note,
     wait_delivered,
 )
-from tests.e2e.proof.proof_stack import MakeStack, Stack
+from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.procs import Service
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -59,7 +59,7 @@ def _size(name: str, default: int) -> int:
 class Run:
     """The crash schedule's bookkeeping: what died how, and the door's deaths with their times."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: ProofStack) -> None:
         self.stack = stack
         self.crashes: Counter[str] = Counter()
         self.deaths: list[DoorDeath] = []

@@ -20,7 +20,7 @@ from tests.e2e.proof.proof_checks import (
     start_note,
     wait_delivered,
 )
-from tests.e2e.proof.proof_stack import MakeStack, Stack
+from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,7 +40,7 @@ EVENT_WAIT_S = 60.0
 SETTLE_S = 60.0
 
 
-def _send_failures(stack: Stack) -> int:
+def _send_failures(stack: ProofStack) -> int:
     return len(stack.door.all_events("door.send_failed"))
 
 

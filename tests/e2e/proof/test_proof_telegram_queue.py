@@ -19,7 +19,7 @@ from tests.e2e.proof.proof_checks import (
     settle,
     window_deaths,
 )
-from tests.e2e.proof.proof_stack import MakeStack, Stack
+from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(240)
@@ -39,7 +39,7 @@ def _ids(group: Producers) -> list[int]:
 
 
 def _produce(
-    stack: Stack, producers: list[Producers], rng: random.Random, count: int, tag: str
+    stack: ProofStack, producers: list[Producers], rng: random.Random, count: int, tag: str
 ) -> list[int]:
     group = Producers(stack)
     producers.append(group)
@@ -47,7 +47,7 @@ def _produce(
     return _ids(group)
 
 
-def _in_chief_and_delivered(stack: Stack, ids: list[int]) -> None:
+def _in_chief_and_delivered(stack: ProofStack, ids: list[int]) -> None:
     def done() -> bool:
         rows = stack.outbox()
         return set(ids) <= set(stack.chief_lines()) and all(
@@ -57,12 +57,12 @@ def _in_chief_and_delivered(stack: Stack, ids: list[int]) -> None:
     wait_until_sync(done, timeout_s=LANDED_WITHIN_S, what=f"rows {ids} in the Chief, delivered")
 
 
-def _rung_texts(stack: Stack) -> list[str]:
+def _rung_texts(stack: ProofStack) -> list[str]:
     known = {r["text"] for r in stack.outbox().values()}
     return [t for m in stack.telegram_messages() for t in carried_texts(m["text"], known)]
 
 
-def _texts_in_order(stack: Stack) -> list[str]:
+def _texts_in_order(stack: ProofStack) -> list[str]:
     rows = stack.outbox()
     return [rows[i]["text"] for i in sorted(rows)]
 

@@ -19,7 +19,8 @@ from chief.door.config import DoorConfig
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from chief.door.service import DoorService
 from chief.telegram.emulator import EmulatorState, create_emulator
-from tests.integration.door.door_env import (
+from tests.support.asgi import serve_asgi_in_thread
+from tests.support.door import (
     BOT_TOKEN,
     CHAT_ID,
     OWNER,
@@ -27,7 +28,6 @@ from tests.integration.door.door_env import (
     key_headers,
     write_key,
 )
-from tests.support.asgi import serve_asgi_in_thread
 from tests.support.waiting import wait_until_sync
 
 

@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from chief.faults import FAULTS_ENV
-from tests.integration.door.door_env import DoorStack, batch, body, door_stack
+from tests.support.door import DoorStack, batch, body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from chief.telegram.emulator import parse_fault
 from tests.integration.door.conftest import LiveDoor
-from tests.integration.door.door_env import body
+from tests.support.door import body
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
 
 from tests.integration.door.conftest import LiveDoor
-from tests.integration.door.door_env import key_headers
+from tests.support.door import key_headers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.integration.door.conftest import LiveDoor
-from tests.integration.door.door_env import KEY, DoorStack, body, door_stack, key_headers
+from tests.support.door import KEY, DoorStack, body, door_stack, key_headers
 
 pytestmark = pytest.mark.timeout(60)
 

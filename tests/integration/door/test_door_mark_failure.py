@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chief.faults import FAULTS_ENV
-from tests.integration.door.door_env import body, door_stack
+from tests.support.door import body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

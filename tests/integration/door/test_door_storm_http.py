@@ -11,7 +11,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from tests.integration.door.door_env import DoorStack, body, door_stack
+from tests.support.door import DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

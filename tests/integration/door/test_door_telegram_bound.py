@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from chief.door.ringer import RING_WAIT_S
-from tests.integration.door.door_env import body, door_stack
+from tests.support.door import body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

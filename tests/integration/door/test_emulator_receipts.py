@@ -13,8 +13,8 @@ import pytest
 
 from chief.telegram.emulator import create_emulator
 from chief.telegram.sender import BotSender
-from tests.integration.door.door_env import BOT_TOKEN, CHAT_ID
 from tests.support.asgi import serve_asgi
+from tests.support.door import BOT_TOKEN, CHAT_ID
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)

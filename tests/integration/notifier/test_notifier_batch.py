@@ -19,8 +19,8 @@ from notifier.errors import StoreError
 from notifier.outcome import DoorReply
 from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.door.door_env import KEY, door_stack
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config
+from tests.support.door import KEY, door_stack
 from tests.support.loopback_door import TestDoor, bound_socket, serve_door
 from tests.support.waiting import wait_until
 

@@ -9,7 +9,7 @@ import pytest
 
 from chief.door.config import DoorConfig
 from chief.errors import DoorError
-from tests.integration.door.door_env import door_env, write_key
+from tests.support.door import door_env, write_key
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from chief.door.posture import FixedPosture, PostureUnavailable, parse_posture
 from chief.errors import DoorError, TelegramUnavailable
 from chief.telegram.emulator import parse_fault
 from chief.telegram.sender import translate_error
-from tests.integration.door.door_env import KEY, door_env, write_key
+from tests.support.door import KEY, door_env, write_key
 
 
 @pytest.fixture

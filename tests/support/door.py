@@ -1,6 +1,8 @@
-"""Shared set-up for the door's tests: a 0600 key file, the door's environment, and the whole
-stack in-process (the Bot API emulator and the door each on a real uvicorn, a real Chief on a
-real chief.db, python-telegram-bot as the sender)."""
+"""The door in-process, for the door's tests and `bench/bench_door.py`: a 0600 key file, the
+door's environment, request bodies, and `door_stack` (the Bot API emulator and the door each on
+a real uvicorn in the test's event loop, a real Chief on a real chief.db, python-telegram-bot
+as the sender). The same stack as processes is `tests.support.stack`; both use its key, bot
+token, chat and owner."""
 
 from __future__ import annotations
 
@@ -24,11 +26,22 @@ from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from tests.support import procs
 from tests.support.asgi import serve_asgi
+from tests.support.stack import BOT_TOKEN, CHAT_ID, OWNER
+from tests.support.stack import SERVICE_KEY as KEY
 
-KEY = "k3y-for-tests-0123456789abcdef"
-BOT_TOKEN = "123456:TEST-token"
-CHAT_ID = "4242"
-OWNER = "owner"
+__all__ = [
+    "BOT_TOKEN",
+    "CHAT_ID",
+    "KEY",
+    "OWNER",
+    "DoorStack",
+    "batch",
+    "body",
+    "door_env",
+    "door_stack",
+    "key_headers",
+    "write_key",
+]
 
 
 def write_key(folder: Path, key: str = KEY, mode: int = 0o600) -> Path:
@@ -64,7 +77,7 @@ def batch(outbox_ids: list[str], text: str = "row <{}>") -> dict[str, list[dict[
 
 @dataclass
 class DoorStack:
-    """The door in-process (`door_stack`); the process stacks are tests.support.procs' Services."""
+    """The door in-process (`door_stack`); the stack as processes is `tests.support.stack`."""
 
     url: str
     client: httpx.AsyncClient
