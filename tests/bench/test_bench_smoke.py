@@ -44,6 +44,7 @@ def test_every_bench_script_has_a_smoke_run() -> None:
     assert scripts == sorted(SMOKE_ARGS), "add the new script to SMOKE_ARGS (or drop a gone one)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SMOKE_ARGS))
 def test_bench_script_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     with subprocess.Popen(

@@ -17,6 +17,9 @@ from tests.e2e.door.conftest import Harness, spawn_door
 from tests.e2e.door.turn_holder import REPLY_TEXT, USER_TEXT
 from tests.support.waiting import wait_until_sync
 
+# A long run (tens of seconds on a loaded machine): scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 COMMAND_TIMEOUT_S = 30.0
 HOLDER = Path(__file__).with_name("turn_holder.py")
 

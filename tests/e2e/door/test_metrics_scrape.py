@@ -22,6 +22,9 @@ from tests.support.door import KEY
 from tests.support.procs import free_port
 from tests.support.waiting import wait_until_sync
 
+# A long run (tens of seconds on a loaded machine): scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 TIMEOUT_S = 30.0
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

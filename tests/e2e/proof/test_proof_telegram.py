@@ -23,7 +23,7 @@ from tests.e2e.proof.proof_checks import (
 from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 ROWS = 100
 PRODUCERS = 2

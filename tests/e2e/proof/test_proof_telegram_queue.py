@@ -22,7 +22,7 @@ from tests.e2e.proof.proof_checks import (
 from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 PHASE_ROWS = 4
 FAST_RATE = 2000.0  # the library producer, as fast as it commits

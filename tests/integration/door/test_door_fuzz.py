@@ -14,7 +14,7 @@ from schemathesis.generation import GenerationMode
 from tests.integration.door.conftest import LiveDoor
 from tests.support.door import key_headers
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 NOTIFY_CASES = 500
 BATCH_CASES = 60

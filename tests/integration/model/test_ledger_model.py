@@ -19,6 +19,9 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 from engine.errors import CoopError
 from tests.support.ledger import ledger
 
+# A long run (tens of seconds on a loaded machine): scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ACTORS = ("builder", "reviewer", "owner", "chief")
 OWNER, CHIEF = "owner", "chief"
 

@@ -24,7 +24,7 @@ from engine import api
 from engine.owner import compat
 from tests.integration.owner.conftest import RunningOwner
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 CASES = 1000
 

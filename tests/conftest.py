@@ -1,0 +1,17 @@
+"""Suite-wide: the long poles start first.
+
+The suite runs in worker processes (pytest-xdist, `ops/test`), which take tests in collection
+order. A test that runs for a minute and happens to be collected late keeps one worker busy
+after the other has run out of work, and the run ends when it does. Tests marked `slow` (the
+seeded crash run, the hammer, the restarts, the bench smoke runs) are therefore moved to the
+front of the collection, in their own order; every other test keeps its place. It changes
+which worker runs a test and when, never what a test does.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort
