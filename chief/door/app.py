@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
-from chief.door.config import DoorConfig, is_loopback_host
+from chief.door.config import DoorConfig
 from chief.door.locks import ServeLock
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
@@ -155,8 +155,8 @@ async def running(ringer: Ringer, config: DoorConfig) -> AsyncIterator[Ringer]:
 
 def main(argv: list[str] | None = None) -> int:
     """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
-    from chief.door.serving import run_server
     from chief.logs import configure_logging
+    from chief.loopback_http import is_loopback_host, run_server
 
     parser = OneLineParser(
         prog="chief serve", description="Run the Coop notify door (loopback only)."

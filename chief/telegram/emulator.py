@@ -403,9 +403,8 @@ def parse_fault(document: Any) -> Fault:
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
     from chief.args import OneLineParser
-    from chief.door.config import is_loopback_host
-    from chief.door.serving import run_server
     from chief.logs import configure_logging
+    from chief.loopback_http import is_loopback_host, run_server
 
     parser = OneLineParser(
         prog="chief telegram-emulator",
