@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from engine.cli.parser import PROG, build_parser
 from engine.errors import CoopError
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _fail(exc: CoopError) -> int:

@@ -6,18 +6,21 @@ tests), else None.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-from collections.abc import Callable
-from typing import Any
 
 from engine import api, lifecycle
 from engine.cli import render
 from engine.errors import CoopError, UsageError
 
-Emit = Callable[[str], None]
-Handler = Callable[[argparse.Namespace, Emit], "dict[str, Any] | None"]
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
+
+    Emit = Callable[[str], None]
+    Handler = Callable[[argparse.Namespace, Emit], "dict[str, Any] | None"]
 
 
 class NeedsAPerson(CoopError):
@@ -217,7 +220,7 @@ def reconcile(args: argparse.Namespace, emit: Emit) -> None:
     from engine import owner, store
     from engine.owner import compat, receipts
 
-    config = owner.owner_config(store.resolve(_db(args)))
+    config = owner.owner_config(store.locate(_db(args)))
     if config is None:
         raise UsageError(
             "no owner file: reconcile asks the owner service, and this ledger is in local mode"

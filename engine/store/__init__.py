@@ -19,14 +19,18 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 
 from engine import owner_file as owner
-from engine.config import db_path as configured_db_path
+from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable, StoreError
+
+# `typing` and `pathlib` stay off the CLI's cold path: annotations only, read by mypy.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -148,16 +152,24 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
+def locate(db: str | os.PathLike[str] | None) -> str:
+    """The database path a caller means, as text: the one given, else the configured one
+    (`resolve()` without pathlib, for the CLI's cold path)."""
+    return pure_path(os.fspath(db)) if db is not None else db_file()
+
+
 def resolve(db: str | os.PathLike[str] | None) -> Path:
     """The database path a caller means: the one given, else the configured one."""
-    return Path(db) if db is not None else configured_db_path()
+    from pathlib import Path
+
+    return Path(locate(db))
 
 
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 
 
 def open_connection(
-    path: Path, *, check_same_thread: bool = True, synchronous: str = "FULL"
+    path: str | os.PathLike[str], *, check_same_thread: bool = True, synchronous: str = "FULL"
 ) -> sqlite3.Connection:
     """Open the ledger file with its pragmas and bring its schema up to date.
 
@@ -169,7 +181,7 @@ def open_connection(
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
         conn = sqlite3.connect(
             path,
             timeout=BUSY_TIMEOUT_MS / 1000,
@@ -263,12 +275,14 @@ def fence_triggers(conn: sqlite3.Connection) -> list[str]:
     ]
 
 
-def open_read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A read-only connection for a scrape: never migrates, never writes, never creates.
 
     sqlite3's errors pass through untranslated: the scrape answers 503 with SQLite's own words
     (`engine.metrics`)."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    from pathlib import Path  # a scrape's, not the CLI's
+
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -282,7 +296,7 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
     (a broken owner file fails closed too). The engine's own verbs never come through here:
     `engine.api` decides local or owner once per call and opens with `unit_of_work`.
     """
-    path = resolve(db)
+    path = locate(db)
     if owner.owner_config(path) is not None:
         raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
     conn = open_connection(path)
@@ -293,7 +307,9 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
 
 
 @contextmanager
-def unit_of_work(path: Path, *, writing: bool) -> Iterator[Callable[[], sqlite3.Connection]]:
+def unit_of_work(
+    path: str | os.PathLike[str], *, writing: bool
+) -> Iterator[Callable[[], sqlite3.Connection]]:
     """One use case's transaction, opened on first use: the block gets a function that opens
     the connection and begins the transaction the first time it is called (a write: `write()`;
     a read: one `snapshot()`), so a call refused on its arguments opens nothing. Leaving the
