@@ -49,6 +49,9 @@ FORBIDDEN = (
     "subprocess",  # only a kick that spawns a drainer
     "hashlib",
     "importlib.metadata",  # `--version` only
+    "argparse",  # with gettext and locale: a plain line is parsed by engine.cli.tree
+    "gettext",
+    "locale",
     "email",
     "tempfile",
 )
