@@ -228,7 +228,7 @@ def _option_value(words: list[str], at: int, word: str) -> tuple[str, str, int]:
     """An option word, its value and the index after them: `--x=V` or `--x V`."""
     if "=" in word:
         name, value = word.split("=", 1)
-        if not value:
+        if not value or value == "--":  # argparse reads `--x=--` as an empty list
             raise _Unsure
         return name, value, at + 1
     if at + 1 >= len(words) or words[at + 1].startswith("-"):

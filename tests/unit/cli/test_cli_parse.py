@@ -105,6 +105,7 @@ LEFT_TO_ARGPARSE = [
     ["cutover"],
     ["--as", "x", "--bogus", "todo", "add", "y"],
     ["--as="],
+    ["cutover", "--url=--"],
 ]
 
 
