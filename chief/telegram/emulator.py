@@ -18,6 +18,8 @@ Control endpoints, for tests and demos:
   "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
   429 with `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then
   answered only after `delay_s` (past the client's timeout, a message that was still received);
+  with `"replace": true` the armed faults are forgotten in the same step, so a test switching
+  Telegram from one failure to another leaves no moment in which a send succeeds;
 - `GET /emulator/calls`: how many API calls each method received, and `too_many_requests`;
 - `--flood-limits` (off by default): Telegram's flood control, about 1 message/s per private
   chat with a burst of 3, 20/min per group chat (negative ids), 30/s overall; past them a
@@ -366,9 +368,12 @@ class _Routes:
         if request.method == "GET":
             return JSONResponse({"faults": [fault.as_dict() for fault in state.faults]})
         try:
-            fault = parse_fault(json.loads(await request.body()))
+            document = json.loads(await request.body())
+            fault = parse_fault(document)
         except (ValueError, TypeError) as exc:
             return JSONResponse({"ok": False, "description": str(exc)}, status_code=400)
+        if document.get("replace") is True:
+            state.faults.clear()
         state.arm(fault)
         log.info("emulator.fault_armed", **fault.as_dict())
         return JSONResponse({"ok": True, "faults": [f.as_dict() for f in state.faults]})
@@ -404,6 +409,8 @@ def parse_fault(document: Any) -> Fault:
     retry_after = int(document.get("retry_after", 1))
     if retry_after < 1:
         raise ValueError("retry_after must be at least 1 second")
+    if not isinstance(document.get("replace", False), bool):
+        raise ValueError("replace must be true or false")
     methods = document.get("methods", ["sendMessage"])
     if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
         raise ValueError("methods must be a list of Bot API method names")
