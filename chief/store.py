@@ -18,10 +18,13 @@ power cut can only lose a landing whose outbox row is durable and still reads "n
 so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
 this machine's disk, and more while other writers share it).
 
-Thread hops: aiosqlite runs every call on the connection's own thread, and each await is a
-70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
-thread (aiosqlite's `_execute`, the seam its own methods use). That also means no other task's
-statement can interleave with a transaction, because the thread runs one function at a time.
+Thread hops: one plain sqlite3 connection, used from anyio's worker threads one hop at a time
+(`anyio.to_thread.run_sync` with a `CapacityLimiter(1)` of the connection: a public API, and the
+limiter hands the connection out in the order callers asked). Each use case below is ONE hop:
+the whole transaction runs as one function on a worker thread, so no other task's statement can
+interleave with it. A hop, once started, is not abandoned: a cancelled caller returns after its
+transaction is over (whole), and a caller cancelled while it waits for its turn runs nothing.
+Deliberate twin: `notifier.store.Database` (the packages share no code).
 `report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
 and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
 still has both) and, when the caller may land it, the landing transaction all run in that one
@@ -42,7 +45,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
 import anyio
 import anyio.to_thread
 
@@ -130,6 +132,15 @@ def _write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
+    # check_same_thread=False: hops run on whichever worker thread is idle, one at a time (the
+    # store's CapacityLimiter(1)), so the connection is never used by two threads at once.
+    return sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
 
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> None:
@@ -515,10 +526,19 @@ def _scalar(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
 
 
 class ChiefStore:
-    """One aiosqlite connection to chief.db; every method is one use case in one thread hop."""
+    """One sqlite3 connection to chief.db; every method is one use case in one thread hop.
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        self._db = db
+    Deliberate twin: `notifier.store.Database` runs the notifier's transactions the same way
+    (the packages share no code; tests/contract/test_db_thread_twins.py runs the same checks on
+    both). aiosqlite would need one hop per statement, and a lock around a transaction's hops,
+    to run a whole transaction through its public API.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, limiter: anyio.CapacityLimiter
+    ) -> None:
+        self._conn: sqlite3.Connection | None = conn  # None once closed, on the closing hop
+        self._limiter = limiter
         self.path = path
         self._closed = False
 
@@ -535,36 +555,52 @@ class ChiefStore:
             await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
-        # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
-        db = aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        # One token: the connection serves one hop at a time, which is what makes
+        # check_same_thread=False below sound (the hops run on whichever worker thread is idle).
+        limiter = anyio.CapacityLimiter(1)
         try:
-            await db
+            conn = await anyio.to_thread.run_sync(_connect, path, limiter=limiter)
         except sqlite3.Error as exc:
-            # aiosqlite stops its worker thread without waiting for it; wait here, or the thread
-            # reports to an event loop that may be closed by then.
-            await anyio.to_thread.run_sync(db._thread.join, BUSY_TIMEOUT_S)
             raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
-        store = cls(db, path)
+        store = cls(conn, path, limiter)
         try:
             await store._hop(_prepare, path)
             yield store
         finally:
             store._closed = True
-            await db.close()
+            # Shielded: a cancelled owner still closes the connection, after the hops queued
+            # before it (the limiter is first come, first served).
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store._close, limiter=limiter)
+
+    def _closed_error(self) -> ChiefStoreError:
+        return ChiefStoreError(
+            f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
+        )
 
     async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(raw_connection, *args)` on the connection thread: one hop, errors translated."""
+        """Run `fn(connection, *args)` on a worker thread: one hop, errors translated.
+
+        Never abandoned (`abandon_on_cancel=False`, the default): a cancelled caller waits for
+        its transaction to finish instead of leaving it running behind its back."""
         if self._closed:
-            raise ChiefStoreError(
-                f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
-            )
-        db = self._db
+            raise self._closed_error()
         try:
-            # aiosqlite's own methods are built on _execute; going through it directly is what
-            # lets a whole transaction run as one hop. db._conn is the sqlite3 connection.
-            return await db._execute(lambda: fn(db._conn, *args))  # type: ignore[no-any-return]
+            return await anyio.to_thread.run_sync(self._run, fn, args, limiter=self._limiter)
         except sqlite3.Error as exc:
             raise ChiefStoreError(f"chief.db at {self.path}: {exc}") from exc
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        # On the worker thread, holding the limiter: the connection's only user right now.
+        conn = self._conn
+        if conn is None:  # a hop that reached the connection after the closing one
+            raise self._closed_error()
+        return fn(conn, *args)
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     async def resolve_chief(self, owner: str) -> int:
         """The owner's Master Chief id, created on first use."""

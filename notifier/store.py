@@ -1,8 +1,8 @@
 """The notifier's use cases on the ledger: outbox delivery state and the `worker_lock` row.
 
-Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the notifier's
-database thread (`Database.call`): one thread hop per transaction, never a transaction held
-open across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
+Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on a worker thread
+(`Database.call`): one thread hop per transaction, never a transaction held open across an
+await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
 
 The SQL itself, and the queue predicate the drain and the idle handoff share (the head pending
 row, due when never attempted or when its time has come, the clock read inside the
@@ -34,7 +34,7 @@ from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from anyio import CapacityLimiter
 
 T = TypeVar("T")
 
@@ -64,44 +64,52 @@ class Claim:
 
 
 class Database:
-    """One connection on one dedicated thread (sqlite3 connections belong to their thread).
+    """One sqlite3 connection, used from anyio's worker threads one whole transaction at a time.
 
-    `connect` is called on that thread the first time it is needed, and the connection is
-    used on that thread only; the notifier's processes pass `open_own_connection`, and the
-    owner service may hand in a factory of its own fenced connections.
+    `connect` is called on a worker thread the first time the connection is needed; it must
+    return a connection opened with `check_same_thread=False` (`open_own_connection` does, and
+    so do the owner service's fenced connections): each hop runs on whichever worker thread is
+    idle, and the `CapacityLimiter(1)` below lets only one hop at a time use the connection.
+
+    A hop is never abandoned (`abandon_on_cancel=False`, the default): a cancelled caller
+    returns once its transaction is over (whole), and one cancelled while it waits for its turn
+    runs nothing. Deliberate twin: `chief.store.ChiefStore` runs chief.db's transactions the
+    same way (the packages share no code; tests/contract/test_db_thread_twins.py checks both).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._limiter: CapacityLimiter | None = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(conn, *args)` — one whole transaction — on the database thread."""
+        """Run `fn(conn, *args)` — one whole transaction — in one hop to a worker thread."""
         # Imported here: a kicked drainer that loses the lock uses the plain functions below
-        # and exits without paying for asyncio and its thread pool.
-        import asyncio
-        from concurrent.futures import ThreadPoolExecutor
+        # and exits without paying for anyio and its worker threads.
+        import anyio
+        import anyio.to_thread
 
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifier-db")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run, fn, args)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(self._run, fn, args, limiter=self._limiter)
 
     def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        # On a worker thread, holding the limiter: the connection's only user right now.
         if self._conn is None:
             self._conn = open_with(self._connect)
         return fn(self._conn, *args)
 
     async def aclose(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
+        """Close the connection after the hops already waiting (a later `call` opens it again)."""
+        limiter = self._limiter
+        if limiter is None:
             return
-        import asyncio
+        import anyio
+        import anyio.to_thread
 
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(executor, self._close_conn)
-        executor.shutdown(wait=False)
+        # Shielded: a cancelled owner still closes the connection.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._close_conn, limiter=limiter)
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -110,7 +118,8 @@ class Database:
 
 
 def open_own_connection(path: Path) -> sqlite3.Connection:
-    """The notifier's own connection: the engine's, with `synchronous = NORMAL`.
+    """The notifier's own connection: the engine's, with `synchronous = NORMAL` (and
+    `check_same_thread=False`, for `Database`'s worker threads).
 
     Only the notifier's own commits are affected (the setting is per connection). In WAL mode,
     NORMAL skips the fsync per commit; a power cut may lose the last delivery marks, and then
@@ -118,7 +127,7 @@ def open_own_connection(path: Path) -> sqlite3.Connection:
     deferral only makes a retry come sooner. Producers keep FULL, so the rows themselves and
     the changes they report are as durable as before. It halves the notifier's cost per row.
     """
-    return open_with(lambda: open_connection(path, synchronous="NORMAL"))
+    return open_with(lambda: open_connection(path, check_same_thread=False, synchronous="NORMAL"))
 
 
 def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
