@@ -1,8 +1,8 @@
 """The notifier's use cases on the ledger: outbox delivery state and the `worker_lock` row.
 
-Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on a worker thread
-(`Database.call`): one thread hop per transaction, never a transaction held open across an
-await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
+Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the connection's
+own thread (`Database.call`): one thread hop per transaction, never a transaction held open
+across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
 
 The SQL itself, and the queue predicate the drain and the idle handoff share (the head pending
 row, due when never attempted or when its time has come, the clock read inside the
@@ -16,6 +16,7 @@ sqlite3 errors (and the engine's, when the connection is opened) are translated 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -34,7 +35,8 @@ from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:
-    from anyio import CapacityLimiter
+    from queue import SimpleQueue
+    from threading import Thread
 
 T = TypeVar("T")
 
@@ -63,53 +65,134 @@ class Claim:
 # -- the database thread -------------------------------------------------------------------
 
 
+_QUEUED, _RUNNING, _SKIPPED = "queued", "running", "skipped"
+
+
+class _Call:
+    """One call for the connection's thread: queued, then run or skipped, never both."""
+
+    __slots__ = ("args", "done", "error", "fn", "loop", "result", "state")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], loop: Any, done: Any) -> None:
+        self.fn = fn
+        self.args = args
+        self.loop = loop  # the caller's event loop: `done` is set on it
+        self.done = done  # an anyio.Event
+        self.state = _QUEUED
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _ConnectionThread:
+    """One thread of its own for one sqlite3 connection: `call(fn, *args)` runs `fn(*args)`
+    there, one call at a time, in the order the calls were made.
+
+    Deliberate twin: `chief.store._ConnectionThread` (the packages share no code, and that
+    docstring says why neither `anyio.to_thread.run_sync` nor aiosqlite; the contract test
+    tests/contract/test_db_thread_twins.py runs the same checks on both). Here asyncio, anyio,
+    queue and threading are imported on first use: a kicked drainer that loses the lock makes
+    no Database, and exits without paying for them.
+
+    A call, once its function started, is never abandoned: a cancelled caller waits (shielded)
+    for it to finish and then raises its cancellation; a caller cancelled while its call is
+    still queued takes it off, so it never runs.
+    """
+
+    def __init__(self, name: str) -> None:
+        import threading
+        from queue import SimpleQueue
+
+        self._name = name
+        self._calls: SimpleQueue[_Call | None] = SimpleQueue()
+        self._claim = threading.Lock()  # a call's state moves under it: run or skip, never both
+        self._worker: Thread | None = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        import asyncio  # the running loop's call_soon_threadsafe: how the thread wakes a caller
+        import threading
+
+        import anyio
+
+        if self._worker is None:
+            # A daemon: a thread left waiting for calls never holds the process open.
+            self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._worker.start()
+        job = _Call(fn, args, asyncio.get_running_loop(), anyio.Event())
+        self._calls.put(job)
+        try:
+            await job.done.wait()
+        except BaseException:  # cancelled: the call runs whole or not at all
+            with self._claim:
+                started = job.state != _QUEUED
+                if not started:
+                    job.state = _SKIPPED
+            if started:
+                with anyio.CancelScope(shield=True):
+                    await job.done.wait()
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.result  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        """The thread ends after the calls already queued; a later `call` starts a new one."""
+        if self._worker is not None:
+            self._calls.put(None)
+            self._worker = None
+
+    def _serve(self) -> None:
+        while (job := self._calls.get()) is not None:
+            with self._claim:
+                if job.state == _SKIPPED:
+                    continue
+                job.state = _RUNNING
+            try:
+                job.result = job.fn(*job.args)
+            except BaseException as exc:  # handed to the caller, raised there
+                job.error = exc
+            # RuntimeError: the caller's loop has closed, nobody waits for this call.
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(job.done.set)
+
+
 class Database:
-    """One sqlite3 connection, used from anyio's worker threads one whole transaction at a time.
+    """The notifier's one connection to the ledger, on one thread of its own.
 
-    `connect` is called on a worker thread the first time the connection is needed; it must
-    return a connection opened with `check_same_thread=False` (`open_own_connection` does, and
-    so do the owner service's fenced connections): each hop runs on whichever worker thread is
-    idle, and the `CapacityLimiter(1)` below lets only one hop at a time use the connection.
-
-    A hop is never abandoned (`abandon_on_cancel=False`, the default): a cancelled caller
-    returns once its transaction is over (whole), and one cancelled while it waits for its turn
-    runs nothing. Deliberate twin: `chief.store.ChiefStore` runs chief.db's transactions the
-    same way (the packages share no code; tests/contract/test_db_thread_twins.py checks both).
+    `connect` is called on that thread the first time the connection is needed, and the
+    connection is used on that thread only; the notifier's processes pass
+    `open_own_connection`, and the owner service may hand in a factory of its own fenced
+    connections. Every `call` is one whole transaction in one hop (`_ConnectionThread`: no
+    other call interleaves; a cancelled caller's call runs whole or not at all).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
-        self._limiter: CapacityLimiter | None = None
+        self._db_thread: _ConnectionThread | None = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(conn, *args)` — one whole transaction — in one hop to a worker thread."""
-        # Imported here: a kicked drainer that loses the lock uses the plain functions below
-        # and exits without paying for anyio and its worker threads.
-        import anyio
-        import anyio.to_thread
-
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
-        return await anyio.to_thread.run_sync(self._run, fn, args, limiter=self._limiter)
+        """Run `fn(conn, *args)` — one whole transaction — on the connection's thread."""
+        if self._db_thread is None:
+            self._db_thread = _ConnectionThread("notifier-db")
+        return await self._db_thread.call(self._run, fn, args)
 
     def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-        # On a worker thread, holding the limiter: the connection's only user right now.
+        # On the connection's thread.
         if self._conn is None:
             self._conn = open_with(self._connect)
         return fn(self._conn, *args)
 
     async def aclose(self) -> None:
-        """Close the connection after the hops already waiting (a later `call` opens it again)."""
-        limiter = self._limiter
-        if limiter is None:
+        """Close the connection after the calls already queued (a later `call` reopens it)."""
+        db_thread, self._db_thread = self._db_thread, None
+        if db_thread is None:
             return
         import anyio
-        import anyio.to_thread
 
         # Shielded: a cancelled owner still closes the connection.
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close_conn, limiter=limiter)
+            await db_thread.call(self._close_conn)
+        db_thread.stop()
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -118,8 +201,7 @@ class Database:
 
 
 def open_own_connection(path: Path) -> sqlite3.Connection:
-    """The notifier's own connection: the engine's, with `synchronous = NORMAL` (and
-    `check_same_thread=False`, for `Database`'s worker threads).
+    """The notifier's own connection: the engine's, with `synchronous = NORMAL`.
 
     Only the notifier's own commits are affected (the setting is per connection). In WAL mode,
     NORMAL skips the fsync per commit; a power cut may lose the last delivery marks, and then
@@ -127,7 +209,7 @@ def open_own_connection(path: Path) -> sqlite3.Connection:
     deferral only makes a retry come sooner. Producers keep FULL, so the rows themselves and
     the changes they report are as durable as before. It halves the notifier's cost per row.
     """
-    return open_with(lambda: open_connection(path, check_same_thread=False, synchronous="NORMAL"))
+    return open_with(lambda: open_connection(path, synchronous="NORMAL"))
 
 
 def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:

@@ -6,9 +6,9 @@ and fails on:
 - a private attribute we know third-party objects have (aiosqlite's `_execute`, `_conn`,
   `_thread`, ...) read off anything but `self`: our own classes may name their own attributes
   so, and read them through `self`;
-- a thread executor of our own (`run_in_executor`, `ThreadPoolExecutor`): a transaction is one
-  hop through `anyio.to_thread.run_sync` on a `CapacityLimiter(1)` of its connection
-  (`chief.store.ChiefStore`, `notifier.store.Database`, deliberate twins);
+- a thread pool of our own (`run_in_executor`, `ThreadPoolExecutor`): a store's connection has
+  one thread, and a transaction is one hop to it (`_ConnectionThread` in `chief.store` and in
+  `notifier.store`, deliberate twins);
 - asyncio's primitives (locks, events, queues, sleeps, tasks) where anyio has its own: the
   packages run under anyio, whose cancel scopes asyncio's primitives do not know.
 """

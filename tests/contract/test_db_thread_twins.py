@@ -1,8 +1,8 @@
-"""The database-thread twins: `chief.store.ChiefStore` and `notifier.store.Database`.
+"""The database-thread twins: `_ConnectionThread` in `chief.store` and in `notifier.store`.
 
 The packages share no code, so each keeps its own copy of one idiom: a plain sqlite3 connection
-that one hop at a time uses from anyio's worker threads, each whole transaction one hop. The
-same checks run on both copies, on real files:
+on one thread of its own, each whole transaction one hop to it. The same checks run on both
+copies, through `ChiefStore` and `Database`, on real files:
 
 - concurrent transactions from many tasks never interleave (read a counter, write it plus one:
   the count comes out exact);

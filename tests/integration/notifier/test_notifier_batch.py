@@ -32,7 +32,7 @@ NOTIFY_PATH = "/api/coop/engine/notify"
 def _worker(config: NotifierConfig, client: object | None = None) -> Worker:
     return Worker(
         config,
-        db=Database(lambda: engine_store.open_connection(config.db_path, check_same_thread=False)),
+        db=Database(lambda: engine_store.open_connection(config.db_path)),
         client_factory=(lambda: client)  # type: ignore[arg-type,return-value]
         if client is not None
         else lambda: HttpDoorClient(

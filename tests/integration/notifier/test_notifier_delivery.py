@@ -35,7 +35,7 @@ from tests.support.waiting import wait_until
 def _worker(config: NotifierConfig) -> Worker:
     return Worker(
         config,
-        db=Database(lambda: engine_store.open_connection(config.db_path, check_same_thread=False)),
+        db=Database(lambda: engine_store.open_connection(config.db_path)),
         client_factory=lambda: HttpDoorClient(
             config.door_url, config.service_key, config.client_timeout_s
         ),

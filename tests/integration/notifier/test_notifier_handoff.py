@@ -23,7 +23,7 @@ from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make
 def _worker(db_path: Path, door: FakeDoorClient, **kw: object) -> Worker:
     return Worker(
         make_config(db_path),
-        db=Database(lambda: engine_store.open_connection(db_path, check_same_thread=False)),
+        db=Database(lambda: engine_store.open_connection(db_path)),
         client_factory=lambda: door,
         **kw,  # type: ignore[arg-type]
     )
@@ -75,7 +75,7 @@ def test_idle_handoff_refuses_a_caller_that_no_longer_holds_the_lock(
 
 
 async def test_the_service_verb_runs_the_handoff_in_one_call(db_path: Path) -> None:
-    db = Database(lambda: engine_store.open_connection(db_path, check_same_thread=False))
+    db = Database(lambda: engine_store.open_connection(db_path))
     me = this_worker("test")
     try:
         assert (await db.call(store.claim_lock, me, engine_store.now_iso())).acquired

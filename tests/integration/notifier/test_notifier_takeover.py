@@ -59,7 +59,7 @@ async def _drain(db_path: Path) -> tuple[Worker, FakeDoorClient]:
     door = FakeDoorClient()
     worker = Worker(
         make_config(db_path),
-        db=Database(lambda: engine_store.open_connection(db_path, check_same_thread=False)),
+        db=Database(lambda: engine_store.open_connection(db_path)),
         client_factory=lambda: door,
     )
     return worker, door
