@@ -40,9 +40,9 @@ from chief.conversation import Chief
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.door.locks import ServeLock
-from chief.door.serving import run_server
 from chief.errors import ChiefError
 from chief.logs import configure_logging
+from chief.loopback_http import run_server
 
 DEFAULT_THINK_S = 0.2
 
@@ -109,8 +109,9 @@ def main() -> int:
         print(f"assistant_app: {exc}", file=sys.stderr)
         return 2
     app = create_assistant(door_config, chief_config)
-    # The door's own runner: loopback, SIGTERM finishes requests in flight and returns, and an
-    # `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a free one).
+    # The door's runner (chief.loopback_http): loopback, SIGTERM finishes requests in flight and
+    # returns, and an `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a
+    # free one).
     if not run_server(
         app, host=door_config.host, port=door_config.port, event="assistant.listening"
     ):
