@@ -44,7 +44,7 @@ from chief.door.ringer import Ringer
 from chief.errors import ChiefError, DoorError
 from chief.faults import fault
 
-if TYPE_CHECKING:  # the store (and aiosqlite) loads when the door starts
+if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import Reported, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
