@@ -223,34 +223,8 @@ class Worker:
         """One attempt at the due head run `rows`: one POST (the batch route for two rows or
         more, while the door has it), every outcome recorded in one transaction. Returns the
         next due run and how many rows were delivered and deferred."""
-        assert self._client is not None
         assert rows
-        if len(rows) > 1 and self._batch_route:
-            reply = await self._client.send_batch(rows)
-            if reply.status == 404:
-                # A door without the batch route (an older Chief): the single route from now on,
-                # for this process's life; said once.
-                self._batch_route = False
-                self.log.warning(
-                    "notifier.batch.unsupported",
-                    url=self.config.batch_url,
-                    note="the door answered 404; one row per POST from now on",
-                )
-                rows = rows[:1]
-                reply = await self._client.send(rows[0])
-                outcomes = [self._classify(reply, rows[0])]
-            else:
-                outcomes = classify_batch(
-                    reply,
-                    rows,
-                    policy=self._policy,
-                    now_epoch=self._clock(),
-                    rand=self._rand(),
-                )
-        else:
-            rows = rows[:1]
-            reply = await self._client.send(rows[0])
-            outcomes = [self._classify(reply, rows[0])]
+        rows, reply, outcomes = await self._post(rows)
         now = self._clock()
         if any(isinstance(outcome, Delivered) for outcome in outcomes):
             # Door answered 2xx, rows not yet marked: a crash here re-sends them on restart
@@ -262,14 +236,52 @@ class Worker:
             recorded = await self.db.call(
                 store.record_batch, self.me.owner, pairs, now, now_iso(), self._batch_max
             )
-        delivered = deferred = 0
-        for (row, outcome), applied in zip(pairs, recorded.applied, strict=True):
+        for (_, outcome), applied in zip(pairs, recorded.applied, strict=True):
             metrics.record_attempt(reply, outcome, applied)
+        delivered = self._log_outcomes(pairs, recorded.applied, batch=len(rows) > 1)
+        return recorded.next_due, delivered, len(pairs) - delivered
+
+    async def _post(
+        self, rows: list[OutboxRow]
+    ) -> tuple[list[OutboxRow], DoorReply, list[Outcome]]:
+        """POST the run: (the rows the POST carried, the door's reply, their outcomes in order;
+        rows past the last outcome stay pending, untried)."""
+        assert self._client is not None
+        if len(rows) > 1 and self._batch_route:
+            reply = await self._client.send_batch(rows)
+            if reply.status != 404:
+                outcomes = classify_batch(
+                    reply, rows, policy=self._policy, now_epoch=self._clock(), rand=self._rand()
+                )
+                return rows, reply, outcomes
+            # A door without the batch route (an older Chief): the single route from now on,
+            # for this process's life; said once.
+            self._batch_route = False
+            self.log.warning(
+                "notifier.batch.unsupported",
+                url=self.config.batch_url,
+                note="the door answered 404; one row per POST from now on",
+            )
+        reply = await self._client.send(rows[0])
+        return rows[:1], reply, [self._classify(reply, rows[0])]
+
+    def _log_outcomes(
+        self, pairs: list[tuple[OutboxRow, Outcome]], applied: list[bool], *, batch: bool
+    ) -> int:
+        """Log what one POST's outcomes did; returns how many rows were delivered. The rows a
+        batch delivered are ONE event naming every row (an event costs ~65 us of CPU, more
+        than the rest of a row's delivery in a large batch); a single POST's row, a deferral
+        and a row cancelled in flight are one event each."""
+        delivered: list[tuple[int, int]] = []  # (outbox id, attempt) delivered and marked
+        count = 0
+        for (row, outcome), was_applied in zip(pairs, applied, strict=True):
             attempt = row.attempts + 1
-            if not applied:
+            if isinstance(outcome, Delivered):
+                count += 1
+            if not was_applied:
                 self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
             elif isinstance(outcome, Delivered):
-                self.log.info("outbox.delivered", outbox_id=row.id, attempt=attempt)
+                delivered.append((row.id, attempt))
             else:
                 self.log.warning(
                     "outbox.deferred",
@@ -278,11 +290,17 @@ class Worker:
                     retry_in_s=round(outcome.retry_in_s, 3),
                     error=outcome.error,
                 )
-            if isinstance(outcome, Delivered):
-                delivered += 1
-            else:
-                deferred += 1
-        return recorded.next_due, delivered, deferred
+        if delivered and batch:
+            self.log.info(
+                "outbox.delivered",
+                outbox_ids=[outbox_id for outbox_id, _ in delivered],
+                attempts=[attempt for _, attempt in delivered],
+                batch=len(pairs),
+            )
+        elif delivered:
+            [(outbox_id, attempt)] = delivered
+            self.log.info("outbox.delivered", outbox_id=outbox_id, attempt=attempt)
+        return count
 
     def _classify(self, reply: DoorReply, row: OutboxRow) -> Outcome:
         return classify(
