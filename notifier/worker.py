@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -249,21 +250,42 @@ class Worker:
         assert self._client is not None
         if len(rows) > 1 and self._batch_route:
             reply = await self._client.send_batch(rows)
-            if reply.status != 404:
+            limit = door_batch_limit(reply)
+            if limit is not None and limit < len(rows):
+                rows = self._narrow(rows, limit)
+                if len(rows) > 1:
+                    reply = await self._client.send_batch(rows)
+            if len(rows) > 1 and reply.status != 404:
                 outcomes = classify_batch(
                     reply, rows, policy=self._policy, now_epoch=self._clock(), rand=self._rand()
                 )
                 return rows, reply, outcomes
-            # A door without the batch route (an older Chief): the single route from now on,
-            # for this process's life; said once.
-            self._batch_route = False
-            self.log.warning(
-                "notifier.batch.unsupported",
-                url=self.config.batch_url,
-                note="the door answered 404; one row per POST from now on",
-            )
+            if reply.status == 404:
+                # A door without the batch route (an older Chief): the single route from now
+                # on, for this process's life; said once.
+                self._batch_route = False
+                self.log.warning(
+                    "notifier.batch.unsupported",
+                    url=self.config.batch_url,
+                    note="the door answered 404; one row per POST from now on",
+                )
         reply = await self._client.send(rows[0])
         return rows[:1], reply, [self._classify(reply, rows[0])]
+
+    def _narrow(self, rows: list[OutboxRow], limit: int) -> list[OutboxRow]:
+        """The door takes at most `limit` rows a batch (its CHIEF_NOTIFY_BATCH_MAX is below our
+        COOP_BATCH_MAX): batches of that size from now on, for this process's life; said once
+        per narrowing. The first `limit` rows go again at once: the door refused the request
+        whole, so none of them was recorded (nothing to defer, FIFO unchanged)."""
+        self.log.warning(
+            "notifier.batch.limited",
+            rows=limit,
+            was=self._batch_max,
+            note="the door takes smaller batches (CHIEF_NOTIFY_BATCH_MAX); set COOP_BATCH_MAX"
+            " to match",
+        )
+        self._batch_max = limit
+        return rows[:limit]
 
     def _log_outcomes(
         self, pairs: list[tuple[OutboxRow, Outcome]], applied: list[bool], *, batch: bool
@@ -328,6 +350,22 @@ class Worker:
                 note="the deferred head waits for its due time (notifier.waiter, the daemon)",
             )
         self.log.info("worker.lock.released")
+
+
+# The door's words for a batch past its limit (chief.door.router `_within_batch_limit`, its
+# twin: the packages share no code): "a batch carries at most 8 rows (CHIEF_NOTIFY_BATCH_MAX)".
+_DOOR_BATCH_LIMIT = re.compile(r"at most (\d+) rows \(CHIEF_NOTIFY_BATCH_MAX\)")
+
+
+def door_batch_limit(reply: DoorReply) -> int | None:
+    """The door's row limit when `reply` is its 422 for a batch past CHIEF_NOTIFY_BATCH_MAX,
+    else None (any other answer is classified as usual)."""
+    if reply.status != 422 or not reply.body:
+        return None
+    found = _DOOR_BATCH_LIMIT.search(reply.body.decode("utf-8", "replace"))
+    if found is None or int(found.group(1)) < 1:
+        return None
+    return int(found.group(1))
 
 
 async def release_worker_if_idle(

@@ -125,7 +125,9 @@ class NotifyItem(NotifyBody):
 
 
 def _within_batch_limit(value: object, info: ValidationInfo) -> object:
-    # Checked before any row is validated, so an oversized batch costs no per-row work.
+    # Checked before any row is validated, so an oversized batch costs no per-row work. The
+    # notifier reads the limit back from these words ("at most N rows (CHIEF_NOTIFY_BATCH_MAX)",
+    # notifier.worker `door_batch_limit`, its twin) and sends batches of N from then on.
     limit = (info.context or {}).get("batch_max")
     if isinstance(value, list) and limit is not None and len(value) > limit:
         raise ValueError(
