@@ -24,7 +24,7 @@ clock lags a producer's (another process, a clock step) still never strands a fr
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from engine import lifecycle
@@ -175,47 +175,37 @@ class Delivery(NamedTuple):
 def record_batch(conn: sqlite3.Connection, outcomes: list[Delivery], at: str) -> list[bool]:
     """Record every outcome of one batch inside the caller's one transaction: each row marked
     delivered or deferred, all or none (a failure part-way rolls the whole batch back with the
-    caller's transaction). One flag per outcome: False when that row was no longer pending.
-
-    One read of which rows are still pending, then the delivered rows in one statement
-    (`executemany`) and each deferred row (at most one per batch: FIFO) in its own."""
-    ids = [outcome.outbox_id for outcome in outcomes]
-    marks = ", ".join("?" * len(ids))
-    pending = {
-        int(found[0])
-        for found in conn.execute(
-            f"SELECT id FROM coop_outbox WHERE state = 'pending' AND id IN ({marks})", ids
-        )
-    }
-    delivered = [outcome for outcome in outcomes if outcome.next_attempt_at is None]
-
-    def delivered_rows() -> Iterator[tuple[str, str, str | None, int]]:
-        for index, outcome in enumerate(delivered):
-            if index:
-                _between_rows()
-            yield at, at, outcome.answer, outcome.outbox_id
-
-    conn.executemany(_DELIVERED_SQL, delivered_rows())
-    for outcome in outcomes:
-        if outcome.next_attempt_at is not None:
-            if outcome is not outcomes[0]:
-                _between_rows()
-            record_deferred(
-                conn, outcome.outbox_id, outcome.next_attempt_at, at, outcome.error, outcome.answer
+    caller's transaction). One flag per outcome: False when that row was no longer pending."""
+    applied: list[bool] = []
+    for index, outcome in enumerate(outcomes):
+        if index:
+            # A store failing between two rows of one batch (the all-or-nothing tests).
+            fault("engine.queue.record_batch.between_rows")
+        if outcome.next_attempt_at is None:
+            applied.append(record_delivered(conn, outcome.outbox_id, at, outcome.answer))
+        else:
+            applied.append(
+                record_deferred(
+                    conn,
+                    outcome.outbox_id,
+                    outcome.next_attempt_at,
+                    at,
+                    outcome.error,
+                    outcome.answer,
+                )
             )
-    return [outbox_id in pending for outbox_id in ids]
+    return applied
 
 
-def _between_rows() -> None:
-    # A store failing between two rows of one batch (the all-or-nothing tests).
-    fault("engine.queue.record_batch.between_rows")
-
-
-_DELIVERED_SQL = (
-    "UPDATE coop_outbox SET state = 'delivered', attempts = attempts + 1,"
-    " last_attempt_at = ?, delivered_at = ?, door_answer = ?"
-    " WHERE id = ? AND state = 'pending'"
-)
+def record_delivered(conn: sqlite3.Connection, outbox_id: int, at: str, answer: str | None) -> bool:
+    """Mark a pending row delivered; False when it is no longer pending (cancelled in flight)."""
+    cur = conn.execute(
+        "UPDATE coop_outbox SET state = 'delivered', attempts = attempts + 1,"
+        " last_attempt_at = ?, delivered_at = ?, door_answer = ?"
+        " WHERE id = ? AND state = 'pending'",
+        (at, at, answer, outbox_id),
+    )
+    return cur.rowcount == 1
 
 
 def record_deferred(
