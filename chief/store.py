@@ -357,16 +357,86 @@ def _report_batch(
 def _enqueue_notify_batch(
     conn: sqlite3.Connection, chief_id: int, rows: list[NotifyRow], queue_telegram: bool
 ) -> list[tuple[int | None, bool, int | None, int | None, int]]:
-    """The batch's accept transaction: `_enqueue_notify` for every row, in order. A failure at
-    any row rolls back every row before it (the caller's `_write`): none is half-recorded."""
-    accepted = []
+    """The batch's accept transaction: what `_enqueue_notify` does for every row, in order, with
+    the reads done once for the whole batch (the rows' keys and outbox ids are distinct, so no
+    row's writes change another row's reads). A failure at any row rolls back every row before
+    it (the caller's `_write`): none is half-recorded.
+
+    Per row that is two statements at most (the report row, the Telegram entry) instead of six:
+    the sent marks, the landed lines and the queued entries are each one `IN (...)` read, and
+    the entries ahead of each queued one are one read of the queue from the batch's first."""
+    outbox_ids = [row.outbox_id for row in rows]
+    sent = _found(conn, "SELECT outbox_id, telegram_message_id FROM coop_notify_sent", outbox_ids)
+    landed = _found(
+        conn,
+        "SELECT external_request_id, id FROM messages",
+        [row.key for row in rows],
+        "external_request_id",
+    )
+    queued = _found(conn, "SELECT outbox_id, seq FROM telegram_queue", outbox_ids)
+    seqs: list[int | None] = []
     for index, row in enumerate(rows):
         if index:
             fault("chief.store.batch_next_row")  # test-only: a failure part-way through a batch
-        accepted.append(
-            _enqueue_notify(conn, chief_id, row.key, row.text, None, row.outbox_id, queue_telegram)
+        if row.key not in landed:
+            fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
+            conn.execute(
+                "INSERT OR IGNORE INTO chief_report_outbox "
+                "(source_key, chief_id, text, source_conversation_id, created_at) "
+                "VALUES (?, ?, ?, NULL, ?)",
+                (row.key, chief_id, row.text, _utc_now()),
+            )
+        seq = None
+        if queue_telegram and row.outbox_id not in sent:
+            seq = queued.get(row.outbox_id)
+            if seq is None:
+                cursor = conn.execute(
+                    "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
+                    (row.outbox_id, row.text, _utc_now()),
+                )
+                seq = int(cursor.lastrowid or 0)
+        seqs.append(None if seq is None else int(seq))
+    ahead = _entries_ahead(conn, [seq for seq in seqs if seq is not None])
+    return [
+        (
+            None if landed.get(row.key) is None else int(landed[row.key]),
+            row.outbox_id in sent,
+            None if sent.get(row.outbox_id) is None else int(sent[row.outbox_id]),
+            seq,
+            0 if seq is None else ahead[seq],
         )
-    return accepted
+        for row, seq in zip(rows, seqs, strict=True)
+    ]
+
+
+def _found(
+    conn: sqlite3.Connection, select: str, keys: list[str], column: str = "outbox_id"
+) -> dict[str, Any]:
+    """`select` (two columns: the key, a value) for the rows whose `column` is one of `keys`,
+    as {key: value}. One statement for the whole list (SQLite takes 32,766 parameters; a batch
+    is at most 256 rows)."""
+    marks = ", ".join("?" * len(keys))
+    return dict(conn.execute(f"{select} WHERE {column} IN ({marks})", keys).fetchall())
+
+
+def _entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
+    """For each queue seq of `seqs`: how many Telegram entries are queued before it, read in
+    one pass from the earliest (not one COUNT per entry, each scanning the queue before it)."""
+    if not seqs:
+        return {}
+    first = min(seqs)
+    (before,) = conn.execute(
+        "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?", (first,)
+    ).fetchone()
+    wanted = set(seqs)
+    ahead: dict[int, int] = {}
+    later = conn.execute("SELECT seq FROM telegram_queue WHERE seq >= ? ORDER BY seq", (first,))
+    for rank, (seq,) in enumerate(later):
+        if seq in wanted:
+            ahead[int(seq)] = int(before) + rank
+            if len(ahead) == len(wanted):
+                break
+    return ahead
 
 
 @dataclass(frozen=True)
@@ -468,31 +538,29 @@ def _land_undelivered(
         "WHERE chief_id = ? AND message_id IS NULL ORDER BY rowid LIMIT ?",
         (chief_id, limit),
     ).fetchall()
-    landed: list[tuple[str, int]] = []
-    for key, text in rows:
-        now = _utc_now()
-        cursor = conn.execute(
-            "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
-            "external_request_id, created_at) "
-            "VALUES (?, 'assistant', ?, ?, 'scheduled_task', ?, ?) "
-            "ON CONFLICT (external_request_id) DO NOTHING",
-            (chief_id, text, turn_kind_of(key), key, now),
-        )
-        if cursor.rowcount == 1:
-            message_id = int(cursor.lastrowid or 0)
-        else:
-            # Only reachable if a message with this key exists without its outbox record
-            # (written by hand): adopt it rather than wedge the queue on a UNIQUE error.
-            (message_id,) = conn.execute(
-                "SELECT id FROM messages WHERE external_request_id = ?", (key,)
-            ).fetchone()
-        fault("chief.store.land_report")  # test-only: a full disk between the landing's writes
-        conn.execute(
-            "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
-            (message_id, now, key),
-        )
-        landed.append((key, int(message_id)))
-    return landed, len(rows) == limit
+    if not rows:
+        return [], False
+    now = _utc_now()
+    # One statement per table for the whole landing, in outbox order (the message ids follow
+    # it), not two per row.
+    conn.executemany(
+        "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
+        "external_request_id, created_at) "
+        "VALUES (?, 'assistant', ?, ?, 'scheduled_task', ?, ?) "
+        "ON CONFLICT (external_request_id) DO NOTHING",
+        [(chief_id, text, turn_kind_of(key), key, now) for key, text in rows],
+    )
+    # The ids read back by key: a key whose message already existed without its outbox record
+    # (written by hand; the insert did nothing) adopts that message rather than wedge the
+    # queue on a UNIQUE error.
+    keys = [str(key) for key, _ in rows]
+    ids = _found(conn, "SELECT external_request_id, id FROM messages", keys, "external_request_id")
+    fault("chief.store.land_report")  # test-only: a full disk between the landing's writes
+    conn.executemany(
+        "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
+        [(ids[key], now, key) for key in keys],
+    )
+    return [(key, int(ids[key])) for key in keys], len(rows) == limit
 
 
 def _append_message(
