@@ -29,7 +29,7 @@ from engine import store as engine_store
 from engine.errors import CoopError
 from engine.errors import StoreError as EngineStoreError
 from engine.faults import fault
-from engine.store import open_connection, queue
+from engine.store import open_connection, queue, rows
 from notifier.errors import LockLost, StoreError
 from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
@@ -49,7 +49,7 @@ class IdleHandoff(enum.Enum):
 
 
 #: The head pending row as the drain sees it: the queue's own row type, one shape for both.
-OutboxRow = queue.Head
+OutboxRow = rows.Head
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
 
-def _holder(found: queue.LockRow | None) -> Holder | None:
+def _holder(found: rows.LockRow | None) -> Holder | None:
     if found is None:
         return None
     return Holder(owner=found.owner, pid=found.pid, host=found.host, started_at=found.started_at)
@@ -312,9 +312,9 @@ def record_batch(
     again and the door deduplicates it). Refuses (`LockLost`) when the caller no longer holds
     the lock."""
     deliveries = [
-        queue.Delivery(row.id, outcome.answer)
+        rows.Delivery(row.id, outcome.answer)
         if isinstance(outcome, Delivered)
-        else queue.Delivery(row.id, outcome.answer, now_epoch + outcome.retry_in_s, outcome.error)
+        else rows.Delivery(row.id, outcome.answer, now_epoch + outcome.retry_in_s, outcome.error)
         for row, outcome in outcomes
     ]
     first = outcomes[0][0].id if outcomes else 0

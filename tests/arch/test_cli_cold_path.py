@@ -130,12 +130,6 @@ def test_help_imports_no_service_stack(tmp_path: Path) -> None:
     assert not {"httpx", "structlog", "fastapi", "pathlib", "shutil"} & modules
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/store/queue.py imports typing (Any, NamedTuple): ~17% of a cold `coop todo"
-    " done`'s CPU. Another change owned that file this round; when it keeps typing to"
-    " annotations, this passes and the strict xfail fails: delete the mark then.",
-)
 def test_a_local_verb_does_not_import_typing(tmp_path: Path) -> None:
     env = coop_env(tmp_path)
     subprocess.run(
