@@ -131,7 +131,7 @@ def _dispatch(command: str, rest: list[str]) -> int:
 
 
 def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
-    # Imported here: --version and usage errors need neither anyio nor aiosqlite.
+    # Imported here: --version and usage errors need neither anyio nor the store.
     import anyio
 
     from chief.config import ChiefConfig

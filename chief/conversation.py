@@ -413,9 +413,18 @@ class Chief:
         return True
 
     def _announce(self, landed: list[tuple[str, int]]) -> None:
-        """Tell the waiters of each landed key its message id."""
-        for key, message_id in landed:
+        """Tell the waiters of each landed key its message id. One log event per landing,
+        naming every key: an event costs ~65 us of CPU, about as much as landing a row."""
+        if len(landed) == 1:
+            [(key, message_id)] = landed
             self._log.info("chief.report.landed", source_key=key, message_id=message_id)
+        elif landed:
+            self._log.info(
+                "chief.report.landed",
+                source_keys=[key for key, _ in landed],
+                message_ids=[message_id for _, message_id in landed],
+            )
+        for key, message_id in landed:
             landing = self._landings.pop(key, None)
             if landing is not None:
                 landing.message_id = message_id

@@ -18,10 +18,13 @@ power cut can only lose a landing whose outbox row is durable and still reads "n
 so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
 this machine's disk, and more while other writers share it).
 
-Thread hops: aiosqlite runs every call on the connection's own thread, and each await is a
-70-90 µs hop. Each use case below is ONE hop: the whole transaction runs as one function on that
-thread (aiosqlite's `_execute`, the seam its own methods use). That also means no other task's
-statement can interleave with a transaction, because the thread runs one function at a time.
+Thread hops: one plain sqlite3 connection on one thread of its own (`_ConnectionThread`, on
+public APIs: a `threading.Thread`, a `queue.SimpleQueue` of calls, and the event loop's
+`call_soon_threadsafe` to wake the caller's `anyio.Event`). Each use case below is ONE hop: the
+whole transaction runs as one function on that thread, so no other task's statement can
+interleave with it. A hop, once started, is never abandoned: a cancelled caller returns after
+its transaction is over (whole), and a caller cancelled while it waits for its turn runs
+nothing. Deliberate twin: `notifier.store._ConnectionThread` (the packages share no code).
 `report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
 and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
 still has both) and, when the caller may land it, the landing transaction all run in that one
@@ -34,7 +37,10 @@ sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -42,9 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
 import anyio
-import anyio.to_thread
 
 from chief.errors import ChiefStoreError
 from chief.faults import fault
@@ -130,6 +134,11 @@ def _write(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
+    return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> None:
@@ -348,16 +357,86 @@ def _report_batch(
 def _enqueue_notify_batch(
     conn: sqlite3.Connection, chief_id: int, rows: list[NotifyRow], queue_telegram: bool
 ) -> list[tuple[int | None, bool, int | None, int | None, int]]:
-    """The batch's accept transaction: `_enqueue_notify` for every row, in order. A failure at
-    any row rolls back every row before it (the caller's `_write`): none is half-recorded."""
-    accepted = []
+    """The batch's accept transaction: what `_enqueue_notify` does for every row, in order, with
+    the reads done once for the whole batch (the rows' keys and outbox ids are distinct, so no
+    row's writes change another row's reads). A failure at any row rolls back every row before
+    it (the caller's `_write`): none is half-recorded.
+
+    Per row that is two statements at most (the report row, the Telegram entry) instead of six:
+    the sent marks, the landed lines and the queued entries are each one `IN (...)` read, and
+    the entries ahead of each queued one are one read of the queue from the batch's first."""
+    outbox_ids = [row.outbox_id for row in rows]
+    sent = _found(conn, "SELECT outbox_id, telegram_message_id FROM coop_notify_sent", outbox_ids)
+    landed = _found(
+        conn,
+        "SELECT external_request_id, id FROM messages",
+        [row.key for row in rows],
+        "external_request_id",
+    )
+    queued = _found(conn, "SELECT outbox_id, seq FROM telegram_queue", outbox_ids)
+    seqs: list[int | None] = []
     for index, row in enumerate(rows):
         if index:
             fault("chief.store.batch_next_row")  # test-only: a failure part-way through a batch
-        accepted.append(
-            _enqueue_notify(conn, chief_id, row.key, row.text, None, row.outbox_id, queue_telegram)
+        if row.key not in landed:
+            fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
+            conn.execute(
+                "INSERT OR IGNORE INTO chief_report_outbox "
+                "(source_key, chief_id, text, source_conversation_id, created_at) "
+                "VALUES (?, ?, ?, NULL, ?)",
+                (row.key, chief_id, row.text, _utc_now()),
+            )
+        seq = None
+        if queue_telegram and row.outbox_id not in sent:
+            seq = queued.get(row.outbox_id)
+            if seq is None:
+                cursor = conn.execute(
+                    "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
+                    (row.outbox_id, row.text, _utc_now()),
+                )
+                seq = int(cursor.lastrowid or 0)
+        seqs.append(None if seq is None else int(seq))
+    ahead = _entries_ahead(conn, [seq for seq in seqs if seq is not None])
+    return [
+        (
+            None if landed.get(row.key) is None else int(landed[row.key]),
+            row.outbox_id in sent,
+            None if sent.get(row.outbox_id) is None else int(sent[row.outbox_id]),
+            seq,
+            0 if seq is None else ahead[seq],
         )
-    return accepted
+        for row, seq in zip(rows, seqs, strict=True)
+    ]
+
+
+def _found(
+    conn: sqlite3.Connection, select: str, keys: list[str], column: str = "outbox_id"
+) -> dict[str, Any]:
+    """`select` (two columns: the key, a value) for the rows whose `column` is one of `keys`,
+    as {key: value}. One statement for the whole list (SQLite takes 32,766 parameters; a batch
+    is at most 256 rows)."""
+    marks = ", ".join("?" * len(keys))
+    return dict(conn.execute(f"{select} WHERE {column} IN ({marks})", keys).fetchall())
+
+
+def _entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
+    """For each queue seq of `seqs`: how many Telegram entries are queued before it, read in
+    one pass from the earliest (not one COUNT per entry, each scanning the queue before it)."""
+    if not seqs:
+        return {}
+    first = min(seqs)
+    (before,) = conn.execute(
+        "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?", (first,)
+    ).fetchone()
+    wanted = set(seqs)
+    ahead: dict[int, int] = {}
+    later = conn.execute("SELECT seq FROM telegram_queue WHERE seq >= ? ORDER BY seq", (first,))
+    for rank, (seq,) in enumerate(later):
+        if seq in wanted:
+            ahead[int(seq)] = int(before) + rank
+            if len(ahead) == len(wanted):
+                break
+    return ahead
 
 
 @dataclass(frozen=True)
@@ -459,31 +538,29 @@ def _land_undelivered(
         "WHERE chief_id = ? AND message_id IS NULL ORDER BY rowid LIMIT ?",
         (chief_id, limit),
     ).fetchall()
-    landed: list[tuple[str, int]] = []
-    for key, text in rows:
-        now = _utc_now()
-        cursor = conn.execute(
-            "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
-            "external_request_id, created_at) "
-            "VALUES (?, 'assistant', ?, ?, 'scheduled_task', ?, ?) "
-            "ON CONFLICT (external_request_id) DO NOTHING",
-            (chief_id, text, turn_kind_of(key), key, now),
-        )
-        if cursor.rowcount == 1:
-            message_id = int(cursor.lastrowid or 0)
-        else:
-            # Only reachable if a message with this key exists without its outbox record
-            # (written by hand): adopt it rather than wedge the queue on a UNIQUE error.
-            (message_id,) = conn.execute(
-                "SELECT id FROM messages WHERE external_request_id = ?", (key,)
-            ).fetchone()
-        fault("chief.store.land_report")  # test-only: a full disk between the landing's writes
-        conn.execute(
-            "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
-            (message_id, now, key),
-        )
-        landed.append((key, int(message_id)))
-    return landed, len(rows) == limit
+    if not rows:
+        return [], False
+    now = _utc_now()
+    # One statement per table for the whole landing, in outbox order (the message ids follow
+    # it), not two per row.
+    conn.executemany(
+        "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
+        "external_request_id, created_at) "
+        "VALUES (?, 'assistant', ?, ?, 'scheduled_task', ?, ?) "
+        "ON CONFLICT (external_request_id) DO NOTHING",
+        [(chief_id, text, turn_kind_of(key), key, now) for key, text in rows],
+    )
+    # The ids read back by key: a key whose message already existed without its outbox record
+    # (written by hand; the insert did nothing) adopts that message rather than wedge the
+    # queue on a UNIQUE error.
+    keys = [str(key) for key, _ in rows]
+    ids = _found(conn, "SELECT external_request_id, id FROM messages", keys, "external_request_id")
+    fault("chief.store.land_report")  # test-only: a full disk between the landing's writes
+    conn.executemany(
+        "UPDATE chief_report_outbox SET message_id = ?, landed_at = ? WHERE source_key = ?",
+        [(ids[key], now, key) for key in keys],
+    )
+    return [(key, int(ids[key])) for key in keys], len(rows) == limit
 
 
 def _append_message(
@@ -514,13 +591,103 @@ def _scalar(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
     return None if row is None else row[0]
 
 
-class ChiefStore:
-    """One aiosqlite connection to chief.db; every method is one use case in one thread hop."""
+# -- the connection's thread -------------------------------------------------------------------
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        self._db = db
+_QUEUED, _RUNNING, _SKIPPED = "queued", "running", "skipped"
+
+
+class _Call:
+    """One call for the connection's thread: queued, then run or skipped, never both."""
+
+    __slots__ = ("args", "done", "error", "fn", "loop", "result", "state")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], loop: Any, done: Any) -> None:
+        self.fn = fn
+        self.args = args
+        self.loop = loop  # the caller's event loop: `done` is set on it
+        self.done = done  # an anyio.Event
+        self.state = _QUEUED
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _ConnectionThread:
+    """One thread of its own for one sqlite3 connection: `call(fn, *args)` runs `fn(*args)`
+    there, one call at a time, in the order the calls were made.
+
+    Deliberate twin: `notifier.store._ConnectionThread` (the packages share no code;
+    tests/contract/test_db_thread_twins.py runs the same checks on both). Why not
+    `anyio.to_thread.run_sync` on a `CapacityLimiter(1)`: per call it takes two checkpoints, two
+    cancel scopes, a context copy and a Condition-based queue, about three times this class's
+    event-loop CPU per hop (measured ~155 µs against ~53 µs), and the door makes several hops
+    per row (bench_door_batch: ~25% more door CPU per row). Why not aiosqlite: its public API
+    runs one statement per hop, so a transaction of N statements would cost N hops and a lock
+    around them.
+
+    A call, once its function started, is never abandoned: a cancelled caller waits (shielded)
+    for it to finish and then raises its cancellation; a caller cancelled while its call is
+    still queued takes it off, so it never runs.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._claim = threading.Lock()  # a call's state moves under it: run or skip, never both
+        self._worker: threading.Thread | None = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        import asyncio  # the running loop's call_soon_threadsafe: how the thread wakes a caller
+
+        if self._worker is None:
+            # A daemon: a thread left waiting for calls never holds the process open.
+            self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._worker.start()
+        job = _Call(fn, args, asyncio.get_running_loop(), anyio.Event())
+        self._calls.put(job)
+        try:
+            await job.done.wait()
+        except BaseException:  # cancelled: the call runs whole or not at all
+            with self._claim:
+                started = job.state != _QUEUED
+                if not started:
+                    job.state = _SKIPPED
+            if started:
+                with anyio.CancelScope(shield=True):
+                    await job.done.wait()
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.result  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        """The thread ends after the calls already queued; a later `call` starts a new one."""
+        if self._worker is not None:
+            self._calls.put(None)
+            self._worker = None
+
+    def _serve(self) -> None:
+        while (job := self._calls.get()) is not None:
+            with self._claim:
+                if job.state == _SKIPPED:
+                    continue
+                job.state = _RUNNING
+            try:
+                job.result = job.fn(*job.args)
+            except BaseException as exc:  # handed to the caller, raised there
+                job.error = exc
+            # RuntimeError: the caller's loop has closed, nobody waits for this call.
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(job.done.set)
+
+
+class ChiefStore:
+    """One sqlite3 connection to chief.db; every method is one use case in one thread hop."""
+
+    def __init__(self, path: Path) -> None:
         self.path = path
         self._closed = False
+        self._db_thread = _ConnectionThread("chief-db")
+        self._conn: sqlite3.Connection | None = None  # used on that thread only
 
     @classmethod
     @asynccontextmanager
@@ -535,36 +702,51 @@ class ChiefStore:
             await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
-        # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
-        db = aiosqlite.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        store = cls(path)
         try:
-            await db
-        except sqlite3.Error as exc:
-            # aiosqlite stops its worker thread without waiting for it; wait here, or the thread
-            # reports to an event loop that may be closed by then.
-            await anyio.to_thread.run_sync(db._thread.join, BUSY_TIMEOUT_S)
-            raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
-        store = cls(db, path)
-        try:
+            try:
+                await store._db_thread.call(store._open)
+            except sqlite3.Error as exc:
+                raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
             await store._hop(_prepare, path)
             yield store
         finally:
             store._closed = True
-            await db.close()
+            # Shielded: a cancelled owner still closes the connection, after the hops queued
+            # before it.
+            with anyio.CancelScope(shield=True):
+                await store._db_thread.call(store._close)
+            store._db_thread.stop()
+
+    def _closed_error(self) -> ChiefStoreError:
+        return ChiefStoreError(
+            f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
+        )
 
     async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(raw_connection, *args)` on the connection thread: one hop, errors translated."""
+        """Run `fn(connection, *args)` on the connection's thread: one hop, errors translated."""
         if self._closed:
-            raise ChiefStoreError(
-                f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
-            )
-        db = self._db
+            raise self._closed_error()
         try:
-            # aiosqlite's own methods are built on _execute; going through it directly is what
-            # lets a whole transaction run as one hop. db._conn is the sqlite3 connection.
-            return await db._execute(lambda: fn(db._conn, *args))  # type: ignore[no-any-return]
+            return await self._db_thread.call(self._run, fn, args)
         except sqlite3.Error as exc:
             raise ChiefStoreError(f"chief.db at {self.path}: {exc}") from exc
+
+    # On the connection's thread:
+
+    def _open(self) -> None:
+        self._conn = _connect(self.path)
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._conn
+        if conn is None:  # a hop that reached the thread after the closing one
+            raise self._closed_error()
+        return fn(conn, *args)
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
     async def resolve_chief(self, owner: str) -> int:
         """The owner's Master Chief id, created on first use."""

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Literal
 
 from engine.errors import LifecycleError, UsageError
 
-Kind = Literal["todo", "request"]
+# `typing` stays off the CLI's cold path (~7 ms): for mypy only, which reads any
+# `TYPE_CHECKING` as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Kind = Literal["todo", "request"]
 
 TABLES: dict[str, str] = {"todo": "todos", "request": "requests"}
 

@@ -23,15 +23,18 @@ Standard library only, and no import of `engine.store` (which imports this modul
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
-from engine.config import db_path as configured_db_path
+from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable
+
+# Off the CLI's cold path (`typing`, `pathlib`): annotations only; mypy reads them.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
 
 OWNER_FILE_ENV = "COOP_OWNER_FILE"
 OWNER_FILE_SUFFIX = ".owner.json"
@@ -55,28 +58,38 @@ def _owner_marker() -> int:
     return 1
 
 
-def owner_file_path(db: Path, environ: Mapping[str, str] | None = None) -> Path:
-    """`COOP_OWNER_FILE`, else `<store>.owner.json` beside the database."""
+def owner_file(db: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:
+    """`owner_file_path()` as text, for the CLI's path (no pathlib)."""
     env = os.environ if environ is None else environ
     if env.get(OWNER_FILE_ENV):
-        return Path(env[OWNER_FILE_ENV]).expanduser()
-    return Path(str(db) + OWNER_FILE_SUFFIX)
+        return pure_path(os.path.expanduser(env[OWNER_FILE_ENV]))
+    return pure_path(os.fspath(db)) + OWNER_FILE_SUFFIX
 
 
-def owner_config(db: Path | None = None) -> dict[str, Any] | None:
+def owner_file_path(db: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Path:
+    """`COOP_OWNER_FILE`, else `<store>.owner.json` beside the database."""
+    from pathlib import Path
+
+    return Path(owner_file(db, environ))
+
+
+def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
     """The owner file governing `db`, validated; None in local mode (no file).
 
     Raises before anything is routed or opened: `OwnerUnavailable(INVALID_OWNER)`, exactly
     those words, for any broken file; `.detail` says what was wrong.
     """
-    db = Path(db) if db is not None else configured_db_path()
-    path = owner_file_path(db)
+    db = pure_path(os.fspath(db)) if db is not None else db_file()
+    path = owner_file(db)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except (FileNotFoundError, NotADirectoryError):
         return None  # no owner file can be there: local mode
     except (OSError, UnicodeDecodeError) as exc:
         raise _invalid(f"{path} cannot be read: {exc}") from exc
+    import json  # only when an owner file exists: local mode reads none
+
     try:
         config = json.loads(text)
     except ValueError as exc:
@@ -88,7 +101,7 @@ def owner_config(db: Path | None = None) -> dict[str, Any] | None:
     governed = config.get("database")
     if not isinstance(governed, str) or not governed:
         raise _invalid(f"{path} names no database")
-    if Path(governed).resolve() != db.resolve():
+    if os.path.realpath(governed) != os.path.realpath(db):
         raise _invalid(f"{path} governs another database")
     return config
 

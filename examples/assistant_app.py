@@ -21,7 +21,9 @@ What it shows, in the order a host application needs it:
 
 The "model" here is a stand-in that reads the conversation (reports included: they are part of
 the history a real model would read) and answers after EXAMPLE_THINK_S seconds (default 0.2),
-the time a real model call takes.
+the time a real model call takes. With EXAMPLE_THINK_UNTIL set to a file path, the call ends as
+soon as that file exists (at the latest after EXAMPLE_THINK_S): a test's hand on the model, so
+it can hold a turn open exactly until its reports have arrived.
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ from chief.conversation import Chief
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.door.locks import ServeLock
-from chief.door.serving import run_server
 from chief.errors import ChiefError
 from chief.logs import configure_logging
+from chief.loopback_http import run_server
 
 DEFAULT_THINK_S = 0.2
+THINK_UNTIL_POLL_S = 0.02
 
 
 class ChatIn(BaseModel):
@@ -59,9 +62,20 @@ class ChatOut(BaseModel):
     reply_message_id: int
 
 
-async def think(chief: Chief, text: str, think_s: float) -> str:
+async def model_call(think_s: float, until: str | None) -> None:
+    """The stand-in model call: `think_s` seconds, or until the file `until` exists."""
+    if until is None:
+        await anyio.sleep(think_s)
+        return
+    # A file is the hand a test in another process can hold; the wait is bounded by think_s.
+    with anyio.move_on_after(think_s):
+        while not await anyio.Path(until).exists():  # noqa: ASYNC110 - no event crosses processes
+            await anyio.sleep(THINK_UNTIL_POLL_S)
+
+
+async def think(chief: Chief, text: str, think_s: float, until: str | None = None) -> str:
     """The stand-in model: what a real assistant would do with the history and the message."""
-    await anyio.sleep(think_s)  # the model call
+    await model_call(think_s, until)
     history = await chief.recent_messages(limit=20)
     reports = [message for message in history if message.turn_kind in ("coop", "cron")]
     if not reports:
@@ -73,6 +87,7 @@ def create_assistant(door_config: DoorConfig, chief_config: ChiefConfig) -> Fast
     """The host application: its own chat route, with the door mounted behind it."""
     door = create_app(door_config, chief_config)
     think_s = float(os.environ.get("EXAMPLE_THINK_S", DEFAULT_THINK_S))
+    think_until = os.environ.get("EXAMPLE_THINK_UNTIL") or None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +104,7 @@ def create_assistant(door_config: DoorConfig, chief_config: ChiefConfig) -> Fast
         # 3. One turn: the owner's message, the model's work and the reply, under the turn lock.
         async with chief.turn():
             user_id = await chief.append_message("user", message.text)
-            reply = await think(chief, message.text, think_s)
+            reply = await think(chief, message.text, think_s, think_until)
             reply_id = await chief.append_message("assistant", reply)
         return ChatOut(reply=reply, user_message_id=user_id, reply_message_id=reply_id)
 
@@ -109,8 +124,9 @@ def main() -> int:
         print(f"assistant_app: {exc}", file=sys.stderr)
         return 2
     app = create_assistant(door_config, chief_config)
-    # The door's own runner: loopback, SIGTERM finishes requests in flight and returns, and an
-    # `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a free one).
+    # The door's runner (chief.loopback_http): loopback, SIGTERM finishes requests in flight and
+    # returns, and an `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a
+    # free one).
     if not run_server(
         app, host=door_config.host, port=door_config.port, event="assistant.listening"
     ):

@@ -1,8 +1,8 @@
 """The notifier's use cases on the ledger: outbox delivery state and the `worker_lock` row.
 
-Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the notifier's
-database thread (`Database.call`): one thread hop per transaction, never a transaction held
-open across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
+Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the connection's
+own thread (`Database.call`): one thread hop per transaction, never a transaction held open
+across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
 
 The SQL itself, and the queue predicate the drain and the idle handoff share (the head pending
 row, due when never attempted or when its time has come, the clock read inside the
@@ -16,6 +16,7 @@ sqlite3 errors (and the engine's, when the connection is opened) are translated 
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -28,13 +29,14 @@ from engine import store as engine_store
 from engine.errors import CoopError
 from engine.errors import StoreError as EngineStoreError
 from engine.faults import fault
-from engine.store import open_connection, queue
+from engine.store import open_connection, queue, rows
 from notifier.errors import LockLost, StoreError
 from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from queue import SimpleQueue
+    from threading import Thread
 
 T = TypeVar("T")
 
@@ -47,7 +49,7 @@ class IdleHandoff(enum.Enum):
 
 
 #: The head pending row as the drain sees it: the queue's own row type, one shape for both.
-OutboxRow = queue.Head
+OutboxRow = rows.Head
 
 
 @dataclass(frozen=True)
@@ -63,45 +65,134 @@ class Claim:
 # -- the database thread -------------------------------------------------------------------
 
 
-class Database:
-    """One connection on one dedicated thread (sqlite3 connections belong to their thread).
+_QUEUED, _RUNNING, _SKIPPED = "queued", "running", "skipped"
 
-    `connect` is called on that thread the first time it is needed, and the connection is
-    used on that thread only; the notifier's processes pass `open_own_connection`, and the
-    owner service may hand in a factory of its own fenced connections.
+
+class _Call:
+    """One call for the connection's thread: queued, then run or skipped, never both."""
+
+    __slots__ = ("args", "done", "error", "fn", "loop", "result", "state")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], loop: Any, done: Any) -> None:
+        self.fn = fn
+        self.args = args
+        self.loop = loop  # the caller's event loop: `done` is set on it
+        self.done = done  # an anyio.Event
+        self.state = _QUEUED
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _ConnectionThread:
+    """One thread of its own for one sqlite3 connection: `call(fn, *args)` runs `fn(*args)`
+    there, one call at a time, in the order the calls were made.
+
+    Deliberate twin: `chief.store._ConnectionThread` (the packages share no code, and that
+    docstring says why neither `anyio.to_thread.run_sync` nor aiosqlite; the contract test
+    tests/contract/test_db_thread_twins.py runs the same checks on both). Here asyncio, anyio,
+    queue and threading are imported on first use: a kicked drainer that loses the lock makes
+    no Database, and exits without paying for them.
+
+    A call, once its function started, is never abandoned: a cancelled caller waits (shielded)
+    for it to finish and then raises its cancellation; a caller cancelled while its call is
+    still queued takes it off, so it never runs.
+    """
+
+    def __init__(self, name: str) -> None:
+        import threading
+        from queue import SimpleQueue
+
+        self._name = name
+        self._calls: SimpleQueue[_Call | None] = SimpleQueue()
+        self._claim = threading.Lock()  # a call's state moves under it: run or skip, never both
+        self._worker: Thread | None = None
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        import asyncio  # the running loop's call_soon_threadsafe: how the thread wakes a caller
+        import threading
+
+        import anyio
+
+        if self._worker is None:
+            # A daemon: a thread left waiting for calls never holds the process open.
+            self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._worker.start()
+        job = _Call(fn, args, asyncio.get_running_loop(), anyio.Event())
+        self._calls.put(job)
+        try:
+            await job.done.wait()
+        except BaseException:  # cancelled: the call runs whole or not at all
+            with self._claim:
+                started = job.state != _QUEUED
+                if not started:
+                    job.state = _SKIPPED
+            if started:
+                with anyio.CancelScope(shield=True):
+                    await job.done.wait()
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.result  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        """The thread ends after the calls already queued; a later `call` starts a new one."""
+        if self._worker is not None:
+            self._calls.put(None)
+            self._worker = None
+
+    def _serve(self) -> None:
+        while (job := self._calls.get()) is not None:
+            with self._claim:
+                if job.state == _SKIPPED:
+                    continue
+                job.state = _RUNNING
+            try:
+                job.result = job.fn(*job.args)
+            except BaseException as exc:  # handed to the caller, raised there
+                job.error = exc
+            # RuntimeError: the caller's loop has closed, nobody waits for this call.
+            with contextlib.suppress(RuntimeError):
+                job.loop.call_soon_threadsafe(job.done.set)
+
+
+class Database:
+    """The notifier's one connection to the ledger, on one thread of its own.
+
+    `connect` is called on that thread the first time the connection is needed, and the
+    connection is used on that thread only; the notifier's processes pass
+    `open_own_connection`, and the owner service may hand in a factory of its own fenced
+    connections. Every `call` is one whole transaction in one hop (`_ConnectionThread`: no
+    other call interleaves; a cancelled caller's call runs whole or not at all).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._db_thread: _ConnectionThread | None = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(conn, *args)` — one whole transaction — on the database thread."""
-        # Imported here: a kicked drainer that loses the lock uses the plain functions below
-        # and exits without paying for asyncio and its thread pool.
-        import asyncio
-        from concurrent.futures import ThreadPoolExecutor
-
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notifier-db")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._run, fn, args)
+        """Run `fn(conn, *args)` — one whole transaction — on the connection's thread."""
+        if self._db_thread is None:
+            self._db_thread = _ConnectionThread("notifier-db")
+        return await self._db_thread.call(self._run, fn, args)
 
     def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        # On the connection's thread.
         if self._conn is None:
             self._conn = open_with(self._connect)
         return fn(self._conn, *args)
 
     async def aclose(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
+        """Close the connection after the calls already queued (a later `call` reopens it)."""
+        db_thread, self._db_thread = self._db_thread, None
+        if db_thread is None:
             return
-        import asyncio
+        import anyio
 
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(executor, self._close_conn)
-        executor.shutdown(wait=False)
+        # Shielded: a cancelled owner still closes the connection.
+        with anyio.CancelScope(shield=True):
+            await db_thread.call(self._close_conn)
+        db_thread.stop()
 
     def _close_conn(self) -> None:
         conn, self._conn = self._conn, None
@@ -175,7 +266,7 @@ def due_head(conn: sqlite3.Connection, clock: Clock) -> OutboxRow | None:
         raise StoreError(f"cannot read the Coop outbox: {exc}") from exc
 
 
-def _holder(found: queue.LockRow | None) -> Holder | None:
+def _holder(found: rows.LockRow | None) -> Holder | None:
     if found is None:
         return None
     return Holder(owner=found.owner, pid=found.pid, host=found.host, started_at=found.started_at)
@@ -221,9 +312,9 @@ def record_batch(
     again and the door deduplicates it). Refuses (`LockLost`) when the caller no longer holds
     the lock."""
     deliveries = [
-        queue.Delivery(row.id, outcome.answer)
+        rows.Delivery(row.id, outcome.answer)
         if isinstance(outcome, Delivered)
-        else queue.Delivery(row.id, outcome.answer, now_epoch + outcome.retry_in_s, outcome.error)
+        else rows.Delivery(row.id, outcome.answer, now_epoch + outcome.retry_in_s, outcome.error)
         for row, outcome in outcomes
     ]
     first = outcomes[0][0].id if outcomes else 0

@@ -4,7 +4,7 @@ Layers, pointing inward:
     config.py    settings from the environment (frozen `DoorConfig`)
     posture.py   the security posture seam (a JSON file, or always `normal`)
     guard.py     the six checks, in order, over the raw peer and headers
-    locks.py     per-row asyncio locks that empty themselves; the single-instance serve lock
+    locks.py     per-row anyio locks that empty themselves; the single-instance serve lock
     service.py   the verbs: notify (Master Chief first, Telegram once), notify_batch (several
                  rows, one chief.db transaction, one answer per row) and status
     router.py    the FastAPI router (`make_router`) a host application mounts: POST

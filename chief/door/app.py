@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
-from chief.door.config import DoorConfig, is_loopback_host
+from chief.door.config import DoorConfig
 from chief.door.locks import ServeLock
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
@@ -67,47 +67,11 @@ def create_app(
         posture=posture_source(door_config.posture_file),
         wall_clock=wall_clock,
     )
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        from chief.conversation import Chief  # the store and its drivers load at start only
-
-        async with AsyncExitStack() as stack:
-            if sender is not None:
-                await sender.start()
-                stack.push_async_callback(sender.aclose)
-            if chief_config.owner is None:
-                log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
-            else:
-                try:
-                    chief = await stack.enter_async_context(Chief.open(chief_config))
-                except ChiefError as exc:
-                    log.error("door.start_failed", error=str(exc))
-                    raise
-                service.chief = chief
-                if sender is not None:
-                    ringer = build_ringer(
-                        chief, sender, door_config, metrics=metrics, wall_clock=wall_clock
-                    )
-                    await stack.enter_async_context(running(ringer, door_config))
-                    service.ringer = ringer
-            log.info(
-                "door.started",
-                db_path=str(chief_config.db_path),
-                owner_configured=service.chief is not None,
-                telegram_configured=sender is not None,
-                posture_file=str(door_config.posture_file or ""),
-            )
-            try:
-                yield
-            finally:
-                service.chief = None
-                log.info("door.stopping")
-
+    parts = _DoorParts(door_config, chief_config, service, sender, metrics, wall_clock)
     app = FastAPI(
         title="Coop notify door",
         version="1",
-        lifespan=lifespan,
+        lifespan=parts.lifespan,
         openapi_url=None,  # no unguarded route at all; tests read app.openapi() directly
         docs_url=None,
         redoc_url=None,
@@ -117,6 +81,64 @@ def create_app(
     instrument_door(app, service, door_config, metrics)  # GET /metrics, answers counted
     app.state.door = service
     return app
+
+
+@dataclass(frozen=True)
+class _DoorParts:
+    """What the door's lifespan opens and closes: the Telegram sender (one `Bot` kept open), the
+    Chief, and the sender task over the Chief's Telegram queue; `service` sees the Chief and the
+    task while they run."""
+
+    door_config: DoorConfig
+    chief_config: ChiefConfig
+    service: DoorService
+    sender: BotSender | None
+    metrics: DoorMetrics
+    wall_clock: Callable[[], datetime] | None
+
+    @asynccontextmanager
+    async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if self.sender is not None:
+                await self.sender.start()
+                stack.push_async_callback(self.sender.aclose)
+            if self.chief_config.owner is None:
+                log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
+            else:
+                await self._open_chief(stack)
+            log.info(
+                "door.started",
+                db_path=str(self.chief_config.db_path),
+                owner_configured=self.service.chief is not None,
+                telegram_configured=self.sender is not None,
+                posture_file=str(self.door_config.posture_file or ""),
+            )
+            try:
+                yield
+            finally:
+                self.service.chief = None
+                log.info("door.stopping")
+
+    async def _open_chief(self, stack: AsyncExitStack) -> None:
+        """Open the Chief on `stack` and, with Telegram configured, start its sender task."""
+        from chief.conversation import Chief  # the store and its drivers load at start only
+
+        try:
+            chief = await stack.enter_async_context(Chief.open(self.chief_config))
+        except ChiefError as exc:
+            log.error("door.start_failed", error=str(exc))
+            raise
+        self.service.chief = chief
+        if self.sender is not None:
+            ringer = build_ringer(
+                chief,
+                self.sender,
+                self.door_config,
+                metrics=self.metrics,
+                wall_clock=self.wall_clock,
+            )
+            await stack.enter_async_context(running(ringer, self.door_config))
+            self.service.ringer = ringer
 
 
 def build_ringer(
@@ -155,8 +177,8 @@ async def running(ringer: Ringer, config: DoorConfig) -> AsyncIterator[Ringer]:
 
 def main(argv: list[str] | None = None) -> int:
     """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
-    from chief.door.serving import run_server
     from chief.logs import configure_logging
+    from chief.loopback_http import is_loopback_host, run_server
 
     parser = OneLineParser(
         prog="chief serve", description="Run the Coop notify door (loopback only)."

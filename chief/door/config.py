@@ -35,6 +35,7 @@ from pathlib import Path
 
 from chief.door.pacing import QuietHours
 from chief.errors import DoorError
+from chief.loopback_http import is_loopback_host
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
@@ -72,16 +73,6 @@ def data_home(env: Mapping[str, str]) -> Path:
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / "coop"
     return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "coop"
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for the names a loopback bind may use: `localhost` or a loopback address."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Locks of the door: per-key asyncio locks, and the single-instance lock of `chief serve`.
+"""Locks of the door: per-key anyio locks, and the single-instance lock of `chief serve`.
 
-`KeyedLocks`: per-key asyncio locks that exist only while someone holds or waits on them. The
+`KeyedLocks`: per-key anyio locks that exist only while someone holds or waits on them. The
 door's sender task holds the lock of every outbox row a Telegram message carries from the send
 to the sent mark, so nothing else may ring or mark those rows meanwhile. An entry is
 dropped the moment its last holder or waiter leaves (cancelled waiters included), so the table
@@ -9,7 +9,6 @@ is bounded by the requests in flight, never by the rows ever seen.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import time
@@ -17,6 +16,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import anyio
 
 from chief.errors import DoorError
 
@@ -32,7 +33,7 @@ REPORT_HOLD_POLL_S = 0.02
 
 @dataclass
 class _Entry:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
     users: int = 0
 
 

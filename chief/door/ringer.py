@@ -42,7 +42,7 @@ from chief.errors import ChiefError, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.sender import TelegramSender
 
-if TYPE_CHECKING:  # the store (and aiosqlite) loads when the door starts
+if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import QueuedRing
 
 log = structlog.get_logger("chief.door")

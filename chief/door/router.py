@@ -35,6 +35,7 @@ route's.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -124,7 +125,9 @@ class NotifyItem(NotifyBody):
 
 
 def _within_batch_limit(value: object, info: ValidationInfo) -> object:
-    # Checked before any row is validated, so an oversized batch costs no per-row work.
+    # Checked before any row is validated, so an oversized batch costs no per-row work. The
+    # notifier reads the limit back from these words ("at most N rows (CHIEF_NOTIFY_BATCH_MAX)",
+    # notifier.worker `door_batch_limit`, its twin) and sends batches of N from then on.
     limit = (info.context or {}).get("batch_max")
     if isinstance(value, list) and limit is not None and len(value) > limit:
         raise ValueError(
@@ -209,10 +212,56 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 }
 
 
+Refuser = Callable[[Request], JSONResponse | None]
+Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+
+
 def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
     """The door's routes over `service`; mount with `app.include_router(...)`."""
-    guard = Guard(config, service.posture)
+    refused = _refuser(Guard(config, service.posture), service)
     router = APIRouter(tags=["coop engine door"])
+    router.add_api_route(
+        NOTIFY_PATH,
+        _notify_endpoint(refused, service),
+        methods=["POST"],
+        response_model=NotifyAnswer,
+        responses={
+            **_REFUSALS,
+            422: {"description": "the body is not exactly {text, kind, outbox_id?}"},
+        },
+        openapi_extra=_openapi_body(NotifyBody.model_json_schema()),
+    )
+    router.add_api_route(
+        NOTIFY_BATCH_PATH,
+        _notify_batch_endpoint(refused, service, config.notify_batch_max),
+        methods=["POST"],
+        response_model=NotifyBatchAnswer,
+        responses={
+            **_REFUSALS,
+            422: {"description": "the body is not exactly {items: [{text, kind, outbox_id}]}"},
+        },
+        openapi_extra=_openapi_body(_batch_schema(config.notify_batch_max)),
+    )
+    router.add_api_route(
+        STATUS_PATH,
+        _status_endpoint(refused, service),
+        methods=["GET"],
+        response_model=StatusAnswer,
+        responses=_REFUSALS,
+        openapi_extra={"parameters": [_KEY_PARAMETER]},
+    )
+    return router
+
+
+def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "parameters": [_KEY_PARAMETER],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+    }
+
+
+def _refuser(guard: Guard, service: DoorService) -> Refuser:
+    """The guard as a route's first step: None to go on, else the refusal to answer."""
 
     def refused(request: Request) -> JSONResponse | None:
         client = request.scope.get("client")
@@ -225,21 +274,21 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
         log.warning("door.refused", reason=refusal.reason, path=request.url.path, peer=peer)
         return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
 
-    @router.post(
-        NOTIFY_PATH,
-        response_model=NotifyAnswer,
-        responses={
-            **_REFUSALS,
-            422: {"description": "the body is not exactly {text, kind, outbox_id?}"},
-        },
-        openapi_extra={
-            "parameters": [_KEY_PARAMETER],
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": NotifyBody.model_json_schema()}},
-            },
-        },
-    )
+    return refused
+
+
+def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
+    log.warning("door.refused", reason="invalid_body", path=request.url.path)
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
+def _too_large(request: Request) -> JSONResponse:
+    log.warning("door.refused", reason="body_too_large", path=request.url.path)
+    return JSONResponse({"detail": "body_too_large"}, status_code=413)
+
+
+def _notify_endpoint(refused: Refuser, service: DoorService) -> Endpoint:
     async def notify(request: Request) -> JSONResponse:
         """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
         refusal = refused(request)
@@ -247,14 +296,11 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
             return refusal
         raw = await _read_body(request)
         if raw is None:
-            log.warning("door.refused", reason="body_too_large", path=request.url.path)
-            return JSONResponse({"detail": "body_too_large"}, status_code=413)
+            return _too_large(request)
         try:
             body = NotifyBody.model_validate_json(raw)
         except ValidationError as exc:
-            log.warning("door.refused", reason="invalid_body", path=request.url.path)
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+            return _invalid(request, exc)
         try:
             answer = await service.notify(body.text, body.kind, body.outbox_id)
         except ChannelUnavailable as exc:
@@ -268,41 +314,24 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
             return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
         return JSONResponse(answer)
 
-    batch_schema = _batch_schema(config.notify_batch_max)
-    batch_body_bytes = max(MAX_BODY_BYTES, config.notify_batch_max * MAX_BATCH_ROW_BYTES)
+    return notify
 
-    @router.post(
-        NOTIFY_BATCH_PATH,
-        response_model=NotifyBatchAnswer,
-        responses={
-            **_REFUSALS,
-            422: {"description": "the body is not exactly {items: [{text, kind, outbox_id}]}"},
-        },
-        openapi_extra={
-            "parameters": [_KEY_PARAMETER],
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": batch_schema}},
-            },
-        },
-    )
+
+def _notify_batch_endpoint(refused: Refuser, service: DoorService, batch_max: int) -> Endpoint:
+    body_bytes = max(MAX_BODY_BYTES, batch_max * MAX_BATCH_ROW_BYTES)
+
     async def notify_batch(request: Request) -> JSONResponse:
         """Several notify rows in one chief.db transaction; one answer per row, in order."""
         refusal = refused(request)
         if refusal is not None:
             return refusal
-        raw = await _read_body(request, batch_body_bytes)
+        raw = await _read_body(request, body_bytes)
         if raw is None:
-            log.warning("door.refused", reason="body_too_large", path=request.url.path)
-            return JSONResponse({"detail": "body_too_large"}, status_code=413)
+            return _too_large(request)
         try:
-            body = NotifyBatchBody.model_validate_json(
-                raw, context={"batch_max": config.notify_batch_max}
-            )
+            body = NotifyBatchBody.model_validate_json(raw, context={"batch_max": batch_max})
         except ValidationError as exc:
-            log.warning("door.refused", reason="invalid_body", path=request.url.path)
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+            return _invalid(request, exc)
         try:
             answers = await service.notify_batch(
                 [(item.text, item.kind, item.outbox_id) for item in body.items]
@@ -311,12 +340,10 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
             return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
         return JSONResponse({"items": answers})
 
-    @router.get(
-        STATUS_PATH,
-        response_model=StatusAnswer,
-        responses=_REFUSALS,
-        openapi_extra={"parameters": [_KEY_PARAMETER]},
-    )
+    return notify_batch
+
+
+def _status_endpoint(refused: Refuser, service: DoorService) -> Endpoint:
     async def status(request: Request) -> JSONResponse:
         """What an operator asks the door: undelivered reports, sent count, posture, uptime."""
         refusal = refused(request)
@@ -327,7 +354,7 @@ def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
         except ChiefUnavailable:
             return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
 
-    return router
+    return status
 
 
 def _batch_schema(batch_max: int) -> dict[str, Any]:

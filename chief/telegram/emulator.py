@@ -18,6 +18,8 @@ Control endpoints, for tests and demos:
   "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
   429 with `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then
   answered only after `delay_s` (past the client's timeout, a message that was still received);
+  with `"replace": true` the armed faults are forgotten in the same step, so a test switching
+  Telegram from one failure to another leaves no moment in which a send succeeds;
 - `GET /emulator/calls`: how many API calls each method received, and `too_many_requests`;
 - `--flood-limits` (off by default): Telegram's flood control, about 1 message/s per private
   chat with a burst of 3, 20/min per group chat (negative ids), 30/s overall; past them a
@@ -260,8 +262,30 @@ def create_emulator(
     state = EmulatorState(
         token=token, log_path=log_path, flood=FloodLimits() if flood_limits else None
     )
+    routes = _Routes(state)
+    app = Starlette(
+        lifespan=routes.lifespan,
+        routes=[
+            Route("/bot{token}/{method}", routes.api, methods=["GET", "POST"]),
+            Route("/emulator/messages", routes.messages, methods=["GET"]),
+            Route("/emulator/calls", routes.calls, methods=["GET"]),
+            Route("/emulator/faults", routes.faults, methods=["GET", "POST"]),
+            Route("/emulator/reset", routes.reset, methods=["POST"]),
+        ],
+    )
+    return app, state
 
-    async def api(request: Request) -> JSONResponse:
+
+class _Routes:
+    """The emulator's endpoints over one `EmulatorState`: the Bot API (`api`, which answers each
+    method) and the control endpoints, plus the lifespan that closes the receipt file."""
+
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+
+    async def api(self, request: Request) -> JSONResponse:
+        """`/bot{token}/{method}`: the token, the body, an armed fault, then the method."""
+        state = self.state
         if state.token is not None and request.path_params["token"] != state.token:
             return _error(401, "Unauthorized")
         method = request.path_params["method"].lower()
@@ -279,18 +303,24 @@ def create_emulator(
             )
         if fault is not None and fault.mode == "5xx":
             return _error(fault.status, "Internal Server Error")
-        answer = _answer(method, params)
+        answer = self._answer(method, params)
         if fault is not None and fault.mode == "delay":
             await _delay(request, fault.delay_s)
         return answer
 
-    def _answer(method: str, params: dict[str, Any]) -> JSONResponse:
+    def _answer(self, method: str, params: dict[str, Any]) -> JSONResponse:
         if method == "getme":
             return _ok(BOT_USER)
         if method in {"close", "logout", "deletewebhook"}:
             return _ok(True)
         if method != "sendmessage":
             return _error(404, "Not Found: method not found")
+        return self._send_message(params)
+
+    def _send_message(self, params: dict[str, Any]) -> JSONResponse:
+        """`sendMessage`: check it as the Bot API does, apply the flood limits, keep the message;
+        its receipt line and log event are written after the answer is sent."""
+        state = self.state
         if not str(params.get("chat_id", "")).strip():
             return _error(400, "Bad Request: chat_id is empty")
         text = params.get("text")
@@ -325,47 +355,39 @@ def create_emulator(
         answer.background = BackgroundTask(after_answer)
         return answer
 
-    async def messages(_: Request) -> JSONResponse:
-        return JSONResponse({"messages": state.messages})
+    async def messages(self, _: Request) -> JSONResponse:
+        return JSONResponse({"messages": self.state.messages})
 
-    async def calls(_: Request) -> JSONResponse:
+    async def calls(self, _: Request) -> JSONResponse:
         return JSONResponse(
-            {"calls": dict(state.calls), "too_many_requests": state.too_many_requests}
+            {"calls": dict(self.state.calls), "too_many_requests": self.state.too_many_requests}
         )
 
-    async def faults(request: Request) -> JSONResponse:
+    async def faults(self, request: Request) -> JSONResponse:
+        state = self.state
         if request.method == "GET":
             return JSONResponse({"faults": [fault.as_dict() for fault in state.faults]})
         try:
-            fault = parse_fault(json.loads(await request.body()))
+            document = json.loads(await request.body())
+            fault = parse_fault(document)
         except (ValueError, TypeError) as exc:
             return JSONResponse({"ok": False, "description": str(exc)}, status_code=400)
+        if document.get("replace") is True:
+            state.faults.clear()
         state.arm(fault)
         log.info("emulator.fault_armed", **fault.as_dict())
         return JSONResponse({"ok": True, "faults": [f.as_dict() for f in state.faults]})
 
-    async def reset(_: Request) -> JSONResponse:
-        state.reset()
+    async def reset(self, _: Request) -> JSONResponse:
+        self.state.reset()
         return JSONResponse({"ok": True})
 
     @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            state.close_log()
-
-    app = Starlette(
-        lifespan=lifespan,
-        routes=[
-            Route("/bot{token}/{method}", api, methods=["GET", "POST"]),
-            Route("/emulator/messages", messages, methods=["GET"]),
-            Route("/emulator/calls", calls, methods=["GET"]),
-            Route("/emulator/faults", faults, methods=["GET", "POST"]),
-            Route("/emulator/reset", reset, methods=["POST"]),
-        ],
-    )
-    return app, state
+            self.state.close_log()
 
 
 def parse_fault(document: Any) -> Fault:
@@ -387,6 +409,8 @@ def parse_fault(document: Any) -> Fault:
     retry_after = int(document.get("retry_after", 1))
     if retry_after < 1:
         raise ValueError("retry_after must be at least 1 second")
+    if not isinstance(document.get("replace", False), bool):
+        raise ValueError("replace must be true or false")
     methods = document.get("methods", ["sendMessage"])
     if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
         raise ValueError("methods must be a list of Bot API method names")
@@ -403,9 +427,8 @@ def parse_fault(document: Any) -> Fault:
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
     from chief.args import OneLineParser
-    from chief.door.config import is_loopback_host
-    from chief.door.serving import run_server
     from chief.logs import configure_logging
+    from chief.loopback_http import is_loopback_host, run_server
 
     parser = OneLineParser(
         prog="chief telegram-emulator",

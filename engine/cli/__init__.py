@@ -1,6 +1,7 @@
 """`coop`: the ledger from a shell.
 
-    engine.cli.parser    the command tree (argparse, built lazily), one-line usage errors
+    engine.cli.tree      the command tree as data, and the quick parse of a plain line
+    engine.cli.parser    the tree in argparse, for --help and one-line usage errors
     engine.cli.commands  one handler per command, in one table; each calls `engine.api`
     engine.cli.render    the lines each command prints
     main (here)          parse, dispatch, and print every expected error as one line
@@ -15,10 +16,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
-from engine.cli.parser import PROG, build_parser
+from engine.cli.tree import PROG, quick_parse
 from engine.errors import CoopError
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from engine.cli.commands import Args
 
 
 def _fail(exc: CoopError) -> int:
@@ -44,9 +50,19 @@ def _exec_service() -> int:
     return 1
 
 
+def _parse(words: list[str]) -> Args:
+    """The quick parse of a plain line, else argparse (`--help`, a usage error, the rest)."""
+    quick = quick_parse(words)
+    if quick is not None:
+        return quick
+    from engine.cli.parser import build_parser
+
+    return build_parser(words).parse_args(words)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(words).parse_args(words)
+    args = _parse(words)
     if args.group == "serve":
         if getattr(args, "db", None):
             os.environ["COOP_DB"] = args.db

@@ -6,61 +6,67 @@ tests), else None.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-from collections.abc import Callable
-from typing import Any
 
 from engine import api, lifecycle
 from engine.cli import render
 from engine.errors import CoopError, UsageError
 
-Emit = Callable[[str], None]
-Handler = Callable[[argparse.Namespace, Emit], "dict[str, Any] | None"]
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from types import SimpleNamespace
+    from typing import Any
+
+    #: A parsed command line: argparse's, or the quick parse's (`engine.cli.tree`).
+    Args = argparse.Namespace | SimpleNamespace
+    Emit = Callable[[str], None]
+    Handler = Callable[[Args, Emit], "dict[str, Any] | None"]
 
 
 class NeedsAPerson(CoopError):
     """`coop status --check` found something that needs a person."""
 
 
-def _actor(args: argparse.Namespace) -> str:
+def _actor(args: Args) -> str:
     actor = getattr(args, "actor", None)
     return lifecycle.require_actor(actor if actor is not None else os.environ.get("COOP_ACTOR"))
 
 
-def _operator(args: argparse.Namespace) -> str:
+def _operator(args: Args) -> str:
     actor = getattr(args, "actor", None) or os.environ.get("COOP_ACTOR") or "operator"
     return lifecycle.require_actor(actor)
 
 
-def _db(args: argparse.Namespace) -> str | None:
+def _db(args: Args) -> str | None:
     return getattr(args, "db", None)
 
 
 # ---- todos and requests -------------------------------------------------------------------
 
 
-def todo_add(args: argparse.Namespace, emit: Emit) -> None:
+def todo_add(args: Args, emit: Emit) -> None:
     actor = _actor(args)
     result = api.add_todo(args.title, actor=actor, body=args.body, db=_db(args))
     emit(render.describe("todo", result, "added"))
 
 
-def todo_take(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def todo_take(args: Args, emit: Emit) -> dict[str, Any]:
     actor = _actor(args)
     result = api.take_todo(args.id, actor=actor, force=args.force, db=_db(args))
     emit(render.describe("todo", result, f"taken by {actor}"))
     return result
 
 
-def todo_release(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def todo_release(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.release_todo(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
     emit(render.describe("todo", result, "released"))
     return result
 
 
-def todo_done(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def todo_done(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.done_todo(
         args.id,
         actor=_actor(args),
@@ -73,7 +79,7 @@ def todo_done(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
     return result
 
 
-def todo_abandon(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def todo_abandon(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.abandon_todo(
         args.id, actor=_actor(args), reason=args.reason, force=args.force, db=_db(args)
     )
@@ -81,7 +87,7 @@ def todo_abandon(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
     return result
 
 
-def request_add(args: argparse.Namespace, emit: Emit) -> None:
+def request_add(args: Args, emit: Emit) -> None:
     actor = _actor(args)
     result = api.add_request(
         args.title, actor=actor, addressed_to=args.addressed_to, body=args.body, db=_db(args)
@@ -89,20 +95,20 @@ def request_add(args: argparse.Namespace, emit: Emit) -> None:
     emit(render.describe("request", result, "added"))
 
 
-def request_take(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def request_take(args: Args, emit: Emit) -> dict[str, Any]:
     actor = _actor(args)
     result = api.take_request(args.id, actor=actor, force=args.force, db=_db(args))
     emit(render.describe("request", result, f"taken by {actor}"))
     return result
 
 
-def request_release(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def request_release(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.release_request(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
     emit(render.describe("request", result, "released"))
     return result
 
 
-def request_close(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def request_close(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.close_request(
         args.id,
         actor=_actor(args),
@@ -115,7 +121,7 @@ def request_close(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
     return result
 
 
-def list_(args: argparse.Namespace, emit: Emit) -> None:
+def list_(args: Args, emit: Emit) -> None:
     items = api.list_items(args.kind, include_closed=args.all, db=_db(args))
     if args.json:
         emit(json.dumps(items, indent=2))
@@ -126,7 +132,7 @@ def list_(args: argparse.Namespace, emit: Emit) -> None:
         emit("nothing open" if not args.all else "nothing yet")
 
 
-def history(args: argparse.Namespace, emit: Emit) -> None:
+def history(args: Args, emit: Emit) -> None:
     events = api.history(args.kind, args.id, db=_db(args))
     if args.json:
         emit(json.dumps(events, indent=2))
@@ -138,13 +144,13 @@ def history(args: argparse.Namespace, emit: Emit) -> None:
 # ---- the outbox and the worker lock -------------------------------------------------------
 
 
-def notify(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def notify(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.notify(args.text, actor=_actor(args), kind=args.kind, db=_db(args))
     emit(f"notification #{result['outbox_id']} queued")
     return result
 
 
-def outbox_list(args: argparse.Namespace, emit: Emit) -> None:
+def outbox_list(args: Args, emit: Emit) -> None:
     rows = api.rows(args.state, limit=args.limit, db=_db(args))
     if args.json:
         emit(json.dumps(rows, indent=2))
@@ -153,18 +159,18 @@ def outbox_list(args: argparse.Namespace, emit: Emit) -> None:
         emit(render.outbox_line(row))
 
 
-def outbox_retry(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def outbox_retry(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.retry(args.id, actor=_actor(args), db=_db(args))
     emit(f"notification #{args.id} is due now")
     return result
 
 
-def outbox_cancel(args: argparse.Namespace, emit: Emit) -> None:
+def outbox_cancel(args: Args, emit: Emit) -> None:
     api.cancel(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
     emit(f"notification #{args.id} cancelled")
 
 
-def worker_unlock(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
+def worker_unlock(args: Args, emit: Emit) -> dict[str, Any]:
     result = api.unlock_worker(actor=_actor(args), reason=args.reason, db=_db(args))
     emit(render.unlocked_line(result["unlocked"]))
     return result
@@ -173,7 +179,7 @@ def worker_unlock(args: argparse.Namespace, emit: Emit) -> dict[str, Any]:
 # ---- the operator's commands --------------------------------------------------------------
 
 
-def status(args: argparse.Namespace, emit: Emit) -> None:
+def status(args: Args, emit: Emit) -> None:
     from engine import status
     from engine.errors import OwnerUnavailable
 
@@ -200,7 +206,7 @@ def status(args: argparse.Namespace, emit: Emit) -> None:
         raise NeedsAPerson
 
 
-def cutover(args: argparse.Namespace, emit: Emit) -> None:
+def cutover(args: Args, emit: Emit) -> None:
     from engine.owner import cutover
 
     if args.undo:
@@ -213,11 +219,11 @@ def cutover(args: argparse.Namespace, emit: Emit) -> None:
         emit(line)
 
 
-def reconcile(args: argparse.Namespace, emit: Emit) -> None:
+def reconcile(args: Args, emit: Emit) -> None:
     from engine import owner, store
     from engine.owner import compat, receipts
 
-    config = owner.owner_config(store.resolve(_db(args)))
+    config = owner.owner_config(store.locate(_db(args)))
     if config is None:
         raise UsageError(
             "no owner file: reconcile asks the owner service, and this ledger is in local mode"
@@ -251,6 +257,6 @@ COMMANDS: dict[tuple[str, str | None], Handler] = {
 }
 
 
-def run(args: argparse.Namespace, emit: Emit) -> dict[str, Any] | None:
+def run(args: Args, emit: Emit) -> dict[str, Any] | None:
     """Run the command `args` names."""
     return COMMANDS[(args.group, getattr(args, "verb", None))](args, emit)

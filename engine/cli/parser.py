@@ -1,16 +1,29 @@
-"""The `coop` command tree: argparse, built lazily (only the group a command names gets its
-arguments), with one-line usage errors. What each command does is `engine.cli.commands`."""
+"""The `coop` command tree in argparse, for `--help` and every usage error (one line each).
+
+The tree itself (every command's arguments and help) is `engine.cli.tree`, which also parses a
+plain command line without argparse; a line it is unsure of comes here. What each command does
+is `engine.cli.commands`.
+
+Each parser argparse builds costs a cold start its translation lookups and a formatter, so
+`build_parser(argv)` builds the top level, the group and the verb `argv` names and nothing
+else. Whatever the words leave open (no group yet, an option before it that is not
+`--as`/`--db`, no verb yet) gets the whole group, or the whole tree, so `--help` and every
+usage error read exactly as with the whole tree.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
 
-from engine.store.queue import STATES as OUTBOX_STATES
+from engine.cli.tree import COMMANDS, GROUP_HELP, GROUP_VERBS, PROG, Exclusive, named
 
-PROG = "coop"
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, NoReturn
+
+    from engine.cli.tree import Command
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -48,30 +61,10 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
-GROUP_HELP: dict[str, str] = {
-    "todo": "add, take, release, finish or abandon a todo",
-    "request": "add, take, release or close a request",
-    "list": "list todos and requests",
-    "history": "the event log of one row",
-    "notify": "queue a line for the owner",
-    "outbox": "inspect, retry or cancel notification rows",
-    "worker": "the notifier's worker lock: the owner clears a stuck holder",
-    "serve": "run the engine service (owner+notifier)",
-    "status": "ledger, outbox, worker lock, receipts and the door, for an operator",
-    "cutover": "make the owner service the only writer, or undo it",
-    "reconcile": "ask the owner what became of a request key",
-}
-
-
 def build_parser(argv: Sequence[str] | None = None) -> Parser:
-    """The whole command tree; given `argv`, only the group it names gets its arguments (the
-    others stay one-line stubs for --help), since building every subparser costs a cold start
-    several milliseconds."""
-    words = list(argv or ())
-    while words[:1] in (["--as"], ["--db"]):  # a top-level option and its value
-        del words[:2]
-    positional = [word for word in words if not word.startswith("-")]
-    wanted = positional[0] if positional else None
+    """The command tree for `argv`: of the group and verb it names (`tree.named`), only those;
+    without `argv`, or where the words leave either open, all of it."""
+    group, verb = named(argv)
     common = Parser(add_help=False)
     # SUPPRESS: `coop --as X todo take 1` and `coop todo take 1 --as X` both work; a subparser's
     # default must not overwrite what the top level already read.
@@ -89,157 +82,29 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     )
     parser.add_argument("--version", nargs=0, action=_Version, help="print the version")
     groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser)
-    for name, add in GROUPS.items():
-        if wanted in GROUPS and name != wanted:
-            groups.add_parser(name, help=GROUP_HELP[name])  # a stub: listed in --help only
-        else:
-            add(groups, common)
+    for name in GROUP_HELP:
+        if group is not None and name != group:
+            continue
+        if name not in GROUP_VERBS:
+            _add(groups, name, COMMANDS[(name, None)], common)
+            continue
+        parent = groups.add_parser(name, help=GROUP_HELP[name])
+        verbs = parent.add_subparsers(dest="verb", required=True, parser_class=Parser)
+        for each in GROUP_VERBS[name]:
+            if verb is None or each == verb:
+                _add(verbs, each, COMMANDS[(name, each)], common)
     return parser
 
 
-def _todo_parser(groups: Any, common: Parser) -> None:
-    todo = groups.add_parser("todo", help=GROUP_HELP["todo"])
-    todo_verbs = todo.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    p = todo_verbs.add_parser("add", parents=[common], help="add an open todo")
-    p.add_argument("title")
-    p.add_argument("--body", default=None)
-    p = todo_verbs.add_parser("take", parents=[common], help="take a todo to work on it")
-    p.add_argument("id", type=int)
-    p.add_argument("--force", action="store_true", help="take it over from its holder")
-    p = todo_verbs.add_parser("release", parents=[common], help="give a taken todo back")
-    p.add_argument("id", type=int)
-    p.add_argument("--reason", default=None, help="why (required)")
-    p = todo_verbs.add_parser("done", parents=[common], help="finish a todo (or amend it)")
-    p.add_argument("id", type=int)
-    p.add_argument("--summary", default=None, help="what came of it")
-    p.add_argument("--commit", default=None, help="the commit that did it")
-    p.add_argument("--force", action="store_true", help="finish a todo someone else holds")
-    p = todo_verbs.add_parser("abandon", parents=[common], help="give a todo up for good")
-    p.add_argument("id", type=int)
-    p.add_argument("--reason", default=None, help="why (required)")
-    p.add_argument("--force", action="store_true", help="abandon a todo someone else holds")
-
-
-def _request_parser(groups: Any, common: Parser) -> None:
-    request = groups.add_parser("request", help=GROUP_HELP["request"])
-    request_verbs = request.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    p = request_verbs.add_parser("add", parents=[common], help="add an open request")
-    p.add_argument("title")
-    p.add_argument("--to", dest="addressed_to", default=None, help="the actor it is for")
-    p.add_argument("--body", default=None)
-    p = request_verbs.add_parser("take", parents=[common], help="take a request")
-    p.add_argument("id", type=int)
-    p.add_argument("--force", action="store_true", help="take it over from its holder")
-    p = request_verbs.add_parser("release", parents=[common], help="give a taken request back")
-    p.add_argument("id", type=int)
-    p.add_argument("--reason", default=None)
-    p = request_verbs.add_parser("close", parents=[common], help="close a request (or amend it)")
-    p.add_argument("id", type=int)
-    p.add_argument("--summary", default=None)
-    p.add_argument("--commit", default=None)
-    p.add_argument("--force", action="store_true", help="close a request someone else holds")
-
-
-def _list_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser("list", parents=[common], help=GROUP_HELP["list"])
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--todos", action="store_const", dest="kind", const="todo")
-    which.add_argument("--requests", action="store_const", dest="kind", const="request")
-    p.add_argument("--all", action="store_true", help="include done, abandoned and closed rows")
-    p.add_argument("--json", action="store_true")
-
-
-def _history_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser("history", parents=[common], help=GROUP_HELP["history"])
-    p.add_argument("kind", choices=("todo", "request"))
-    p.add_argument("id", type=int)
-    p.add_argument("--json", action="store_true")
-
-
-def _notify_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser("notify", parents=[common], help=GROUP_HELP["notify"])
-    p.add_argument("text")
-    p.add_argument("--kind", default="note", help="a short tag (default: note)")
-
-
-def _outbox_parser(groups: Any, common: Parser) -> None:
-    box = groups.add_parser("outbox", help=GROUP_HELP["outbox"])
-    box_verbs = box.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    p = box_verbs.add_parser("list", parents=[common], help="recent rows, newest first")
-    p.add_argument("--state", default=None, choices=OUTBOX_STATES)
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--json", action="store_true")
-    p = box_verbs.add_parser("retry", parents=[common], help="make a deferred row due now")
-    p.add_argument("id", type=int)
-    p = box_verbs.add_parser("cancel", parents=[common], help="give up on a row, with a reason")
-    p.add_argument("id", type=int)
-    p.add_argument("--reason", default=None, help="why (required)")
-
-
-def _worker_parser(groups: Any, common: Parser) -> None:
-    worker = groups.add_parser("worker", help=GROUP_HELP["worker"])
-    verbs = worker.add_subparsers(dest="verb", required=True, parser_class=Parser)
-    p = verbs.add_parser(
-        "unlock",
-        parents=[common],
-        help="clear the worker lock, whoever holds it (the owner only)",
-        description="Clear the notifier's worker lock, whoever holds it: for a holder on"
-        " another host, or one known to be wedged, which no worker may take over. Only the"
-        " owner ($COOP_OWNER) may; the event log records who, why and the holder cleared. A"
-        " live holder stops at its next write and the next worker drains.",
-    )
-    p.add_argument("--reason", default=None, help="why (required; recorded in the event)")
-
-
-def _status_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser(
-        "status",
-        parents=[common],
-        help=GROUP_HELP["status"],
-        description="What needs a person, at a glance. --check exits 1 when something does.",
-    )
-    p.add_argument("--json", action="store_true")
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="exit 0 when healthy, 1 when something needs a person (for monitoring)",
-    )
-    p.add_argument(
-        "--max-pending-age",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="with --check: a pending row older than this needs a person"
-        " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
-    )
-
-
-def _serve_parser(groups: Any, common: Parser) -> None:
-    groups.add_parser("serve", parents=[common], help=GROUP_HELP["serve"])
-
-
-def _cutover_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser("cutover", parents=[common], help=GROUP_HELP["cutover"])
-    how = p.add_mutually_exclusive_group(required=True)
-    how.add_argument("--url", help="the owner service's loopback URL, e.g. http://127.0.0.1:8764")
-    how.add_argument("--undo", action="store_true", help="return to local mode")
-
-
-def _reconcile_parser(groups: Any, common: Parser) -> None:
-    p = groups.add_parser("reconcile", parents=[common], help=GROUP_HELP["reconcile"])
-    p.add_argument("key")
-
-
-GROUPS: dict[str, Callable[[Any, Parser], None]] = {
-    "todo": _todo_parser,
-    "request": _request_parser,
-    "list": _list_parser,
-    "history": _history_parser,
-    "notify": _notify_parser,
-    "outbox": _outbox_parser,
-    "worker": _worker_parser,
-    "status": _status_parser,
-    "serve": _serve_parser,
-    "cutover": _cutover_parser,
-    "reconcile": _reconcile_parser,
-}
+def _add(subparsers: Any, name: str, command: Command, common: Parser) -> None:
+    """One command's parser, from its entry in the tree."""
+    extra = {"description": command.description} if command.description else {}
+    parser = subparsers.add_parser(name, parents=[common], help=command.help, **extra)
+    for item in command.args:
+        if isinstance(item, Exclusive):
+            group = parser.add_mutually_exclusive_group(required=item.required)
+            for names, settings in item.args:
+                group.add_argument(*names, **settings)
+        else:
+            names, settings = item
+            parser.add_argument(*names, **settings)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from engine import lifecycle
 from engine.store import now_epoch
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def describe(kind: str, result: dict[str, Any], what: str) -> str:

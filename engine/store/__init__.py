@@ -1,7 +1,9 @@
-"""The ledger's SQLite file: opening it, its schema migrations, the fence and the one write
-transaction. The `engine.store` package is the only code in the engine that speaks SQL:
+"""The ledger's SQLite file: opening it (and migrating it), the one write transaction, the
+read snapshot, and the clock of `*_at` columns. The `engine.store` package is the only code in
+the engine that speaks SQL:
 
-    engine.store           connection, `write()`, migrations, fence, the clock of `*_at` columns
+    engine.store           connection, `write()`, `snapshot()`, `unit_of_work()`, the clock
+    engine.store.schema    the migrations, and the fence triggers `coop cutover` installs
     engine.store.ledger    todos, requests and the append-only `coop_events`
     engine.store.queue     `coop_outbox` and `worker_lock`: producers, the notifier and status
     engine.store.commands  the owner's command log (`coop_commands`)
@@ -19,120 +21,26 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 
 from engine import owner_file as owner
-from engine.config import db_path as configured_db_path
+from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable, StoreError
+from engine.store.schema import MIGRATIONS, statements
+
+# The fence's DDL lives in engine.store.schema; `coop cutover` and its tests call it here.
+from engine.store.schema import fence_triggers as fence_triggers
+from engine.store.schema import install_fence as install_fence
+from engine.store.schema import remove_fence as remove_fence
+
+# `typing` and `pathlib` stay off the CLI's cold path: annotations only, read by mypy.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
 BUSY_TIMEOUT_MS = 30_000
-
-# Each entry moves the schema one version up; `PRAGMA user_version` records how far a file is.
-# Status columns are plain TEXT with no CHECK: the rules live in the verbs (engine.lifecycle).
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE todos (
-        id             INTEGER PRIMARY KEY,
-        title          TEXT NOT NULL,
-        body           TEXT,
-        status         TEXT NOT NULL DEFAULT 'open',
-        created_by     TEXT NOT NULL,
-        created_at     TEXT NOT NULL,
-        taken_by       TEXT,
-        taken_at       TEXT,
-        closed_by      TEXT,
-        closed_at      TEXT,
-        reason         TEXT,
-        result_summary TEXT,
-        commit_sha     TEXT,
-        updated_at     TEXT NOT NULL
-    );
-    CREATE TABLE requests (
-        id             INTEGER PRIMARY KEY,
-        title          TEXT NOT NULL,
-        body           TEXT,
-        addressed_to   TEXT,
-        status         TEXT NOT NULL DEFAULT 'open',
-        created_by     TEXT NOT NULL,
-        created_at     TEXT NOT NULL,
-        taken_by       TEXT,
-        taken_at       TEXT,
-        closed_by      TEXT,
-        closed_at      TEXT,
-        reason         TEXT,
-        result_summary TEXT,
-        commit_sha     TEXT,
-        updated_at     TEXT NOT NULL
-    );
-    CREATE TABLE coop_events (
-        id        INTEGER PRIMARY KEY,
-        item_kind TEXT NOT NULL,
-        item_id   INTEGER NOT NULL,
-        event     TEXT NOT NULL,
-        actor     TEXT NOT NULL,
-        at        TEXT NOT NULL,
-        payload   TEXT
-    );
-    CREATE INDEX coop_events_item ON coop_events (item_kind, item_id, id);
-    CREATE TRIGGER coop_events_no_update BEFORE UPDATE ON coop_events
-    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never updated'); END;
-    CREATE TRIGGER coop_events_no_delete BEFORE DELETE ON coop_events
-    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never deleted'); END;
-    CREATE TABLE coop_outbox (
-        id              INTEGER PRIMARY KEY,
-        kind            TEXT NOT NULL,
-        text            TEXT NOT NULL,
-        source          TEXT,
-        state           TEXT NOT NULL DEFAULT 'pending',
-        created_at      TEXT NOT NULL,
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at REAL NOT NULL,
-        last_attempt_at TEXT,
-        last_error      TEXT,
-        door_answer     TEXT,
-        delivered_at    TEXT,
-        cancelled_at    TEXT,
-        cancelled_by    TEXT,
-        cancel_reason   TEXT
-    );
-    CREATE INDEX coop_outbox_pending ON coop_outbox (id) WHERE state = 'pending';
-    CREATE TABLE worker_lock (
-        singleton   INTEGER PRIMARY KEY CHECK (singleton = 1),
-        owner       TEXT NOT NULL,
-        pid         INTEGER NOT NULL,
-        host        TEXT NOT NULL,
-        started_at  REAL,
-        acquired_at TEXT NOT NULL
-    );
-    """,
-    # 2: the owner service files every command it runs under the caller's request key, in the
-    # same transaction as the command's own change, so `coop reconcile KEY` has one answer.
-    """
-    CREATE TABLE coop_commands (
-        key           TEXT PRIMARY KEY,
-        method        TEXT NOT NULL,
-        input_sha256  TEXT NOT NULL,
-        actor         TEXT,
-        metadata      TEXT,
-        outcome       TEXT NOT NULL,
-        result        TEXT,
-        error_type    TEXT,
-        error_message TEXT,
-        filed_at      TEXT NOT NULL
-    );
-    """,
-]
-
-# The fence: while the ledger is in service mode, every write to these tables needs the SQL
-# function only the owner's connections register (`owner.register_fence_function`). Installed
-# by `coop cutover`, dropped by `coop cutover --undo`: in local mode there is no fence at all,
-# so the notifier and the CLI write as before.
-FENCED_TABLES = ("todos", "requests", "coop_events", "coop_outbox", "worker_lock", "coop_commands")
-FENCED_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
-FENCE_TRIGGER_PREFIX = "coop_fence_"
 
 
 def now_iso() -> str:
@@ -148,16 +56,24 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
+def locate(db: str | os.PathLike[str] | None) -> str:
+    """The database path a caller means, as text: the one given, else the configured one
+    (`resolve()` without pathlib, for the CLI's cold path)."""
+    return pure_path(os.fspath(db)) if db is not None else db_file()
+
+
 def resolve(db: str | os.PathLike[str] | None) -> Path:
     """The database path a caller means: the one given, else the configured one."""
-    return Path(db) if db is not None else configured_db_path()
+    from pathlib import Path
+
+    return Path(locate(db))
 
 
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 
 
 def open_connection(
-    path: Path, *, check_same_thread: bool = True, synchronous: str = "FULL"
+    path: str | os.PathLike[str], *, check_same_thread: bool = True, synchronous: str = "FULL"
 ) -> sqlite3.Connection:
     """Open the ledger file with its pragmas and bring its schema up to date.
 
@@ -169,7 +85,7 @@ def open_connection(
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
         conn = sqlite3.connect(
             path,
             timeout=BUSY_TIMEOUT_MS / 1000,
@@ -199,7 +115,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
         # Re-read inside the write lock: another process may have migrated meanwhile.
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            for statement in _statements(script):
+            for statement in statements(script):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
         conn.execute("COMMIT")
@@ -208,67 +124,14 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _statements(script: str) -> Iterator[str]:
-    """Split a migration into statements, keeping trigger bodies whole."""
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                yield buffer.strip()
-            buffer = ""
-    if buffer.strip():
-        yield buffer.strip()
-
-
-def _fence_triggers() -> Iterator[tuple[str, str]]:
-    for table in FENCED_TABLES:
-        for operation in FENCED_OPERATIONS:
-            name = f"{FENCE_TRIGGER_PREFIX}{table}_{operation.lower()}"
-            yield (
-                name,
-                (
-                    f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table}"
-                    f" WHEN {owner.FENCE_FUNCTION}() IS NOT 1 BEGIN"
-                    f" SELECT RAISE(ABORT, '{owner.DIRECT_SQL_DISABLED} (the Coop owner service"
-                    " is the only writer)'); END"
-                ),
-            )
-
-
-def install_fence(conn: sqlite3.Connection) -> list[str]:
-    """Create the fence triggers (inside the caller's write); return their names."""
-    names = []
-    for name, ddl in _fence_triggers():
-        conn.execute(ddl)
-        names.append(name)
-    return names
-
-
-def remove_fence(conn: sqlite3.Connection) -> list[str]:
-    """Drop every fence trigger (inside the caller's write); return the names that existed."""
-    present = fence_triggers(conn)
-    for name in present:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    return present
-
-
-def fence_triggers(conn: sqlite3.Connection) -> list[str]:
-    return [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE ? ORDER BY name",
-            (FENCE_TRIGGER_PREFIX + "%",),
-        )
-    ]
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A read-only connection for a scrape: never migrates, never writes, never creates.
 
     sqlite3's errors pass through untranslated: the scrape answers 503 with SQLite's own words
     (`engine.metrics`)."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+    from pathlib import Path  # a scrape's, not the CLI's
+
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
     conn.row_factory = sqlite3.Row
     return conn
 
@@ -282,7 +145,7 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
     (a broken owner file fails closed too). The engine's own verbs never come through here:
     `engine.api` decides local or owner once per call and opens with `unit_of_work`.
     """
-    path = resolve(db)
+    path = locate(db)
     if owner.owner_config(path) is not None:
         raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
     conn = open_connection(path)
@@ -293,7 +156,9 @@ def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Con
 
 
 @contextmanager
-def unit_of_work(path: Path, *, writing: bool) -> Iterator[Callable[[], sqlite3.Connection]]:
+def unit_of_work(
+    path: str | os.PathLike[str], *, writing: bool
+) -> Iterator[Callable[[], sqlite3.Connection]]:
     """One use case's transaction, opened on first use: the block gets a function that opens
     the connection and begins the transaction the first time it is called (a write: `write()`;
     a read: one `snapshot()`), so a call refused on its arguments opens nothing. Leaving the

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
 from engine.lifecycle import TABLES
 from engine.store import now_iso
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays off the CLI's path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def record_event(

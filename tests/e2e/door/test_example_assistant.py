@@ -22,9 +22,11 @@ from tests.support.waiting import wait_until_sync
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "assistant_app.py"
-# The stand-in model's think time: long enough that both reports surely arrive inside the turn
-# (the test checks that they did, from the stored times).
-THINK_S = "3"
+# The stand-in model's turn ends when the test creates this file in the harness folder, once
+# both reports are queued (the test checks from the stored times that they arrived inside the
+# turn); THINK_S only caps it, so a slow start cannot end the turn early.
+RELEASE_FILE = "release-the-model"
+THINK_S = "60"
 TIMEOUT_S = 30.0
 
 
@@ -86,7 +88,9 @@ class Assistant:
 
 @pytest.fixture
 def assistant(harness: Harness) -> Iterator[Assistant]:
-    app = Assistant(harness.env(EXAMPLE_THINK_S=THINK_S))
+    app = Assistant(
+        harness.env(EXAMPLE_THINK_S=THINK_S, EXAMPLE_THINK_UNTIL=str(harness.folder / RELEASE_FILE))
+    )
     try:
         yield app
     finally:
@@ -98,6 +102,12 @@ def messages(folder: Path) -> list[tuple[int, str, str, str | None, str]]:
         return conn.execute(
             "SELECT id, role, turn_kind, external_request_id, created_at FROM messages ORDER BY id"
         ).fetchall()
+
+
+def queued(folder: Path) -> int:
+    with sqlite3.connect(folder / "chief.db") as conn:
+        (count,) = conn.execute("SELECT count(*) FROM chief_report_outbox").fetchone()
+    return int(count)
 
 
 def queued_at(folder: Path, key: str) -> str:
@@ -147,6 +157,10 @@ def test_reports_during_a_chat_turn_land_after_the_reply(
     )
     assert cron.returncode == 0, cron.stderr
     assert "will land when it is free" in cron.stdout
+    wait_until_sync(
+        lambda: queued(harness.folder) == 2, timeout_s=TIMEOUT_S, what="both reports queued"
+    )
+    (harness.folder / RELEASE_FILE).touch()  # the model answers: the turn ends
     chat.join(TIMEOUT_S)
     notify.join(TIMEOUT_S)
     assert answers["chat"].status_code == 200, answers["chat"].text

@@ -103,3 +103,31 @@ async def test_a_chief_db_of_the_first_schema_gains_the_telegram_queue(
         assert (new.already_sent, new.telegram_seq, new.telegram_ahead) == (False, 1, 0)
     assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert query(db, "SELECT outbox_id, text FROM telegram_queue") == [("8", "row 8")]
+
+
+async def test_landing_adopts_a_message_written_by_hand_under_a_queued_key(tmp_path: Path) -> None:
+    # A report row queued, then a message with its key written by hand before it lands: the
+    # landing adopts that message (no second line, no UNIQUE error wedging the queue), and the
+    # rows around it land in order.
+    db = tmp_path / "chief.db"
+    async with ChiefStore.open(db) as store:
+        chief_id = await store.resolve_chief("owner")
+        for n in (1, 2, 3):
+            await store.report(chief_id, f"k{n}", f"line {n}", None)
+        execute(
+            db,
+            "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
+            f"external_request_id, created_at) VALUES ({chief_id}, 'assistant', 'by hand', "
+            "'cron', 'scheduled_task', 'k2', '2026-11-30T00:00:00+00:00')",
+        )
+        (hand,) = query(db, "SELECT id FROM messages WHERE external_request_id = 'k2'")[0]
+        landed, more = await store.land_undelivered(chief_id, lambda key: "cron")
+    assert more is False
+    assert [key for key, _ in landed] == ["k1", "k2", "k3"]
+    assert dict(landed)["k2"] == hand
+    assert query(db, "SELECT external_request_id, content FROM messages ORDER BY id") == [
+        ("k2", "by hand"),
+        ("k1", "line 1"),
+        ("k3", "line 3"),
+    ]
+    assert query(db, "SELECT COUNT(*) FROM chief_report_outbox WHERE message_id IS NULL") == [(0,)]

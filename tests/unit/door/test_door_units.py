@@ -9,6 +9,7 @@ import inspect
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 import telegram.error
 
@@ -205,6 +206,36 @@ async def test_door_keyed_locks_serialise_and_empty_themselves() -> None:
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert order == ["holder", "waiter"]
+    assert len(locks) == 0
+
+
+async def test_door_keyed_locks_drop_waiters_cancelled_by_a_cancel_scope() -> None:
+    # The door runs under anyio: a waiter leaves by its cancel scope, not by Task.cancel().
+    locks = KeyedLocks()
+    inside, release = anyio.Event(), anyio.Event()
+    scope = anyio.CancelScope()
+
+    async def holder() -> None:
+        async with locks.hold("row"):
+            inside.set()
+            await release.wait()
+
+    async def waiter() -> None:
+        with scope:
+            async with locks.hold("row"):
+                pytest.fail("a cancelled waiter must never hold the lock")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(holder)
+        await inside.wait()
+        tasks.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        assert locks.waiting("row") == 2
+        scope.cancel()
+        await anyio.wait_all_tasks_blocked()
+        assert locks.waiting("row") == 1
+        release.set()
+    assert scope.cancelled_caught
     assert len(locks) == 0
 
 

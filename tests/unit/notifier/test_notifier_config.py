@@ -26,7 +26,7 @@ def test_defaults_come_from_the_data_folder(env: dict[str, str], tmp_path: Path)
     assert config.service_key_file == tmp_path / "service.key"
     assert (config.client_timeout_s, config.backoff_base_s) == (15.0, 1.0)
     assert (config.backoff_max_s, config.backstop_s) == (300.0, 300.0)
-    assert config.batch_max == 8
+    assert config.batch_max == 64
     assert config.batch_url == DEFAULT_DOOR_URL + "-batch"
     assert "s3cret" not in repr(config)
 

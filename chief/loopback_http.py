@@ -1,15 +1,23 @@
-"""Running an ASGI app on uvicorn for the project's own long-running entry points.
+"""Serving HTTP on loopback: the bind-address check and the uvicorn runner that the project's
+own long-running entry points share.
 
-`chief serve` and `chief telegram-emulator` share it: loopback bind, no access log (every event
-the project cares about is its own structlog line), SIGTERM/SIGINT handled by uvicorn (finish the
-requests in flight within a bound, then return so `main` exits 0; any number of further stop
-signals change nothing), a start failure the app logged as one event printed without a
-traceback, and one `<name>.listening`
-event carrying the bound port (with port 0 the operating system picks it; tests read it there).
+`chief serve` (the door, `chief.door.app`) and `chief telegram-emulator` (`chief.telegram`) both
+use it, so it sits beside them rather than inside either: `chief.telegram` imports nothing from
+`chief.door` (an import contract holds that).
+
+- `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`). The door's
+  guard checks the `Host` header of each request separately (`chief.door.guard`).
+- `run_server`: loopback bind, no access log (every event the project cares about is its own
+  structlog line), SIGTERM/SIGINT handled by uvicorn (finish the requests in flight within a
+  bound, then return so `main` exits 0; any number of further stop signals change nothing), a
+  start failure the app logged as one event printed without a traceback, and one
+  `<name>.listening` event carrying the bound port (with port 0 the operating system picks it;
+  tests read it there).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import signal
 import socket
 from types import FrameType
@@ -20,12 +28,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.errors import ChiefError
 
+log = structlog.get_logger("chief.loopback_http")
+
 # In-flight requests get this long to finish after SIGTERM before uvicorn closes them.
 GRACEFUL_SHUTDOWN_S = 5.0
 # Beyond this many concurrent connections uvicorn answers 503 at once: a bound on the waiters
 # one misbehaving client can park in the door.
 MAX_CONCURRENT_CONNECTIONS = 200
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for the names a loopback bind may use: `localhost` or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class _ListeningServer(uvicorn.Server):
@@ -46,7 +66,7 @@ class _ListeningServer(uvicorn.Server):
             for server in self.servers:
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
-                    structlog.get_logger("chief.serving").info(self._event, host=host, port=port)
+                    log.info(self._event, host=host, port=port)
 
 
 class _QuietStartFailure:

@@ -1,44 +1,29 @@
-"""The use cases: one function per verb, run on a transaction handed in (`Unit`), holding the
-state change, its event row and, where the change is reportable, its outbox row.
+"""The ledger's verbs: todos and requests through their lifecycles, each run on a transaction
+handed in (`Unit`), holding the state change, its event row and, where the change is
+reportable, its outbox row (`engine.store.queue.enqueue`, in the same transaction).
 
-A verb knows nothing of where it runs: no SQL text (that is `engine.store`), no environment
-(its caller hands in the settings), no routing (`engine.api` decides local or owner service;
-the owner's command log runs the same functions on its own connection). Its caller opens the
-transaction and commits it when the verb returns, or rolls it back when the verb raises.
-
-Every verb takes JSON-plain arguments and returns a JSON-plain dict, so the owner service can
-run it for a remote caller and ship the answer back unchanged. Each verb reads the row, refuses
-what the lifecycle forbids, then makes one guarded UPDATE (`engine.store.ledger`) whose WHERE
-clause carries the condition and reports whether it applied: the read is load-bearing (a
-finished row still carries its taker's name), and it is sound because it runs inside the write
-transaction. The SQL lives in `engine.store.ledger` and `engine.store.queue`, none of it here.
+Each verb reads the row, refuses what the lifecycle forbids, then makes one guarded UPDATE
+(`engine.store.ledger`) whose WHERE clause carries the condition and reports whether it
+applied: the read is load-bearing (a finished row still carries its taker's name), and it is
+sound because it runs inside the write transaction.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import Any, NamedTuple
 
 from engine import lifecycle, store
-from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.store import ledger as ledger_store
 from engine.store import queue
+from engine.verbs.unit import Row, Unit
 
-Row = dict[str, Any]
-
-
-class Unit(NamedTuple):
-    """What a verb runs on, handed in by its caller.
-
-    Both are asked for only when the verb needs them, after it has checked its own arguments:
-    a refused call opens no database and reads no setting it does not need."""
-
-    #: The connection of the caller's open transaction (opened on first use by `engine.api`).
-    tx: Callable[[], sqlite3.Connection]
-    #: The deciders' names, the stale age and the database path.
-    config: Callable[[], EngineConfig]
+# `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
+# `TYPE_CHECKING` as true. `Unit` and `Row` are run-time names: the owner's argument check reads
+# every verb's signature with `typing.get_type_hints`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row:
@@ -344,160 +329,3 @@ def history(unit: Unit, kind: str, item_id: int) -> list[Row]:
     conn = unit.tx()
     _load(conn, kind, item_id)
     return ledger_store.events(conn, kind, item_id)
-
-
-# ---- the outbox: an explicit notification, the operator's acts on a row, the worker lock ----
-
-
-def notify(unit: Unit, text: str, *, actor: str, kind: str = "note") -> Row:
-    """`coop notify TEXT`: an explicit notification, recorded as an event."""
-    actor = lifecycle.require_actor(actor)
-    if not text or not text.strip():
-        raise UsageError("the notification text is empty: say what the owner should hear")
-    conn = unit.tx()
-    outbox_id = queue.enqueue(conn, kind, text, source=None)
-    ledger_store.record_event(conn, "outbox", outbox_id, "notify", actor, {"kind": kind})
-    return {"outbox_id": outbox_id}
-
-
-def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3.Row:
-    row = queue.row(conn, outbox_id)
-    if row is None:
-        raise NotFound(f"outbox row #{outbox_id} does not exist — `coop status` lists the rows")
-    if row["state"] != "pending":
-        raise LifecycleError(
-            f"outbox row #{outbox_id} is {row['state']!r} — only a pending row can be {verb}"
-        )
-    return row
-
-
-def cancel(unit: Unit, outbox_id: int, *, actor: str, reason: str) -> Row:
-    """An operator gives up on a row: it is never delivered, and the event says who and why."""
-    actor = lifecycle.require_actor(actor)
-    reason = lifecycle.require_reason(reason, "cancel")
-    conn = unit.tx()
-    row = _pending_row(conn, outbox_id, "cancelled")
-    at = store.now_iso()
-    queue.cancel(conn, outbox_id, actor, reason, at)
-    ledger_store.record_event(
-        conn,
-        "outbox",
-        outbox_id,
-        "cancel",
-        actor,
-        {"reason": reason, "attempts": row["attempts"], "last_error": row["last_error"]},
-        at=at,
-    )
-    return {"outbox_id": outbox_id, "state": "cancelled"}
-
-
-def retry(unit: Unit, outbox_id: int, *, actor: str) -> Row:
-    """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
-    actor = lifecycle.require_actor(actor)
-    conn = unit.tx()
-    row = _pending_row(conn, outbox_id, "retried")
-    queue.make_due(conn, outbox_id, store.now_epoch())
-    ledger_store.record_event(
-        conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]}
-    )
-    return {"outbox_id": outbox_id, "state": "pending"}
-
-
-def unlock_worker(unit: Unit, *, actor: str, reason: str) -> Row:
-    """The owner clears the notifier's worker lock, whoever holds it, recorded as an event.
-
-    The notifier takes a lock over only from a holder provably gone (same host, process dead);
-    one held from another host, or by a process an operator knows is wedged, stays forever
-    without this. A live holder that loses its lock stops at its next write (`LockLost`) and
-    leaves the queue to the next worker. The answer's `outbox_id` is the head pending row this
-    frees for delivery, so the kick after the commit wakes a drainer for it.
-    """
-    actor = lifecycle.require_actor(actor)
-    reason = lifecycle.require_reason(reason, "unlocking the worker lock")
-    owner_actor = unit.config().owner
-    if actor != owner_actor:
-        raise LifecycleError(
-            f"only the owner ({owner_actor}) may clear the worker lock, not {actor}"
-            " — ask them, with the reason"
-        )
-    conn = unit.tx()
-    found = queue.holder(conn)
-    if found is None:
-        return {"unlocked": None, "outbox_id": None}
-    holder = found._asdict()
-    # The worker_lock row is the notifier's; this is its one writer outside the notifier,
-    # the owner's explicit decision, and it deletes exactly the holder it read.
-    queue.release(conn, found.owner)
-    ledger_store.record_event(
-        conn, "worker_lock", 1, "unlock", actor, {"reason": reason, "holder": holder}
-    )
-    head = queue.head(conn)
-    return {"unlocked": holder, "outbox_id": head.id if head is not None else None}
-
-
-def rows(unit: Unit, state: str | None = None, *, limit: int = 50) -> list[Row]:
-    """Outbox rows, newest first, optionally of one state."""
-    if state is not None and state not in queue.STATES:
-        raise UsageError(f"outbox state {state!r} is not one of {', '.join(queue.STATES)}")
-    return queue.rows(unit.tx(), state, limit)
-
-
-def status_snapshot(unit: Unit) -> Row:
-    """The ledger's and the outbox's state, read in one snapshot (the caller's transaction)."""
-    config = unit.config()
-    now = store.now_epoch()
-    conn = unit.tx()
-    ledger_counts: dict[str, dict[str, int]] = {}
-    stale: list[Row] = []
-    for kind in lifecycle.TABLES:
-        ledger_counts[kind] = ledger_store.counts(conn, kind)
-        for row in ledger_store.taken(conn, kind):
-            age_s = now - store.parse_iso(row["taken_at"]).timestamp()
-            if age_s > config.stale_after_s:
-                stale.append({"kind": kind, **dict(row), "age_s": round(age_s)})
-    outbox_counts = queue.counts(conn)
-    oldest = queue.oldest_pending(conn)
-    failing = queue.failing(conn, FAILING_SHOWN)
-    lock = queue.lock_row(conn)
-    oldest_age = (
-        round(now - store.parse_iso(oldest["created_at"]).timestamp(), 1) if oldest else None
-    )
-    return {
-        "database": str(config.db_path),
-        "ledger": ledger_counts,
-        "stale_takes": stale,
-        "outbox": outbox_counts,
-        "oldest_pending": {"id": oldest["id"], "age_s": oldest_age} if oldest else None,
-        "failing": failing,
-        "worker_lock": lock,
-    }
-
-
-FAILING_SHOWN = 20
-
-#: Every verb by the name the API, the compatibility client and the owner's command log use.
-VERBS: dict[str, Callable[..., Any]] = {
-    fn.__name__: fn
-    for fn in (
-        add_todo,
-        take_todo,
-        release_todo,
-        done_todo,
-        abandon_todo,
-        add_request,
-        take_request,
-        release_request,
-        close_request,
-        list_items,
-        history,
-        notify,
-        cancel,
-        retry,
-        unlock_worker,
-        rows,
-        status_snapshot,
-    )
-}
-
-#: The verbs that change nothing: run outside a write, their owner filings keep no answer.
-READS = frozenset({"list_items", "history", "rows", "status_snapshot"})

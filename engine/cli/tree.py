@@ -1,0 +1,330 @@
+"""The `coop` command tree as data, and the quick parse of a plain command line.
+
+Every command's arguments are written once, here, as the arguments of argparse's
+`add_argument`: `engine.cli.parser` builds argparse from them for `--help` and for every usage
+error; `quick_parse` reads the same table to parse a plain, well-formed command line without
+argparse at all. argparse costs a cold `coop todo done` about a fifth of its time (the module,
+its gettext and locale lookups, a parser per level), which a verb that parses three words
+should not pay.
+
+`quick_parse` answers exactly what argparse would, or nothing: it takes only exact option names
+(`--summary X`, `--summary=X`), positionals that do not start with `-`, values that convert and
+fit their choices, each exclusive group used at most once, and every positional given; anything
+else (`--help`, an abbreviation, `--`, a missing or extra argument, a bad value) returns None
+and argparse parses the line, printing its help or its one-line error. The equivalence is
+pinned by tests/unit/cli/test_cli_parse.py against argparse itself.
+
+Standard library only, and no argparse.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from engine.store.queue import STATES as OUTBOX_STATES
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    #: One argument: its names and `add_argument`'s keyword arguments.
+    Arg = tuple[tuple[str, ...], dict[str, Any]]
+
+
+PROG = "coop"
+
+
+class Exclusive:
+    """A mutually exclusive group of arguments (`add_mutually_exclusive_group`)."""
+
+    __slots__ = ("args", "required")
+
+    def __init__(self, *args: Arg, required: bool = False) -> None:
+        self.args = args
+        self.required = required
+
+
+class Command:
+    """One command's parser: its help line, its description and its arguments in order."""
+
+    __slots__ = ("args", "description", "help")
+
+    def __init__(self, help: str, *args: Arg | Exclusive, description: str | None = None) -> None:
+        self.help = help
+        self.description = description
+        self.args = args
+
+    def arguments(self) -> list[Arg]:
+        """Every argument, groups opened."""
+        return [
+            arg
+            for item in self.args
+            for arg in (item.args if isinstance(item, Exclusive) else (item,))
+        ]
+
+
+def arg(*names: str, **settings: Any) -> Arg:
+    return names, settings
+
+
+ID = arg("id", type=int)
+FORCE_TAKE = arg("--force", action="store_true", help="take it over from its holder")
+JSON = arg("--json", action="store_true")
+
+GROUP_HELP: dict[str, str] = {
+    "todo": "add, take, release, finish or abandon a todo",
+    "request": "add, take, release or close a request",
+    "list": "list todos and requests",
+    "history": "the event log of one row",
+    "notify": "queue a line for the owner",
+    "outbox": "inspect, retry or cancel notification rows",
+    "worker": "the notifier's worker lock: the owner clears a stuck holder",
+    "status": "ledger, outbox, worker lock, receipts and the door, for an operator",
+    "serve": "run the engine service (owner+notifier)",
+    "cutover": "make the owner service the only writer, or undo it",
+    "reconcile": "ask the owner what became of a request key",
+}
+
+#: Every command, keyed by group and verb (None for a group that is one command), in the order
+#: `--help` lists them.
+COMMANDS: dict[tuple[str, str | None], Command] = {
+    ("todo", "add"): Command("add an open todo", arg("title"), arg("--body", default=None)),
+    ("todo", "take"): Command("take a todo to work on it", ID, FORCE_TAKE),
+    ("todo", "release"): Command(
+        "give a taken todo back", ID, arg("--reason", default=None, help="why (required)")
+    ),
+    ("todo", "done"): Command(
+        "finish a todo (or amend it)",
+        ID,
+        arg("--summary", default=None, help="what came of it"),
+        arg("--commit", default=None, help="the commit that did it"),
+        arg("--force", action="store_true", help="finish a todo someone else holds"),
+    ),
+    ("todo", "abandon"): Command(
+        "give a todo up for good",
+        ID,
+        arg("--reason", default=None, help="why (required)"),
+        arg("--force", action="store_true", help="abandon a todo someone else holds"),
+    ),
+    ("request", "add"): Command(
+        "add an open request",
+        arg("title"),
+        arg("--to", dest="addressed_to", default=None, help="the actor it is for"),
+        arg("--body", default=None),
+    ),
+    ("request", "take"): Command("take a request", ID, FORCE_TAKE),
+    ("request", "release"): Command("give a taken request back", ID, arg("--reason", default=None)),
+    ("request", "close"): Command(
+        "close a request (or amend it)",
+        ID,
+        arg("--summary", default=None),
+        arg("--commit", default=None),
+        arg("--force", action="store_true", help="close a request someone else holds"),
+    ),
+    ("list", None): Command(
+        GROUP_HELP["list"],
+        Exclusive(
+            arg("--todos", action="store_const", dest="kind", const="todo"),
+            arg("--requests", action="store_const", dest="kind", const="request"),
+        ),
+        arg("--all", action="store_true", help="include done, abandoned and closed rows"),
+        JSON,
+    ),
+    ("history", None): Command(
+        GROUP_HELP["history"], arg("kind", choices=("todo", "request")), ID, JSON
+    ),
+    ("notify", None): Command(
+        GROUP_HELP["notify"],
+        arg("text"),
+        arg("--kind", default="note", help="a short tag (default: note)"),
+    ),
+    ("outbox", "list"): Command(
+        "recent rows, newest first",
+        arg("--state", default=None, choices=OUTBOX_STATES),
+        arg("--limit", type=int, default=50),
+        JSON,
+    ),
+    ("outbox", "retry"): Command("make a deferred row due now", ID),
+    ("outbox", "cancel"): Command(
+        "give up on a row, with a reason", ID, arg("--reason", default=None, help="why (required)")
+    ),
+    ("worker", "unlock"): Command(
+        "clear the worker lock, whoever holds it (the owner only)",
+        arg("--reason", default=None, help="why (required; recorded in the event)"),
+        description="Clear the notifier's worker lock, whoever holds it: for a holder on"
+        " another host, or one known to be wedged, which no worker may take over. Only the"
+        " owner ($COOP_OWNER) may; the event log records who, why and the holder cleared. A"
+        " live holder stops at its next write and the next worker drains.",
+    ),
+    ("status", None): Command(
+        GROUP_HELP["status"],
+        JSON,
+        arg(
+            "--check",
+            action="store_true",
+            help="exit 0 when healthy, 1 when something needs a person (for monitoring)",
+        ),
+        arg(
+            "--max-pending-age",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="with --check: a pending row older than this needs a person"
+            " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
+        ),
+        description="What needs a person, at a glance. --check exits 1 when something does.",
+    ),
+    ("serve", None): Command(GROUP_HELP["serve"]),
+    ("cutover", None): Command(
+        GROUP_HELP["cutover"],
+        Exclusive(
+            arg(
+                "--url",
+                help="the owner service's loopback URL, e.g. http://127.0.0.1:8764",
+            ),
+            arg("--undo", action="store_true", help="return to local mode"),
+            required=True,
+        ),
+    ),
+    ("reconcile", None): Command(GROUP_HELP["reconcile"], arg("key")),
+}
+
+#: The verbs of each group that has them (the others are one command each).
+GROUP_VERBS: dict[str, list[str]] = {}
+for _group, _verb in COMMANDS:
+    if _verb is not None:
+        GROUP_VERBS.setdefault(_group, []).append(_verb)
+
+#: The options every command takes, at the top level or after its verb: (names, dest). Their
+#: default is argparse's SUPPRESS, so the answer has no attribute for one not given.
+COMMON: dict[str, str] = {"--as": "actor", "--db": "db"}
+
+
+def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
+    """The group and the verb `argv` names for certain, else None for either: the group is the
+    first word after the top-level options (`--as X`, `--db=Y`), the verb the word after it."""
+    words = list(argv or ())
+    while words and (words[0] in COMMON or words[0].startswith(("--as=", "--db="))):
+        del words[: 1 if "=" in words[0] else 2]
+    group = words[0] if words and words[0] in GROUP_HELP else None
+    if group is None:
+        return None, None
+    verbs = GROUP_VERBS.get(group)
+    verb = words[1] if verbs is not None and len(words) > 1 and words[1] in verbs else None
+    return group, verb
+
+
+def dest(names: tuple[str, ...], settings: dict[str, Any]) -> str:
+    """The attribute an argument sets, as argparse names it."""
+    return str(settings.get("dest") or names[0].lstrip("-").replace("-", "_"))
+
+
+class _Unsure(Exception):
+    """The line is not one `quick_parse` answers for certain: argparse parses it."""
+
+
+def _option_value(words: list[str], at: int, word: str) -> tuple[str, str, int]:
+    """An option word, its value and the index after them: `--x=V` or `--x V`."""
+    if "=" in word:
+        name, value = word.split("=", 1)
+        if not value or value == "--":  # argparse reads `--x=--` as an empty list
+            raise _Unsure
+        return name, value, at + 1
+    if at + 1 >= len(words) or words[at + 1].startswith("-"):
+        raise _Unsure
+    return word, words[at + 1], at + 2
+
+
+def _converted(settings: dict[str, Any], value: str) -> Any:
+    convert = settings.get("type")
+    try:
+        result = convert(value) if convert is not None else value
+    except (TypeError, ValueError):
+        raise _Unsure from None
+    if "choices" in settings and result not in settings["choices"]:
+        raise _Unsure
+    return result
+
+
+def _top(words: list[str], answer: dict[str, Any]) -> list[str]:
+    """Read the top-level `--as`/`--db` into `answer`; return the words after them."""
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        name, value, at = _option_value(words, at, words[at])
+        if name not in COMMON:
+            raise _Unsure
+        answer[COMMON[name]] = value
+    return words[at:]
+
+
+def _command_line(command: Command, words: list[str], answer: dict[str, Any]) -> None:
+    """Parse one command's words into `answer`, argparse's way, or raise `_Unsure`."""
+    options: dict[str, tuple[tuple[str, ...], dict[str, Any], int | None]] = {}
+    positionals: list[Arg] = []
+    for number, item in enumerate(command.args):
+        for names, settings in item.args if isinstance(item, Exclusive) else (item,):
+            group = number if isinstance(item, Exclusive) else None
+            if names[0].startswith("-"):
+                options[names[0]] = (names, settings, group)
+                if settings.get("action") == "store_true":
+                    answer.setdefault(dest(names, settings), False)
+                else:
+                    answer.setdefault(dest(names, settings), settings.get("default"))
+            else:
+                positionals.append((names, settings))
+    used: dict[int, int] = {}
+    given: list[str] = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        if not word.startswith("-"):
+            given.append(word)
+            at += 1
+            continue
+        name = word.split("=", 1)[0]
+        if name in COMMON:
+            name, value, at = _option_value(words, at, word)
+            answer[COMMON[name]] = value
+            continue
+        if name not in options:
+            raise _Unsure  # --help, an abbreviation, `--`, a negative number, a typo
+        names, settings, group = options[name]
+        if group is not None:
+            used[group] = used.get(group, 0) + 1
+        action = settings.get("action")
+        if action in ("store_true", "store_const"):
+            if "=" in word:
+                raise _Unsure
+            answer[dest(names, settings)] = True if action == "store_true" else settings["const"]
+            at += 1
+            continue
+        name, value, at = _option_value(words, at, word)
+        answer[dest(names, settings)] = _converted(settings, value)
+    if len(given) != len(positionals) or any(count > 1 for count in used.values()):
+        raise _Unsure
+    for number, item in enumerate(command.args):
+        if isinstance(item, Exclusive) and item.required and number not in used:
+            raise _Unsure
+    for (names, settings), value in zip(positionals, given, strict=True):
+        answer[dest(names, settings)] = _converted(settings, value)
+
+
+def quick_parse(argv: Sequence[str]) -> SimpleNamespace | None:
+    """What `build_parser(argv).parse_args(argv)` answers for a plain, well-formed command
+    line, without argparse; None for any other line (argparse then parses it)."""
+    group, verb = named(argv)
+    if group is None or (group in GROUP_VERBS and verb is None):
+        return None
+    answer: dict[str, Any] = {"version": None}
+    try:
+        words = _top(list(argv), answer)
+        # `named` found the group (and verb) right after the top-level options.
+        words = words[2:] if verb is not None else words[1:]
+        answer["group"] = group
+        if verb is not None:
+            answer["verb"] = verb
+        _command_line(COMMANDS[(group, verb)], words, answer)
+    except _Unsure:
+        return None
+    return SimpleNamespace(**answer)

@@ -1,0 +1,173 @@
+"""The ledger's schema: the migrations that build it, and the fence triggers `coop cutover`
+adds (DDL only; `engine.store.open_connection` applies the migrations, `engine.owner.cutover`
+installs and removes the fence inside its own write).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from engine import owner_file as owner
+
+TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# Each entry moves the schema one version up; `PRAGMA user_version` records how far a file is.
+# Status columns are plain TEXT with no CHECK: the rules live in the verbs (engine.lifecycle).
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE todos (
+        id             INTEGER PRIMARY KEY,
+        title          TEXT NOT NULL,
+        body           TEXT,
+        status         TEXT NOT NULL DEFAULT 'open',
+        created_by     TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        taken_by       TEXT,
+        taken_at       TEXT,
+        closed_by      TEXT,
+        closed_at      TEXT,
+        reason         TEXT,
+        result_summary TEXT,
+        commit_sha     TEXT,
+        updated_at     TEXT NOT NULL
+    );
+    CREATE TABLE requests (
+        id             INTEGER PRIMARY KEY,
+        title          TEXT NOT NULL,
+        body           TEXT,
+        addressed_to   TEXT,
+        status         TEXT NOT NULL DEFAULT 'open',
+        created_by     TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        taken_by       TEXT,
+        taken_at       TEXT,
+        closed_by      TEXT,
+        closed_at      TEXT,
+        reason         TEXT,
+        result_summary TEXT,
+        commit_sha     TEXT,
+        updated_at     TEXT NOT NULL
+    );
+    CREATE TABLE coop_events (
+        id        INTEGER PRIMARY KEY,
+        item_kind TEXT NOT NULL,
+        item_id   INTEGER NOT NULL,
+        event     TEXT NOT NULL,
+        actor     TEXT NOT NULL,
+        at        TEXT NOT NULL,
+        payload   TEXT
+    );
+    CREATE INDEX coop_events_item ON coop_events (item_kind, item_id, id);
+    CREATE TRIGGER coop_events_no_update BEFORE UPDATE ON coop_events
+    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never updated'); END;
+    CREATE TRIGGER coop_events_no_delete BEFORE DELETE ON coop_events
+    BEGIN SELECT RAISE(ABORT, 'coop_events is append-only: events are never deleted'); END;
+    CREATE TABLE coop_outbox (
+        id              INTEGER PRIMARY KEY,
+        kind            TEXT NOT NULL,
+        text            TEXT NOT NULL,
+        source          TEXT,
+        state           TEXT NOT NULL DEFAULT 'pending',
+        created_at      TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_attempt_at TEXT,
+        last_error      TEXT,
+        door_answer     TEXT,
+        delivered_at    TEXT,
+        cancelled_at    TEXT,
+        cancelled_by    TEXT,
+        cancel_reason   TEXT
+    );
+    CREATE INDEX coop_outbox_pending ON coop_outbox (id) WHERE state = 'pending';
+    CREATE TABLE worker_lock (
+        singleton   INTEGER PRIMARY KEY CHECK (singleton = 1),
+        owner       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        started_at  REAL,
+        acquired_at TEXT NOT NULL
+    );
+    """,
+    # 2: the owner service files every command it runs under the caller's request key, in the
+    # same transaction as the command's own change, so `coop reconcile KEY` has one answer.
+    """
+    CREATE TABLE coop_commands (
+        key           TEXT PRIMARY KEY,
+        method        TEXT NOT NULL,
+        input_sha256  TEXT NOT NULL,
+        actor         TEXT,
+        metadata      TEXT,
+        outcome       TEXT NOT NULL,
+        result        TEXT,
+        error_type    TEXT,
+        error_message TEXT,
+        filed_at      TEXT NOT NULL
+    );
+    """,
+]
+
+# The fence: while the ledger is in service mode, every write to these tables needs the SQL
+# function only the owner's connections register (`owner.register_fence_function`). Installed
+# by `coop cutover`, dropped by `coop cutover --undo`: in local mode there is no fence at all,
+# so the notifier and the CLI write as before.
+FENCED_TABLES = ("todos", "requests", "coop_events", "coop_outbox", "worker_lock", "coop_commands")
+FENCED_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
+FENCE_TRIGGER_PREFIX = "coop_fence_"
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+def _fence_triggers() -> Iterator[tuple[str, str]]:
+    for table in FENCED_TABLES:
+        for operation in FENCED_OPERATIONS:
+            name = f"{FENCE_TRIGGER_PREFIX}{table}_{operation.lower()}"
+            yield (
+                name,
+                (
+                    f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table}"
+                    f" WHEN {owner.FENCE_FUNCTION}() IS NOT 1 BEGIN"
+                    f" SELECT RAISE(ABORT, '{owner.DIRECT_SQL_DISABLED} (the Coop owner service"
+                    " is the only writer)'); END"
+                ),
+            )
+
+
+def install_fence(conn: sqlite3.Connection) -> list[str]:
+    """Create the fence triggers (inside the caller's write); return their names."""
+    names = []
+    for name, ddl in _fence_triggers():
+        conn.execute(ddl)
+        names.append(name)
+    return names
+
+
+def remove_fence(conn: sqlite3.Connection) -> list[str]:
+    """Drop every fence trigger (inside the caller's write); return the names that existed."""
+    present = fence_triggers(conn)
+    for name in present:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return present
+
+
+def fence_triggers(conn: sqlite3.Connection) -> list[str]:
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE ? ORDER BY name",
+            (FENCE_TRIGGER_PREFIX + "%",),
+        )
+    ]
