@@ -19,7 +19,8 @@ can outlive a test or a bench.
 
 The far end logs what it received to `receipt_log` (JSON lines `{"text", "received_at"}`): the
 emulator's `--log`, or the minimal test door's. The emulator's control endpoint
-(`/emulator/...`) is behind `arm_telegram_fault`, `reset_telegram` and `telegram_calls`.
+(`/emulator/...`) is behind `arm_telegram_fault` (`replace=True` swaps the armed faults in one
+step) and `telegram_calls`.
 """
 
 from __future__ import annotations
@@ -207,10 +208,6 @@ class Stack:
 
     def arm_telegram_fault(self, **fault: Any) -> None:
         self._emulator("POST", "faults", json=fault)
-
-    def reset_telegram(self) -> None:
-        """Forget the emulator's armed faults (and its in-memory messages; the file stays)."""
-        self._emulator("POST", "reset")
 
     def telegram_calls(self) -> dict[str, Any]:
         return dict(self._emulator("GET", "calls"))
