@@ -18,13 +18,13 @@ power cut can only lose a landing whose outbox row is durable and still reads "n
 so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
 this machine's disk, and more while other writers share it).
 
-Thread hops: one plain sqlite3 connection on one thread of its own (`_ConnectionThread`, on
+Thread hops: one plain sqlite3 connection on one thread of its own (`chief.db_thread`, on
 public APIs: a `threading.Thread`, a `queue.SimpleQueue` of calls, and the event loop's
 `call_soon_threadsafe` to wake the caller's `anyio.Event`). Each use case below is ONE hop: the
 whole transaction runs as one function on that thread, so no other task's statement can
 interleave with it. A hop, once started, is never abandoned: a cancelled caller returns after
 its transaction is over (whole), and a caller cancelled while it waits for its turn runs
-nothing. Deliberate twin: `notifier.store._ConnectionThread` (the packages share no code).
+nothing. Deliberate twin: `notifier.db_thread` (the packages share no code).
 `report` is the door's hot path: the accept transaction (the sent-mark lookup, the report row
 and, for the door, the row's Telegram queue entry: one FULL commit, so a crash right after it
 still has both) and, when the caller may land it, the landing transaction all run in that one
@@ -37,10 +37,7 @@ sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,6 +47,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.faults import fault
 from chief.model import Message
@@ -591,102 +589,13 @@ def _scalar(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Any:
     return None if row is None else row[0]
 
 
-# -- the connection's thread -------------------------------------------------------------------
-
-_QUEUED, _RUNNING, _SKIPPED = "queued", "running", "skipped"
-
-
-class _Call:
-    """One call for the connection's thread: queued, then run or skipped, never both."""
-
-    __slots__ = ("args", "done", "error", "fn", "loop", "result", "state")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], loop: Any, done: Any) -> None:
-        self.fn = fn
-        self.args = args
-        self.loop = loop  # the caller's event loop: `done` is set on it
-        self.done = done  # an anyio.Event
-        self.state = _QUEUED
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-class _ConnectionThread:
-    """One thread of its own for one sqlite3 connection: `call(fn, *args)` runs `fn(*args)`
-    there, one call at a time, in the order the calls were made.
-
-    Deliberate twin: `notifier.store._ConnectionThread` (the packages share no code;
-    tests/contract/test_db_thread_twins.py runs the same checks on both). Why not
-    `anyio.to_thread.run_sync` on a `CapacityLimiter(1)`: per call it takes two checkpoints, two
-    cancel scopes, a context copy and a Condition-based queue, about three times this class's
-    event-loop CPU per hop (measured ~155 µs against ~53 µs), and the door makes several hops
-    per row (bench_door_batch: ~25% more door CPU per row). Why not aiosqlite: its public API
-    runs one statement per hop, so a transaction of N statements would cost N hops and a lock
-    around them.
-
-    A call, once its function started, is never abandoned: a cancelled caller waits (shielded)
-    for it to finish and then raises its cancellation; a caller cancelled while its call is
-    still queued takes it off, so it never runs.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
-        self._claim = threading.Lock()  # a call's state moves under it: run or skip, never both
-        self._worker: threading.Thread | None = None
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        import asyncio  # the running loop's call_soon_threadsafe: how the thread wakes a caller
-
-        if self._worker is None:
-            # A daemon: a thread left waiting for calls never holds the process open.
-            self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
-            self._worker.start()
-        job = _Call(fn, args, asyncio.get_running_loop(), anyio.Event())
-        self._calls.put(job)
-        try:
-            await job.done.wait()
-        except BaseException:  # cancelled: the call runs whole or not at all
-            with self._claim:
-                started = job.state != _QUEUED
-                if not started:
-                    job.state = _SKIPPED
-            if started:
-                with anyio.CancelScope(shield=True):
-                    await job.done.wait()
-            raise
-        if job.error is not None:
-            raise job.error
-        return job.result  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        """The thread ends after the calls already queued; a later `call` starts a new one."""
-        if self._worker is not None:
-            self._calls.put(None)
-            self._worker = None
-
-    def _serve(self) -> None:
-        while (job := self._calls.get()) is not None:
-            with self._claim:
-                if job.state == _SKIPPED:
-                    continue
-                job.state = _RUNNING
-            try:
-                job.result = job.fn(*job.args)
-            except BaseException as exc:  # handed to the caller, raised there
-                job.error = exc
-            # RuntimeError: the caller's loop has closed, nobody waits for this call.
-            with contextlib.suppress(RuntimeError):
-                job.loop.call_soon_threadsafe(job.done.set)
-
-
 class ChiefStore:
     """One sqlite3 connection to chief.db; every method is one use case in one thread hop."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._closed = False
-        self._db_thread = _ConnectionThread("chief-db")
+        self._db_thread = ConnectionThread("chief-db")
         self._conn: sqlite3.Connection | None = None  # used on that thread only
 
     @classmethod

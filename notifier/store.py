@@ -16,7 +16,6 @@ sqlite3 errors (and the engine's, when the connection is opened) are translated 
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -35,8 +34,7 @@ from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
 
 if TYPE_CHECKING:
-    from queue import SimpleQueue
-    from threading import Thread
+    from notifier.db_thread import ConnectionThread
 
 T = TypeVar("T")
 
@@ -62,118 +60,28 @@ class Claim:
     reason: str | None = None  # why that holder is provably gone
 
 
-# -- the database thread -------------------------------------------------------------------
-
-
-_QUEUED, _RUNNING, _SKIPPED = "queued", "running", "skipped"
-
-
-class _Call:
-    """One call for the connection's thread: queued, then run or skipped, never both."""
-
-    __slots__ = ("args", "done", "error", "fn", "loop", "result", "state")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], loop: Any, done: Any) -> None:
-        self.fn = fn
-        self.args = args
-        self.loop = loop  # the caller's event loop: `done` is set on it
-        self.done = done  # an anyio.Event
-        self.state = _QUEUED
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-class _ConnectionThread:
-    """One thread of its own for one sqlite3 connection: `call(fn, *args)` runs `fn(*args)`
-    there, one call at a time, in the order the calls were made.
-
-    Deliberate twin: `chief.store._ConnectionThread` (the packages share no code, and that
-    docstring says why neither `anyio.to_thread.run_sync` nor aiosqlite; the contract test
-    tests/contract/test_db_thread_twins.py runs the same checks on both). Here asyncio, anyio,
-    queue and threading are imported on first use: a kicked drainer that loses the lock makes
-    no Database, and exits without paying for them.
-
-    A call, once its function started, is never abandoned: a cancelled caller waits (shielded)
-    for it to finish and then raises its cancellation; a caller cancelled while its call is
-    still queued takes it off, so it never runs.
-    """
-
-    def __init__(self, name: str) -> None:
-        import threading
-        from queue import SimpleQueue
-
-        self._name = name
-        self._calls: SimpleQueue[_Call | None] = SimpleQueue()
-        self._claim = threading.Lock()  # a call's state moves under it: run or skip, never both
-        self._worker: Thread | None = None
-
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        import asyncio  # the running loop's call_soon_threadsafe: how the thread wakes a caller
-        import threading
-
-        import anyio
-
-        if self._worker is None:
-            # A daemon: a thread left waiting for calls never holds the process open.
-            self._worker = threading.Thread(target=self._serve, name=self._name, daemon=True)
-            self._worker.start()
-        job = _Call(fn, args, asyncio.get_running_loop(), anyio.Event())
-        self._calls.put(job)
-        try:
-            await job.done.wait()
-        except BaseException:  # cancelled: the call runs whole or not at all
-            with self._claim:
-                started = job.state != _QUEUED
-                if not started:
-                    job.state = _SKIPPED
-            if started:
-                with anyio.CancelScope(shield=True):
-                    await job.done.wait()
-            raise
-        if job.error is not None:
-            raise job.error
-        return job.result  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        """The thread ends after the calls already queued; a later `call` starts a new one."""
-        if self._worker is not None:
-            self._calls.put(None)
-            self._worker = None
-
-    def _serve(self) -> None:
-        while (job := self._calls.get()) is not None:
-            with self._claim:
-                if job.state == _SKIPPED:
-                    continue
-                job.state = _RUNNING
-            try:
-                job.result = job.fn(*job.args)
-            except BaseException as exc:  # handed to the caller, raised there
-                job.error = exc
-            # RuntimeError: the caller's loop has closed, nobody waits for this call.
-            with contextlib.suppress(RuntimeError):
-                job.loop.call_soon_threadsafe(job.done.set)
-
-
 class Database:
     """The notifier's one connection to the ledger, on one thread of its own.
 
     `connect` is called on that thread the first time the connection is needed, and the
     connection is used on that thread only; the notifier's processes pass
     `open_own_connection`, and the owner service may hand in a factory of its own fenced
-    connections. Every `call` is one whole transaction in one hop (`_ConnectionThread`: no
+    connections. Every `call` is one whole transaction in one hop (`notifier.db_thread`: no
     other call interleaves; a cancelled caller's call runs whole or not at all).
     """
 
     def __init__(self, connect: Callable[[], sqlite3.Connection]) -> None:
         self._connect = connect
         self._conn: sqlite3.Connection | None = None
-        self._db_thread: _ConnectionThread | None = None
+        self._db_thread: ConnectionThread | None = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` — one whole transaction — on the connection's thread."""
         if self._db_thread is None:
-            self._db_thread = _ConnectionThread("notifier-db")
+            # Imported on the first hop: a drainer that loses the lock never pays for it.
+            from notifier.db_thread import ConnectionThread
+
+            self._db_thread = ConnectionThread("notifier-db")
         return await self._db_thread.call(self._run, fn, args)
 
     def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:

@@ -7,8 +7,8 @@ and fails on:
   `_thread`, ...) read off anything but `self`: our own classes may name their own attributes
   so, and read them through `self`;
 - a thread pool of our own (`run_in_executor`, `ThreadPoolExecutor`): a store's connection has
-  one thread, and a transaction is one hop to it (`_ConnectionThread` in `chief.store` and in
-  `notifier.store`, deliberate twins);
+  one thread, and a transaction is one hop to it (`chief.db_thread` and `notifier.db_thread`,
+  deliberate twins);
 - asyncio's primitives (locks, events, queues, sleeps, tasks) where anyio has its own: the
   packages run under anyio, whose cancel scopes asyncio's primitives do not know.
 """

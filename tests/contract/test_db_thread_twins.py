@@ -1,4 +1,4 @@
-"""The database-thread twins: `_ConnectionThread` in `chief.store` and in `notifier.store`.
+"""The database-thread twins: `chief.db_thread` and `notifier.db_thread`.
 
 The packages share no code, so each keeps its own copy of one idiom: a plain sqlite3 connection
 on one thread of its own, each whole transaction one hop to it. The same checks run on both
@@ -13,6 +13,7 @@ copies, through `ChiefStore` and `Database`, on real files:
 
 from __future__ import annotations
 
+import ast
 import sqlite3
 import threading
 import time
@@ -199,3 +200,15 @@ async def test_notifier_open_failure_is_one_line(tmp_path: Path) -> None:
         await db.aclose()
     assert str(caught.value).startswith("cannot open the Coop database: ")
     assert "\n" not in str(caught.value)
+
+
+def test_the_two_modules_are_the_same_code() -> None:
+    """The twins differ in their module docstring only (which names the other one)."""
+    root = Path(__file__).resolve().parents[2]
+
+    def code(package: str) -> list[str]:
+        tree = ast.parse((root / package / "db_thread.py").read_text())
+        body = tree.body[1:] if isinstance(tree.body[0], ast.Expr) else tree.body
+        return [ast.dump(node) for node in body]
+
+    assert code("chief") == code("notifier")
