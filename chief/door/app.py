@@ -34,7 +34,7 @@ from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
 from chief.door.router import make_router
-from chief.door.service import DoorService
+from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
 from chief.telegram.sender import BotSender, build_sender
 
@@ -53,7 +53,7 @@ def create_app(
     *,
     wall_clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
-    """The standalone door app; `app.state.door` is its `DoorService` (`wall_clock`: tests)."""
+    """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests)."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -61,7 +61,7 @@ def create_app(
         base_url=door_config.telegram_api_base,
         timeout_s=door_config.telegram_timeout_s,
     )
-    service = DoorService(
+    service = DoorVerbs(
         chief=None,
         ringer=None,
         posture=posture_source(door_config.posture_file),
@@ -91,7 +91,7 @@ class _DoorParts:
 
     door_config: DoorConfig
     chief_config: ChiefConfig
-    service: DoorService
+    service: DoorVerbs
     sender: BotSender | None
     metrics: DoorMetrics
     wall_clock: Callable[[], datetime] | None

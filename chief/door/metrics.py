@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
-from chief.door.service import DoorService
+from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import TelegramSender
 
@@ -184,7 +184,7 @@ def _with_bearer_as_key(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes,
     return headers + extra
 
 
-def metrics_router(config: DoorConfig, service: DoorService, metrics: DoorMetrics) -> APIRouter:
+def metrics_router(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics) -> APIRouter:
     """`GET /metrics` over `metrics`, guarded as described in the module docstring."""
     guard = Guard(config, service.posture)
     router = APIRouter()
@@ -216,7 +216,7 @@ def metered(sender: TelegramSender, metrics: DoorMetrics) -> TelegramSender:
 
 
 def instrument_door(
-    app: FastAPI, service: DoorService, config: DoorConfig, metrics: DoorMetrics
+    app: FastAPI, service: DoorVerbs, config: DoorConfig, metrics: DoorMetrics
 ) -> DoorMetrics:
     """Count the door's answers (Telegram sends: `metered`), and serve them on `GET /metrics`."""
     app.add_middleware(_AnswerCounter, metrics=metrics)

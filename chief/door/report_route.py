@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chief.door.config import DoorConfig
 from chief.door.guard import Guard
-from chief.door.service import DoorService
+from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
 
 log = structlog.get_logger("chief.door")
@@ -65,7 +65,7 @@ class ReportBody(BaseModel):
     wait_s: Annotated[float, Field(ge=0.0, le=MAX_WAIT_S)] = 0.0
 
 
-def make_report_router(config: DoorConfig, service: DoorService) -> APIRouter:
+def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     """The report route over the door's Chief; mount it beside `make_router`."""
     guard = Guard(config, service.posture)
     router = APIRouter(tags=["chief reports"])

@@ -54,7 +54,7 @@ from pydantic import (
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
-from chief.door.service import ChannelUnavailable, ChiefUnavailable, DoorService
+from chief.door.verbs import ChannelUnavailable, ChiefUnavailable, DoorVerbs
 
 log = structlog.get_logger("chief.door")
 
@@ -216,7 +216,7 @@ Refuser = Callable[[Request], JSONResponse | None]
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 
 
-def make_router(config: DoorConfig, service: DoorService) -> APIRouter:
+def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     """The door's routes over `service`; mount with `app.include_router(...)`."""
     refused = _refuser(Guard(config, service.posture), service)
     router = APIRouter(tags=["coop engine door"])
@@ -260,7 +260,7 @@ def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _refuser(guard: Guard, service: DoorService) -> Refuser:
+def _refuser(guard: Guard, service: DoorVerbs) -> Refuser:
     """The guard as a route's first step: None to go on, else the refusal to answer."""
 
     def refused(request: Request) -> JSONResponse | None:
@@ -288,7 +288,7 @@ def _too_large(request: Request) -> JSONResponse:
     return JSONResponse({"detail": "body_too_large"}, status_code=413)
 
 
-def _notify_endpoint(refused: Refuser, service: DoorService) -> Endpoint:
+def _notify_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
     async def notify(request: Request) -> JSONResponse:
         """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
         refusal = refused(request)
@@ -317,7 +317,7 @@ def _notify_endpoint(refused: Refuser, service: DoorService) -> Endpoint:
     return notify
 
 
-def _notify_batch_endpoint(refused: Refuser, service: DoorService, batch_max: int) -> Endpoint:
+def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, batch_max: int) -> Endpoint:
     body_bytes = max(MAX_BODY_BYTES, batch_max * MAX_BATCH_ROW_BYTES)
 
     async def notify_batch(request: Request) -> JSONResponse:
@@ -343,7 +343,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorService, batch_max: in
     return notify_batch
 
 
-def _status_endpoint(refused: Refuser, service: DoorService) -> Endpoint:
+def _status_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
     async def status(request: Request) -> JSONResponse:
         """What an operator asks the door: undelivered reports, sent count, posture, uptime."""
         refusal = refused(request)

@@ -24,7 +24,7 @@ from chief.config import ChiefConfig
 from chief.door import config as door_config
 from chief.door import guard as door_guard
 from chief.door import router as door_router
-from chief.door import service as door_service
+from chief.door import verbs as door_verbs
 from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
@@ -319,8 +319,8 @@ def test_every_answer_the_door_gives_a_notify_is_a_delivery_to_the_notifier(
     import json
 
     answers = [
-        door_service._answer("41", 7) | door_service._ring_answer(telegram_message_id),
-        door_service._answer("41", 7) | {"telegram": "not_configured"},
+        door_verbs._answer("41", 7) | door_verbs._ring_answer(telegram_message_id),
+        door_verbs._answer("41", 7) | {"telegram": "not_configured"},
     ]
     for answer in answers:
         assert answer["telegram"] in {"sent", "queued", "not_configured"}
@@ -366,10 +366,10 @@ def test_the_batch_answer_is_one_notify_answer_per_row_in_order() -> None:
     row_answer = answer_schema["$defs"]["NotifyAnswer"]
     assert row_answer == door_router.NotifyAnswer.model_json_schema()
     rows = [
-        door_service._answer("41", 7) | door_service._ring_answer(42),
-        door_service._answer("42", None) | door_service._ring_answer(None),
-        door_service._answer("43", 9) | {"telegram": "not_configured"},
-        door_service._answer("44", 9)
+        door_verbs._answer("41", 7) | door_verbs._ring_answer(42),
+        door_verbs._answer("42", None) | door_verbs._ring_answer(None),
+        door_verbs._answer("43", 9) | {"telegram": "not_configured"},
+        door_verbs._answer("44", 9)
         | {"telegram": "sent", "telegram_message_id": 40, "already_sent": True},
     ]
     document = json.loads(json.dumps({"items": rows}))

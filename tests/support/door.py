@@ -21,7 +21,7 @@ from chief.door.app import build_ringer, running
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
-from chief.door.service import DoorService
+from chief.door.verbs import DoorVerbs
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from tests.support import procs
@@ -81,7 +81,7 @@ class DoorStack:
 
     url: str
     client: httpx.AsyncClient
-    service: DoorService
+    service: DoorVerbs
     chief: Chief | None
     emulator: EmulatorState
     emulator_url: str
@@ -162,7 +162,7 @@ async def door_stack(
                 if chief is not None and sender is not None:
                     ringer = build_ringer(chief, sender, config, wall_clock=wall_clock)
                     await stack.enter_async_context(running(ringer, config))
-                service = DoorService(
+                service = DoorVerbs(
                     chief=chief,
                     ringer=ringer,
                     posture=posture_source(config.posture_file),

@@ -17,7 +17,7 @@ from chief.config import ChiefConfig
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
-from chief.door.service import DoorService
+from chief.door.verbs import DoorVerbs
 from chief.telegram.emulator import EmulatorState, create_emulator
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.door import (
@@ -35,7 +35,7 @@ from tests.support.waiting import wait_until_sync
 class LiveDoor:
     url: str
     client: httpx.Client
-    service: DoorService
+    service: DoorVerbs
     emulator: EmulatorState
     emulator_url: str
     db_path: Path

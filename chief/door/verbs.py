@@ -80,7 +80,7 @@ class ChiefPort(Protocol):
     async def telegram_status(self) -> TelegramQueueStatus: ...
 
 
-class DoorService:
+class DoorVerbs:
     """The door's state: the Chief, the Telegram sender task and the posture source."""
 
     def __init__(
