@@ -151,3 +151,18 @@ def test_every_public_function_is_routed_by_name_to_its_verb() -> None:
         module = ledger if hasattr(ledger, name) else outbox
         assert getattr(module, name) is api.PUBLIC[name]
     assert status.status_snapshot is api.PUBLIC["status_snapshot"]
+
+
+def test_every_public_signature_is_its_verbs_plus_db() -> None:
+    """`engine.api` writes each verb's signature again (the typed contract the owner checks
+    shipped arguments against): it must be the verb's, without the `unit` it runs on, plus the
+    caller's `db`. A parameter added to one and not the other fails here, not at a caller."""
+    import inspect
+
+    for name, verb in verbs.VERBS.items():
+        verb_params = list(inspect.signature(verb).parameters.values())
+        assert verb_params[0].name == "unit", name
+        public = list(inspect.signature(api.PUBLIC[name]).parameters.values())
+        expected = [(p.name, p.kind, p.default) for p in verb_params[1:]]
+        expected.append(("db", inspect.Parameter.KEYWORD_ONLY, None))
+        assert [(p.name, p.kind, p.default) for p in public] == expected, name
