@@ -20,20 +20,6 @@ from engine.owner import receipts
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.procs import coop
 
-KEY = "status-test-key-0123456789"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("COOP_HOME", str(tmp_path))
-    monkeypatch.setenv("COOP_KICK", "off")
-    for name in ("COOP_DB", "COOP_OWNER_FILE", "COOP_DOOR_URL", "CHIEF_DB"):
-        monkeypatch.delenv(name, raising=False)
-    key_file = tmp_path / "service.key"
-    key_file.write_text(KEY + "\n")
-    key_file.chmod(0o600)
-    return tmp_path
-
 
 def door_environ(home: Path, **extra: str) -> dict[str, str]:
     return {

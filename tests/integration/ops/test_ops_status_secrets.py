@@ -15,20 +15,6 @@ from tests.support.asgi import serve_asgi_in_thread
 from tests.support.procs import coop
 from tests.support.proxy import ProxyTrap, proxy_trap
 
-KEY = "status-secret-key-0123456789"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("COOP_HOME", str(tmp_path))
-    monkeypatch.setenv("COOP_KICK", "off")
-    for name in ("COOP_DB", "COOP_OWNER_FILE", "COOP_DOOR_URL", "CHIEF_DB"):
-        monkeypatch.delenv(name, raising=False)
-    key_file = tmp_path / "service.key"
-    key_file.write_text(KEY + "\n")
-    key_file.chmod(0o600)
-    return tmp_path
-
 
 @pytest.fixture
 def door(home: Path) -> Iterator[str]:
