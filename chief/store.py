@@ -191,17 +191,27 @@ def _enqueue_report(
         "SELECT id FROM messages WHERE external_request_id = ?", (key,)
     ).fetchone()
     if landed is None:
-        fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
-        # A key already queued is ignored, so the first text reported under a key is the one
-        # that lands.
-        conn.execute(
-            "INSERT OR IGNORE INTO chief_report_outbox "
-            "(source_key, chief_id, text, source_conversation_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (key, chief_id, text, source_conversation_id, _utc_now()),
-        )
+        _insert_report(conn, chief_id, key, text, source_conversation_id)
     seq = None if telegram_for is None else _queue_telegram(conn, telegram_for, text)
     return (None if landed is None else int(landed[0])), seq
+
+
+def _insert_report(
+    conn: sqlite3.Connection,
+    chief_id: int,
+    key: str,
+    text: str,
+    source_conversation_id: str | None,
+) -> None:
+    """The report row of a key not landed yet. A key already queued is ignored, so the first
+    text reported under a key is the one that lands."""
+    fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
+    conn.execute(
+        "INSERT OR IGNORE INTO chief_report_outbox "
+        "(source_key, chief_id, text, source_conversation_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, chief_id, text, source_conversation_id, _utc_now()),
+    )
 
 
 def _queue_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) -> int:
@@ -212,6 +222,11 @@ def _queue_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) 
         ).fetchone()
         if found is not None:
             return int(found[0])
+    return _insert_telegram(conn, outbox_id, text)
+
+
+def _insert_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) -> int:
+    """A new Telegram queue entry; its seq."""
     cursor = conn.execute(
         "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
         (outbox_id, text, _utc_now()),
@@ -221,8 +236,7 @@ def _queue_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) 
 
 def _queue_telegram_alone(conn: sqlite3.Connection, text: str) -> tuple[int, int]:
     seq = _queue_telegram(conn, None, text)
-    sql = "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?"
-    return seq, int(conn.execute(sql, (seq,)).fetchone()[0])
+    return seq, _entries_ahead(conn, [seq])[seq]
 
 
 @dataclass(frozen=True)
@@ -289,10 +303,7 @@ def _enqueue_notify(
         ).fetchone()
     ring = sent_for if queue_telegram and sent_row is None else None
     landed_id, seq = _enqueue_report(conn, chief_id, key, text, source_conversation_id, ring)
-    ahead = 0
-    if seq is not None:
-        sql = "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?"
-        ahead = int(conn.execute(sql, (seq,)).fetchone()[0])
+    ahead = 0 if seq is None else _entries_ahead(conn, [seq])[seq]
     sent_id = None if sent_row is None or sent_row[0] is None else int(sent_row[0])
     return landed_id, sent_row is not None, sent_id, seq, ahead
 
@@ -377,22 +388,12 @@ def _enqueue_notify_batch(
         if index:
             fault("chief.store.batch_next_row")  # test-only: a failure part-way through a batch
         if row.key not in landed:
-            fault("chief.store.enqueue_report")  # test-only: a full disk under the report's insert
-            conn.execute(
-                "INSERT OR IGNORE INTO chief_report_outbox "
-                "(source_key, chief_id, text, source_conversation_id, created_at) "
-                "VALUES (?, ?, ?, NULL, ?)",
-                (row.key, chief_id, row.text, _utc_now()),
-            )
+            _insert_report(conn, chief_id, row.key, row.text, None)
         seq = None
         if queue_telegram and row.outbox_id not in sent:
             seq = queued.get(row.outbox_id)
             if seq is None:
-                cursor = conn.execute(
-                    "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
-                    (row.outbox_id, row.text, _utc_now()),
-                )
-                seq = int(cursor.lastrowid or 0)
+                seq = _insert_telegram(conn, row.outbox_id, row.text)
         seqs.append(None if seq is None else int(seq))
     ahead = _entries_ahead(conn, [seq for seq in seqs if seq is not None])
     return [
