@@ -22,9 +22,13 @@ import hmac
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from chief.door.config import DoorConfig
 from chief.door.posture import PostureSource, PostureUnavailable
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.door,
 # notifier.client), the refused headers and the Host rule (engine.owner.app, engine.loopback).
@@ -141,3 +145,16 @@ def host_is_loopback(raw: bytes) -> bool:
     if port and not (port.isdigit() and len(port) <= 5):
         return False
     return name in LOOPBACK_HOSTS
+
+
+async def read_body(request: Request, limit_bytes: int) -> bytes | None:
+    """The request's body, or None once it passes `limit_bytes` (never buffering more than
+    that): a caller cannot make a route hold an unbounded body."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit_bytes:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

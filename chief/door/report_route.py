@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard
+from chief.door.guard import Guard, read_body
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
 
@@ -80,7 +80,7 @@ def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
         if refusal is not None:
             log.warning("door.refused", reason=refusal.reason, path=REPORT_PATH, peer=peer)
             return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
-        raw = await _bounded_body(request)
+        raw = await read_body(request, MAX_BODY_BYTES)
         if raw is None:
             return JSONResponse({"detail": "body_too_large"}, status_code=413)
         try:
@@ -108,15 +108,3 @@ def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
         )
 
     return router
-
-
-async def _bounded_body(request: Request) -> bytes | None:
-    """The body, or None once it passes MAX_BODY_BYTES (never buffering more than that)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)

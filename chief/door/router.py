@@ -53,7 +53,7 @@ from pydantic import (
 )
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard
+from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
 from chief.door.verbs import ChannelUnavailable, ChiefUnavailable, DoorVerbs
 
 log = structlog.get_logger("chief.door")
@@ -294,7 +294,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
         refusal = refused(request)
         if refusal is not None:
             return refusal
-        raw = await _read_body(request)
+        raw = await read_body(request, MAX_BODY_BYTES)
         if raw is None:
             return _too_large(request)
         try:
@@ -325,7 +325,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, batch_max: int)
         refusal = refused(request)
         if refusal is not None:
             return refusal
-        raw = await _read_body(request, body_bytes)
+        raw = await read_body(request, body_bytes)
         if raw is None:
             return _too_large(request)
         try:
@@ -373,15 +373,3 @@ def _batch_schema(batch_max: int) -> dict[str, Any]:
         "required": ["items"],
         "additionalProperties": False,
     }
-
-
-async def _read_body(request: Request, limit_bytes: int = MAX_BODY_BYTES) -> bytes | None:
-    """The body, or None once it passes `limit_bytes` (never buffering more than that)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit_bytes:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
