@@ -85,14 +85,19 @@ def create(
         "settled_at": None,
         "outcome": None,
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    _write_synced(path, body, os.O_EXCL)
+    _fsync_dir(directory)
+    return path
+
+
+def _write_synced(path: Path, body: dict[str, Any], flag: int) -> None:
+    """Write `body` as JSON to `path` (created with `flag`: O_EXCL or O_TRUNC) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, FILE_MODE)
     try:
         os.write(fd, json.dumps(body, sort_keys=True).encode())
         os.fsync(fd)
     finally:
         os.close(fd)
-    _fsync_dir(directory)
-    return path
 
 
 def read(key: str, *, directory: Path | None = None) -> dict[str, Any] | None:
@@ -116,12 +121,7 @@ def settle(
     body.update(state=state, settled_at=time.time(), outcome=outcome or state)
     path = _path(directory, key)
     temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        os.write(fd, json.dumps(body, sort_keys=True).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_synced(temp, body, os.O_TRUNC)
     os.replace(temp, path)
     _fsync_dir(directory)
     return body
