@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
@@ -21,7 +22,7 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
-# Past the backoff cap and its jitter (at most 20 %).
+# Past the backoff cap, and any jitter on it (at most 20 %).
 PAST_THE_CAP = timedelta(seconds=BACKOFF_MAX_S * 1.25)
 
 REFUSALS = [
@@ -136,8 +137,6 @@ async def test_a_permanent_refusal_is_named_logged_once_retried_at_the_cap_and_l
 
 
 async def test_the_emulator_answers_each_refusal_as_the_bot_api_does(tmp_path: Path) -> None:
-    import httpx
-
     async with door_stack(tmp_path, telegram=False) as stack:
         base = stack.emulator_url
         expected = {
