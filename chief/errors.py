@@ -8,7 +8,10 @@
     │                           (sqlite3 errors are translated into this in chief/store.py only)
     ├── DoorError               the notify door's branch (subclasses live here, added by the door)
     └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
-                                Telegram's own Retry-After when it gave one
+        │                       Telegram's own Retry-After when it gave one
+        └── TelegramRefused     Telegram refuses the bot or the chat for good (a bad token, an
+                                unknown chat, a bot the owner blocked) until a person acts;
+                                `kind`, `answer` and `action` say which and what to do
 
 Every class's docstring is its default message, so `raise ChiefStoreError()` still says something
 a person can act on.
@@ -48,3 +51,34 @@ class TelegramUnavailable(ChiefError):
         super().__init__(message)
         # Telegram's own flood-control wait, passed on as the door's Retry-After.
         self.retry_after_s = retry_after_s
+
+
+class TelegramRefused(TelegramUnavailable):
+    """Telegram refuses this bot or chat until a person acts — fix what the door's status names;
+    the door tries again at its backoff cap."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        kind: str = "forbidden",
+        answer: str = "",
+        action: str = "",
+    ) -> None:
+        super().__init__(message)
+        #: bad_token, chat_not_found, bot_blocked or forbidden
+        self.kind = kind
+        #: Telegram's answer, as it gave it (status and description), never the bot token
+        self.answer = answer
+        #: what a person does about it
+        self.action = action
+
+    @classmethod
+    def named(cls, kind: str, answer: str, action: str) -> TelegramRefused:
+        """The refusal `kind`, Telegram's `answer`, and the `action` a person takes."""
+        return cls(
+            f"Telegram refuses the messages ({answer}): {action}",
+            kind=kind,
+            answer=answer,
+            action=action,
+        )

@@ -7,12 +7,16 @@ Three sources, each read where it lives:
   the failing rows with their last error and next attempt, the worker lock holder;
 - this machine's receipts folder: uncertain receipts waiting for `coop reconcile`;
 - the notify door's status endpoint, when it answers: undelivered Chief reports, sent count,
-  posture and whether Telegram is configured.
+  posture, whether Telegram is configured, and its Telegram queue (depth, oldest age, last
+  error, Telegram's permanent refusal). The outbox counts a row delivered once the door queued
+  it, so a Telegram outage shows only there.
 
 `--check` exits 0 when nothing needs a person, 1 when something does (a pending row older than
 `--max-pending-age`, an uncertain receipt, a door that does not answer, a posture that is not
-normal), 2 on a usage error. The door is asked by `engine.door`; the lines an operator reads are
-`engine.cli.render.status_lines`.
+normal, and with Telegram configured: Telegram refusing for good, or the door's Telegram queue
+holding an entry older than the same `--max-pending-age`), 2 on a usage error. A door that does
+not answer is itself the problem named; its Telegram queue is then unknown. The door is asked
+by `engine.door`; the lines an operator reads are `engine.cli.render.status_lines`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from engine.errors import UsageError
 
 DEFAULT_MAX_PENDING_AGE_S = 600.0
 
-__all__ = ["collect", "door_status", "max_pending_age", "problems", "status_snapshot"]
+__all__ = [
+    "collect",
+    "door_status",
+    "max_pending_age",
+    "problems",
+    "status_snapshot",
+    "telegram_problems",
+]
 
 
 def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None) -> float:
@@ -72,7 +83,33 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
         found.append(f"uncertain receipt {receipt['key']} ({receipt['method']}): coop reconcile")
     door = status["door"]
     if not door.get("answered"):
+        # Telegram's queue is the door's: unknown here, and the door itself is the problem.
         found.append(f"the door did not answer at {door['url']}: {door['error']}")
-    elif door.get("posture") not in (None, "normal"):
+        return found
+    if door.get("posture") not in (None, "normal"):
         found.append(f"the door's posture is {door['posture']!r}")
+    found.extend(telegram_problems(door, max_pending_age_s))
     return found
+
+
+def telegram_problems(door: dict[str, Any], max_pending_age_s: float) -> list[str]:
+    """A Telegram outage as the door reports it: a permanent refusal (a bad token, an unknown
+    chat, a blocked bot), or a queue whose oldest entry is older than the pending-age limit.
+    Nothing when Telegram is not configured (a Chief-only install) or the door does not say."""
+    queue = door.get("telegram_queue")
+    if door.get("telegram_configured") is not True or not isinstance(queue, dict):
+        return []
+    depth = queue.get("depth")
+    refusal = queue.get("refusal")
+    if isinstance(refusal, dict):
+        return [
+            f"Telegram refuses every message ({refusal.get('answer')}), {depth} queued:"
+            f" {refusal.get('action')}"
+        ]
+    age = queue.get("oldest_age_s")
+    if isinstance(age, int | float) and age > max_pending_age_s:
+        return [
+            f"Telegram: {depth} queued, the oldest for {age:.0f}s (more than"
+            f" {max_pending_age_s:.0f}s); last error: {queue.get('last_error') or 'none'}"
+        ]
+    return []

@@ -7,6 +7,13 @@ verbs they count.
     coop_telegram_retry_after_seconds          histogram  the Retry-After Telegram asked for
     coop_chief_undelivered_reports             gauge      reports queued, not yet landed (read
                                                           from chief.db at each scrape)
+    coop_telegram_queue_depth                  gauge      rows queued for Telegram, not yet rung
+    coop_telegram_queue_oldest_age_seconds     gauge      age of the oldest of them, 0 when none
+                                                          (both read from chief.db at each scrape;
+                                                          0 when Telegram is not configured)
+
+The outbox counts a row delivered once the door queued it for Telegram, so a Telegram outage
+shows only here: the queue's depth and age grow while every send fails.
 
 Hooked in by two calls, `instrument_door(app, service, config, metrics)` and
 `metered(sender, metrics)`: a pure ASGI middleware counts every answer (so the door's routes and
@@ -93,6 +100,16 @@ class DoorMetrics:
         self.undelivered = Gauge(
             "coop_chief_undelivered_reports",
             "Reports queued for the Master Chief that have not landed yet (read at scrape).",
+            registry=self.registry,
+        )
+        self.telegram_depth = Gauge(
+            "coop_telegram_queue_depth",
+            "Rows queued for Telegram and not rung yet (read at scrape; 0 without Telegram).",
+            registry=self.registry,
+        )
+        self.telegram_oldest_age = Gauge(
+            "coop_telegram_queue_oldest_age_seconds",
+            "Age of the oldest row queued for Telegram, 0 when none is (read at scrape).",
             registry=self.registry,
         )
 
@@ -197,17 +214,31 @@ def metrics_router(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics)
         refusal = guard.check(peer, headers, owner_configured=True)
         if refusal is not None and refusal.reason not in MONITORING_PASSES:
             return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
-        chief: Any = service.chief
-        if chief is not None:
-            try:
-                metrics.undelivered.set(await chief.undelivered_count())
-            except ChiefError:
-                metrics.undelivered.set(float("nan"))  # unknown, not zero
+        await _read_gauges(service, metrics)
         # The format the scraper asks for (Prometheus says so in Accept): text 0.0.4 by default.
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encode(metrics.registry), headers={"Content-Type": content_type})
 
     return router
+
+
+async def _read_gauges(service: DoorVerbs, metrics: DoorMetrics) -> None:
+    """The gauges read from chief.db at each scrape; NaN (unknown, not zero) when it fails."""
+    chief: Any = service.chief
+    if chief is None:
+        return
+    try:
+        metrics.undelivered.set(await chief.undelivered_count())
+    except ChiefError:
+        metrics.undelivered.set(float("nan"))
+    try:
+        depth, oldest_age_s = await service.telegram_queue()
+    except ChiefError:
+        metrics.telegram_depth.set(float("nan"))
+        metrics.telegram_oldest_age.set(float("nan"))
+    else:
+        metrics.telegram_depth.set(depth)
+        metrics.telegram_oldest_age.set(oldest_age_s)
 
 
 def metered(sender: TelegramSender, metrics: DoorMetrics) -> TelegramSender:

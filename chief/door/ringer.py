@@ -12,6 +12,9 @@
                                    queue, one transaction, shielded from cancellation
       on failure                   the carried entries deferred: backoff, or Telegram's own
                                    Retry-After when longer; the order stays (the head waits)
+      on a permanent refusal       (a bad token, an unknown chat, a bot the owner blocked) the
+                                   same, at the backoff cap, logged once until a send goes
+                                   through (`door.telegram_refused`, with what to do)
 
 The queue is durable, so a restart resumes it. The one window that can ring twice: a crash
 between the send and the mark (the entries are still queued when the door comes back), and a
@@ -37,8 +40,15 @@ import anyio.abc
 import structlog
 
 from chief.door.locks import KeyedLocks
-from chief.door.pacing import QuietHours, TokenBucket, backoff_s, compose, pacing_for
-from chief.errors import ChiefError, TelegramUnavailable
+from chief.door.pacing import (
+    BACKOFF_MAX_S,
+    QuietHours,
+    TokenBucket,
+    backoff_s,
+    compose,
+    pacing_for,
+)
+from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.sender import TelegramSender
 
@@ -109,11 +119,27 @@ class Ringer:
         self._stopping = False
         self._backing_off = False
         self.unmarked: _Unmarked | None = None
-        #: the last failure, for the door's status
-        self.last_error: str | None = None
+        #: the last failed send, for the door's status; None once a send succeeds
+        self.failure: TelegramUnavailable | None = None
         self.sent_messages = 0
         #: set when `run` has returned (after `stop()`, the iteration in flight finished)
         self.stopped = anyio.Event()
+
+    @property
+    def last_error(self) -> str | None:
+        """The last failed send's words, for the door's status."""
+        return None if self.failure is None else self.failure.message
+
+    @last_error.setter
+    def last_error(self, message: str | None) -> None:
+        # A send that went through clears the failure, a permanent refusal included.
+        self.failure = None if message is None else TelegramUnavailable(message)
+
+    @property
+    def refusal(self) -> TelegramRefused | None:
+        """Telegram's permanent refusal of the last send (a bad token, an unknown chat, a bot
+        the owner blocked), until a send goes through."""
+        return self.failure if isinstance(self.failure, TelegramRefused) else None
 
     # -- what a notify asks ----------------------------------------------------------------
 
@@ -260,14 +286,29 @@ class Ringer:
         attempts = carried[0].attempts + 1
         wait_s = max(backoff_s(attempts), exc.retry_after_s or 0.0)
         self._backing_off = True
-        self.last_error = exc.message
-        bound.warning(
-            "door.send_failed",
-            error=exc.message,
-            retry_after_s=exc.retry_after_s,
-            retry_in_s=round(wait_s, 3),
-            attempt=attempts,
-        )
+        known = self.refusal
+        self.failure = exc
+        if isinstance(exc, TelegramRefused):
+            # No retry cures it until a person acts: try again only at the backoff cap, and
+            # say so once (with what to do), not once per try.
+            wait_s = max(wait_s, BACKOFF_MAX_S)
+            if known is None or known.kind != exc.kind:
+                bound.error(
+                    "door.telegram_refused",
+                    kind=exc.kind,
+                    answer=exc.answer,
+                    action=exc.action,
+                    retry_in_s=round(wait_s, 3),
+                    attempt=attempts,
+                )
+        else:
+            bound.warning(
+                "door.send_failed",
+                error=exc.message,
+                retry_after_s=exc.retry_after_s,
+                retry_in_s=round(wait_s, 3),
+                attempt=attempts,
+            )
         next_at = self._wall_clock().timestamp() + wait_s
         try:
             await self.queue.defer_rings([entry.seq for entry in carried], next_at, exc.message)

@@ -173,6 +173,14 @@ class NotifyBatchAnswer(BaseModel):
     items: list[NotifyAnswer]
 
 
+class TelegramRefusalAnswer(BaseModel):
+    """Telegram refuses the bot or the chat until a person acts."""
+
+    kind: Literal["bad_token", "chat_not_found", "bot_blocked", "forbidden"]
+    answer: str  # Telegram's answer: "401 Unauthorized", "403 Forbidden: bot was blocked ..."
+    action: str  # what a person does about it
+
+
 class TelegramQueueAnswer(BaseModel):
     depth: int
     oldest_age_s: float | None
@@ -180,6 +188,7 @@ class TelegramQueueAnswer(BaseModel):
     next_attempt_in_s: float | None
     unmarked_sends: int
     messages_sent: int
+    refusal: TelegramRefusalAnswer | None = None
 
 
 class StatusAnswer(BaseModel):

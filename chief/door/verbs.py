@@ -1,5 +1,7 @@
 """The door's verbs: `notify` and `notify_batch` (accept: the Chief line and the Telegram entry,
-durably) and `status`.
+durably) and `status` (with the Telegram queue: depth, oldest age, last error, next try, and
+Telegram's permanent refusal when there is one; `telegram_queue` is its depth and age for
+monitoring).
 
     notify(text, kind, outbox_id):
       with an outbox id:  one transaction in chief.db: the report row (keyed INSERT OR IGNORE),
@@ -42,7 +44,7 @@ import structlog
 from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
 from chief.door.ringer import Ringer
-from chief.errors import ChiefError, DoorError
+from chief.errors import ChiefError, DoorError, TelegramRefused
 from chief.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
@@ -240,6 +242,19 @@ class DoorVerbs:
             "telegram_queue": self._queue_status(queue),
         }
 
+    async def telegram_queue(self) -> tuple[int, float]:
+        """The Telegram queue's depth and its oldest entry's age in seconds (0 when empty), as
+        monitoring reads them; (0, 0.0) when Telegram is not configured: nothing there rings,
+        so nothing there is an outage. Raises ChiefUnavailable when chief.db cannot be read."""
+        if self.ringer is None:
+            return 0, 0.0
+        try:
+            queue = await self._chief().telegram_status()
+        except ChiefError as exc:
+            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
+        answer = self._queue_status(queue)
+        return answer["depth"], answer["oldest_age_s"] or 0.0
+
     def _queue_status(self, queue: TelegramQueueStatus) -> dict[str, Any]:
         now = self._wall_clock()
         oldest_age_s = None
@@ -257,6 +272,7 @@ class DoorVerbs:
             "next_attempt_in_s": next_in_s,
             "unmarked_sends": 0 if ringer is None or ringer.unmarked is None else 1,
             "messages_sent": 0 if ringer is None else ringer.sent_messages,
+            "refusal": _refusal(ringer.refusal if ringer else None),
         }
 
     def _chief(self) -> ChiefPort:
@@ -265,6 +281,13 @@ class DoorVerbs:
             # host application mounting the router without a Chief.
             raise ChiefUnavailable("no Chief is open: set CHIEF_OWNER and restart the door")
         return self.chief
+
+
+def _refusal(refused: TelegramRefused | None) -> dict[str, str] | None:
+    """Telegram's permanent refusal as the status shows it: which, its answer, what to do."""
+    if refused is None:
+        return None
+    return {"kind": refused.kind, "answer": refused.answer, "action": refused.action}
 
 
 def _log_answer(bound: Any, answer: dict[str, Any]) -> None:

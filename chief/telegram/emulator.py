@@ -14,10 +14,14 @@ sees it at once, and the file is closed when the emulator shuts down (its lifesp
 renamed away meanwhile keeps receiving lines: rotate it by copying and truncating.
 Control endpoints, for tests and demos:
 
-- `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay", "count": N, "retry_after": s,
-  "status": 5xx, "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer
-  429 with `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then
-  answered only after `delay_s` (past the client's timeout, a message that was still received);
+- `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay" | "unauthorized" |
+  "chat_not_found" | "bot_blocked", "count": N, "retry_after": s, "status": 5xx, "delay_s": s,
+  "methods": ["sendMessage"]}`: the next N matching calls answer 429 with
+  `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then answered
+  only after `delay_s` (past the client's timeout, a message that was still received); the
+  last three are Telegram's permanent refusals, as the Bot API answers them (nothing kept):
+  `401 Unauthorized` (a bad token; arm it on getMe too, as Telegram refuses every method),
+  `400 Bad Request: chat not found`, `403 Forbidden: bot was blocked by the user`;
   with `"replace": true` the armed faults are forgotten in the same step, so a test switching
   Telegram from one failure to another leaves no moment in which a send succeeds;
 - `GET /emulator/calls`: how many API calls each method received, and `too_many_requests`;
@@ -67,7 +71,13 @@ BOT_USER: dict[str, Any] = {
     "can_read_all_group_messages": False,
     "supports_inline_queries": False,
 }
-FAULT_MODES = frozenset({"429", "5xx", "delay"})
+# Telegram's permanent refusals, with the status and description the Bot API answers.
+REFUSALS = {
+    "unauthorized": (401, "Unauthorized"),  # a token Telegram knows no bot by
+    "chat_not_found": (400, "Bad Request: chat not found"),
+    "bot_blocked": (403, "Forbidden: bot was blocked by the user"),
+}
+FAULT_MODES = frozenset({"429", "5xx", "delay", *REFUSALS})
 # --flood-limits: Telegram's documented limits.
 PER_CHAT_BURST = 3.0
 PER_PRIVATE_CHAT_PER_S = 1.0
@@ -303,6 +313,8 @@ class _Routes:
             )
         if fault is not None and fault.mode == "5xx":
             return _error(fault.status, "Internal Server Error")
+        if fault is not None and fault.mode in REFUSALS:
+            return _error(*REFUSALS[fault.mode])
         answer = self._answer(method, params)
         if fault is not None and fault.mode == "delay":
             await _delay(request, fault.delay_s)

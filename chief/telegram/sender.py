@@ -11,7 +11,16 @@ the request and parses the answer, so its error tree is the same.
 Every failure of a send, whatever python-telegram-bot raised (`RetryAfter`, `TimedOut`,
 `NetworkError`, any other `TelegramError`), is translated in `translate_error`, the one place
 that knows PTB's error tree; the door sees only `TelegramUnavailable`, with `retry_after_s` when
-Telegram said how long to wait.
+Telegram said how long to wait. Telegram's permanent refusals, which no retry cures, are its
+subclass `TelegramRefused`, named with what a person does about them:
+
+    PTB error                          Telegram's answer                            kind
+    InvalidToken                       401 Unauthorized (404 for a malformed token) bad_token
+    BadRequest "Chat not found"        400 Bad Request: chat not found              chat_not_found
+    Forbidden "...blocked by the user" 403 Forbidden: bot was blocked by the user   bot_blocked
+    Forbidden (any other)              403 Forbidden: bot was kicked ..., ...       forbidden
+
+PTB's own words for a rejected token carry the token; the translation never does.
 """
 
 from __future__ import annotations
@@ -28,11 +37,19 @@ import anyio
 import httpx
 import structlog
 from telegram import Bot
-from telegram.error import NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.request import BaseRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
-from chief.errors import TelegramUnavailable
+from chief.errors import TelegramRefused, TelegramUnavailable
 
 log = structlog.get_logger("chief.telegram")
 
@@ -257,9 +274,47 @@ def translate_error(exc: TelegramError) -> TelegramUnavailable:
         )
     if isinstance(exc, TimedOut):
         return TelegramUnavailable(f"Telegram did not answer in time ({exc}); retry later")
+    refused = _permanent_refusal(exc)
+    if refused is not None:
+        return refused
     return TelegramUnavailable(
         f"Telegram refused or could not be reached ({type(exc).__name__}: {exc}); retry later"
     )
+
+
+def _permanent_refusal(exc: TelegramError) -> TelegramRefused | None:
+    """The refusals no retry cures, named with what to do; None for any other error."""
+    if isinstance(exc, InvalidToken):
+        # Bot.initialize re-raises Telegram's answer with the token in its words: read the
+        # answer it wraps (a malformed token is a 404, an unknown one a 401), never the wrapper.
+        while isinstance(exc.__cause__, InvalidToken):
+            exc = exc.__cause__
+        answer = "404 Not Found" if exc.message == "Not Found" else "401 Unauthorized"
+        return TelegramRefused.named(
+            "bad_token",
+            answer,
+            "fix TELEGRAM_BOT_TOKEN (Telegram knows no bot by this token; use the one "
+            "@BotFather gave) and restart the door",
+        )
+    description = exc.message.lower()
+    if isinstance(exc, BadRequest) and "chat not found" in description:
+        return TelegramRefused.named(
+            "chat_not_found",
+            "400 Bad Request: chat not found",
+            "fix TELEGRAM_CHAT_ID (Telegram knows no such chat for this bot; the owner must "
+            "have sent the bot /start) and restart the door",
+        )
+    if isinstance(exc, Forbidden):
+        if "blocked" in description:
+            action = "the owner must unblock the bot in Telegram"
+            kind = "bot_blocked"
+        else:
+            action = "let the bot write to the chat again (add it back, or start a chat with it)"
+            kind = "forbidden"
+        return TelegramRefused.named(
+            kind, f"403 {exc.message}", action + "; the door tries again at its backoff cap"
+        )
+    return None
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:

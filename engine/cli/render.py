@@ -131,15 +131,31 @@ def status_lines(status: dict[str, Any]) -> list[str]:
                 if name in door
             )
         )
-        queue = door.get("telegram_queue")
-        if isinstance(queue, dict):
-            lines.append(
-                "telegram queue: "
-                + ", ".join(
-                    f"{name}={queue.get(name)}"
-                    for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
-                )
-            )
+        lines.extend(telegram_lines(door))
     else:
         lines.append(f"door: did not answer at {door['url']} ({door['error']})")
+        lines.append("telegram queue: unknown (the door did not answer)")
+    return lines
+
+
+def telegram_lines(door: dict[str, Any]) -> list[str]:
+    """The door's Telegram queue and Telegram's permanent refusal, when there is one."""
+    lines = []
+    if door.get("telegram_configured") is False:
+        lines.append("telegram: not configured (Chief only: nothing rings, no outage)")
+    queue = door.get("telegram_queue")
+    if isinstance(queue, dict):
+        lines.append(
+            "telegram queue: "
+            + ", ".join(
+                f"{name}={queue.get(name)}"
+                for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
+            )
+        )
+        refusal = queue.get("refusal")
+        if isinstance(refusal, dict):
+            lines.append(
+                f"telegram refused: {refusal.get('answer')} ({refusal.get('kind')})"
+                f" — {refusal.get('action')}"
+            )
     return lines

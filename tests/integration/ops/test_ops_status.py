@@ -99,6 +99,9 @@ def test_a_door_that_does_not_answer_needs_a_person(home):
     assert result.returncode == 1
     assert "door: did not answer at" in result.stdout
     assert "needs a person: the door did not answer" in result.stdout
+    # Telegram's queue is the door's: unknown, and not a second problem.
+    assert "telegram queue: unknown (the door did not answer)" in result.stdout
+    assert result.stdout.count("needs a person") == 1
     # Without --check the view is still shown and the command succeeds.
     assert status(home, url).returncode == 0
 

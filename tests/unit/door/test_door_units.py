@@ -17,7 +17,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import Guard, host_is_loopback
 from chief.door.locks import KeyedLocks, ServeLock
 from chief.door.posture import FixedPosture, PostureUnavailable, parse_posture
-from chief.errors import DoorError, TelegramUnavailable
+from chief.errors import DoorError, TelegramRefused, TelegramUnavailable
 from chief.telegram.emulator import parse_fault
 from chief.telegram.sender import translate_error
 from tests.support.door import KEY, door_env, write_key
@@ -297,3 +297,69 @@ def test_door_every_ptb_error_translates_to_telegram_unavailable(
 def test_door_emulator_refuses_bad_fault_requests(document: object) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - each case has its own message
         parse_fault(document)
+
+
+def _rejected_token(answer: str) -> telegram.error.InvalidToken:
+    """What `Bot.initialize` raises for a token Telegram refuses: its own words, with the token,
+    wrapping Telegram's answer."""
+    try:
+        try:
+            raise telegram.error.InvalidToken(answer)
+        except telegram.error.InvalidToken as exc:
+            raise telegram.error.InvalidToken(
+                "The token `123456:secret-token` was rejected by the server."
+            ) from exc
+    except telegram.error.InvalidToken as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "answer", "remedy"),
+    [
+        (telegram.error.InvalidToken("Unauthorized"), "bad_token", "401 Unauthorized", "TOKEN"),
+        (_rejected_token("Unauthorized"), "bad_token", "401 Unauthorized", "TELEGRAM_BOT_TOKEN"),
+        (_rejected_token("Not Found"), "bad_token", "404 Not Found", "TELEGRAM_BOT_TOKEN"),
+        (
+            telegram.error.BadRequest("Bad Request: chat not found"),
+            "chat_not_found",
+            "400 Bad Request: chat not found",
+            "TELEGRAM_CHAT_ID",
+        ),
+        (
+            telegram.error.Forbidden("Forbidden: bot was blocked by the user"),
+            "bot_blocked",
+            "403 Forbidden: bot was blocked by the user",
+            "unblock",
+        ),
+        (
+            telegram.error.Forbidden("Forbidden: bot was kicked from the group chat"),
+            "forbidden",
+            "403 Forbidden: bot was kicked from the group chat",
+            "add it back",
+        ),
+    ],
+)
+def test_door_telegram_permanent_refusals_are_named_with_what_to_do(
+    error: telegram.error.TelegramError, kind: str, answer: str, remedy: str
+) -> None:
+    translated = translate_error(error)
+    assert isinstance(translated, TelegramRefused)
+    assert (translated.kind, translated.answer) == (kind, answer)
+    assert remedy in translated.action
+    assert translated.message == f"Telegram refuses the messages ({answer}): {translated.action}"
+    assert "secret-token" not in translated.message  # PTB's wrapper names the token
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        telegram.error.BadRequest("Bad Request: message is too long"),
+        telegram.error.NetworkError("Bad Gateway"),
+        telegram.error.TimedOut(),
+        telegram.error.Conflict("Conflict"),
+    ],
+)
+def test_door_passing_telegram_failures_are_not_permanent_refusals(
+    error: telegram.error.TelegramError,
+) -> None:
+    assert not isinstance(translate_error(error), TelegramRefused)

@@ -4,6 +4,8 @@ text, and the example scrape config and alert rules in ops/prometheus name metri
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,7 +40,7 @@ def exposed(tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 def test_metric_names_follow_prometheus_conventions(tmp_path: Path) -> None:
     families = exposed(tmp_path)
-    assert len(families) == 14
+    assert len(families) == 16
     for name, (kind, help_text) in families.items():
         assert NAME.match(name), name
         assert help_text.strip(), f"{name} has no HELP"
@@ -59,9 +61,18 @@ def test_the_alert_rules_and_scrape_config_name_real_metrics(tmp_path: Path) -> 
             sample_names |= {name + "_bucket", name + "_count", name + "_sum"}
     rules = yaml.safe_load((PROMETHEUS / "coop-alerts.yml").read_text())
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
-    assert set(alerts) == {"CoopOutboxRowStuck", "CoopDeferralsRising"}
+    assert set(alerts) == {
+        "CoopOutboxRowStuck",
+        "CoopDeferralsRising",
+        "CoopTelegramQueueStuck",
+    }
     assert "coop_outbox_oldest_pending_age_seconds > 600" in alerts["CoopOutboxRowStuck"]["expr"]
     assert alerts["CoopDeferralsRising"]["for"] == "15m"
+    # A Telegram outage: the door's queue, whose rows the outbox already counts as delivered.
+    telegram = alerts["CoopTelegramQueueStuck"]["expr"]
+    assert "coop_telegram_queue_oldest_age_seconds > 600" in telegram
+    assert "coop_telegram_queue_depth > 0" in telegram
+    assert "README" in alerts["CoopTelegramQueueStuck"]["annotations"]["description"]
     for rule in alerts.values():
         for used in re.findall(r"coop_[a-z_]+", rule["expr"]):
             assert used in sample_names, f"{rule['alert']} uses {used}, which is not exposed"
@@ -73,6 +84,20 @@ def test_the_alert_rules_and_scrape_config_name_real_metrics(tmp_path: Path) -> 
     assert targets == {"coop-engine": ["127.0.0.1:8764"], "coop-door": ["127.0.0.1:8765"]}
     for job in config["scrape_configs"]:
         assert job["authorization"]["type"] == "Bearer"
+
+
+def test_promtool_accepts_the_alert_rules() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not on this machine")
+    result = subprocess.run(
+        [promtool, "check", "rules", str(PROMETHEUS / "coop-alerts.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
