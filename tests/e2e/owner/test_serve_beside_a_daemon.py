@@ -79,3 +79,27 @@ def _leave_then_take_over(
     assert httpx.get(serve.url + "/status", timeout=10).json()["daemon"] is True
     assert "Traceback" not in serve.log()
     assert serve.terminate() == 0
+
+
+def test_serve_waiting_beside_a_daemon_stops_on_sigterm_and_leaves_the_daemon_running(
+    tmp_path: Path, stack_env: dict[str, str]
+) -> None:
+    env = {**stack_env, "COOP_KICK": "datagram"}
+    daemon = Service(
+        "daemon", ["notifier", "run"], tmp_path, "notifier.daemon.started", child_env(env),
+        takes_port=False,
+    )  # fmt: skip
+    daemon.start()
+    serve = ServeProcess(tmp_path, env)
+    try:
+        serve.start().wait_event("service.delivery_left_to_daemon")
+
+        assert serve.terminate() == 0
+        assert serve.events("service.stopped")
+        assert not serve.events("service.delivery_taken_over")
+        assert daemon.running
+        assert daemon.terminate() == 0
+    finally:
+        serve.stop_quietly()
+        if daemon.running:
+            daemon.kill()
