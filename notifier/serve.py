@@ -244,9 +244,9 @@ class DaemonPart:
                     log.info(
                         "service.delivery_left_to_daemon",
                         daemon_pid=_pid(holder),
-                        note="serving the owner endpoint; another notifier daemon delivers"
-                        f" this ledger's rows; this service takes delivery over when it stops"
-                        f" (its lock is tried every {self.retry_s:g} s)",
+                        note="serving the owner endpoint and leaving delivery to the notifier"
+                        " daemon already running for this ledger; taking delivery over when"
+                        f" that daemon stops (its lock is tried every {self.retry_s:g} s)",
                     )
                 self._left_to = holder
             with anyio.move_on_after(self.retry_s):
