@@ -13,8 +13,8 @@ the Chief's door (`python -m chief serve`) and the Telegram emulator
 
 If the Chief's door cannot start here, the same figures are measured against a minimal test
 door (a Starlette app on uvicorn, in its own process) and labelled so: the notifier's part
-of the pipeline alone. Figures are printed, never asserted (DESIGN.md: targets p99 < 10 ms at
-50 rows/s, a backlog drain of >= 600 rows/s on a 2-core machine).
+of the pipeline alone. Figures are printed, never asserted (the targets: p99 < 10 ms at 50
+rows/s, a backlog drain of >= 600 rows/s on a 2-core machine).
 """
 
 from __future__ import annotations

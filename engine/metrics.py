@@ -13,6 +13,9 @@ other processes did too), with one read-only connection per scrape:
 
 plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
 notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
+All of them are registered in one registry and rendered once per scrape, in the format the
+scraper asks for (`Accept`): one exposition, so an OpenMetrics answer ends with one `# EOF`
+(two joined expositions make Prometheus drop the scrape: "unexpected data after # EOF").
 
 The route is guarded like the service's others (loopback peer, no browser or proxy header, a
 loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
@@ -155,7 +158,8 @@ def mount_metrics(
     expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
-    registries = [registry, *extra]
+    for each in extra:
+        registry.register(each)  # a registry is a collector too: one exposition, one `# EOF`
 
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:
@@ -169,9 +173,7 @@ def mount_metrics(
         # The format the scraper asks for (Prometheus says so in Accept): text 0.0.4 by default.
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         try:
-            body = await anyio.to_thread.run_sync(
-                lambda: b"".join(encode(each) for each in registries)
-            )
+            body = await anyio.to_thread.run_sync(encode, registry)
         except sqlite3.Error as exc:
             raise HTTPException(503, f"coop.db could not be read: {exc}") from exc
         return Response(body, headers={"Content-Type": content_type})

@@ -1,4 +1,5 @@
-"""The Coop notifier: drains the engine's outbox to the Chief's notify door, one row at a time.
+"""The Coop notifier: drains the engine's outbox to the Chief's notify door, FIFO, a batch of
+due head rows at a time (up to `COOP_BATCH_MAX`; one row goes alone).
 
 Layers, pointing inward:
 

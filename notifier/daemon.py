@@ -7,7 +7,9 @@
 
 One daemon per store: `run()` first takes an exclusive `flock` on `<db>.notifier.lock` (as the
 door does for `chief serve`), so of two daemons started together exactly one runs and the other
-raises `DaemonAlreadyRunning`; the kernel drops the lock however the holder dies.
+raises `DaemonAlreadyRunning`; the kernel drops the lock however the holder dies. A refused
+`run()` changes nothing, so it may be called again (`coop serve` beside a standalone daemon
+retries until that daemon stops).
 
 Start order closes the lost-kick window: the kick socket is bound *before* the first drain, so
 a producer committing after the bind wakes the daemon with a datagram, and one committing
@@ -82,6 +84,10 @@ class InstanceLock:
                 " before starting this one"
             )
 
+    def holder(self) -> str:
+        """The pid of the daemon holding the lock ("unknown" when it cannot be read)."""
+        return self._lock.holder()
+
     def release(self) -> None:
         self._lock.release()
 
@@ -141,6 +147,9 @@ class Daemon:
         self._wake: anyio.Event | None = None
         self._kicked = False
         self._stopping = False
+        #: Called once the daemon has claimed the store and bound its kick socket (`coop serve`
+        #: learns there that its daemon delivers).
+        self.on_started: Callable[[], None] = lambda: None
         self.log = structlog.get_logger("notifier.daemon")
 
     @property
@@ -176,6 +185,7 @@ class Daemon:
             instance.release()
 
     async def _run(self) -> None:
+        sock = await self._bind()  # first: a refusal leaves nothing to close, run() may retry
         db = Database(self._connect)
         worker = Worker(
             self.config,
@@ -188,10 +198,10 @@ class Daemon:
         if self._stopping:
             worker.stop()
         self._wake = anyio.Event()
-        sock = await self._bind()
         work_left = False
         try:
             self.log.info("notifier.daemon.started", socket=str(self.socket_path))
+            self.on_started()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._receive_kicks, sock)
                 work_left = await self._loop(db, worker)

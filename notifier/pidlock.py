@@ -1,6 +1,7 @@
 """An exclusive, non-blocking `flock` on a file holding its holder's pid: the claim the
-daemon (one per store) and the drainer's waiter (one per store) each take. The kernel drops it
-however the holder dies, so no stale claim outlives a crash.
+daemon (one per store), the drainer's waiter (one per store) and `coop serve` (one per ledger:
+`<coop.db>.serve.lock`) each take. The kernel drops it however the holder dies, so no stale
+claim outlives a crash.
 
 Its twin in the door is `chief.door.locks.ServeLock` (the packages share no code)."""
 

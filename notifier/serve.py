@@ -22,10 +22,19 @@ SIGTERM or SIGINT: stop accepting, let the compat call in flight finish, stop th
 finishes the row in flight), close the owner connection, exit 0. Further stop signals while
 stopping are noted in the log and change nothing: the service still finishes and exits 0.
 
-The notifier daemon is one supervised part: if it fails (another daemon already runs for the
-store, say), `service.daemon_failed` says why, `/status` shows `daemon: false`, and the owner
+One service per ledger: `coop serve` holds an exclusive `flock` on `<coop.db>.serve.lock` for
+its whole life (`claim_ledger`), taken before it listens, so a second `coop serve` on the same
+coop.db refuses in one line naming the first one's pid and answers nothing.
+
+The notifier daemon is one supervised part (`DaemonPart`). Beside a standalone daemon
+(`coop-notifier run`) it logs once that the service serves the owner endpoint and leaves
+delivery to that daemon (`service.delivery_left_to_daemon`), tries the daemon's lock again every
+`TAKEOVER_RETRY_S`, and takes delivery over when that daemon stops
+(`service.delivery_taken_over`). If it fails otherwise, `service.daemon_failed` says why;
+`/status` shows `daemon: false` whenever this process's daemon does not deliver, and the owner
 endpoint goes on answering. An error at start (a wrong setting, the port taken, the database
-unusable) stops the service with one line on stderr and a non-zero exit, never a traceback.
+unusable, the ledger served already) stops the service with one line on stderr and a non-zero
+exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -48,9 +57,10 @@ from engine.metrics import mount_metrics
 from engine.owner.app import LOOPBACK_PEERS, Owner, create_app
 from notifier import metrics
 from notifier.config import NotifierConfig
-from notifier.daemon import Daemon, backend_options
-from notifier.errors import NotifierError
+from notifier.daemon import Daemon, InstanceLock, backend_options
+from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.logs import configure_logging
+from notifier.pidlock import PidLock
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8764
@@ -58,6 +68,9 @@ LISTEN_BACKLOG = 128
 SHUTDOWN_TIMEOUT_S = 10
 # How soon a stop signal shows in the log (uvicorn itself looks at `should_exit` every 0.1 s).
 SIGNAL_LOG_POLL_S = 0.1
+# Beside a standalone daemon: how often the service tries that daemon's lock again (one
+# non-blocking flock, no database read), so it takes delivery over about this soon after.
+TAKEOVER_RETRY_S = 1.0
 
 # The logger keeps the name it had in the engine: operators' log queries look for it.
 log = structlog.get_logger("engine.server")
@@ -168,18 +181,29 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 class DaemonPart:
-    """The embedded notifier daemon as one supervised part of the service: if it fails (another
-    daemon already runs for this store, or anything unforeseen), the failure is logged and the
-    owner endpoint goes on answering; kicks then go to whichever daemon listens on the store's
-    kick socket."""
+    """The embedded notifier daemon as one supervised part of the service.
 
-    def __init__(self, daemon: Daemon | None, db_path: Path) -> None:
+    Beside a standalone daemon (`coop-notifier run` holds the store's daemon lock) the service
+    says once that it serves the owner endpoint and leaves delivery to that daemon, then tries
+    the lock again every `retry_s` (one non-blocking `flock`, no database read): when that
+    daemon stops, this one takes delivery over within about a second. Any other failure is
+    logged (`service.daemon_failed`) and the owner endpoint goes on answering. Kicks go to
+    this daemon while it delivers, else to whichever daemon listens on the store's socket."""
+
+    def __init__(
+        self, daemon: Daemon | None, db_path: Path, retry_s: float = TAKEOVER_RETRY_S
+    ) -> None:
         self.daemon = daemon
         self.db_path = db_path
-        self.running = daemon is not None
+        self.retry_s = retry_s
+        self.running = False  # this process's daemon claimed the store and delivers
         self.done = anyio.Event()
-        #: Called once the daemon has stopped, for whatever reason (the app's `/status`).
-        self.on_stopped: Callable[[], None] = lambda: None
+        self._left_to: str | None = None  # the standalone daemon's pid while it delivers
+        self._stop_asked = anyio.Event()
+        #: Called with `running` whenever it changes (the app's `/status`).
+        self.on_running: Callable[[bool], None] = lambda running: None
+        if daemon is not None:
+            daemon.on_started = self._started
 
     def kick(self) -> None:
         if self.running and self.daemon is not None:
@@ -187,34 +211,92 @@ class DaemonPart:
         else:
             kick.send_datagram(self.db_path)
 
+    def _started(self) -> None:
+        if self._left_to is not None:
+            log.info("service.delivery_taken_over", stopped_daemon_pid=_pid(self._left_to))
+            self._left_to = None
+        self._set_running(True)
+
+    def _set_running(self, running: bool) -> None:
+        self.running = running
+        self.on_running(running)
+
     async def run(self) -> None:
         try:
-            if self.daemon is not None:
-                await self.daemon.run()
+            await self._deliver_when_free()
         except (NotifierError, CoopError) as exc:
             log.error("service.daemon_failed", error=exc.message, owner_endpoint="answering")
         except Exception as exc:  # one failed part must not take down the owner endpoint
             log.error("service.daemon_failed", error=str(exc), exc_info=exc)
         finally:
-            self.running = False
-            self.on_stopped()
+            self._set_running(False)
             self.done.set()
 
+    async def _deliver_when_free(self) -> None:
+        daemon = self.daemon
+        while daemon is not None and not self._stop_asked.is_set():
+            try:
+                await daemon.run()
+                return
+            except DaemonAlreadyRunning:
+                holder = InstanceLock(self.db_path).holder()
+                if self._left_to is None:
+                    log.info(
+                        "service.delivery_left_to_daemon",
+                        daemon_pid=_pid(holder),
+                        note="serving the owner endpoint and leaving delivery to the notifier"
+                        " daemon already running for this ledger; taking delivery over when"
+                        f" that daemon stops (its lock is tried every {self.retry_s:g} s)",
+                    )
+                self._left_to = holder
+            with anyio.move_on_after(self.retry_s):
+                await self._stop_asked.wait()
+
     def stop(self) -> None:
+        self._stop_asked.set()
         if self.daemon is not None:
             self.daemon.stop()
+
+
+def _pid(holder: str) -> int | str:
+    return int(holder) if holder.isdigit() else holder
+
+
+def claim_ledger(db_path: Path) -> PidLock:
+    """The one owner service per ledger: an exclusive `flock` on `<coop.db>.serve.lock` for the
+    life of the process (the kernel drops it however the process ends). A second `coop serve`
+    on the same coop.db is refused here, naming the first one's pid, before it listens."""
+    lock = PidLock(serve_lock_path(db_path), "the service's lock file")
+    if not lock.try_acquire():
+        raise ServiceError(
+            f"another coop serve (pid {lock.holder()}) already serves {db_path} (it holds"
+            f" {lock.path}); stop it before starting this one, or point COOP_DB elsewhere"
+        )
+    return lock
+
+
+def serve_lock_path(db_path: Path) -> Path:
+    return Path(str(db_path) + ".serve.lock")
 
 
 async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> None:
     signals = signals or StopSignals()
     service = Owner(config.db_path)
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
+    claim = claim_ledger(config.db_path)  # before the port: a second service answers nothing
+    try:
+        await _serve_claimed(config, signals, service)
+    finally:
+        claim.release()
+
+
+async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: Owner) -> None:
     part = DaemonPart(build_daemon(service), config.db_path)
     app = create_app(service, kick=part.kick)
     # GET /metrics (engine.metrics), with the embedded worker's counters beside the ledger's.
     mount_metrics(app, config.db_path, extra=[metrics.enable()])
     app.state.daemon_running = part.running
-    part.on_stopped = lambda: setattr(app.state, "daemon_running", False)
+    part.on_running = lambda running: setattr(app.state, "daemon_running", running)
     server = _Server(
         uvicorn.Config(
             app,

@@ -2,7 +2,7 @@
 
 Every use case is one `BEGIN IMMEDIATE` transaction, run whole in one call on the connection's
 own thread (`Database.call`): one thread hop per transaction, never a transaction held open
-across an await (DESIGN.md, performance). The notifier writes nothing else in the ledger.
+across an await. The notifier writes nothing else in the ledger.
 
 The SQL itself, and the queue predicate the drain and the idle handoff share (the head pending
 row, due when never attempted or when its time has come, the clock read inside the

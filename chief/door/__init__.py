@@ -5,15 +5,18 @@ Layers, pointing inward:
     posture.py   the security posture seam (a JSON file, or always `normal`)
     guard.py     the six checks, in order, over the raw peer and headers
     locks.py     per-row anyio locks that empty themselves; the single-instance serve lock
-    service.py   the verbs: notify (Master Chief first, Telegram once), notify_batch (several
-                 rows, one chief.db transaction, one answer per row) and status
+    pacing.py    pure: the token bucket per chat, the digest, quiet hours, backoff
+    verbs.py     the verbs (`DoorVerbs`): notify (the Chief line and the Telegram entry, in one
+                 chief.db transaction), notify_batch (several rows, one transaction, one answer
+                 per row) and status
+    ringer.py    the sender task: rings the durable Telegram queue in order, paced, in digests
     router.py    the FastAPI router (`make_router`) a host application mounts: POST
                  /api/coop/engine/notify, POST /api/coop/engine/notify-batch, GET .../status
     report_route.py  `POST /api/chief/report`: `chief report` hands a cron line to the holder
     metrics.py   `GET /metrics`: answers and Telegram sends counted, one hook (`instrument_door`)
-    serving.py   uvicorn for the project's long-running entry points
-    app.py       `chief serve`: the standalone app and its `main`
+    app.py       `chief serve`: the standalone app and its `main` (uvicorn through
+                 `chief.loopback_http`)
 
 Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable` in posture.py,
-`ChannelUnavailable` and `ChiefUnavailable` in service.py).
+`ChannelUnavailable` and `ChiefUnavailable` in verbs.py).
 """

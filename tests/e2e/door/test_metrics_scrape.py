@@ -4,14 +4,21 @@ deferred the head row at least once, and Telegram, the emulator, answers a 429 a
 and parsed with prometheus_client's own parser: every counter moved by exactly what happened.
 Telegram's failures stay inside the door (its own queue), so they show in the door's send
 counters and never as engine deferrals. Then the guard: the key is required, as a Bearer token or
-the service key header."""
+the service key header.
+
+And what a real Prometheus sees: both endpoints asked with the `Accept` header each Prometheus
+version sends answer one exposition (one `# EOF` at most, no family twice) that the OpenMetrics
+parser and the text parser both read, and `promtool check metrics` where it is installed."""
 
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 
 import httpx
 import pytest
+from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from chief.telegram.emulator import parse_fault
@@ -27,6 +34,19 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 30.0
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+# What Prometheus sends (`acceptHeader` over its default `scrape_protocols`): before 2.49 a fixed
+# header; from 2.49 the protocols weighted in order; 3.x adds text 1.0.0 and the escaping scheme.
+PROMETHEUS_ACCEPT = {
+    "2.42": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "2.49": "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;"
+    "version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+    "3.x": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+    "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;"
+    "escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2",
+    "text-only": "text/plain;version=0.0.4;q=1.0,*/*;q=0.1",
+}
+OPENMETRICS = "application/openmetrics-text"
 
 
 def scrape(url: str, **headers: str) -> httpx.Response:
@@ -164,3 +184,67 @@ def _deliver_and_scrape(
     assert value(door_after, "coop_telegram_retry_after_seconds_sum") == 1.0
     assert value(door_after, "coop_chief_undelivered_reports") == 0
     assert_guarded(engine, door)
+
+
+def assert_one_exposition(url: str, accept: str) -> None:
+    """One scrape as Prometheus asks it: one exposition that both parsers (and promtool) read."""
+    answer = scrape(url, Authorization=f"Bearer {KEY}", Accept=accept)
+    assert answer.status_code == 200, answer.text
+    content_type = answer.headers["content-type"]
+    text = answer.text
+    eofs = [line for line in text.splitlines() if line == "# EOF"]
+    if content_type.startswith(OPENMETRICS):
+        assert eofs == ["# EOF"], f"{len(eofs)} '# EOF' lines in one exposition"
+        assert text.endswith("# EOF\n"), "data after # EOF"
+        families = list(openmetrics_parser.text_string_to_metric_families(text))
+        # The text parser reads it too (it takes `# EOF` for a comment).
+        assert list(text_string_to_metric_families(text))
+    else:
+        assert content_type.startswith("text/plain"), content_type
+        assert eofs == []
+        families = list(text_string_to_metric_families(text))
+    names = [family.name for family in families]
+    assert names
+    assert len(names) == len(set(names)), f"a family twice: {sorted(names)}"
+    assert all(family.documentation for family in families)
+    promtool = shutil.which("promtool")
+    # `promtool check metrics` reads the text format: an OpenMetrics answer's counters (HELP
+    # under the name without `_total`) would be linted as having no HELP (promtool 2.42).
+    if promtool is not None and not content_type.startswith(OPENMETRICS):
+        checked = subprocess.run(
+            [promtool, "check", "metrics"],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_both_endpoints_answer_each_prometheus_version_with_one_exposition(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COOP_KICK", "datagram")  # the service's daemon delivers, no drainer
+    port = free_port()
+    door = spawn_door(harness.env(CHIEF_PORT=str(port)))
+    engine = ServeProcess(
+        harness.folder, harness.env(COOP_DOOR_URL=f"http://127.0.0.1:{port}{NOTIFY_URL}")
+    ).start()
+    try:
+        # A delivered row: every family of the engine's registries carries a sample.
+        outbox.notify("line 1", actor="me", db=str(harness.folder / "coop.db"))
+        wait_until_sync(
+            lambda: value(samples(engine.url), "coop_outbox_deliveries_total") == 1,
+            timeout_s=TIMEOUT_S,
+            what="the row delivered",
+        )
+        for version, accept in PROMETHEUS_ACCEPT.items():
+            for url in (engine.url, door.url):
+                try:
+                    assert_one_exposition(url, accept)
+                except AssertionError as exc:
+                    where = "engine" if url == engine.url else "door"
+                    raise AssertionError(f"Prometheus {version}, the {where}: {exc}") from None
+    finally:
+        engine.stop_quietly()

@@ -1,6 +1,7 @@
 """`coop serve` as a real process: however many stop signals arrive, the compat call in flight
 finishes and the service exits 0; an error at start is one line and a non-zero exit, never a
-traceback; a failed notifier daemon leaves the owner endpoint answering."""
+traceback; a second `coop serve` on a ledger one already serves refuses in one line naming the
+first one's pid, before it listens."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from engine.owner import compat
 from tests.e2e.owner.conftest import STOP_TIMEOUT_S, ServeProcess, ok
-from tests.support.procs import child_env
+from tests.support.procs import child_env, free_port
 from tests.support.waiting import wait_until_sync
 
 
@@ -158,25 +159,25 @@ def test_a_wrong_setting_is_one_line_naming_it(
     _assert_one_line_refusal(done, words)
 
 
-def test_a_failed_notifier_daemon_leaves_the_owner_endpoint_answering(
+def test_a_second_coop_serve_on_one_ledger_refuses_naming_the_first_ones_pid(
     tmp_path: Path, stack_env: dict[str, str]
 ) -> None:
     first = ServeProcess(tmp_path, stack_env).start()
-    second = ServeProcess(tmp_path / "second", stack_env)
-    (tmp_path / "second").mkdir()
     try:
-        # Same store: the second service's daemon is refused (the first one's runs there).
-        second.start()
-        wait_until_sync(lambda: _events(second, "service.daemon_failed"), what="daemon refused")
+        first.wait_event("notifier.daemon.started")
+        port = free_port()
+        # Another data folder, the same coop.db (COOP_DB): the same ledger.
+        (tmp_path / "second").mkdir()
+        done = _serve_once({**stack_env, "COOP_HOME": str(tmp_path / "second"),
+                            "COOP_SERVICE_PORT": str(port)})  # fmt: skip
 
-        status = httpx.get(second.url + "/status", timeout=10)
+        _assert_one_line_refusal(done, f"(pid {first.pid}) already serves")
+        # Refused before it listened, opened a kick socket or ran a daemon.
+        assert "service.listening" not in done.stderr
+        assert "notifier.daemon.started" not in done.stderr
+        status = httpx.get(first.url + "/status", timeout=10)
         assert status.status_code == 200
-        assert status.json()["daemon"] is False
-        assert "Traceback" not in second.log()
-        assert second.proc is not None
-        assert second.proc.poll() is None
-        assert second.terminate() == 0
+        assert status.json()["daemon"] is True
         assert first.terminate() == 0
     finally:
-        second.stop_quietly()
         first.stop_quietly()
