@@ -10,6 +10,7 @@ Telegram's by the texts each message carries (a digest carries several).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -79,6 +80,14 @@ def _all_delivered(stack: ProofStack) -> None:
     )
 
 
+def _door_answer(stack: ProofStack, text: str) -> dict[str, object]:
+    """The door's answer the engine recorded for the row of this text."""
+    rows = stack._query(stack.coop_db, "SELECT door_answer FROM coop_outbox WHERE text = ?", text)
+    assert len(rows) == 1, rows
+    answer: dict[str, object] = json.loads(str(rows[0][0]))
+    return answer
+
+
 def _sqlite(db: str, command: str) -> None:
     """The README's backup and restore commands: the sqlite3 shell where the machine has it,
     else the README's Python one-liner (the same backup API)."""
@@ -118,6 +127,7 @@ def test_a_restored_coop_db_delivers_every_new_row_once(make_stack: MakeStack) -
     _sqlite(str(stack.coop_db), f".restore {backup}")
     stack.start_engine()
     _all_delivered(stack)  # the row pending in the backup: the door answers it already sent
+    assert _door_answer(stack, "pending at backup")["already_sent"] is True
     restored = [f"after restore {n}" for n in range(1, 5)]
     _notify(stack, *restored)
     _once_everywhere(stack, [*before, "pending at backup", *after, *restored])
@@ -177,6 +187,7 @@ def test_an_upgrade_delivers_a_row_in_flight_once(make_stack: MakeStack) -> None
 
     stack.start_engine()  # the upgraded engine migrates coop.db and drains it
     _all_delivered(stack)
+    assert _door_answer(stack, in_flight)["already_sent"] is True
     _notify(stack, "written after the upgrade")
     _once_everywhere(stack, [in_flight, "written after the upgrade"])
     keys = dict(stack._query(stack.coop_db, "SELECT id, delivery_key FROM coop_outbox"))

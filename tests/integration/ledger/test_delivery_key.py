@@ -52,13 +52,14 @@ def test_keys_are_unique_across_ledgers_and_never_the_id(count: int) -> None:
 def test_a_restored_copy_gives_its_next_row_a_new_key(tmp_path: Path) -> None:
     original = tmp_path / "coop.db"
     _write(original, 2)
-    with closing(sqlite3.connect(original)) as source, closing(
-        sqlite3.connect(tmp_path / "copy.db")
-    ) as target:
+    with (
+        closing(sqlite3.connect(original)) as source,
+        closing(sqlite3.connect(tmp_path / "copy.db")) as target,
+    ):
         source.backup(target)
     later = _write(original, 1)  # row 3 of the original...
     restored = _write(tmp_path / "copy.db", 1)  # ...and row 3 of the restored copy
-    assert later[1] == restored[1] and later[2] == restored[2]
+    assert (later[1], later[2]) == (restored[1], restored[2])
     assert later[3] != restored[3]
 
 
@@ -73,7 +74,7 @@ def test_a_row_written_without_a_key_gets_one(tmp_path: Path) -> None:
             queue.enqueue(conn, "note", "by the engine")
         keys = [r[0] for r in conn.execute("SELECT delivery_key FROM coop_outbox ORDER BY id")]
     assert all(DOOR_OUTBOX_ID.fullmatch(key) for key in keys), keys
-    assert len(keys[0]) == len(keys[1]) and keys[0][:2] == keys[1][:2]
+    assert (len(keys[0]), keys[0][:2]) == (len(keys[1]), keys[1][:2])
     assert keys[0] != keys[1]
 
 
@@ -122,7 +123,8 @@ def test_an_upgrade_keeps_the_keys_the_door_has_seen(tmp_path: Path, fenced: boo
         with store.write(conn):
             queue.enqueue(conn, "note", "after the upgrade")
         (new,) = conn.execute("SELECT delivery_key FROM coop_outbox WHERE id = 4").fetchone()
-    assert new not in old.values() and DOOR_OUTBOX_ID.fullmatch(new)
+    assert new not in old.values()
+    assert DOOR_OUTBOX_ID.fullmatch(new)
     if fenced:
         with closing(store.open_connection(path)) as conn:
             assert schema.fence_triggers(conn)  # the upgrade left the fence in place
