@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from engine import store
 from engine.owner_file import register_fence_function
 from engine.store import queue, schema
+from engine.store.schema import DELIVERY_KEY_PREFIX
+from tests.support.ledger import ledger, outbox
 
 # The door's own rule for an outbox id (chief.door.router `OutboxId`).
 DOOR_OUTBOX_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -61,6 +63,19 @@ def test_a_restored_copy_gives_its_next_row_a_new_key(tmp_path: Path) -> None:
     restored = _write(tmp_path / "copy.db", 1)  # ...and row 3 of the restored copy
     assert (later[1], later[2]) == (restored[1], restored[2])
     assert later[3] != restored[3]
+
+
+def test_every_verb_that_queues_a_line_writes_its_key(db: str) -> None:
+    todo = ledger.add_todo("water the plants", actor="builder", db=db)["todo"]
+    ledger.done_todo(todo["id"], actor="builder", result_summary="watered", db=db)
+    request = ledger.add_request("review it", actor="builder", addressed_to="chief", db=db)
+    ledger.close_request(request["request"]["id"], actor="chief", db=db)
+    outbox.notify("a note", actor="builder", db=db)
+    rows = outbox.rows(db=db)
+    assert len(rows) == 3
+    assert len({row["delivery_key"] for row in rows}) == 3
+    assert all(DOOR_OUTBOX_ID.fullmatch(row["delivery_key"]) for row in rows), rows
+    assert all(row["delivery_key"].startswith(DELIVERY_KEY_PREFIX) for row in rows), rows
 
 
 def test_a_row_written_without_a_key_gets_one(tmp_path: Path) -> None:
