@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 # A delivery key is this prefix and 16 random bytes in hex: 34 characters of the door's
-# [A-Za-z0-9_.:-], within its 128 (chief.door.router `MAX_OUTBOX_ID_CHARS`). The prefix sets it
-# apart from the ids the keys of rows older than migration 3 are.
+# [A-Za-z0-9_.:-], within its 128 (chief.door.router `MAX_OUTBOX_ID_CHARS`). The prefix keeps
+# new keys apart from the old ones: rows older than migration 3 keep their id as their key.
 DELIVERY_KEY_PREFIX = "d-"
 DELIVERY_KEY_BYTES = 16
 

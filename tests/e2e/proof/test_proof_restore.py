@@ -111,14 +111,20 @@ def test_a_restored_coop_db_delivers_every_new_row_once(make_stack: MakeStack) -
     before = ["before backup 1", "before backup 2"]
     _notify(stack, *before)
     _once_everywhere(stack, before)
-    # A row still pending when the backup is taken (the engine is down): delivered after the
-    # backup, it is pending again in the restored file, and the door must not take it twice.
-    assert stack.engine.terminate() == 0
+    # A row still pending when the backup is taken (the door is down, the engine defers it):
+    # delivered after the backup, it is pending again in the restored file, and the door must
+    # not take it twice. The backup is taken as the README says, while the engine runs.
+    assert stack.door.terminate() == 0
     _notify(stack, "pending at backup")
+    wait_until_sync(
+        lambda: [r["attempts"] for r in stack.outbox().values() if r["state"] == "pending"] > [0],
+        timeout_s=LANDED_WITHIN_S,
+        what="the row deferred while the door is down",
+    )
     backup = stack.folder / "backup" / "coop.db"
     backup.parent.mkdir()
     _sqlite(str(stack.coop_db), f".backup {backup}")
-    stack.start_engine()
+    stack.door.start()
     after = ["after backup 1", "after backup 2", "after backup 3"]
     _notify(stack, *after)
     _once_everywhere(stack, ["pending at backup", *after])
