@@ -1,7 +1,7 @@
-"""Cold-start cost of the `coop` CLI: `coop todo add` and `coop todo done` as fresh processes of
-the console script a user runs (`.venv/bin/coop`), against two yardsticks run in turn with
-them: `python -c pass` (the floor) and a standard-library-only process doing the same SQL as
-`todo done` (sqlite3, json and datetime, the same pragmas and statements).
+"""Cold-start cost of the `coop` CLI: `coop todo add`, `coop todo done` and `coop notify` as fresh
+processes of the console script a user runs (`.venv/bin/coop`), against two yardsticks run in
+turn with them: `python -c pass` (the floor) and a standard-library-only process doing the same
+SQL as `todo done` (sqlite3, json and datetime, the same pragmas and statements).
 
     .venv/bin/python bench/bench_cli.py [--runs 30]
 
@@ -43,9 +43,10 @@ conn.execute("UPDATE todos SET status = 'done', closed_by = 'bench', closed_at =
              " updated_at = ? WHERE id = ? AND status IN ('open', 'taken')", (at, at, n))
 conn.execute("INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
              " VALUES ('todo', ?, 'done', 'bench', ?, ?)", (n, at, json.dumps({"fast_path": True})))
-conn.execute("INSERT INTO coop_outbox (kind, text, source, state, created_at, next_attempt_at)"
-             " VALUES ('todo_done', ?, ?, 'pending', ?, ?)",
-             (f"todo #{n} done by bench: {row[1]}", f"todo:{n}", at, time.time()))
+conn.execute("INSERT INTO coop_outbox (kind, text, source, state, created_at, next_attempt_at,"
+             " delivery_key) VALUES ('todo_done', ?, ?, 'pending', ?, ?, ?)",
+             (f"todo #{n} done by bench: {row[1]}", f"todo:{n}", at, time.time(),
+              "d-" + os.urandom(16).hex()))
 conn.execute("COMMIT")
 print(f"todo #{n} done")
 """
@@ -99,6 +100,7 @@ def main() -> None:
                 "coop todo add": ([coop, "todo", "add", f"bench {i}"], env),
                 "coop todo add ": ([coop, "todo", "add", f"yardstick {i}"], env),
                 "coop todo done": ([coop, "todo", "done", str(2 * i + 1)], env),
+                "coop notify": ([coop, "notify", f"bench note {i}"], env),
                 "stdlib, same SQL": ([python, "-c", STDLIB_DONE, str(2 * i + 2)], stdlib_env),
             }
             for name, (cmd, cmd_env) in rounds.items():

@@ -1,7 +1,7 @@
 """The door seam: one POST per outbox row to the Chief's notify door, and a double beside it.
 
     POST {door_url}   X-Coop-Service-Key: <key>
-    {"text": ..., "kind": ..., "outbox_id": "<id>"}
+    {"text": ..., "kind": ..., "outbox_id": "<the row's delivery key>"}
 
 `HttpDoorClient` keeps one keep-alive httpx transport (its connection pool) for the worker's
 life (a connection per row would cost a TCP handshake each) and hands it each request
@@ -41,7 +41,9 @@ class DoorClient(Protocol):
 
 
 def payload(row: OutboxRow) -> dict[str, str]:
-    return {"text": row.text, "kind": row.kind, "outbox_id": str(row.id)}
+    """The door's body for one row. Its `outbox_id` is the row's delivery key, never its id:
+    the door deduplicates by it, and a restored or fresh coop.db reuses ids."""
+    return {"text": row.text, "kind": row.kind, "outbox_id": row.delivery_key}
 
 
 class HttpDoorClient:

@@ -178,6 +178,9 @@ class BatchRow(Protocol):
     @property
     def attempts(self) -> int: ...
 
+    @property
+    def delivery_key(self) -> str: ...
+
 
 def classify_batch(
     reply: DoorReply,
@@ -221,7 +224,7 @@ def classify_batch(
         if (
             isinstance(item, dict)
             and item.get("delivered") is True
-            and item.get("outbox_id") == str(row.id)
+            and item.get("outbox_id") == row.delivery_key
         ):
             text = json.dumps(item, sort_keys=True, separators=(",", ":"))
             outcomes.append(Delivered(answer=text[:MAX_ANSWER_CHARS]))

@@ -110,6 +110,12 @@ def _migrate(conn: sqlite3.Connection) -> None:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     if version >= len(MIGRATIONS):
         return
+    # A migration may rewrite rows of a fenced table (a ledger upgraded in service mode, whose
+    # owner service opens it before it registers the fence function): the fence lets this
+    # connection's writes through while it migrates, and refuses them with the fence's own
+    # words afterwards, until the owner registers the function for good.
+    migrating = [True]
+    conn.create_function(owner.FENCE_FUNCTION, 0, lambda: 1 if migrating else None)
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Re-read inside the write lock: another process may have migrated meanwhile.
@@ -122,6 +128,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
     except BaseException:
         _rollback(conn)
         raise
+    finally:
+        migrating.clear()
 
 
 def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:

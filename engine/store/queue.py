@@ -23,12 +23,14 @@ clock lags a producer's (another process, a clock step) still never strands a fr
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 
 from engine import lifecycle
 from engine.faults import fault
 from engine.store import now_epoch, now_iso
+from engine.store.schema import DELIVERY_KEY_BYTES, DELIVERY_KEY_PREFIX
 
 # mypy reads any `TYPE_CHECKING` as true; `typing` (and the NamedTuples of engine.store.rows,
 # which a producer never builds) stays off a cold `coop` verb's path: ~17% of its CPU.
@@ -43,11 +45,11 @@ STATES = ("pending", "delivered", "cancelled")
 Clock = Callable[[], float]
 
 _HEAD_SQL = (
-    "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
+    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key FROM coop_outbox"
     " WHERE state = 'pending' ORDER BY id LIMIT 1"
 )
 _RUN_SQL = (
-    "SELECT id, kind, text, attempts, next_attempt_at FROM coop_outbox"
+    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key FROM coop_outbox"
     " WHERE state = 'pending' ORDER BY id LIMIT ?"
 )
 _HOLDER_SQL = (
@@ -58,12 +60,26 @@ _HOLDER_SQL = (
 # -- producers and the operator --------------------------------------------------------------
 
 
+def new_delivery_key() -> str:
+    """A fresh delivery key (`engine.store.schema`, migration 3): random, never the id."""
+    return DELIVERY_KEY_PREFIX + os.urandom(DELIVERY_KEY_BYTES).hex()
+
+
 def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None = None) -> int:
-    """Insert one pending row, due now; the text is cut to the door's limit here, never later."""
+    """Insert one pending row, due now, with its delivery key; the text is cut to the door's
+    limit here, never later."""
     cur = conn.execute(
-        "INSERT INTO coop_outbox (kind, text, source, state, created_at, next_attempt_at)"
-        " VALUES (?, ?, ?, 'pending', ?, ?)",
-        (lifecycle.require_kind(kind), lifecycle.cut_text(text), source, now_iso(), now_epoch()),
+        "INSERT INTO coop_outbox"
+        " (kind, text, source, state, created_at, next_attempt_at, delivery_key)"
+        " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+        (
+            lifecycle.require_kind(kind),
+            lifecycle.cut_text(text),
+            source,
+            now_iso(),
+            now_epoch(),
+            new_delivery_key(),
+        ),
     )
     # A crash here must leave neither the change nor this row (see the atomicity tests). The
     # point keeps its first name: crash tests and operators' notes spell it this way.
@@ -116,7 +132,9 @@ def _head(found: sqlite3.Row | tuple[Any, ...] | None) -> Head | None:
         return None
     from engine.store.rows import Head
 
-    return Head(int(found[0]), str(found[1]), str(found[2]), int(found[3]), float(found[4]))
+    return Head(
+        int(found[0]), str(found[1]), str(found[2]), int(found[3]), float(found[4]), str(found[5])
+    )
 
 
 def head(conn: sqlite3.Connection) -> Head | None:

@@ -18,6 +18,7 @@ class Head(NamedTuple):
     text: str
     attempts: int
     next_attempt_at: float
+    delivery_key: str  # what the door deduplicates the row by: its `outbox_id`
 
 
 class LockRow(NamedTuple):

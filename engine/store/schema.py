@@ -13,6 +13,12 @@ TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+# A delivery key is this prefix and 16 random bytes in hex: 34 characters of the door's
+# [A-Za-z0-9_.:-], within its 128 (chief.door.router `MAX_OUTBOX_ID_CHARS`). The prefix keeps
+# new keys apart from the old ones: rows older than migration 3 keep their id as their key.
+DELIVERY_KEY_PREFIX = "d-"
+DELIVERY_KEY_BYTES = 16
+
 # Each entry moves the schema one version up; `PRAGMA user_version` records how far a file is.
 # Status columns are plain TEXT with no CHECK: the rules live in the verbs (engine.lifecycle).
 MIGRATIONS: list[str] = [
@@ -106,6 +112,24 @@ MIGRATIONS: list[str] = [
         error_message TEXT,
         filed_at      TEXT NOT NULL
     );
+    """,
+    # 3: the delivery key, the identity the door deduplicates a row by (its `outbox_id`: the
+    # Chief's report key and the Telegram sent mark). A random 128-bit value written with the
+    # row (`engine.store.queue.enqueue`), never derived from the id, so no restored backup,
+    # fresh coop.db or second ledger sharing a door can produce one again. Rows already in the
+    # file keep the key the previous notifier sent for them, their id: a row in flight across
+    # the upgrade finds its landed line and its sent mark. A writer that names no key (a
+    # script, an older engine) gets one of the same shape from the trigger.
+    f"""
+    ALTER TABLE coop_outbox ADD COLUMN delivery_key TEXT;
+    UPDATE coop_outbox SET delivery_key = CAST(id AS TEXT);
+    CREATE UNIQUE INDEX coop_outbox_delivery_key ON coop_outbox (delivery_key);
+    CREATE TRIGGER coop_outbox_delivery_key AFTER INSERT ON coop_outbox
+    WHEN NEW.delivery_key IS NULL BEGIN
+        UPDATE coop_outbox
+        SET delivery_key = '{DELIVERY_KEY_PREFIX}' || lower(hex(randomblob({DELIVERY_KEY_BYTES})))
+        WHERE id = NEW.id;
+    END;
     """,
 ]
 

@@ -4,9 +4,11 @@
     POST /api/coop/engine/notify-batch  {"items": [...]}   only with `batch_route=True`: a door
                                   without it answers 404, as an older Chief does
 
-It records every request in arrival order and counts re-sent outbox ids. A test steers it:
-`script` answers the next requests (status, headers) in turn; `down` makes every answer a
-503; `delay_s` slows each answer. The default answer is 200 `{"delivered": true, ...}`.
+It records every request in arrival order and counts re-sent outbox ids (`ids(db)` and
+`resent(db)` read each row's id back from coop.db by its delivery key, the door's
+`outbox_id`). A test steers it: `script` answers the next requests (status, headers) in turn;
+`down` makes every answer a 503; `delay_s` slows each answer. The default answer is 200
+`{"delivered": true, ...}`.
 
 `serve_door(door, sock)` serves it on an already bound socket: a bound socket that is not yet
 listening refuses connections, so a test can start with "the door is down" at a fixed URL and
@@ -26,12 +28,13 @@ import argparse
 import asyncio
 import json
 import socket
+import sqlite3
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -48,6 +51,15 @@ DOOR_PATH = "/api/coop/engine/notify"
 BATCH_PATH = DOOR_PATH + "-batch"
 SERVICE_KEY = "test-service-key-0123456789"
 STOP_TIMEOUT_S = 10.0
+
+
+def row_ids(db: Path | str, keys: list[str]) -> list[int]:
+    """The coop.db row ids of these delivery keys (the door's `outbox_id`s), in order."""
+    with closing(sqlite3.connect(db, timeout=STOP_TIMEOUT_S)) as conn:
+        known = dict(conn.execute("SELECT delivery_key, id FROM coop_outbox").fetchall())
+    unknown = [key for key in keys if key not in known]
+    assert not unknown, f"outbox ids {unknown} name no row of {db}"
+    return [int(known[key]) for key in keys]
 
 
 @dataclass
@@ -104,13 +116,18 @@ class TestDoor:
             headers=answer.headers,
         )
 
-    def ids(self) -> list[int]:
+    def keys(self) -> list[str]:
+        """The `outbox_id` of every row received, in arrival order: the rows' delivery keys."""
         with self.lock:
-            return [int(r["outbox_id"]) for r in self.received]
+            return [r["outbox_id"] for r in self.received]
 
-    def resent(self) -> dict[int, int]:
+    def ids(self, db: Path | str) -> list[int]:
+        """The coop.db row id of every row received, in arrival order (its key looked up)."""
+        return row_ids(db, self.keys())
+
+    def resent(self, db: Path | str) -> dict[int, int]:
         """outbox id -> times seen, for ids seen more than once."""
-        counts = Counter(self.ids())
+        counts = Counter(self.ids(db))
         return {i: n for i, n in counts.items() if n > 1}
 
     async def handle(self, request: Request) -> Response:

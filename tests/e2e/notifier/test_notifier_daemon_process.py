@@ -146,7 +146,7 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
             proc.send_signal(signal.SIGTERM)
             status = proc.wait(timeout=30)
     assert status == 0, log.read_text()
-    assert door.ids() == ids
+    assert door.ids(db_path) == ids
     assert set(states(db_path).values()) == {"delivered"}
     assert lock_row(db_path) is None
     assert "Traceback" not in log.read_text()
@@ -184,6 +184,6 @@ def test_the_worker_finishes_its_row_and_exits_0_under_a_storm_of_stop_signals(
     assert status == 0, log.read_text()[-2000:]
     assert sent > 1
     delivered = [i for i, s in states(db_path).items() if s == "delivered"]
-    assert sorted(door.ids()) == delivered  # the row in flight was finished and marked
+    assert sorted(door.ids(db_path)) == delivered  # the row in flight was finished and marked
     assert lock_row(db_path) is None
     assert "Traceback" not in log.read_text()

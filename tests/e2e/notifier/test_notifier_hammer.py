@@ -101,8 +101,8 @@ def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
     with engine_store.connection(db_path) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM coop_outbox ORDER BY id")]
         assert conn.execute("SELECT count(*) FROM worker_lock").fetchone()[0] == 0
-    seen = door.ids()
-    resent = door.resent()
+    seen = door.ids(db_path)
+    resent = door.resent(db_path)
     assert _delivered(db_path) == TOTAL_ROWS
     print(f"hammer run {run}: drainers {dict(exits)}, re-sent {len(resent)}")
     assert len(ids) == TOTAL_ROWS

@@ -61,9 +61,9 @@ def test_a_daemon_killed_mid_drain_and_restarted_delivers_every_row(
             status = _terminate(second)
     assert status == 0
     assert at_kill < 500, "the kill came after the drain: nothing was tested"
-    seen = door.ids()
+    seen = door.ids(db_path)
     assert set(seen) == set(ids)  # the door saw every row at least once
-    resent = door.resent()
+    resent = door.resent(db_path)
     print(f"SIGKILL at {at_kill}/500 rows: re-sent rows {resent}")
     record_property("notifier_resent_rows", len(resent))
     # One row at a time: at most the row in flight at the kill is posted twice.
@@ -87,12 +87,12 @@ def test_a_crash_after_the_door_answered_resends_that_row_once_on_restart(
             ["drain"], {**env, "COOP_TEST_FAULTS": "notifier.after_door_answer"}, log
         )
         assert crashed.wait(timeout=30) == FAULT_EXIT_STATUS
-        assert door.ids() == ids[:1]
+        assert door.ids(db_path) == ids[:1]
         assert set(states(db_path).values()) == {"pending"}
         again = start_notifier(["drain"], env, log)
         assert again.wait(timeout=30) == 0
-    assert door.ids() == [ids[0], *ids]
-    assert door.resent() == {ids[0]: 2}
+    assert door.ids(db_path) == [ids[0], *ids]
+    assert door.resent(db_path) == {ids[0]: 2}
     assert _all_delivered(db_path, 3)
     assert lock_row(db_path) is None
 
@@ -109,7 +109,7 @@ def test_sigterm_finishes_the_row_in_flight_and_exits_0(tmp_path: Path) -> None:
         assert _terminate(proc) == 0
     delivered = [i for i, s in states(db_path).items() if s == "delivered"]
     # Every row the door accepted is marked: the one in flight was finished, none abandoned.
-    assert sorted(door.ids()) == delivered
+    assert sorted(door.ids(db_path)) == delivered
     assert lock_row(db_path) is None
     events = [e.get("event") for e in log_events(log)]
     assert events[-1] == "notifier.daemon.stopped"
@@ -185,5 +185,5 @@ def test_a_bounded_drain_process_stops_after_its_count(tmp_path: Path) -> None:
         env = notifier_env(tmp_path, db_path, url, COOP_KICK="off")
         proc = start_notifier(["drain", "--max-runs", "2"], env, tmp_path / "drain.log")
         assert proc.wait(timeout=30) == 0
-    assert door.ids() == ids[:2]
+    assert door.ids(db_path) == ids[:2]
     assert lock_row(db_path) is None

@@ -69,13 +69,13 @@ def test_a_row_committed_while_a_drainer_is_held_at_its_handoff_is_delivered(
         wait_until_sync(
             Path(str(gate) + ".reached").exists, timeout_s=30, what="drainer at the seam"
         )
-        assert door.ids() == [first]
+        assert door.ids(db_path) == [first]
         second, how = _produce(env, db_path, "second")
         assert how == "spawned"
         wait_until_sync(lambda: _exits(drainer_log) == ["lock_busy"], what="the loser's exit")
         gate.unlink()
         wait_until_sync(lambda: len(_exits(drainer_log)) == 2, timeout_s=30, what="both exits")
-    assert door.ids() == [first, second]
+    assert door.ids(db_path) == [first, second]
     assert states(db_path) == {first: "delivered", second: "delivered"}
     assert lock_row(db_path) is None
     handoffs = [e["outcome"] for e in log_events(drainer_log) if e.get("event") == "worker.handoff"]

@@ -97,7 +97,7 @@ def test_a_spawned_drainer_waits_out_a_short_deferral_with_no_new_producer(
         )
         # Nothing else happens: no producer, no daemon. The drainer itself must come back.
         wait_until_sync(
-            lambda: door.ids() == [row], timeout_s=SHORT_RETRY_AFTER_S + 30, what="the retry"
+            lambda: door.ids(db_path) == [row], timeout_s=SHORT_RETRY_AFTER_S + 30, what="the retry"
         )
         wait_until_sync(lambda: _events(drainer_log, "notifier.exit"), what="the drainer's exit")
     late_s = _retried_late_by(drainer_log)
@@ -120,7 +120,9 @@ def test_a_daemon_retries_a_deferred_head_at_its_due_time_with_no_new_producer(
         proc = start_notifier(["run"], env, log)
         try:
             wait_until_sync(lambda: _events(log, "outbox.deferred"), timeout_s=30, what="deferral")
-            wait_until_sync(lambda: door.ids() == ids, timeout_s=30, what="the daemon's retry")
+            wait_until_sync(
+                lambda: door.ids(db_path) == ids, timeout_s=30, what="the daemon's retry"
+            )
             wait_until_sync(lambda: _events(log, "outbox.delivered"), what="the delivery mark")
         finally:
             proc.terminate()
@@ -152,7 +154,7 @@ def test_one_drainer_waits_however_many_kicks_arrive_meanwhile(tmp_path: Path) -
             lambda: len(_events(drainer_log, "notifier.exit")) == EXTRA_KICKS + 1,
             what="the waiter's exit",
         )
-    assert door.ids() == rows
+    assert door.ids(db_path) == rows
     waiting_pids = {e.get("pid") for e in _events(drainer_log, "notifier.drain.waiting")}
     assert len(waiting_pids) == 1
     assert lock_row(db_path) is None

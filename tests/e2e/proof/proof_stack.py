@@ -42,7 +42,8 @@ class ProofStack(Stack):
             "SELECT external_request_id FROM messages WHERE external_request_id LIKE ? ORDER BY id",
             REPORT_KEY_PREFIX + "%",
         )
-        return [int(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows]
+        ids = self._row_ids()
+        return [ids(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows]
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -55,6 +56,17 @@ class ProofStack(Stack):
             return []
         with closing(sqlite3.connect(db, timeout=SQLITE_TIMEOUT_S)) as conn:
             return conn.execute(sql, params).fetchall()
+
+    def _row_ids(self) -> Callable[[str], int]:
+        """The coop.db row id of a delivery key (what the door knows a row by); a key that
+        names no row fails the read: the door holds something the ledger never wrote."""
+        known = dict(self._query(self.coop_db, "SELECT delivery_key, id FROM coop_outbox"))
+
+        def row_id(key: str) -> int:
+            assert key in known, f"the door holds outbox id {key!r}, which names no coop.db row"
+            return int(known[key])
+
+        return row_id
 
     def outbox(self) -> dict[int, dict[str, Any]]:
         """Every coop_outbox row by id: state, text, attempts, last error."""
@@ -87,7 +99,8 @@ class ProofStack(Stack):
             "SELECT external_request_id FROM messages WHERE external_request_id LIKE ?",
             REPORT_KEY_PREFIX + "%",
         )
-        return Counter(int(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows)
+        ids = self._row_ids()
+        return Counter(ids(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows)
 
     def chief_unlanded(self) -> int:
         rows = self._query(
@@ -102,7 +115,8 @@ class ProofStack(Stack):
             "SELECT source_key FROM chief_report_outbox WHERE source_key LIKE ?",
             REPORT_KEY_PREFIX + "%",
         )
-        return {int(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows}
+        ids = self._row_ids()
+        return {ids(str(r[0]).removeprefix(REPORT_KEY_PREFIX)) for r in rows}
 
     def chief_half_written(self) -> int:
         """Messages without their outbox record, or outbox records pointing at no message:
@@ -122,7 +136,8 @@ class ProofStack(Stack):
     def sent_marks(self) -> dict[int, float]:
         """The door's sent marks: outbox id -> when it was marked (epoch seconds)."""
         rows = self._query(self.chief_db, "SELECT outbox_id, sent_at FROM coop_notify_sent")
-        return {int(r[0]): datetime.fromisoformat(r[1]).timestamp() for r in rows}
+        ids = self._row_ids()
+        return {ids(str(r[0])): datetime.fromisoformat(r[1]).timestamp() for r in rows}
 
     def telegram_messages(self) -> list[dict[str, Any]]:
         """Every message the emulator accepted, across its restarts (its JSON lines file)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 from engine import store as engine_store
 from engine.outbox import enqueue
 from notifier.config import NotifierConfig
-from tests.support.loopback_door import SERVICE_KEY
+from tests.support.loopback_door import SERVICE_KEY, row_ids
 
 
 def make_config(
@@ -27,6 +27,11 @@ def add_rows(db_path: Path, count: int, prefix: str = "row") -> list[int]:
     """Commit `count` pending rows in one transaction, as a producer would; return their ids."""
     with engine_store.connection(db_path) as conn, engine_store.write(conn):
         return [enqueue(conn, "note", f"{prefix} {n}") for n in range(count)]
+
+
+def sent_ids(db_path: Path, payloads: list[dict[str, str]]) -> list[int]:
+    """The row ids of what a door was sent, in order (each `outbox_id` is a delivery key)."""
+    return row_ids(db_path, [p["outbox_id"] for p in payloads])
 
 
 def states(db_path: Path) -> dict[int, str]:

@@ -19,7 +19,7 @@ from notifier.errors import StoreError
 from notifier.outcome import DoorReply
 from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config
+from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, sent_ids
 from tests.support.door import KEY, door_stack
 from tests.support.loopback_door import TestDoor, bound_socket, serve_door
 from tests.support.waiting import wait_until
@@ -49,7 +49,7 @@ def _rows(db_path: Path) -> list[dict[str, object]]:
         return [
             dict(r)
             for r in conn.execute(
-                "SELECT id, state, attempts, door_answer FROM coop_outbox ORDER BY id"
+                "SELECT id, state, attempts, door_answer, delivery_key FROM coop_outbox ORDER BY id"
             )
         ]
 
@@ -58,6 +58,11 @@ def _door_folder(tmp_path: Path) -> Path:
     folder = tmp_path / "door"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def _keys(db_path: Path) -> list[str]:
+    """Every row's delivery key, in id order: what the door knows each row by."""
+    return [str(r["delivery_key"]) for r in _rows(db_path)]
 
 
 def _real_door_config(db_path: Path, url: str, batch_max: int = 8) -> NotifierConfig:
@@ -94,12 +99,12 @@ async def test_batches_reach_the_real_door_in_fifo_order_and_land_once(
             (i, "delivered", 1) for i in ids
         ]
         answer = json.loads(str(rows[0]["door_answer"]))
-        assert (answer["delivered"], answer["outbox_id"]) == (True, str(ids[0]))
+        assert (answer["delivered"], answer["outbox_id"]) == (True, rows[0]["delivery_key"])
         assert stack.chief is not None
         lines = [m.content for m in await stack.chief.recent_messages(50)]
         assert lines == [f"row {n}" for n in range(19)]
-        for outbox_id in ids:
-            assert await stack.chief_lines(str(outbox_id)) == 1
+        for key in _keys(db_path):
+            assert await stack.chief_lines(key) == 1
     assert lock_row(db_path) is None
 
 
@@ -119,8 +124,8 @@ async def test_a_door_without_the_batch_route_is_served_one_row_a_post_said_once
             finally:
                 await worker.aclose()
                 await worker.db.aclose()
-    assert door.ids() == first + second  # each once, in order, on the single route
-    assert door.resent() == {}
+    assert door.ids(db_path) == first + second  # each once, in order, on the single route
+    assert door.resent(db_path) == {}
     assert [r["state"] for r in _rows(db_path)] == ["delivered"] * 12
     # The 404 is remembered for the process: asked once, said once.
     unsupported = [e for e in logs if e["event"] == "notifier.batch.unsupported"]
@@ -131,7 +136,7 @@ async def test_a_door_without_the_batch_route_is_served_one_row_a_post_said_once
 async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_retry_delivers_once(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ids = add_rows(db_path, 5)
+    add_rows(db_path, 5)
     full = tmp_path / "disk-full"
     full.touch()
     # The store fails between the batch's first and second row marks.
@@ -145,8 +150,8 @@ async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_ret
             # No row half-recorded: the first row's mark was rolled back with the rest.
             assert [(r["state"], r["attempts"]) for r in _rows(db_path)] == [("pending", 0)] * 5
             assert lock_row(db_path) is None  # the failed drain gave the lock back
-            for outbox_id in ids:  # the door accepted the whole batch once
-                assert await stack.chief_lines(str(outbox_id)) == 1
+            for key in _keys(db_path):  # the door accepted the whole batch once
+                assert await stack.chief_lines(key) == 1
             full.unlink()
             report = await worker.drain()
         finally:
@@ -157,8 +162,8 @@ async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_ret
         assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 1)] * 5
         for row in rows:  # the retry was a repeat the door knew
             assert json.loads(str(row["door_answer"]))["already_sent"] is True
-        for outbox_id in ids:
-            assert await stack.chief_lines(str(outbox_id)) == 1
+        for key in _keys(db_path):
+            assert await stack.chief_lines(key) == 1
 
         async def rung_once() -> bool:
             texts = stack.emulator.texts()
@@ -174,9 +179,9 @@ def _answers(rows: list[OutboxRow], refused: set[int]) -> DoorReply:
     items = []
     for row in rows:
         if row.id in refused:
-            items.append({"delivered": False, "outbox_id": str(row.id)})
+            items.append({"delivered": False, "outbox_id": row.delivery_key})
         else:
-            items.append({"delivered": True, "outbox_id": str(row.id)})
+            items.append({"delivered": True, "outbox_id": row.delivery_key})
     return DoorReply(status=200, body=json.dumps({"items": items}).encode())
 
 
@@ -189,7 +194,7 @@ async def test_a_row_the_door_does_not_deliver_holds_the_rows_behind_it(db_path:
     finally:
         await worker.db.aclose()
     assert (report.outcome, report.delivered, report.deferred) == (DrainOutcome.RELEASED, 2, 1)
-    assert [[int(p["outbox_id"]) for p in b] for b in client.batches] == [ids]
+    assert [sent_ids(db_path, b) for b in client.batches] == [ids]
     assert [(r["state"], r["attempts"]) for r in _rows(db_path)] == [
         ("delivered", 1),
         ("delivered", 1),
@@ -230,7 +235,7 @@ async def test_batch_max_one_keeps_the_single_route(db_path: Path) -> None:
     finally:
         await worker.db.aclose()
     assert client.batches == []
-    assert [int(p["outbox_id"]) for p in client.sent] == ids
+    assert sent_ids(db_path, client.sent) == ids
 
 
 async def test_a_batch_post_logs_one_delivery_event_naming_every_row(db_path: Path) -> None:
@@ -278,8 +283,8 @@ async def test_a_door_taking_smaller_batches_is_served_at_its_limit_said_once(
         finally:
             await worker.aclose()
             await worker.db.aclose()
-        for outbox_id in ids + more:
-            assert await stack.chief_lines(str(outbox_id)) == 1
+        for key in _keys(db_path):
+            assert await stack.chief_lines(key) == 1
     assert [(r["state"], r["attempts"]) for r in _rows(db_path)] == [("delivered", 1)] * 29
     limited = [e for e in logs if e["event"] == "notifier.batch.limited"]
     assert [(e["rows"], e["was"]) for e in limited] == [(8, 64)]

@@ -44,7 +44,7 @@ async def test_the_daemon_resumes_pending_rows_at_start(db_path: Path) -> None:
     ids = add_rows(db_path, 20)
     async with running_daemon(db_path, door):
         await wait_until(lambda: _all_delivered(db_path, 20), what="resumed rows delivered")
-    assert door.ids() == ids
+    assert door.ids(db_path) == ids
 
 
 async def test_a_datagram_kick_wakes_the_daemon_for_a_fresh_row(db_path: Path) -> None:
@@ -56,7 +56,7 @@ async def test_a_datagram_kick_wakes_the_daemon_for_a_fresh_row(db_path: Path) -
         more = add_rows(db_path, 3)
         assert kick.kick(db_path, mode="datagram") == "datagram"
         await wait_until(lambda: _all_delivered(db_path, 4), what="second burst delivered")
-    assert door.ids() == ids + more
+    assert door.ids(db_path) == ids + more
 
 
 async def test_an_in_process_kick_wakes_the_daemon(db_path: Path) -> None:
@@ -65,7 +65,7 @@ async def test_an_in_process_kick_wakes_the_daemon(db_path: Path) -> None:
         ids = add_rows(db_path, 2)
         daemon.kick()
         await wait_until(lambda: _all_delivered(db_path, 2), what="kicked rows delivered")
-    assert door.ids() == ids
+    assert door.ids(db_path) == ids
 
 
 async def test_stop_ends_run_and_leaves_no_lock_and_no_socket(db_path: Path) -> None:

@@ -60,13 +60,14 @@ async def test_rows_reach_the_door_in_fifo_order_with_the_key_and_the_answer_is_
         async with serve_door(door, sock) as url:
             with capture_logs() as logs:
                 assert await _drain_once(make_config(db_path, url)) is DrainOutcome.RELEASED
-    assert door.ids() == ids
+    assert door.ids(db_path) == ids
     assert door.wrong_keys == 0
-    assert door.received[0] == {"text": "row 0", "kind": "note", "outbox_id": str(ids[0])}
     first = outbox_row(db_path, ids[0])
+    key = first["delivery_key"]  # the row's delivery key, never its id
+    assert door.received[0] == {"text": "row 0", "kind": "note", "outbox_id": key}
     assert first["state"] == "delivered"
     assert first["attempts"] == 1
-    assert json.loads(str(first["door_answer"])) == {"delivered": True, "outbox_id": str(ids[0])}
+    assert json.loads(str(first["door_answer"])) == {"delivered": True, "outbox_id": key}
     assert lock_row(db_path) is None
     delivered = [e for e in logs if e["event"] == "outbox.delivered"]
     assert [(e["outbox_id"], e["attempt"]) for e in delivered] == [(i, 1) for i in ids]
@@ -97,7 +98,7 @@ async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order
                         what="every row delivered",
                     )
                 daemon.stop()
-    assert door.ids() == ids
+    assert door.ids(db_path) == ids
     deferred = [e for e in logs if e["event"] == "outbox.deferred"]
     # Capped exponential backoff with equal jitter: attempt n waits within [cap/2, cap].
     for event in deferred:
@@ -129,10 +130,10 @@ async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_
             assert float(row["next_attempt_at"]) - attempted >= 3.0 - 0.01
             # A drain before the door's time sends nothing: the head is not due.
             assert await _drain_once(config) is DrainOutcome.RELEASED
-            assert door.ids() == []
+            assert door.ids(db_path) == []
             outbox.retry(first, actor="operator", db=str(db_path))
             assert await _drain_once(config) is DrainOutcome.RELEASED
-    assert door.ids() == [first, second]
+    assert door.ids(db_path) == [first, second]
 
 
 async def test_other_statuses_a_malformed_answer_a_wrong_key_and_a_timeout_are_deferrals(

@@ -17,7 +17,13 @@ from notifier.holder import this_worker
 from notifier.outcome import DoorReply
 from notifier.store import Database, IdleHandoff
 from notifier.worker import DrainOutcome, Worker, release_worker_if_idle
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, states
+from tests.integration.notifier.notifier_helpers import (
+    add_rows,
+    lock_row,
+    make_config,
+    sent_ids,
+    states,
+)
 
 
 def _worker(db_path: Path, door: FakeDoorClient, **kw: object) -> Worker:
@@ -104,7 +110,7 @@ async def test_a_row_inserted_at_the_idle_seam_is_delivered_by_the_current_drain
     await worker.aclose()
     await worker.db.aclose()
     assert report.outcome is DrainOutcome.RELEASED
-    assert [int(p["outbox_id"]) for p in door.sent] == inserted
+    assert sent_ids(db_path, door.sent) == inserted
     assert states(db_path) == {inserted[0]: "delivered"}
     handoffs = [e["outcome"] for e in logs if e["event"] == "worker.handoff"]
     assert handoffs == ["work_available", "released"]
@@ -123,7 +129,7 @@ async def test_a_bounded_drain_stops_after_its_count_and_releases_the_lock(
     await worker.db.aclose()
     assert report.outcome is DrainOutcome.MAX_RUNS
     assert report.delivered == 2
-    assert [int(p["outbox_id"]) for p in door.sent] == ids[:2]
+    assert sent_ids(db_path, door.sent) == ids[:2]
     assert list(states(db_path).values()) == ["delivered"] * 2 + ["pending"] * 3
     assert lock_row(db_path) is None
     assert {"event": "worker.handoff", "outcome": "max_runs"}.items() <= next(
@@ -159,7 +165,7 @@ async def test_a_deferred_head_holds_the_rows_behind_it_and_the_drain_releases(
     await worker.db.aclose()
     assert report.outcome is DrainOutcome.RELEASED
     assert report.deferred == 1
-    assert [int(p["outbox_id"]) for p in door.sent] == ids[:1]
+    assert sent_ids(db_path, door.sent) == ids[:1]
     released = [e for e in logs if e["event"] == "worker.handoff"][-1]
     assert released["outcome"] == "released"
     assert released["deferred_head"] == ids[0]
@@ -220,7 +226,7 @@ async def test_a_commit_between_the_last_look_and_the_handoff_is_work_available(
     handoffs = [e["outcome"] for e in logs if e["event"] == "worker.handoff"]
     assert handoffs[0] == "work_available"
     assert report.outcome is DrainOutcome.RELEASED
-    assert [int(p["outbox_id"]) for p in door.sent] == made
+    assert sent_ids(db_path, door.sent) == made
     assert states(db_path) == {made[0]: "delivered"}
     assert lock_row(db_path) is None
 
@@ -243,5 +249,5 @@ async def test_a_row_never_attempted_is_work_even_for_a_worker_whose_clock_lags(
     await worker.aclose()
     await worker.db.aclose()
     assert report.outcome is DrainOutcome.RELEASED
-    assert [int(p["outbox_id"]) for p in door.sent] == inserted
+    assert sent_ids(db_path, door.sent) == inserted
     assert lock_row(db_path) is None

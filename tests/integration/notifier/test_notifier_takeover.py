@@ -18,7 +18,13 @@ from notifier.client import FakeDoorClient
 from notifier.holder import process_start_time, this_worker
 from notifier.store import Database
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, states
+from tests.integration.notifier.notifier_helpers import (
+    add_rows,
+    lock_row,
+    make_config,
+    sent_ids,
+    states,
+)
 
 OLD = "2000-01-01T00:00:00.000Z"  # a lock this old is still not "dead" by age alone
 
@@ -76,7 +82,7 @@ async def test_a_dead_holders_lock_is_taken_over_with_a_log_naming_it(
         report = await worker.drain()
     await worker.db.aclose()
     assert report.outcome is DrainOutcome.RELEASED
-    assert [int(p["outbox_id"]) for p in door.sent] == ids
+    assert sent_ids(db_path, door.sent) == ids
     taken = [e for e in logs if e["event"] == "worker.lock.taken_over"]
     assert len(taken) == 1
     assert taken[0]["dead_owner"] == f"planted-{pid}"

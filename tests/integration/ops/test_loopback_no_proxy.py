@@ -35,14 +35,14 @@ async def test_the_notifier_posts_to_the_door_directly(trap: ProxyTrap) -> None:
         async with serve_door(door, sock) as url:
             client = HttpDoorClient(url, SERVICE_KEY, timeout_s=5.0)
             try:
-                reply = await client.send(OutboxRow(1, "note", "tea is ready", 0, 0.0))
+                reply = await client.send(OutboxRow(1, "note", "tea is ready", 0, 0.0, "d-tea"))
             finally:
                 await client.aclose()
     finally:
         sock.close()
 
     assert reply.status == 200, reply
-    assert door.ids() == [1]
+    assert door.keys() == ["d-tea"]
     assert not trap.knocked(), "the door call went to the proxy"
 
 

@@ -45,7 +45,12 @@ def test_routed_verbs_run_on_the_owner_and_settle_committed(running: RunningOwne
         "closed",
     ]
     assert [e["event"] for e in ledger.history("todo", 1)] == ["add", "take", "done"]
-    assert [row["id"] for row in outbox.rows()] == [note["outbox_id"], 2, 1]
+    listed = outbox.rows()
+    assert [row["id"] for row in listed] == [note["outbox_id"], 2, 1]
+    # Each row the owner wrote carries its own delivery key, the door's outbox_id.
+    keys = [row["delivery_key"] for row in listed]
+    assert len(set(keys)) == 3
+    assert all(key.startswith("d-") for key in keys), keys
     assert _states() == ["committed"] * 9
     assert _raw_count(running.db, "coop_commands") == 9
     # One in-process kick per committed call that queued an outbox row.

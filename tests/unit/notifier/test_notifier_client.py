@@ -11,7 +11,11 @@ from notifier.client import SERVICE_KEY_HEADER, FakeDoorClient, HttpDoorClient
 from notifier.outcome import DoorReply
 from notifier.store import OutboxRow
 
-ROW = OutboxRow(id=41, kind="note", text="todo #12 done", attempts=0, next_attempt_at=0.0)
+# The door is sent the row's delivery key as its outbox_id, never the row id.
+KEY = "d-00112233445566778899aabbccddeeff"
+ROW = OutboxRow(
+    id=41, kind="note", text="todo #12 done", attempts=0, next_attempt_at=0.0, delivery_key=KEY
+)
 URL = "http://127.0.0.1:8765/api/coop/engine/notify"
 
 
@@ -42,7 +46,7 @@ async def test_the_request_carries_the_key_and_exactly_the_doors_fields() -> Non
     assert json.loads(seen[0].content) == {
         "text": "todo #12 done",
         "kind": "note",
-        "outbox_id": "41",
+        "outbox_id": KEY,
     }
 
 
@@ -66,5 +70,5 @@ async def test_the_fake_door_records_what_it_was_sent() -> None:
     fake = FakeDoorClient(lambda row: DoorReply(status=503))
     assert (await fake.send(ROW)).status == 503
     await fake.aclose()
-    assert fake.sent == [{"text": "todo #12 done", "kind": "note", "outbox_id": "41"}]
+    assert fake.sent == [{"text": "todo #12 done", "kind": "note", "outbox_id": KEY}]
     assert fake.closed
