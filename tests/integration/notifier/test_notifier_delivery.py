@@ -72,25 +72,34 @@ async def test_rows_reach_the_door_in_fifo_order_with_the_key_and_the_answer_is_
     assert [(e["outbox_id"], e["attempt"]) for e in delivered] == [(i, 1) for i in ids]
 
 
-async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order(
+async def test_door_down_is_retried_on_a_short_fixed_interval_then_up_delivers_every_row_in_order(
     db_path: Path,
 ) -> None:
+    # Nothing listens (the port refuses connections): no backoff to grow, the head is tried
+    # again every COOP_UNREACHABLE_RETRY_S, and the outage is logged once, not per try.
     door = TestDoor()
     ids = add_rows(db_path, 5)
     with bound_socket() as sock:  # bound, not listening: connections are refused
-        config = make_config(db_path, door_url(sock), backoff_base_s=0.05, backoff_max_s=0.2)
+        config = make_config(
+            db_path,
+            door_url(sock),
+            backoff_base_s=5.0,
+            backoff_max_s=60.0,
+            unreachable_retry_s=0.05,
+        )
         daemon = Daemon(config)
         with capture_logs() as logs:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(daemon.run)
                 await wait_until(
-                    lambda: outbox_row(db_path, ids[0])["attempts"] >= 4, what="4 deferrals"
+                    lambda: outbox_row(db_path, ids[0])["attempts"] >= 6, what="6 refused tries"
                 )
                 # Strict FIFO: the deferred head holds every row behind it.
                 assert [outbox_row(db_path, i)["attempts"] for i in ids[1:]] == [0, 0, 0, 0]
-                assert "cannot connect to the door" in str(
-                    outbox_row(db_path, ids[0])["last_error"]
-                )
+                head = outbox_row(db_path, ids[0])
+                assert "connection refused" in str(head["last_error"])
+                attempted = engine_store.parse_iso(str(head["last_attempt_at"])).timestamp()
+                assert float(head["next_attempt_at"]) - attempted <= 0.05 + 0.01  # not 5 s on
                 async with serve_door(door, sock):
                     await wait_until(
                         lambda: set(states(db_path).values()) == {"delivered"},
@@ -98,12 +107,11 @@ async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order
                     )
                 daemon.stop()
     assert door.ids() == ids
-    deferred = [e for e in logs if e["event"] == "outbox.deferred"]
-    # Capped exponential backoff with equal jitter: attempt n waits within [cap/2, cap].
-    for event in deferred:
-        cap = min(0.2, 0.05 * 2 ** (event["attempt"] - 1))
-        assert cap / 2 <= event["retry_in_s"] <= cap
-        assert event["outbox_id"] == ids[0]
+    assert [e for e in logs if e["event"] == "outbox.deferred"] == []
+    [down] = [e for e in logs if e["event"] == "notifier.door.unreachable"]
+    assert (down["outbox_id"], down["tries"]) == (ids[0], 1)
+    [back] = [e for e in logs if e["event"] == "notifier.door.reachable"]
+    assert back["tries"] >= 6
     assert lock_row(db_path) is None
 
 
