@@ -13,12 +13,17 @@ One worker drains at a time, FIFO by id, a batch of due head rows at a time:
         else        -> POST the rows (one row: the notify route; more: the batch route); mark
                        each delivered or deferred and read the next due run in ONE transaction
 
-A batch keeps FIFO: the door answers each row, and the rows are marked in order up to the first
-one it did not deliver, which is deferred; the rows behind it stay as they were (pending,
-untried by this attempt). A batch request that fails whole (timeout, 503, refused) defers the
-head row alone, as a single POST's failure does. A door without the batch route (404) is
-remembered for the process's life, said once (`notifier.batch.unsupported`), and the drain goes
-on one row per POST.
+A batch keeps FIFO: the door judges and answers each row, and the rows are marked in order up
+to the first one it did not deliver, which is deferred with the door's reason as its own
+`last_error`; the rows behind it stay as they were (pending, untried by this attempt: the door
+held them). A batch request that fails whole (timeout, 503, refused connection) defers the head
+row alone, as a single POST's failure does; one refused whole for its size (413, or a 422
+naming the door's row limit) is posted again at once with fewer rows, down to one (`_send_batch`).
+A door without the batch route (404) is remembered for the process's life, said once
+(`notifier.batch.unsupported`), and the drain goes on one row per POST.
+
+While nothing listens on the door's port, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
+at a time, not backed off, and the outage is told in a few lines (`Outage`), not one per try.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
 (lowest id) exists and is due* (never attempted, or `next_attempt_at <= now`, with `now` read
