@@ -183,6 +183,11 @@ class Worker:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def unreachable_s(self) -> float:
+        """How long the door's port has refused this worker's connections (0: it has not)."""
+        return self._outage.down_s(self._clock())
+
     async def aclose(self) -> None:
         client, self._client = self._client, None
         if client is not None:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
+import pytest
 from structlog.testing import capture_logs
 
 from engine import outbox
 from engine import store as engine_store
+from notifier import waiter as waiter_module
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon
 from notifier.store import Database
+from notifier.waiter import Waiter
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
@@ -113,6 +117,34 @@ async def test_door_down_is_retried_on_a_short_fixed_interval_then_up_delivers_e
     [back] = [e for e in logs if e["event"] == "notifier.door.reachable"]
     assert back["tries"] >= 6
     assert lock_row(db_path) is None
+
+
+async def test_a_one_shot_drainer_waits_out_a_short_outage_then_leaves_a_long_one(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each refused connection defers the head by a moment only: the one-shot drainer keeps
+    # trying while the outage is younger than its wait bound, then leaves the row to the daemon
+    # or the retry timer, as it leaves a long deferral; no line per try.
+    monkeypatch.setattr(waiter_module, "DRAIN_WAIT_MAX_S", 1.0)
+    [row] = add_rows(db_path, 1)
+    with bound_socket() as sock:  # bound, not listening: connections are refused
+        config = make_config(db_path, door_url(sock), unreachable_retry_s=0.05)
+        worker = _worker(config)
+        try:
+            with capture_logs() as logs:
+                assert (await worker.drain()).deferred == 1
+                waiter = Waiter(worker, worker.db, db_path, anyio.Event(), time.time)
+                with anyio.fail_after(10):
+                    await waiter.run()
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+    assert worker.unreachable_s > 1.0
+    assert int(str(outbox_row(db_path, row)["attempts"])) >= 5  # tried on, every 0.05 s
+    events = [e["event"] for e in logs]
+    assert "notifier.drain.waiting" not in events
+    assert events.count("notifier.door.unreachable") == 1
+    assert events[-1] == "notifier.drain.left_deferred"
 
 
 async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_it_due(
