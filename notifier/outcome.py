@@ -13,8 +13,8 @@ loop against a door that is down.
 
 One deferral is not backed off: a refused connection (nothing listens on the door's port; the
 client says so apart from timeouts and other errors). Trying again costs nothing, so the row is
-tried again every `unreachable_retry_s` (UNREACHABLE_RETRY_S, 1 s), however long the door has
-been down: a door that comes back gets the row within about a second. A timeout, a 5xx, a
+tried again every `unreachable_retry_s` (UNREACHABLE_RETRY_S, 1 s, and never more than
+`max_s`), however long the door has been down: a door that comes back gets the row within about a second. A timeout, a 5xx, a
 Retry-After and every refusal by the door keep the backoff.
 
 A batch (`classify_batch`) is answered item by item, in body order (chief.door.router): the rows
@@ -130,9 +130,10 @@ def classify(
         )
     if reply.status is None and reply.refused_connection:
         error = reply.error or "the door refused the connection (nothing listens)"
-        return Deferred(
-            error=one_line(error), retry_in_s=policy.unreachable_retry_s, unreachable=True
-        )
+        # Never longer than the backoff's cap: a refusal is no reason to wait more than any
+        # other failure would.
+        retry_in_s = min(policy.unreachable_retry_s, policy.max_s)
+        return Deferred(error=one_line(error), retry_in_s=retry_in_s, unreachable=True)
     if reply.status is None:
         error = reply.error or "no answer from the door"
         return _deferred(

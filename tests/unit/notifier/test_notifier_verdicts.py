@@ -173,6 +173,14 @@ def test_a_refused_connection_is_tried_again_soon_however_many_tries_before(
     )
 
 
+def test_a_refused_connection_never_waits_longer_than_the_backoff_cap() -> None:
+    reply = DoorReply(error="refused", refused_connection=True)
+    short = BackoffPolicy(base_s=0.05, max_s=0.2)
+    outcome = classify(reply, attempt=1, policy=short, now_epoch=NOW, rand=0.0)
+    assert isinstance(outcome, Deferred)
+    assert outcome.retry_in_s == 0.2
+
+
 def test_a_timeout_and_other_errors_keep_the_backoff() -> None:
     for reply in (DoorReply(error="timeout after 15s"), DoorReply(error="cannot connect")):
         outcome = classify(reply, attempt=9, policy=POLICY, now_epoch=NOW, rand=0.0)
