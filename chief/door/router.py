@@ -141,7 +141,8 @@ class NotifyItem(NotifyBody):
 def _within_batch_limit(value: object, info: ValidationInfo) -> object:
     # Checked before any row is validated, so an oversized batch costs no per-row work. The
     # notifier reads the limit back from these words ("at most N rows (CHIEF_NOTIFY_BATCH_MAX)",
-    # notifier.worker `door_batch_limit`, its twin) and sends batches of N from then on.
+    # notifier.outcome `door_batch_limit`, its twin, pinned in tests/contract) and sends batches
+    # of N from then on.
     limit = (info.context or {}).get("batch_max")
     if isinstance(value, list) and limit is not None and len(value) > limit:
         raise ValueError(
