@@ -14,8 +14,8 @@ loop against a door that is down.
 One deferral is not backed off: a refused connection (nothing listens on the door's port; the
 client says so apart from timeouts and other errors). Trying again costs nothing, so the row is
 tried again every `unreachable_retry_s` (UNREACHABLE_RETRY_S, 1 s, and never more than
-`max_s`), however long the door has been down: a door that comes back gets the row within about a second. A timeout, a 5xx, a
-Retry-After and every refusal by the door keep the backoff.
+`max_s`), however long the door has been down: a door that comes back gets the row within about
+a second. A timeout, a 5xx, a Retry-After and every refusal by the door keep the backoff.
 
 A batch (`classify_batch`) is answered item by item, in body order (chief.door.router): the rows
 the door accepted are delivered; the first row it refused is deferred with the door's own
@@ -26,6 +26,7 @@ for its size (413, or a 422 naming the door's row limit) is sent again smaller
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -68,6 +69,8 @@ class Deferred:
     answer: str | None = None
     #: Deferred because nothing listened (a refused connection), on the short fixed interval.
     unreachable: bool = False
+    #: Deferred because the door refused this row of a batch (its own verdict).
+    refused: bool = False
 
 
 Outcome = Delivered | Deferred
@@ -266,17 +269,17 @@ def classify_batch(
             outcomes.append(Delivered(answer=text[:MAX_ANSWER_CHARS]))
             continue
         error, answer = _not_delivered(item, row)
-        outcomes.append(
-            _deferred(
-                error,
-                None,
-                attempt=row.attempts + 1,
-                policy=policy,
-                now_epoch=now_epoch,
-                rand=rand,
-                answer=answer,
-            )
+        deferred = _deferred(
+            error,
+            None,
+            attempt=row.attempts + 1,
+            policy=policy,
+            now_epoch=now_epoch,
+            rand=rand,
+            answer=answer,
         )
+        refused = isinstance(item, dict) and error.startswith(_REFUSED)
+        outcomes.append(dataclasses.replace(deferred, refused=refused))
         break
     return outcomes
 
@@ -289,6 +292,9 @@ def answers_row(item: dict[str, object], row: BatchRow) -> bool:
     return echoed == str(row.id) or (echoed is None and item.get("delivered") is not True)
 
 
+_REFUSED = "refused by the door"
+
+
 def _not_delivered(item: object, row: BatchRow) -> tuple[str, str | None]:
     """The `last_error` (and the answer kept) of the first row a batch did not deliver."""
     if item is None:
@@ -298,7 +304,7 @@ def _not_delivered(item: object, row: BatchRow) -> tuple[str, str | None]:
         return f"the door's batch answer for this row is about another: {shown[:200]}", shown
     refused = item.get("refused")
     if isinstance(refused, int) and not isinstance(refused, bool):
-        return f"refused by the door ({refused}): {_reason(item.get('detail'))}", shown
+        return f"{_REFUSED} ({refused}): {_reason(item.get('detail'))}", shown
     return f"not delivered by the door: {shown[:200]}", shown
 
 

@@ -84,6 +84,7 @@ def test_the_rows_the_door_accepted_are_delivered_and_its_refusal_defers_that_ro
     assert refusal.retry_in_s == backoff_s(3, POLICY, 0.0)  # the row's own third attempt
     assert refusal.answer is not None
     assert json.loads(refusal.answer)["refused"] == 422
+    assert refusal.refused  # counted as `refused_row`, not as the batch's 200
     assert not refusal.unreachable
 
 
