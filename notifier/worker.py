@@ -99,12 +99,25 @@ OUTAGE_LOG_EVERY_S = 60.0
 
 class Outage:
     """The door's port refusing connections, as this worker has seen it (times from its
-    clock): when it began, how many tries it refused, when the log last said so."""
+    clock): when it began, how many tries it refused, when the log last said so; and how many
+    tries of the head row were refused, over every outage of this process.
+
+    Those tries count in the row's `attempts` (the store counts every try), but never reached
+    the door: the backoff of the row's next real failure (a timeout, a 503) is counted without
+    them (`free_tries`), so a door that comes back answering 503 for a moment is tried again
+    after seconds, not at the cap an hour of refused tries would give. Only the head is ever
+    tried while the door is down, so one row's count is all there is to keep; a restart forgets
+    it (the backoff then counts every attempt)."""
 
     def __init__(self) -> None:
         self._since: float | None = None
         self._said_at = 0.0
         self.tries = 0
+        self._row: tuple[int, int] | None = None  # (outbox id, its refused tries)
+
+    def free_tries(self, outbox_id: int) -> int:
+        """How many of `outbox_id`'s attempts were refused connections (0 if none here)."""
+        return self._row[1] if self._row is not None and self._row[0] == outbox_id else 0
 
     @property
     def active(self) -> bool:
@@ -113,9 +126,11 @@ class Outage:
     def down_s(self, now: float) -> float:
         return 0.0 if self._since is None else max(now - self._since, 0.0)
 
-    def refused(self, now: float) -> bool:
-        """Count one refused try; True when the log should say so (the first, then rarely)."""
+    def refused(self, now: float, outbox_id: int) -> bool:
+        """Count one refused try of the head `outbox_id`; True when the log should say so (the
+        first, then rarely)."""
         self.tries += 1
+        self._row = (outbox_id, self.free_tries(outbox_id) + 1)
         if self._since is None:
             self._since = self._said_at = now
             return True
@@ -309,7 +324,7 @@ class Worker:
         refused connection fails the whole POST, so its outcome is the head row's.)"""
         now = self._clock()
         if isinstance(outcome, Deferred) and outcome.unreachable:
-            if self._outage.refused(now):
+            if self._outage.refused(now, head.id):
                 self.log.warning(
                     "notifier.door.unreachable",
                     url=self.config.door_url,
@@ -337,7 +352,11 @@ class Worker:
             rows, reply = await self._send_batch(rows)
             if len(rows) > 1 and reply.status != 404:
                 outcomes = classify_batch(
-                    reply, rows, policy=self._policy, now_epoch=self._clock(), rand=self._rand()
+                    reply,
+                    [self._backoff_row(row) for row in rows],
+                    policy=self._policy,
+                    now_epoch=self._clock(),
+                    rand=self._rand(),
                 )
                 return rows, reply, outcomes
             if reply.status == 404:
@@ -432,10 +451,15 @@ class Worker:
             self.log.info("outbox.delivered", outbox_id=outbox_id, attempt=attempt)
         return count
 
+    def _backoff_row(self, row: OutboxRow) -> OutboxRow:
+        """`row` with the attempts its backoff counts: not its refused connections (`Outage`)."""
+        free = self._outage.free_tries(row.id)
+        return row._replace(attempts=max(row.attempts - free, 0)) if free else row
+
     def _classify(self, reply: DoorReply, row: OutboxRow) -> Outcome:
         return classify(
             reply,
-            attempt=row.attempts + 1,
+            attempt=self._backoff_row(row).attempts + 1,
             policy=self._policy,
             now_epoch=self._clock(),
             rand=self._rand(),

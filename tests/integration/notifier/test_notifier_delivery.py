@@ -147,6 +147,43 @@ async def test_a_one_shot_drainer_waits_out_a_short_outage_then_leaves_a_long_on
     assert events[-1] == "notifier.drain.left_deferred"
 
 
+async def test_refused_tries_do_not_grow_the_backoff_of_the_next_real_failure(
+    db_path: Path,
+) -> None:
+    # Six refused connections, then the door answers 503: the row counts 7 attempts, but its
+    # backoff is its first real failure's (5-10 s), not the sixth doubling's (the 60 s cap).
+    [row] = add_rows(db_path, 1)
+    now = [time.time()]
+    with bound_socket() as sock:  # bound, not listening: connections are refused
+        config = make_config(
+            db_path, door_url(sock), backoff_base_s=10.0, backoff_max_s=60.0, unreachable_retry_s=1
+        )
+        worker = Worker(
+            config,
+            db=Database(lambda: engine_store.open_connection(db_path)),
+            client_factory=lambda: HttpDoorClient(
+                config.door_url, config.service_key, config.client_timeout_s
+            ),
+            clock=lambda: now[0],
+        )
+        door = TestDoor(script=[Answer(503, body={"detail": "chief_unavailable"})])
+        try:
+            with capture_logs() as logs:
+                for _ in range(6):
+                    assert (await worker.drain()).deferred == 1
+                    now[0] += 1.0  # the refused head is due again
+                async with serve_door(door, sock):
+                    assert (await worker.drain()).deferred == 1
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+    assert outbox_row(db_path, row)["attempts"] == 7
+    [deferred] = [e for e in logs if e["event"] == "outbox.deferred"]
+    assert deferred["attempt"] == 7
+    assert 5.0 <= deferred["retry_in_s"] <= 10.0
+    assert deferred["error"] == "HTTP 503: chief_unavailable"
+
+
 async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_it_due(
     db_path: Path,
 ) -> None:
