@@ -9,7 +9,13 @@ directly: the door is one fixed URL with no cookies, auth or redirects, so `Asyn
 per-request merging of those (about a third of httpx's cost per request on a 2-core machine)
 buys nothing. Every httpx error is translated here, in one place, into a `DoorReply` with
 `error` set: a door that cannot be reached is an outcome to classify (notifier.outcome), never
-an exception for the drain loop.
+an exception for the drain loop. The translation tells three apart:
+
+    timeout              httpx.TimeoutException: the door may be busy; backed off
+    refused connection   httpx.ConnectError caused by ECONNREFUSED on every address tried:
+                         nothing listens on the door's port (`refused_connection`), retried soon
+    anything else        another connect failure (no route, a name that does not resolve), a
+                         dropped connection, a protocol error: backed off
 
 `FakeDoorClient` stands in for the door in unit tests: it answers from a script and records
 what it was sent.
@@ -97,6 +103,11 @@ class HttpDoorClient:
         except httpx.TimeoutException as exc:
             return DoorReply(error=f"timeout after {self._timeout_s:g}s ({type(exc).__name__})")
         except httpx.ConnectError as exc:
+            if connection_refused(exc):
+                return DoorReply(
+                    error=f"nothing listens at {url} (connection refused)",
+                    refused_connection=True,
+                )
             return DoorReply(error=f"cannot connect to the door at {url}: {exc}")
         except httpx.HTTPError as exc:
             return DoorReply(error=f"{type(exc).__name__}: {exc}")
@@ -110,6 +121,22 @@ class HttpDoorClient:
 
     async def aclose(self) -> None:
         await self._transport.aclose()
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether `exc` comes of a refused connection (ECONNREFUSED) and nothing else: httpx wraps
+    httpcore's error, which wraps the OSError of the connect (anyio's "All connection attempts
+    failed", caused by one refusal, or by a group of them when a name has several addresses)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        if isinstance(cause, BaseExceptionGroup):
+            return all(connection_refused(inner) for inner in cause.exceptions)
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 class FakeDoorClient:

@@ -6,6 +6,9 @@
     COOP_CLIENT_TIMEOUT_S  bound on one door call       default 15
     COOP_BACKOFF_BASE_S    first deferral's delay       default 1 (doubles per attempt, with jitter)
     COOP_BACKOFF_MAX_S     cap of that delay            default 300
+    COOP_UNREACHABLE_RETRY_S  retry interval while     default 1 (fixed, not backed off: nothing
+                           nothing listens on the      listens, so asking again costs nothing;
+                           door's port                 a door that comes back gets the row at once)
     COOP_BACKSTOP_S        longest sleep of the daemon  default 300 (a kick or a due row wakes
                                                         it sooner; the backstop bounds a lost kick)
     COOP_BATCH_MAX         due head rows one POST       default 64, 1..64 (1: one row per POST on
@@ -29,6 +32,7 @@ from urllib.parse import urlsplit
 from engine.config import data_home
 from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
+from notifier.outcome import UNREACHABLE_RETRY_S
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL
 # (chief.door, engine.door), the key file and its rule (chief.door.config, engine.keyfile).
@@ -37,6 +41,8 @@ DEFAULT_KEY_FILE_NAME = "service.key"
 DEFAULT_CLIENT_TIMEOUT_S = 15.0
 DEFAULT_BACKOFF_BASE_S = 1.0
 DEFAULT_BACKOFF_MAX_S = 300.0
+# Nothing listens on the door's port: tried again on this fixed interval (notifier.outcome).
+DEFAULT_UNREACHABLE_RETRY_S = UNREACHABLE_RETRY_S
 DEFAULT_BACKSTOP_S = 300.0
 # The largest the door takes by default: a batch forms only from rows already due (a lone row
 # still goes at once), and each request costs ~1 ms of CPU across the notifier and the door
@@ -66,6 +72,7 @@ class NotifierConfig:
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
     backstop_s: float = DEFAULT_BACKSTOP_S
     batch_max: int = DEFAULT_BATCH_MAX
+    unreachable_retry_s: float = DEFAULT_UNREACHABLE_RETRY_S
 
     @property
     def batch_url(self) -> str:
@@ -84,6 +91,7 @@ class NotifierConfig:
             ("COOP_BACKOFF_BASE_S", self.backoff_base_s),
             ("COOP_BACKOFF_MAX_S", self.backoff_max_s),
             ("COOP_BACKSTOP_S", self.backstop_s),
+            ("COOP_UNREACHABLE_RETRY_S", self.unreachable_retry_s),
         ):
             if not 0 < value <= MAX_SETTING_S:
                 raise ConfigError(
@@ -115,6 +123,9 @@ class NotifierConfig:
             backoff_max_s=_seconds(env, "COOP_BACKOFF_MAX_S", DEFAULT_BACKOFF_MAX_S),
             backstop_s=_seconds(env, "COOP_BACKSTOP_S", DEFAULT_BACKSTOP_S),
             batch_max=_batch_max(env),
+            unreachable_retry_s=_seconds(
+                env, "COOP_UNREACHABLE_RETRY_S", DEFAULT_UNREACHABLE_RETRY_S
+            ),
         )
 
 

@@ -91,9 +91,11 @@ def deferral_reason(reply: DoorReply) -> str:
 
 
 def record_attempt(reply: DoorReply, outcome: Outcome, applied: bool) -> None:
-    """Count one recorded attempt (a row cancelled in flight counts nothing)."""
+    """Count one recorded attempt (a row cancelled in flight counts nothing). A row the door
+    refused in a batch answered 200 is `refused_row`, not the batch's status."""
     if _enabled is not None and applied and isinstance(outcome, Deferred):
-        _enabled.deferrals.labels(reason=deferral_reason(reply)).inc()
+        reason = "refused_row" if outcome.refused else deferral_reason(reply)
+        _enabled.deferrals.labels(reason=reason).inc()
 
 
 def record_drain(outcome: str) -> None:

@@ -8,6 +8,9 @@ deferred that briefly. It exits when the queue is empty or the head is deferred 
 row is left to the daemon, to the systemd timer of CLI-only installs
 (`ops/systemd/coop-notifier-retry.timer` runs `coop-notifier drain --no-wait` every minute), or
 to the next kick. Either way a deferred head is tried again by its due time plus at most 60 s.
+A door whose port refuses connections defers the head by a second at a time (notifier.outcome):
+the drainer waits that out while the outage is younger than `DRAIN_WAIT_MAX_S`, then leaves the
+row the same way (its worker logs the outage, not this module a line per second).
 
 One waiter per store, so a burst of kicks during an outage leaves one process waiting, not one
 per kick: the wait is held under an exclusive `flock` on `<db>.drain-wait.lock`. A drainer that
@@ -54,9 +57,11 @@ class WaitLock(PidLock):
         super().__init__(wait_lock_path(db_path), "the drainer's wait lock")
 
 
-def _worth_waiting(head: OutboxRow | None, now_epoch: float) -> bool:
-    """A head some worker deferred, due within the wait bound."""
-    if head is None or head.attempts == 0:
+def _worth_waiting(head: OutboxRow | None, now_epoch: float, unreachable_s: float = 0.0) -> bool:
+    """A head some worker deferred, due within the wait bound, while the door has not refused
+    connections for longer than that bound (each refusal defers the head by only a second: a
+    door down that long is left to the daemon or the retry timer, as a long deferral is)."""
+    if head is None or head.attempts == 0 or unreachable_s > DRAIN_WAIT_MAX_S:
         return False
     return head.next_attempt_at - now_epoch <= DRAIN_WAIT_MAX_S
 
@@ -85,7 +90,7 @@ class Waiter:
     async def run(self) -> None:
         while not self.worker.stopping:
             head = await self.db.call(store.head)
-            if not _worth_waiting(head, self.clock()):
+            if not _worth_waiting(head, self.clock(), self.worker.unreachable_s):
                 if head is not None and head.attempts > 0:
                     self.log.info(
                         "notifier.drain.left_deferred",
@@ -120,11 +125,11 @@ class Waiter:
         busy_since: float | None = None
         while not self.worker.stopping:
             head = await self.db.call(store.head)
-            if not _worth_waiting(head, self.clock()):
+            if not _worth_waiting(head, self.clock(), self.worker.unreachable_s):
                 return False
             assert head is not None
             due_in_s = head.next_attempt_at - self.clock()
-            if due_in_s > 0:
+            if due_in_s > 0 and not self.worker.unreachable_s:  # the worker tells an outage
                 self.log.info(
                     "notifier.drain.waiting",
                     outbox_id=head.id,

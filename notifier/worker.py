@@ -13,12 +13,17 @@ One worker drains at a time, FIFO by id, a batch of due head rows at a time:
         else        -> POST the rows (one row: the notify route; more: the batch route); mark
                        each delivered or deferred and read the next due run in ONE transaction
 
-A batch keeps FIFO: the door answers each row, and the rows are marked in order up to the first
-one it did not deliver, which is deferred; the rows behind it stay as they were (pending,
-untried by this attempt). A batch request that fails whole (timeout, 503, refused) defers the
-head row alone, as a single POST's failure does. A door without the batch route (404) is
-remembered for the process's life, said once (`notifier.batch.unsupported`), and the drain goes
-on one row per POST.
+A batch keeps FIFO: the door judges and answers each row, and the rows are marked in order up
+to the first one it did not deliver, which is deferred with the door's reason as its own
+`last_error`; the rows behind it stay as they were (pending, untried by this attempt: the door
+held them). A batch request that fails whole (timeout, 503, refused connection) defers the head
+row alone, as a single POST's failure does; one refused whole for its size (413, or a 422
+naming the door's row limit) is posted again at once with fewer rows, down to one (`_send_batch`).
+A door without the batch route (404) is remembered for the process's life, said once
+(`notifier.batch.unsupported`), and the drain goes on one row per POST.
+
+While nothing listens on the door's port, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
+at a time, not backed off, and the outage is told in a few lines (`Outage`), not one per try.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
 (lowest id) exists and is due* (never attempted, or `next_attempt_at <= now`, with `now` read
@@ -41,7 +46,6 @@ from __future__ import annotations
 
 import enum
 import random
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -57,11 +61,14 @@ from notifier.config import NotifierConfig
 from notifier.holder import Holder, this_worker
 from notifier.outcome import (
     BackoffPolicy,
+    Deferred,
     Delivered,
     DoorReply,
     Outcome,
     classify,
     classify_batch,
+    door_batch_limit,
+    smaller_batch,
 )
 from notifier.store import Database, IdleHandoff, OutboxRow
 
@@ -82,6 +89,63 @@ class DrainReport:
     delivered: int = 0
     deferred: int = 0
     holder: Holder | None = None  # the live holder, for LOCK_BUSY
+
+
+# While nothing listens on the door's port the head row is tried every COOP_UNREACHABLE_RETRY_S
+# (1 s): an hour's outage is ~3,600 tries. The log says it when it begins, then once every
+# this many seconds while it lasts (~60 lines an hour), and once when the door answers again.
+OUTAGE_LOG_EVERY_S = 60.0
+
+
+class Outage:
+    """The door's port refusing connections, as this worker has seen it (times from its
+    clock): when it began, how many tries it refused, when the log last said so; and how many
+    tries of the head row were refused, over every outage of this process.
+
+    Those tries count in the row's `attempts` (the store counts every try), but never reached
+    the door: the backoff of the row's next real failure (a timeout, a 503) is counted without
+    them (`free_tries`), so a door that comes back answering 503 for a moment is tried again
+    after seconds, not at the cap an hour of refused tries would give. Only the head is ever
+    tried while the door is down, so one row's count is all there is to keep; a restart forgets
+    it (the backoff then counts every attempt)."""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+        self._said_at = 0.0
+        self.tries = 0
+        self._row: tuple[int, int] | None = None  # (outbox id, its refused tries)
+
+    def free_tries(self, outbox_id: int) -> int:
+        """How many of `outbox_id`'s attempts were refused connections (0 if none here)."""
+        return self._row[1] if self._row is not None and self._row[0] == outbox_id else 0
+
+    @property
+    def active(self) -> bool:
+        return self._since is not None
+
+    def down_s(self, now: float) -> float:
+        return 0.0 if self._since is None else max(now - self._since, 0.0)
+
+    def refused(self, now: float, outbox_id: int) -> bool:
+        """Count one refused try of the head `outbox_id`; True when the log should say so (the
+        first, then rarely)."""
+        self.tries += 1
+        self._row = (outbox_id, self.free_tries(outbox_id) + 1)
+        if self._since is None:
+            self._since = self._said_at = now
+            return True
+        if now - self._said_at >= OUTAGE_LOG_EVERY_S:
+            self._said_at = now
+            return True
+        return False
+
+    def end(self, now: float) -> tuple[float, int] | None:
+        """The door answered: (how long it was down, its refused tries), or None if it was not."""
+        if self._since is None:
+            return None
+        ended = (self.down_s(now), self.tries)
+        self._since, self.tries = None, 0
+        return ended
 
 
 class Worker:
@@ -114,7 +178,12 @@ class Worker:
         self._clock = clock
         self._rand = rand
         self._idle_seam = idle_seam
-        self._policy = BackoffPolicy(base_s=config.backoff_base_s, max_s=config.backoff_max_s)
+        self._policy = BackoffPolicy(
+            base_s=config.backoff_base_s,
+            max_s=config.backoff_max_s,
+            unreachable_retry_s=config.unreachable_retry_s,
+        )
+        self._outage = Outage()
         self._stopping = False
         self._batch_max = config.batch_max
         # False once the door answered 404 to the batch route: single rows for this process.
@@ -128,6 +197,11 @@ class Worker:
     @property
     def stopping(self) -> bool:
         return self._stopping
+
+    @property
+    def unreachable_s(self) -> float:
+        """How long the door's port has refused this worker's connections (0: it has not)."""
+        return self._outage.down_s(self._clock())
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -147,7 +221,7 @@ class Worker:
                 holder_pid=holder.pid if holder else None,
             )
             return DrainReport(DrainOutcome.LOCK_BUSY, holder=holder)
-        self._log_acquired(claim)
+        self._log_acquired(claim, quiet=self._outage.active)
         if self._client is None:
             self._client = self._client_factory()
         delivered = deferred = 0
@@ -178,7 +252,7 @@ class Worker:
         metrics.record_drain(outcome.value)
         return DrainReport(outcome, delivered=delivered, deferred=deferred)
 
-    def _log_acquired(self, claim: store.Claim) -> None:
+    def _log_acquired(self, claim: store.Claim, *, quiet: bool) -> None:
         if claim.taken_over_from is not None:
             dead = claim.taken_over_from
             self.log.warning(
@@ -188,7 +262,8 @@ class Worker:
                 dead_host=dead.host,
                 reason=claim.reason,
             )
-        self.log.info("worker.lock.acquired", pid=self.me.pid)
+        if not quiet:  # a drain per second while the door is down: the outage says it all
+            self.log.info("worker.lock.acquired", pid=self.me.pid)
 
     async def _hand_off(self) -> tuple[bool, list[OutboxRow]]:
         """Nothing due at the last look: the atomic idle handoff. (True, []) when it released
@@ -239,8 +314,33 @@ class Worker:
             )
         for (_, outcome), applied in zip(pairs, recorded.applied, strict=True):
             metrics.record_attempt(reply, outcome, applied)
+        self._note_outage(*pairs[0])
         delivered = self._log_outcomes(pairs, recorded.applied, batch=len(rows) > 1)
         return recorded.next_due, delivered, len(pairs) - delivered
+
+    def _note_outage(self, head: OutboxRow, outcome: Outcome) -> None:
+        """Tell the door's outage (nothing listens on its port) in a few lines, not one per
+        try: when it begins, every OUTAGE_LOG_EVERY_S while it lasts, and when it ends. (A
+        refused connection fails the whole POST, so its outcome is the head row's.)"""
+        now = self._clock()
+        if isinstance(outcome, Deferred) and outcome.unreachable:
+            if self._outage.refused(now, head.id):
+                self.log.warning(
+                    "notifier.door.unreachable",
+                    url=self.config.door_url,
+                    outbox_id=head.id,
+                    attempt=head.attempts + 1,
+                    tries=self._outage.tries,
+                    down_s=round(self._outage.down_s(now), 3),
+                    error=outcome.error,
+                    note=f"nothing listens: tried again every {outcome.retry_in_s:g} s;"
+                    f" said again every {OUTAGE_LOG_EVERY_S:g} s while it lasts",
+                )
+            return
+        ended = self._outage.end(now)
+        if ended is not None:
+            down_s, tries = ended
+            self.log.info("notifier.door.reachable", down_s=round(down_s, 3), tries=tries)
 
     async def _post(
         self, rows: list[OutboxRow]
@@ -249,15 +349,14 @@ class Worker:
         rows past the last outcome stay pending, untried)."""
         assert self._client is not None
         if len(rows) > 1 and self._batch_route:
-            reply = await self._client.send_batch(rows)
-            limit = door_batch_limit(reply)
-            if limit is not None and limit < len(rows):
-                rows = self._narrow(rows, limit)
-                if len(rows) > 1:
-                    reply = await self._client.send_batch(rows)
+            rows, reply = await self._send_batch(rows)
             if len(rows) > 1 and reply.status != 404:
                 outcomes = classify_batch(
-                    reply, rows, policy=self._policy, now_epoch=self._clock(), rand=self._rand()
+                    reply,
+                    [self._backoff_row(row) for row in rows],
+                    policy=self._policy,
+                    now_epoch=self._clock(),
+                    rand=self._rand(),
                 )
                 return rows, reply, outcomes
             if reply.status == 404:
@@ -272,20 +371,48 @@ class Worker:
         reply = await self._client.send(rows[0])
         return rows[:1], reply, [self._classify(reply, rows[0])]
 
-    def _narrow(self, rows: list[OutboxRow], limit: int) -> list[OutboxRow]:
-        """The door takes at most `limit` rows a batch (its CHIEF_NOTIFY_BATCH_MAX is below our
-        COOP_BATCH_MAX): batches of that size from now on, for this process's life; said once
-        per narrowing. The first `limit` rows go again at once: the door refused the request
-        whole, so none of them was recorded (nothing to defer, FIFO unchanged)."""
+    async def _send_batch(self, rows: list[OutboxRow]) -> tuple[list[OutboxRow], DoorReply]:
+        """POST `rows` to the batch route, and again with fewer rows while the door refuses the
+        batch whole for its size (`smaller_batch`: its row limit, else half, at once: a batch
+        refused whole recorded nothing, so FIFO is unchanged). Returns the rows of the last POST
+        and its reply; one row left (with the refusal's reply) goes to the single route.
+
+        What is learned is kept for the process's life, said once per narrowing
+        (`notifier.batch.limited`): the row limit the door named, at once; after a 413, the
+        size the door then took (two rows or more: a lone row that fits says nothing of the
+        door when the row refused was one too large on its own)."""
+        assert self._client is not None
+        size_refused = False
+        while True:
+            reply = await self._client.send_batch(rows)
+            smaller = smaller_batch(reply, len(rows))
+            if smaller is None:
+                break
+            size_refused = True
+            named = door_batch_limit(reply)
+            if named is not None:
+                self._narrow(named, reason="422")
+            rows = rows[:smaller]
+            if len(rows) == 1:
+                return rows, reply
+        if size_refused and reply.status is not None and 200 <= reply.status < 300:
+            self._narrow(len(rows), reason="413")
+        return rows, reply
+
+    def _narrow(self, limit: int, *, reason: str) -> None:
+        """The door takes at most `limit` rows a batch (its CHIEF_NOTIFY_BATCH_MAX, or its body
+        limit, is below our COOP_BATCH_MAX): batches of that size from now on, said once."""
+        if limit >= self._batch_max:
+            return
         self.log.warning(
             "notifier.batch.limited",
             rows=limit,
             was=self._batch_max,
-            note="the door takes smaller batches (CHIEF_NOTIFY_BATCH_MAX); set COOP_BATCH_MAX"
-            " to match",
+            reason=reason,
+            note="the door takes smaller batches (CHIEF_NOTIFY_BATCH_MAX, its body limit);"
+            " set COOP_BATCH_MAX to match",
         )
         self._batch_max = limit
-        return rows[:limit]
 
     def _log_outcomes(
         self, pairs: list[tuple[OutboxRow, Outcome]], applied: list[bool], *, batch: bool
@@ -304,7 +431,7 @@ class Worker:
                 self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
             elif isinstance(outcome, Delivered):
                 delivered.append((row.id, attempt))
-            else:
+            elif not outcome.unreachable:  # an outage is told by `_note_outage`
                 self.log.warning(
                     "outbox.deferred",
                     outbox_id=row.id,
@@ -324,16 +451,23 @@ class Worker:
             self.log.info("outbox.delivered", outbox_id=outbox_id, attempt=attempt)
         return count
 
+    def _backoff_row(self, row: OutboxRow) -> OutboxRow:
+        """`row` with the attempts its backoff counts: not its refused connections (`Outage`)."""
+        free = self._outage.free_tries(row.id)
+        return row._replace(attempts=max(row.attempts - free, 0)) if free else row
+
     def _classify(self, reply: DoorReply, row: OutboxRow) -> Outcome:
         return classify(
             reply,
-            attempt=row.attempts + 1,
+            attempt=self._backoff_row(row).attempts + 1,
             policy=self._policy,
             now_epoch=self._clock(),
             rand=self._rand(),
         )
 
     async def _log_released(self, delivered: int, deferred: int) -> None:
+        if self._outage.active and not delivered:
+            return  # a drain per second while the door is down: the outage says it all
         head = await self.db.call(store.head)
         if head is None:
             self.log.info(
@@ -350,22 +484,6 @@ class Worker:
                 note="the deferred head waits for its due time (notifier.waiter, the daemon)",
             )
         self.log.info("worker.lock.released")
-
-
-# The door's words for a batch past its limit (chief.door.router `_within_batch_limit`, its
-# twin: the packages share no code): "a batch carries at most 8 rows (CHIEF_NOTIFY_BATCH_MAX)".
-_DOOR_BATCH_LIMIT = re.compile(r"at most (\d+) rows \(CHIEF_NOTIFY_BATCH_MAX\)")
-
-
-def door_batch_limit(reply: DoorReply) -> int | None:
-    """The door's row limit when `reply` is its 422 for a batch past CHIEF_NOTIFY_BATCH_MAX,
-    else None (any other answer is classified as usual)."""
-    if reply.status != 422 or not reply.body:
-        return None
-    found = _DOOR_BATCH_LIMIT.search(reply.body.decode("utf-8", "replace"))
-    if found is None or int(found.group(1)) < 1:
-        return None
-    return int(found.group(1))
 
 
 async def release_worker_if_idle(

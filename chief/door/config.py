@@ -15,6 +15,9 @@
     TELEGRAM_QUIET_TZ      local time      the owner's IANA time zone for the window (Europe/Rome)
     CHIEF_NOTIFY_BATCH_MAX 64              rows one notify-batch request may carry (1..256);
                                            a larger batch is refused 422
+    CHIEF_NOTIFY_BODY_MAX_BYTES  unset         the most bytes the door reads of one notify or
+                                           batch body (1024..16 MiB); a larger one is refused
+                                           413. Unset: 1 MiB a notify, 64 kB a row a batch
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
@@ -59,6 +62,10 @@ MAX_KEY_FILE_BYTES = 4096
 # is buffered whole, up to ~64 kB a row, and a batch is one chief.db transaction).
 DEFAULT_NOTIFY_BATCH_MAX = 64
 NOTIFY_BATCH_MAX_LIMIT = 256
+# The body limit an operator may set (a proxy's in front of the door, say): at least a short
+# row's body, at most what the largest batch may take by default (256 rows of 64 kB).
+MIN_NOTIFY_BODY_BYTES = 1024
+MAX_NOTIFY_BODY_BYTES = 16 * 1024 * 1024
 
 
 def data_home(env: Mapping[str, str]) -> Path:
@@ -103,6 +110,9 @@ class DoorConfig:
     telegram_quiet_hours: QuietHours | None = None
     #: `CHIEF_NOTIFY_BATCH_MAX`: the most rows one notify-batch request may carry.
     notify_batch_max: int = DEFAULT_NOTIFY_BATCH_MAX
+    #: `CHIEF_NOTIFY_BODY_MAX_BYTES`: the most bytes read of one notify body (None: the route's
+    #: own limit).
+    notify_body_max_bytes: int | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -149,6 +159,7 @@ class DoorConfig:
             notify_batch_max=_batch_max(
                 env.get("CHIEF_NOTIFY_BATCH_MAX", str(DEFAULT_NOTIFY_BATCH_MAX))
             ),
+            notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
         )
 
 
@@ -217,6 +228,21 @@ def _batch_max(raw: str) -> int:
         raise DoorError(
             f"CHIEF_NOTIFY_BATCH_MAX={raw!r} must be a whole number of rows in "
             f"1..{NOTIFY_BATCH_MAX_LIMIT} (default {DEFAULT_NOTIFY_BATCH_MAX})"
+        )
+    return value
+
+
+def _body_max(raw: str) -> int | None:
+    if not raw.strip():
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if not MIN_NOTIFY_BODY_BYTES <= value <= MAX_NOTIFY_BODY_BYTES:
+        raise DoorError(
+            f"CHIEF_NOTIFY_BODY_MAX_BYTES={raw!r} must be a whole number of bytes in "
+            f"{MIN_NOTIFY_BODY_BYTES}..{MAX_NOTIFY_BODY_BYTES}, or unset"
         )
     return value
 

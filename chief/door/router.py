@@ -18,23 +18,37 @@ characters). Answers:
         (+ "already_sent": true when this row had already rung). Accepted = the Chief line
         landed or queued and the Telegram entry queued, in one chief.db transaction.
     401/403/503 {"detail": <guard reason>}        422 {"detail": [validation errors]}
-    413 {"detail": "body_too_large"}
+    413 {"detail": "body_too_large"}   past CHIEF_NOTIFY_BODY_MAX_BYTES when set, else past
+        MAX_BODY_BYTES (a notify) or ~64 kB a row (a batch)
     503 {"detail": "notification_channel_unavailable"}  only a notify the door cannot queue:
         no outbox id (Telegram alone) and Telegram not configured
     503 {"detail": "chief_unavailable"}  chief.db could not take the report or the entry
 
-The batch route answers 200 {"items": [<a notify answer>, ...]}: one per row, in the body's
-order, each exactly what the single route answers for that row (a row already rung answers
-"already_sent": true). It is all or nothing: every row's Chief line and Telegram entry are
-accepted in ONE chief.db transaction, so a 503 chief_unavailable means no row was recorded
-and the whole batch may be sent again. A body past the row limit is 422 (its message names
-CHIEF_NOTIFY_BATCH_MAX); past ~64 kB a row, 413. The guard and its answers are the single
-route's.
+The batch route checks the envelope first, as a whole: the guard, the body's size (413),
+then exactly {"items": [...]} with 1 to CHIEF_NOTIFY_BATCH_MAX rows (422: its message names
+CHIEF_NOTIFY_BATCH_MAX and the limit, "a batch carries at most N rows"; the notifier reads N back
+from those words). Past that, each item is judged on its own, in body order, as strictly as a
+notify body (its outbox_id required, and not twice in one batch), and answered on its own:
+
+    200 {"items": [<one answer per item, in body order>]}
+        accepted  what the single route answers for that row (+ "already_sent": true)
+        refused   {"delivered": false, "outbox_id": .. | null, "refused": 422,
+                   "detail": [validation errors, their "loc" inside the item]}
+        held      {"delivered": false, "outbox_id": .. | null, "held": true}
+
+The items before the first refused one are accepted, all of them in ONE chief.db transaction
+(a 503 chief_unavailable then means none was recorded and the batch may be sent again). The
+first refused item keeps the owner's order: the items behind it are held, neither judged nor
+recorded, for the sender to send again once the refused row is dealt with. An `outbox_id` is
+echoed only when it is one the door could accept (else null); the notifier matches answers to
+its rows by position. The guard and its answers are the single route's.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -127,7 +141,8 @@ class NotifyItem(NotifyBody):
 def _within_batch_limit(value: object, info: ValidationInfo) -> object:
     # Checked before any row is validated, so an oversized batch costs no per-row work. The
     # notifier reads the limit back from these words ("at most N rows (CHIEF_NOTIFY_BATCH_MAX)",
-    # notifier.worker `door_batch_limit`, its twin) and sends batches of N from then on.
+    # notifier.outcome `door_batch_limit`, its twin, pinned in tests/contract) and sends batches
+    # of N from then on.
     limit = (info.context or {}).get("batch_max")
     if isinstance(value, list) and limit is not None and len(value) > limit:
         raise ValueError(
@@ -147,7 +162,8 @@ def _distinct_outbox_ids(items: list[NotifyItem]) -> list[NotifyItem]:
 
 
 class NotifyBatchBody(BaseModel):
-    """Rows for the owner, each a `NotifyItem`, in the order they are to be accepted."""
+    """Rows for the owner, each a `NotifyItem`, in the order they are to be accepted: the whole
+    body valid, the batch route's fast path (one validation in pydantic's core)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -157,6 +173,15 @@ class NotifyBatchBody(BaseModel):
         BeforeValidator(_within_batch_limit),
         AfterValidator(_distinct_outbox_ids),
     ]
+
+
+class BatchEnvelope(BaseModel):
+    """The batch body's envelope alone, `{"items": [1 to CHIEF_NOTIFY_BATCH_MAX anythings]}`:
+    what is checked of a batch as a whole before each item is judged on its own."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    items: Annotated[list[Any], Field(min_length=1), BeforeValidator(_within_batch_limit)]
 
 
 class NotifyAnswer(BaseModel):
@@ -169,8 +194,26 @@ class NotifyAnswer(BaseModel):
     already_sent: bool = False
 
 
+class RefusedItemAnswer(BaseModel):
+    """A batch item the door refused: `refused` is the status the single route would answer
+    for it (422), `detail` its validation errors, their `loc` inside the item."""
+
+    delivered: Literal[False]
+    outbox_id: str | None
+    refused: int
+    detail: list[dict[str, Any]]
+
+
+class HeldItemAnswer(BaseModel):
+    """A batch item behind a refused one: not judged, not recorded; send it again."""
+
+    delivered: Literal[False]
+    outbox_id: str | None
+    held: Literal[True]
+
+
 class NotifyBatchAnswer(BaseModel):
-    items: list[NotifyAnswer]
+    items: list[NotifyAnswer | RefusedItemAnswer | HeldItemAnswer]
 
 
 class TelegramRefusalAnswer(BaseModel):
@@ -231,7 +274,7 @@ def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     router = APIRouter(tags=["coop engine door"])
     router.add_api_route(
         NOTIFY_PATH,
-        _notify_endpoint(refused, service),
+        _notify_endpoint(refused, service, config.notify_body_max_bytes or MAX_BODY_BYTES),
         methods=["POST"],
         response_model=NotifyAnswer,
         responses={
@@ -242,7 +285,7 @@ def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     )
     router.add_api_route(
         NOTIFY_BATCH_PATH,
-        _notify_batch_endpoint(refused, service, config.notify_batch_max),
+        _notify_batch_endpoint(refused, service, config),
         methods=["POST"],
         response_model=NotifyBatchAnswer,
         responses={
@@ -297,13 +340,13 @@ def _too_large(request: Request) -> JSONResponse:
     return JSONResponse({"detail": "body_too_large"}, status_code=413)
 
 
-def _notify_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
+def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> Endpoint:
     async def notify(request: Request) -> JSONResponse:
         """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
         refusal = refused(request)
         if refusal is not None:
             return refusal
-        raw = await read_body(request, MAX_BODY_BYTES)
+        raw = await read_body(request, body_bytes)
         if raw is None:
             return _too_large(request)
         try:
@@ -326,11 +369,15 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
     return notify
 
 
-def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, batch_max: int) -> Endpoint:
-    body_bytes = max(MAX_BODY_BYTES, batch_max * MAX_BATCH_ROW_BYTES)
+def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorConfig) -> Endpoint:
+    batch_max = config.notify_batch_max
+    body_bytes = config.notify_body_max_bytes or max(
+        MAX_BODY_BYTES, batch_max * MAX_BATCH_ROW_BYTES
+    )
 
     async def notify_batch(request: Request) -> JSONResponse:
-        """Several notify rows in one chief.db transaction; one answer per row, in order."""
+        """Each item judged on its own; the items before the first refused one accepted in one
+        chief.db transaction; one answer per item, in body order."""
         refusal = refused(request)
         if refusal is not None:
             return refusal
@@ -338,18 +385,91 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, batch_max: int)
         if raw is None:
             return _too_large(request)
         try:
-            body = NotifyBatchBody.model_validate_json(raw, context={"batch_max": batch_max})
+            accepted, rest = judge_batch(raw, batch_max)
         except ValidationError as exc:
             return _invalid(request, exc)
-        try:
-            answers = await service.notify_batch(
-                [(item.text, item.kind, item.outbox_id) for item in body.items]
+        if rest:
+            log.warning(
+                "door.refused",
+                reason="invalid_item",
+                path=request.url.path,
+                outbox_id=rest[0]["outbox_id"],
+                detail=rest[0]["detail"],
+                accepted=len(accepted),
+                held=len(rest) - 1,
             )
-        except ChiefUnavailable:
-            return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
-        return JSONResponse({"items": answers})
+        answers: list[dict[str, Any]] = []
+        if accepted:
+            try:
+                answers = await service.notify_batch(
+                    [(item.text, item.kind, item.outbox_id) for item in accepted]
+                )
+            except ChiefUnavailable:
+                return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
+        return JSONResponse({"items": answers + rest})
 
     return notify_batch
+
+
+def judge_batch(raw: bytes, batch_max: int) -> tuple[list[NotifyItem], list[dict[str, Any]]]:
+    """A batch body judged item by item: (the items to accept, in order; the answers of the
+    rest: the first refused item's, then one `held` per item behind it). Raises
+    `ValidationError` when the envelope is wrong (the whole batch is refused).
+
+    The fast path is one strict validation of the whole body; only a body that fails it is
+    parsed again and judged one item at a time (a valid batch costs what it always did)."""
+    context = {"batch_max": batch_max}
+    try:
+        return NotifyBatchBody.model_validate_json(raw, context=context).items, []
+    except ValidationError as whole:
+        try:
+            # The standard parser, not pydantic's: it reads a lone surrogate ("\ud800") as
+            # text, so that item alone is refused (pydantic refuses the whole document).
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise whole from None
+    envelope = BatchEnvelope.model_validate(parsed, context=context)
+    return _judge_items(envelope.items)
+
+
+def _judge_items(items: list[Any]) -> tuple[list[NotifyItem], list[dict[str, Any]]]:
+    accepted: list[NotifyItem] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        try:
+            row = NotifyItem.model_validate(item)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            return accepted, _refused_and_held(items[index:], jsonable_encoder(errors))
+        if row.outbox_id in seen:
+            twice = f"outbox_id {row.outbox_id!r} appears twice in the batch"
+            error = {"type": "value_error", "loc": ["outbox_id"], "msg": twice}
+            return accepted, _refused_and_held(items[index:], [error])
+        seen.add(row.outbox_id)
+        accepted.append(row)
+    return accepted, []
+
+
+def _refused_and_held(items: list[Any], errors: list[Any]) -> list[dict[str, Any]]:
+    """The answers from the first refused item on: its refusal, then the items held behind it."""
+    first, *behind = items
+    refusal = {"delivered": False, "outbox_id": _echoed_id(first), "refused": 422}
+    return [
+        refusal | {"detail": errors},
+        *({"delivered": False, "outbox_id": _echoed_id(item), "held": True} for item in behind),
+    ]
+
+
+_OUTBOX_ID = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_OUTBOX_ID_CHARS}}}")
+
+
+def _echoed_id(item: object) -> str | None:
+    """An item's outbox_id when it is one the door could have accepted, else None (the answer
+    never echoes arbitrary input)."""
+    outbox_id = item.get("outbox_id") if isinstance(item, dict) else None
+    if isinstance(outbox_id, str) and _OUTBOX_ID.fullmatch(outbox_id):
+        return outbox_id
+    return None
 
 
 def _status_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:

@@ -10,8 +10,9 @@ monitoring).
                           could ring at once, a short wait for the ring (ringer.RING_WAIT_S)
       without one:        the Telegram entry alone (nothing to deduplicate by)
     notify_batch([(text, kind, outbox_id), ...]):
-                          every row as `notify` with an outbox id, in ONE accept transaction
-                          (all rows durable, or none: 503 chief_unavailable), one report wait
+                          the rows the router accepted (those before a batch's first refused
+                          item), every row as `notify` with an outbox id, in ONE accept
+                          transaction (all durable, or none: 503 chief_unavailable), one report wait
                           for the batch and one short ring wait (its entries ring together,
                           as one digest when they fit); one answer per row, in order, and
                           one log event for the batch naming every row

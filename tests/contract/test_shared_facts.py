@@ -383,3 +383,53 @@ def test_the_batch_answer_is_one_notify_answer_per_row_in_order() -> None:
             reply, attempt=1, policy=policy, now_epoch=0.0, rand=0.5
         )
         assert isinstance(outcome, notifier_outcome.Delivered), row
+
+
+# ---- the batch route's per-item verdicts (issue 19) ------------------------------------------
+
+
+def test_the_doors_per_item_verdicts_are_read_by_the_notifier_row_by_row() -> None:
+    # The door's judging (chief.door.router.judge_batch) and the notifier's reading
+    # (notifier.outcome.classify_batch): accepted rows delivered, the refused row deferred with
+    # the door's reason, the rows behind it left untouched.
+    import json
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Row:
+        id: int
+        attempts: int = 0
+
+        @property
+        def delivery_key(self) -> str:
+            return str(self.id)
+
+    rows = [Row(41), Row(42), Row(43), Row(44)]
+    items = [{"text": f"row {r.id}", "kind": "note", "outbox_id": r.delivery_key} for r in rows]
+    items[2]["kind"] = "k" * (door_router.MAX_KIND_CHARS + 1)
+    accepted, rest = door_router.judge_batch(json.dumps({"items": items}).encode(), 64)
+    assert [item.outbox_id for item in accepted] == ["41", "42"]
+    answers = [door_verbs._answer(item.outbox_id, 7) | {"telegram": "queued"} for item in accepted]
+    document = {"items": answers + rest}
+    door_router.NotifyBatchAnswer.model_validate(document)
+    reply = notifier_outcome.DoorReply(status=200, body=json.dumps(document).encode())
+    policy = notifier_outcome.BackoffPolicy(base_s=1.0, max_s=60.0)
+    outcomes = notifier_outcome.classify_batch(reply, rows, policy=policy, now_epoch=0, rand=0)
+    assert [type(o).__name__ for o in outcomes] == ["Delivered", "Delivered", "Deferred"]
+    refusal = outcomes[2]
+    assert isinstance(refusal, notifier_outcome.Deferred)
+    assert refusal.error.startswith("refused by the door (422): kind: String should have at most")
+
+
+def test_the_doors_row_limit_words_are_what_the_notifier_reads() -> None:
+    import json
+
+    from pydantic import ValidationError
+
+    too_many = {"items": [{"text": "t", "kind": "k", "outbox_id": str(n)} for n in range(9)]}
+    with pytest.raises(ValidationError) as refused:
+        door_router.judge_batch(json.dumps(too_many).encode(), 8)
+    body = json.dumps({"detail": refused.value.errors(include_url=False, include_context=False)})
+    reply = notifier_outcome.DoorReply(status=422, body=body.encode())
+    assert notifier_outcome.door_batch_limit(reply) == 8
+    assert notifier_outcome.smaller_batch(reply, 9) == 8

@@ -73,7 +73,7 @@ def _leave_then_take_over(
         "coop serve to take delivery over and deliver row 2",
         timeout_s=TAKEOVER_TIMEOUT_S,
     )
-    assert door.ids() == [1, 2]
+    assert door.ids(env["COOP_DB"]) == [1, 2]
     assert len(serve.events("service.delivery_left_to_daemon")) == 1
     assert serve.events("service.delivery_taken_over")
     assert httpx.get(serve.url + "/status", timeout=10).json()["daemon"] is True

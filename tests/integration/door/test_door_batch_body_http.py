@@ -1,7 +1,9 @@
-"""The notify-batch body is exactly {items: [{text, kind, outbox_id}, ...]}, 1 to
-CHIEF_NOTIFY_BATCH_MAX rows, each row as strict as the single route's body with its outbox_id
-required and no outbox_id twice. Every other shape is 422 and records nothing (real HTTP, a
-valid key, after the guard passed); a property test mutates valid batches into invalid ones."""
+"""The notify-batch body is exactly {items: [...]} with 1 to CHIEF_NOTIFY_BATCH_MAX rows: any
+other envelope is 422 for the whole batch and records nothing. Each item is then judged on its
+own, as strict as the single route's body with its outbox_id required and no outbox_id twice:
+the items before the first refused one are accepted, the refused one is answered with its own
+422 detail, the items behind it are held, and neither is recorded (real HTTP, a valid key, after
+the guard passed); a property test mutates valid batches into ones with one bad item."""
 
 from __future__ import annotations
 
@@ -51,6 +53,36 @@ def assert_refused(door: LiveDoor, document: object) -> dict[str, Any]:
     return response.json()  # type: ignore[no-any-return]
 
 
+def assert_item_refused(door: LiveDoor, document: dict[str, Any], index: int) -> dict[str, Any]:
+    """`document`'s items before `index` accepted, the item at `index` refused on its own with
+    422 and its validation detail, the items behind it held; nothing recorded past `index`."""
+    items = document["items"]
+    ahead = [item["outbox_id"] for item in items[:index]]
+    before = recorded(door)
+    with capture_logs() as logs:
+        response = door.notify_batch(document)
+    assert response.status_code == 200, (response.status_code, response.text, document)
+    answers = response.json()["items"]
+    assert len(answers) == len(items)
+    assert [answer["outbox_id"] for answer in answers[:index]] == ahead
+    assert all(answer["delivered"] is True for answer in answers[:index])
+    refused = answers[index]
+    assert (refused["delivered"], refused["refused"]) == (False, 422), refused
+    assert refused["detail"]
+    assert all("items" not in error["loc"] for error in refused["detail"])
+    for answer in answers[index + 1 :]:
+        assert answer == {"delivered": False, "outbox_id": answer["outbox_id"], "held": True}
+    events = [e for e in logs if e["event"] == "door.refused"]
+    assert [(e["reason"], e["accepted"], e["held"]) for e in events] == [
+        ("invalid_item", index, len(items) - index - 1)
+    ]
+    messages, reports, entries = recorded(door)
+    # Only the rows ahead were recorded: a Chief line each (landed or queued), one Telegram entry.
+    assert (reports, entries) == (before[1] + index, before[2] + index)
+    assert messages <= before[0] + index
+    return refused
+
+
 @pytest.mark.parametrize(
     "document",
     [
@@ -61,23 +93,54 @@ def assert_refused(door: LiveDoor, document: object) -> dict[str, Any]:
         {"items": "rows"},
         {"items": rows(1), "extra": 1},
         {"rows": rows(1)},
-        {"items": [ROW | {"outbox_id": None}]},  # the batch needs the id the single route may omit
-        {"items": [{"text": "t", "kind": "k"}]},
-        {"items": [ROW | {"extra": "field"}]},
-        {"items": [ROW | {"outbox_id": 3}]},
-        {"items": [ROW | {"outbox_id": "has space"}]},
-        {"items": [ROW | {"text": "x" * 4001}]},
-        {"items": [ROW | {"text": "  \n"}]},
-        {"items": [ROW | {"kind": ""}]},
-        {"items": [*rows(2), ROW | {"outbox_id": "r-0"}]},  # an id twice
-        {"items": [*rows(3), "row"]},
         [ROW],
         None,
     ],
     ids=lambda document: json.dumps(document)[:60],
 )
-def test_door_batch_refuses_bad_body_with_422(live: LiveDoor, document: object) -> None:
+def test_door_batch_refuses_a_bad_envelope_whole_with_422(live: LiveDoor, document: object) -> None:
     assert_refused(live, document)
+
+
+@pytest.mark.parametrize(
+    ("bad", "loc"),
+    [
+        (
+            ROW | {"outbox_id": None},
+            ["outbox_id"],
+        ),  # the batch needs the id the single route may omit
+        ({"text": "t", "kind": "k"}, ["outbox_id"]),
+        (ROW | {"extra": "field"}, ["extra"]),
+        (ROW | {"outbox_id": 3}, ["outbox_id"]),
+        (ROW | {"outbox_id": "has space"}, ["outbox_id"]),
+        (ROW | {"text": "x" * 4001}, ["text"]),
+        (ROW | {"text": "  \n"}, ["text"]),
+        (ROW | {"kind": ""}, ["kind"]),
+        (ROW | {"kind": "k" * 101}, ["kind"]),
+        (ROW | {"outbox_id": "r-0"}, ["outbox_id"]),  # an id twice: the second is refused
+        ("row", []),
+    ],
+    ids=lambda bad: json.dumps(bad)[:60],
+)
+def test_door_batch_refuses_a_bad_item_alone_and_holds_the_items_behind_it(
+    live: LiveDoor, bad: object, loc: list[object]
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    items: list[Any] = rows(2, tag)
+    if isinstance(bad, dict) and bad.get("outbox_id") == "r-0":
+        bad = bad | {"outbox_id": items[0]["outbox_id"]}
+    document = {"items": [*items, bad, *rows(2, tag + "-behind")]}
+    refused = assert_item_refused(live, document, 2)
+    assert refused["detail"][0]["loc"] == loc, refused
+    for item in document["items"][3:]:
+        assert live.chief_lines(item["outbox_id"]) == 0
+
+
+def test_door_batch_refusing_its_first_item_records_nothing(live: LiveDoor) -> None:
+    tag = uuid.uuid4().hex[:8]
+    document = {"items": [ROW | {"outbox_id": f"{tag}-bad", "text": " "}, *rows(3, tag)]}
+    refused = assert_item_refused(live, document, 0)
+    assert refused["outbox_id"] == f"{tag}-bad"
 
 
 def test_door_batch_past_its_row_limit_is_422_naming_the_setting(live: LiveDoor) -> None:
@@ -90,13 +153,15 @@ def test_door_batch_past_its_row_limit_is_422_naming_the_setting(live: LiveDoor)
 
 def test_door_batch_refuses_undecodable_and_oversized_bodies(live: LiveDoor) -> None:
     before = recorded(live)
-    for content in (
-        b"",
-        b"{not json",
-        b'{"items": [{"text": "\\ud800", "kind": "k", "outbox_id": "1"}]}',
-    ):
+    for content in (b"", b"{not json", b'{"items": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"):
         response = live.post_raw(content, path=NOTIFY_BATCH_PATH)
-        assert response.status_code == 422, content
+        assert response.status_code == 422, content[:40]
+    # A lone surrogate is text no database can store: that item alone is refused.
+    content = b'{"items": [{"text": "\\ud800", "kind": "k", "outbox_id": "1"}]}'
+    response = live.post_raw(content, path=NOTIFY_BATCH_PATH)
+    assert response.status_code == 200, response.text
+    [answer] = response.json()["items"]
+    assert (answer["refused"], answer["detail"][0]["loc"]) == (422, ["text"])
     huge = b'{"items": [' + b" " * (DEFAULT_NOTIFY_BATCH_MAX * 64 * 1024) + b"]}"
     response = live.post_raw(huge, path=NOTIFY_BATCH_PATH)
     assert (response.status_code, response.json()) == (413, {"detail": "body_too_large"})
@@ -112,14 +177,15 @@ def test_door_batch_at_its_row_limit_is_accepted(live: LiveDoor) -> None:
     assert all(live.chief_lines(i) == 1 for i in ids)
 
 
-# ---- the property: any one defect in an otherwise valid batch is a 422 ------------------------
+# ---- the property: any one defect in an otherwise valid batch is that item's own refusal ------
 
 FIELDS = ("text", "kind", "outbox_id")
 
 
 @st.composite
-def broken_batches(draw: st.DrawFn) -> object:
-    """A valid batch of 1..4 fresh rows with exactly one defect drawn from what the body forbids."""
+def broken_batches(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
+    """A valid batch of 1..4 fresh rows with exactly one defect drawn from what an item may
+    not be, and the index of the item that carries it."""
     tag = uuid.uuid4().hex[:8]
     items: list[Any] = rows(draw(st.integers(1, 4)), tag)
     index = draw(st.integers(0, len(items) - 1))
@@ -143,18 +209,21 @@ def broken_batches(draw: st.DrawFn) -> object:
     elif defect == "bad_id":
         row["outbox_id"] = draw(st.sampled_from(["a b", "x" * 129, "é", "a/b", "1;2"]))
     elif defect == "twice":
-        if len(items) == 1:
-            items.append(dict(row))
-        else:
-            row["outbox_id"] = items[(index + 1) % len(items)]["outbox_id"]
+        # The second time an id appears is the defect: the first is a valid item.
+        if index == 0:
+            items.insert(1, dict(row))
+            return {"items": items}, 1
+        row["outbox_id"] = items[index - 1]["outbox_id"]
     else:
         row = draw(st.sampled_from(BAD_VALUES))  # a row that is not an object
     items[index] = row
-    return {"items": items}
+    return {"items": items}, index
 
 
-def test_door_batch_any_single_defect_is_422_and_records_nothing(live: LiveDoor) -> None:
-    @given(document=broken_batches())
+def test_door_batch_any_single_defect_is_that_items_refusal_and_records_nothing_behind(
+    live: LiveDoor,
+) -> None:
+    @given(case=broken_batches())
     @settings(
         max_examples=120,
         deadline=None,
@@ -162,7 +231,8 @@ def test_door_batch_any_single_defect_is_422_and_records_nothing(live: LiveDoor)
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    def run(document: object) -> None:
-        assert_refused(live, document)
+    def run(case: tuple[dict[str, Any], int]) -> None:
+        document, index = case
+        assert_item_refused(live, document, index)
 
     run()

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
+import pytest
 from structlog.testing import capture_logs
 
 from engine import outbox
 from engine import store as engine_store
+from notifier import waiter as waiter_module
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon
 from notifier.store import Database
+from notifier.waiter import Waiter
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
@@ -73,25 +77,34 @@ async def test_rows_reach_the_door_in_fifo_order_with_the_key_and_the_answer_is_
     assert [(e["outbox_id"], e["attempt"]) for e in delivered] == [(i, 1) for i in ids]
 
 
-async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order(
+async def test_door_down_is_retried_on_a_short_fixed_interval_then_up_delivers_every_row_in_order(
     db_path: Path,
 ) -> None:
+    # Nothing listens (the port refuses connections): no backoff to grow, the head is tried
+    # again every COOP_UNREACHABLE_RETRY_S, and the outage is logged once, not per try.
     door = TestDoor()
     ids = add_rows(db_path, 5)
     with bound_socket() as sock:  # bound, not listening: connections are refused
-        config = make_config(db_path, door_url(sock), backoff_base_s=0.05, backoff_max_s=0.2)
+        config = make_config(
+            db_path,
+            door_url(sock),
+            backoff_base_s=5.0,
+            backoff_max_s=60.0,
+            unreachable_retry_s=0.05,
+        )
         daemon = Daemon(config)
         with capture_logs() as logs:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(daemon.run)
                 await wait_until(
-                    lambda: outbox_row(db_path, ids[0])["attempts"] >= 4, what="4 deferrals"
+                    lambda: outbox_row(db_path, ids[0])["attempts"] >= 6, what="6 refused tries"
                 )
                 # Strict FIFO: the deferred head holds every row behind it.
                 assert [outbox_row(db_path, i)["attempts"] for i in ids[1:]] == [0, 0, 0, 0]
-                assert "cannot connect to the door" in str(
-                    outbox_row(db_path, ids[0])["last_error"]
-                )
+                head = outbox_row(db_path, ids[0])
+                assert "connection refused" in str(head["last_error"])
+                attempted = engine_store.parse_iso(str(head["last_attempt_at"])).timestamp()
+                assert float(head["next_attempt_at"]) - attempted <= 0.05 + 0.01  # not 5 s on
                 async with serve_door(door, sock):
                     await wait_until(
                         lambda: set(states(db_path).values()) == {"delivered"},
@@ -99,13 +112,77 @@ async def test_door_down_defers_with_backoff_then_up_delivers_every_row_in_order
                     )
                 daemon.stop()
     assert door.ids(db_path) == ids
-    deferred = [e for e in logs if e["event"] == "outbox.deferred"]
-    # Capped exponential backoff with equal jitter: attempt n waits within [cap/2, cap].
-    for event in deferred:
-        cap = min(0.2, 0.05 * 2 ** (event["attempt"] - 1))
-        assert cap / 2 <= event["retry_in_s"] <= cap
-        assert event["outbox_id"] == ids[0]
+    assert [e for e in logs if e["event"] == "outbox.deferred"] == []
+    [down] = [e for e in logs if e["event"] == "notifier.door.unreachable"]
+    assert (down["outbox_id"], down["tries"]) == (ids[0], 1)
+    [back] = [e for e in logs if e["event"] == "notifier.door.reachable"]
+    assert back["tries"] >= 6
     assert lock_row(db_path) is None
+
+
+async def test_a_one_shot_drainer_waits_out_a_short_outage_then_leaves_a_long_one(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each refused connection defers the head by a moment only: the one-shot drainer keeps
+    # trying while the outage is younger than its wait bound, then leaves the row to the daemon
+    # or the retry timer, as it leaves a long deferral; no line per try.
+    monkeypatch.setattr(waiter_module, "DRAIN_WAIT_MAX_S", 1.0)
+    [row] = add_rows(db_path, 1)
+    with bound_socket() as sock:  # bound, not listening: connections are refused
+        config = make_config(db_path, door_url(sock), unreachable_retry_s=0.05)
+        worker = _worker(config)
+        try:
+            with capture_logs() as logs:
+                assert (await worker.drain()).deferred == 1
+                waiter = Waiter(worker, worker.db, db_path, anyio.Event(), time.time)
+                with anyio.fail_after(10):
+                    await waiter.run()
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+    assert worker.unreachable_s > 1.0
+    assert int(str(outbox_row(db_path, row)["attempts"])) >= 5  # tried on, every 0.05 s
+    events = [e["event"] for e in logs]
+    assert "notifier.drain.waiting" not in events
+    assert events.count("notifier.door.unreachable") == 1
+    assert events[-1] == "notifier.drain.left_deferred"
+
+
+async def test_refused_tries_do_not_grow_the_backoff_of_the_next_real_failure(
+    db_path: Path,
+) -> None:
+    # Six refused connections, then the door answers 503: the row counts 7 attempts, but its
+    # backoff is its first real failure's (5-10 s), not the sixth doubling's (the 60 s cap).
+    [row] = add_rows(db_path, 1)
+    now = [time.time()]
+    with bound_socket() as sock:  # bound, not listening: connections are refused
+        config = make_config(
+            db_path, door_url(sock), backoff_base_s=10.0, backoff_max_s=60.0, unreachable_retry_s=1
+        )
+        worker = Worker(
+            config,
+            db=Database(lambda: engine_store.open_connection(db_path)),
+            client_factory=lambda: HttpDoorClient(
+                config.door_url, config.service_key, config.client_timeout_s
+            ),
+            clock=lambda: now[0],
+        )
+        door = TestDoor(script=[Answer(503, body={"detail": "chief_unavailable"})])
+        try:
+            with capture_logs() as logs:
+                for _ in range(6):
+                    assert (await worker.drain()).deferred == 1
+                    now[0] += 1.0  # the refused head is due again
+                async with serve_door(door, sock):
+                    assert (await worker.drain()).deferred == 1
+        finally:
+            await worker.aclose()
+            await worker.db.aclose()
+    assert outbox_row(db_path, row)["attempts"] == 7
+    [deferred] = [e for e in logs if e["event"] == "outbox.deferred"]
+    assert deferred["attempt"] == 7
+    assert 5.0 <= deferred["retry_in_s"] <= 10.0
+    assert deferred["error"] == "HTTP 503: chief_unavailable"
 
 
 async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_it_due(

@@ -79,3 +79,17 @@ def test_door_refuses_a_notify_batch_max_out_of_range(tmp_path: Path, raw: str) 
     write_key(tmp_path)
     with pytest.raises(DoorError, match=r"CHIEF_NOTIFY_BATCH_MAX=.* 1\.\.256"):
         DoorConfig.from_env(door_env(tmp_path, CHIEF_NOTIFY_BATCH_MAX=raw))
+
+
+def test_door_notify_body_max_is_unset_by_default_and_reads_the_setting(tmp_path: Path) -> None:
+    write_key(tmp_path)
+    assert DoorConfig.from_env(door_env(tmp_path)).notify_body_max_bytes is None
+    config = DoorConfig.from_env(door_env(tmp_path, CHIEF_NOTIFY_BODY_MAX_BYTES=" 4096 "))
+    assert config.notify_body_max_bytes == 4096
+
+
+@pytest.mark.parametrize("raw", ["0", "1023", str(16 * 1024 * 1024 + 1), "4k", "8.5"])
+def test_door_refuses_a_notify_body_max_out_of_range(tmp_path: Path, raw: str) -> None:
+    write_key(tmp_path)
+    with pytest.raises(DoorError, match=r"CHIEF_NOTIFY_BODY_MAX_BYTES=.* 1024\.\.16777216"):
+        DoorConfig.from_env(door_env(tmp_path, CHIEF_NOTIFY_BODY_MAX_BYTES=raw))

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import pytest
 
-from notifier.client import SERVICE_KEY_HEADER, FakeDoorClient, HttpDoorClient
+from notifier.client import (
+    SERVICE_KEY_HEADER,
+    FakeDoorClient,
+    HttpDoorClient,
+    connection_refused,
+)
 from notifier.outcome import DoorReply
 from notifier.store import OutboxRow
 
@@ -62,8 +68,46 @@ async def test_every_transport_error_becomes_a_reply_never_an_exception(
     await client.aclose()
     assert reply.status is None
     assert reply.error
+    # Only a connect that the peer refused is a refused connection (retried soon); a bare
+    # ConnectError says nothing of why.
+    assert not reply.refused_connection
     if issubclass(error, httpx.TimeoutException):
         assert reply.error.startswith("timeout after 15s")
+
+
+async def test_a_port_where_nothing_listens_is_a_refused_connection_and_nothing_else() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: the kernel refuses a connect
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/coop/engine/notify"
+        client = HttpDoorClient(url, "k3y", 15.0)
+        try:
+            refused = await client.send(ROW)
+            batch = await client.send_batch([ROW, ROW])
+        finally:
+            await client.aclose()
+    for reply in (refused, batch):
+        assert (reply.status, reply.refused_connection) == (None, True)
+        assert reply.error is not None
+        assert "connection refused" in reply.error
+
+
+def test_a_refusal_is_recognised_through_httpx_httpcore_and_anyio_wrapping() -> None:
+    def wrapped(cause: BaseException) -> httpx.ConnectError:
+        try:
+            try:
+                raise OSError("All connection attempts failed") from cause
+            except OSError as inner:
+                raise httpx.ConnectError("All connection attempts failed") from inner
+        except httpx.ConnectError as outer:
+            return outer
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    assert connection_refused(wrapped(refused))
+    assert connection_refused(wrapped(ExceptionGroup("two addresses", [refused, refused])))
+    unreachable = OSError(113, "No route to host")
+    assert not connection_refused(wrapped(unreachable))
+    assert not connection_refused(wrapped(ExceptionGroup("mixed", [refused, unreachable])))
+    assert not connection_refused(httpx.ConnectError("name does not resolve"))
 
 
 async def test_the_fake_door_records_what_it_was_sent() -> None:

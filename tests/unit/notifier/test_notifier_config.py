@@ -40,9 +40,11 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         COOP_BACKOFF_MAX_S="60",
         COOP_BACKSTOP_S="120",
         COOP_BATCH_MAX="1",
+        COOP_UNREACHABLE_RETRY_S="0.25",
     )
     config = NotifierConfig.from_env(env)
     assert config.batch_max == 1
+    assert config.unreachable_retry_s == 0.25
     assert config.batch_url == "http://127.0.0.1:9999/door-batch"
     assert config.db_path == tmp_path / "other.db"
     assert config.door_url == "http://127.0.0.1:9999/door"
@@ -64,6 +66,8 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         ("COOP_BATCH_MAX", "65"),
         ("COOP_BATCH_MAX", "8.5"),
         ("COOP_BATCH_MAX", "many"),
+        ("COOP_UNREACHABLE_RETRY_S", "0"),
+        ("COOP_UNREACHABLE_RETRY_S", "inf"),
     ],
 )
 def test_a_wrong_value_stops_start_naming_the_setting(
