@@ -22,6 +22,7 @@ from datetime import datetime
 from importlib import metadata
 from typing import TYPE_CHECKING, NoReturn
 
+from chief.args import OneLineParser
 from chief.model import BADGES, Message
 
 if TYPE_CHECKING:
@@ -35,13 +36,18 @@ EXIT_USAGE = 2
 # Subcommands owned by other modules: name -> module whose main(argv) -> int runs it.
 DISPATCHED = {"serve": "chief.door.app", "telegram-emulator": "chief.telegram.emulator"}
 LABEL_WIDTH = 9
+#: chief.db's integers are SQLite's: a count past 64 bits cannot reach a query.
+MAX_WHOLE_NUMBER = 2**63 - 1
+#: A line read from stdin is read up to its limit in bytes (4 per character at most) and one
+#: byte more, never further: `chief report -` with 200 MB on stdin held 409 MB before refusing.
+UTF8_MAX_BYTES_PER_CHAR = 4
 
 
 class _UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(OneLineParser):
     """argparse, but a usage error is one line (not the usage block) and no exit inside."""
 
     def error(self, message: str) -> NoReturn:
@@ -53,8 +59,10 @@ def _positive_int(raw: str) -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {raw!r}")
+    if not 1 <= value <= MAX_WHOLE_NUMBER:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_WHOLE_NUMBER}, got {raw!r}"
+        )
     return value
 
 
@@ -103,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in DISPATCHED:
         return _dispatch(args[0], args[1:])
+    parser = _parser()
     try:
-        options = _parser().parse_args(args)
+        # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
+        options = parser.checked(parser.parse_args(args), own_words={"text"})
     except _UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -157,6 +167,7 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
 
     from chief.config import ChiefConfig
     from chief.cron import (
+        MAX_TEXT_CHARS,
         check_cron_text,
         check_wait,
         cron_source_id,
@@ -165,10 +176,10 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
     from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
 
     try:
-        text = sys.stdin.read() if raw_text == "-" else raw_text
         source_id = cron_source_id(source, fire)
-        check_cron_text(text)
         wait_s = check_wait(raw_wait)
+        text = _stdin_text(MAX_TEXT_CHARS) if raw_text == "-" else raw_text
+        check_cron_text(text)
         config = ChiefConfig.from_env()
         door = _door_address()
     except (ChiefConfigError, ChiefInputError) as exc:
@@ -206,6 +217,27 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
             f"free{why}"
         )
     return EXIT_OK
+
+
+def _stdin_text(max_chars: int) -> str:
+    """The line on stdin, read no further than `max_chars` can take in UTF-8 and one byte more:
+    a longer one is refused without reading the rest (ChiefInputError)."""
+    from chief.errors import ChiefInputError
+
+    stream = sys.stdin
+    if stream is None:
+        raise ChiefInputError("stdin is closed — pass the line as TEXT, or pipe it in")
+    limit = max_chars * UTF8_MAX_BYTES_PER_CHAR
+    raw = stream.buffer.read(limit + 1)
+    if len(raw) > limit:
+        raise ChiefInputError(
+            f"report text on stdin is over {max_chars} characters ({limit} bytes); "
+            f"at most {max_chars} — shorten it"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ChiefInputError("report text on stdin is not valid UTF-8 — send UTF-8 text") from exc
 
 
 def _quiet_logs() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import math
 import os
 import stat
 import zoneinfo
@@ -236,7 +237,7 @@ def _timeout(raw: str, engine_raw: str) -> float:
         engine_s = float(engine_raw)
     except ValueError:
         engine_s = -1.0
-    if not engine_s > 0:
+    if not 0 < engine_s < math.inf:  # false for nan; infinity would lift the bound below
         raise DoorError(
             f"COOP_CLIENT_TIMEOUT_S={engine_raw!r} must be a positive number of seconds (the "
             "door checks TELEGRAM_TIMEOUT_S against it)"
