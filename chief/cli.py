@@ -20,7 +20,7 @@ import json
 import sys
 from datetime import datetime
 from importlib import metadata
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from chief.args import OneLineParser
 from chief.model import BADGES, Message
@@ -73,36 +73,78 @@ def _version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
+#: One argument: its names and `add_argument`'s keyword arguments.
+Arg = tuple[tuple[str, ...], dict[str, Any]]
+
+
+class Command(NamedTuple):
+    """A command `chief` parses itself: its help line, description and arguments."""
+
+    help: str
+    args: tuple[Arg, ...]
+    description: str | None = None
+
+
+#: The commands parsed here, as data: the parser is built from it, and the argv fuzz
+#: (tests/fuzz/test_argv_fuzz.py) draws every argument of every command from it. The commands in
+#: `DISPATCHED` parse their own arguments.
+COMMANDS: dict[str, Command] = {
+    "log": Command(
+        "print the conversation, coop and cron lines marked",
+        (
+            (
+                ("--limit",),
+                {"type": _positive_int, "default": DEFAULT_LOG_LIMIT, "help": "last N messages"},
+            ),
+            (("--json",), {"action": "store_true", "help": "one JSON object per line"}),
+            (("--owner",), {"help": "whose conversation (default: CHIEF_OWNER)"}),
+        ),
+    ),
+    "report": Command(
+        "land a scheduled job's line in the Master Chief (once per source and fire)",
+        (
+            (("--source",), {"required": True, "help": "cron:NAME, the job's name"}),
+            (
+                ("--fire",),
+                {
+                    "help": "this run's fire id (e.g. its scheduled time); a re-run writes"
+                    " nothing new"
+                },
+            ),
+            (
+                ("--wait",),
+                {
+                    "default": "5",
+                    "metavar": "S",
+                    "help": "seconds to wait for the line to land (5)",
+                },
+            ),
+            (("text",), {"metavar": "TEXT", "help": "the line; - reads it from stdin"}),
+        ),
+        description="Land a scheduled job's line in the Master Chief, once per --source and "
+        "--fire: durable first, then landed under the conversation's turn lock (by the running "
+        "door, or by this command when none runs). Past --wait the line is queued and lands "
+        "when the Chief is free (exit 0). No Telegram message.",
+    ),
+}
+DISPATCHED_HELP = {
+    "serve": "run the notify door (options: chief serve --help)",
+    "telegram-emulator": "run a local Telegram Bot API emulator",
+}
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="chief", description="The owner's Master Chief conversation.")
     parser.add_argument(
         "--version", action="version", version=f"chief ({DISTRIBUTION}) {_version()}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    log_cmd = commands.add_parser("log", help="print the conversation, coop and cron lines marked")
-    log_cmd.add_argument(
-        "--limit", type=_positive_int, default=DEFAULT_LOG_LIMIT, help="last N messages"
-    )
-    log_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
-    log_cmd.add_argument("--owner", help="whose conversation (default: CHIEF_OWNER)")
-    report_cmd = commands.add_parser(
-        "report",
-        help="land a scheduled job's line in the Master Chief (once per source and fire)",
-        description="Land a scheduled job's line in the Master Chief, once per --source and "
-        "--fire: durable first, then landed under the conversation's turn lock (by the running "
-        "door, or by this command when none runs). Past --wait the line is queued and lands "
-        "when the Chief is free (exit 0). No Telegram message.",
-    )
-    report_cmd.add_argument("--source", required=True, help="cron:NAME, the job's name")
-    report_cmd.add_argument(
-        "--fire", help="this run's fire id (e.g. its scheduled time); a re-run writes nothing new"
-    )
-    report_cmd.add_argument(
-        "--wait", default="5", metavar="S", help="seconds to wait for the line to land (5)"
-    )
-    report_cmd.add_argument("text", metavar="TEXT", help="the line; - reads it from stdin")
-    commands.add_parser("serve", help="run the notify door (options: chief serve --help)")
-    commands.add_parser("telegram-emulator", help="run a local Telegram Bot API emulator")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.description)
+        for names, settings in command.args:
+            sub.add_argument(*names, **settings)
+    for name in DISPATCHED:
+        commands.add_parser(name, help=DISPATCHED_HELP[name])
     return parser
 
 

@@ -7,7 +7,6 @@ written, never a traceback."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -124,12 +123,11 @@ def test_chief_report_refuses_a_huge_stdin_without_reading_it(
     with stdout, stderr_pipe:
         stderr = stderr_pipe.read()
         stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.wait(REFUSAL_TIMEOUT_S)
     feeder.join(REFUSAL_TIMEOUT_S)
     refused(subprocess.CompletedProcess(proc.args, proc.returncode, b"", stderr), b"4000")
     assert written < offered, "the whole stdin was read before the refusal"
-    assert usage.ru_maxrss < 100 * 1024, f"peak memory {usage.ru_maxrss} kB"
+    # No figure for the peak memory: a child's ru_maxrss starts from the parent's at the fork.
     assert (
         not (tmp_path / "chief.db").exists()
         or counts(tmp_path / "chief.db").get("chief_report_outbox", 0) == 0

@@ -13,9 +13,11 @@ import contextlib
 import io
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from chief import cli as chief_cli
 from chief.cron import FIRE_ID, JOB_NAME, cron_source_id
@@ -30,6 +32,15 @@ from tests.support.door import write_key
 #: A byte that is never UTF-8 (0xff), as Python's argv carries it.
 NOT_UTF8 = "\udcff"
 TOO_BIG = str(2**63)  # one past SQLite's largest integer
+
+
+@pytest.fixture(autouse=True)
+def _logging_kept() -> Iterator[None]:
+    """`chief report` configures structlog for its process (warnings only); in this process the
+    configuration goes back as it was, or a later test's captured log would miss its events."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture
