@@ -9,7 +9,9 @@
 
 `serve` and `telegram-emulator` are only dispatched from here (their modules are imported when
 asked for, so `chief log` never pays for FastAPI). Bad input prints one line on stderr and
-exits 2; a runtime failure prints one line and exits 1.
+exits 2 (an argument that is not UTF-8 text or holds a NUL too, named by its option: Python
+hands argv bytes that are not UTF-8 over as lone surrogates); a runtime failure prints one line
+and exits 1.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chief.door.pacing import QuietHours
 from chief.errors import DoorError
@@ -224,6 +225,11 @@ def _batch_max(raw: str) -> int:
 
 def _api_base(raw: str) -> str:
     base = raw.strip()
+    try:
+        # A port past 65535 is not an error to the client: the socket layer takes it modulo 65536.
+        urlsplit(base).port  # noqa: B018 - raises ValueError out of range
+    except ValueError:
+        base = ""
     if not base.startswith(("http://", "https://")):
         raise DoorError(
             f"TELEGRAM_API_BASE={raw!r} must be an http(s) URL such as "

@@ -14,6 +14,10 @@ else (`--help`, an abbreviation, `--`, a missing or extra argument, a bad value)
 and argparse parses the line, printing its help or its one-line error. The equivalence is
 pinned by tests/unit/cli/test_cli_parse.py against argparse itself.
 
+`refusal` then holds the answer, whichever parse gave it, to what every command can take: text
+that is UTF-8 without a NUL, integers within SQLite's 64 bits, finite numbers. It reads the
+answer, not the table, so a new argument is held to it too (tests/fuzz/test_argv_fuzz.py).
+
 Standard library only, and no argparse.
 """
 

@@ -26,6 +26,7 @@ from chief.errors import ChiefInputError, DoorError
 from engine import owner_file, status
 from engine.cli import main as coop_main
 from engine.config import EngineConfig
+from engine.door import door_status
 from engine.errors import OwnerUnavailable, UsageError
 from tests.support.door import write_key
 
@@ -196,6 +197,28 @@ def test_the_doors_port_setting_refuses_what_is_not_a_port(tmp_path: Path, value
     env = {"COOP_HOME": str(tmp_path), "COOP_SERVICE_KEY_FILE": str(key), "CHIEF_PORT": value}
     with pytest.raises(DoorError, match="CHIEF_PORT"):
         DoorConfig.from_env(env)
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_the_telegram_api_base_refuses_a_port_past_65535(tmp_path: Path, port: str) -> None:
+    """The Bot API client took port 99999 modulo 65536 and asked port 34463."""
+    key = write_key(tmp_path)
+    env = {
+        "COOP_HOME": str(tmp_path),
+        "COOP_SERVICE_KEY_FILE": str(key),
+        "TELEGRAM_API_BASE": f"http://127.0.0.1:{port}/bot",
+    }
+    with pytest.raises(DoorError, match="TELEGRAM_API_BASE"):
+        DoorConfig.from_env(env)
+
+
+def test_coop_status_names_a_door_url_whose_port_is_past_65535(tmp_path: Path) -> None:
+    """urllib took port 99999 modulo 65536 and asked port 34463."""
+    write_key(tmp_path)
+    url = "http://127.0.0.1:99999/api/coop/engine/notify"
+    answer = door_status({"COOP_HOME": str(tmp_path), "COOP_DOOR_URL": url})
+    assert answer["answered"] is False
+    assert "COOP_DOOR_URL" in answer["error"]
 
 
 # ---- chief log and chief report --------------------------------------------------------------
