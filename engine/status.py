@@ -17,7 +17,6 @@ normal), 2 on a usage error. The door is asked by `engine.door`; the lines an op
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -42,8 +41,8 @@ def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None
     try:
         value = float(raw)
     except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:  # false for nan as well
+        value = float("nan")
+    if not 0 < value < float("inf"):  # false for nan as well
         raise UsageError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value
 
