@@ -49,6 +49,7 @@ from tests.fuzz.argv import (
     working_folder,
 )
 from tests.support.door import OWNER, write_key
+from tests.support.procs import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -186,7 +187,10 @@ def run_example(folder: Path, main: Any, argv: list[str], stdin: bytes = b"") ->
         pytest.MonkeyPatch.context() as mp,
     ):
         mp.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-        outcome = run_in_process(main, argv)
+        try:
+            outcome = run_in_process(main, argv)
+        finally:
+            os.environ.pop("COOP_DB", None)  # nor may it outlive the example
     check(outcome, argv)
     if outcome.code != 0:
         check_nothing_written(before, snapshot(folder), argv)
@@ -278,7 +282,7 @@ def test_argv_bytes_in_a_real_process_are_refused_in_one_line(
     @given(tail=argv_bytes)
     def fuzz(tail: list[bytes]) -> None:
         folder = examples.fresh()
-        env = {**os.environ, "COOP_HOME": str(folder), "PYTHONPATH": str(Path.cwd())}
+        env = {**os.environ, "COOP_HOME": str(folder), "PYTHONPATH": str(REPO)}
         before = snapshot(folder)
         done = subprocess.run(
             [sys.executable.encode(), b"-m", *(word.encode() for word in head), *tail],
