@@ -10,7 +10,8 @@ The file is read once on **every** call (by `engine.api`, the edge that decides 
 so running processes follow a cutover or its undo at their next call. A bad file fails closed
 before anything is routed or opened: a wrong mode, another database, invalid JSON (nested past
 the parser's depth too), a missing `database`, a `database`, `url` or `credential_file` that is
-not UTF-8 text without a NUL, a file over 64 KiB or an unreadable one all raise exactly
+not UTF-8 text without a NUL, a file over 64 KiB, one that is not a regular file (a FIFO would
+block) or an unreadable one all raise exactly
 `Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
 which the CLI prints on a line of its own.
 
@@ -25,6 +26,7 @@ Standard library only, and no import of `engine.store` (which imports this modul
 from __future__ import annotations
 
 import os
+import stat  # loaded by `os` already: free on the CLI's path
 
 from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable
@@ -43,7 +45,7 @@ SERVICE_MODE = "service"
 
 INVALID_OWNER = "Invalid Coop owner configuration"
 #: An owner file is a few hundred bytes; a larger one is not an owner file, and is not read whole.
-MAX_OWNER_FILE_CHARS = 64 * 1024
+MAX_OWNER_FILE_BYTES = 64 * 1024
 #: The fields the callers open or connect to: when present, text a path or a URL can be.
 PATH_FIELDS = ("database", "url", "credential_file")
 DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
@@ -86,15 +88,9 @@ def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
     """
     db = pure_path(os.fspath(db)) if db is not None else db_file()
     path = owner_file(db)
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read(MAX_OWNER_FILE_CHARS + 1)
-    except (FileNotFoundError, NotADirectoryError):
+    text = _owner_text(path)
+    if text is None:
         return None  # no owner file can be there: local mode
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise _invalid(f"{path} cannot be read: {exc}") from exc
-    if len(text) > MAX_OWNER_FILE_CHARS:
-        raise _invalid(f"{path} is larger than an owner file ({MAX_OWNER_FILE_CHARS} characters)")
     import json  # only when an owner file exists: local mode reads none
 
     try:
@@ -115,6 +111,35 @@ def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
     if os.path.realpath(governed) != os.path.realpath(db):
         raise _invalid(f"{path} governs another database")
     return config
+
+
+def _owner_text(path: str) -> str | None:
+    """The owner file's text; None when there is none. Only a regular file is read (a FIFO there
+    would block every caller for good), and no further than an owner file can reach."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _invalid(f"{path} is not a regular file")
+        while size <= MAX_OWNER_FILE_BYTES and (chunk := os.read(fd, MAX_OWNER_FILE_BYTES + 1)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    finally:
+        os.close(fd)
+    if size > MAX_OWNER_FILE_BYTES:
+        raise _invalid(f"{path} is larger than an owner file ({MAX_OWNER_FILE_BYTES} bytes)")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid(f"{path} is not UTF-8 text: {exc}") from exc
 
 
 def _usable_text(value: object) -> bool:

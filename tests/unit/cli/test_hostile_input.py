@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -359,3 +361,31 @@ def test_every_broken_owner_file_says_the_exact_words(
     assert err.splitlines()[0] == f"coop: {owner_file.INVALID_OWNER}", err
     assert len(err.splitlines()) == 2
     assert not (home / "coop.db").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_an_owner_file_that_is_not_a_regular_file_is_the_exact_words_at_once(
+    owner_path: Path, home: Path, kind: str
+) -> None:
+    """A FIFO at the owner file's path blocked every caller in `open()` for good."""
+    if kind == "fifo":
+        os.mkfifo(owner_path)
+    else:
+        owner_path.mkdir()
+    answer: list[BaseException | object] = []
+    reader = threading.Thread(target=lambda: answer.append(_owner_answer(home)), daemon=True)
+    reader.start()
+    reader.join(5.0)
+    if reader.is_alive() and kind == "fifo":
+        with open(owner_path, "wb"):  # let the blocked reader go before failing
+            pass
+    assert not reader.is_alive(), "reading the owner file blocked"
+    assert isinstance(answer[0], OwnerUnavailable)
+    assert str(answer[0]) == owner_file.INVALID_OWNER
+
+
+def _owner_answer(home: Path) -> BaseException | object:
+    try:
+        return owner_file.owner_config(home / "coop.db")
+    except Exception as exc:  # the test judges whatever came out
+        return exc
