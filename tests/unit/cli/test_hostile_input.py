@@ -389,3 +389,14 @@ def _owner_answer(home: Path) -> BaseException | object:
         return owner_file.owner_config(home / "coop.db")
     except Exception as exc:  # the test judges whatever came out
         return exc
+
+
+def test_the_64_bit_bound_is_one_fact_in_its_three_places() -> None:
+    """The CLI's refusal, the owner's argument check and `chief log --limit` hold integers to the
+    same bound: SQLite's INTEGER (the packages share no code, so it is written three times)."""
+    from chief.cli import MAX_WHOLE_NUMBER
+    from engine.cli.tree import INT64_MAX, INT64_MIN
+    from engine.owner.arguments import SQLITE_INTEGER_MAX, SQLITE_INTEGER_MIN
+
+    assert (INT64_MIN, INT64_MAX) == (SQLITE_INTEGER_MIN, SQLITE_INTEGER_MAX)
+    assert MAX_WHOLE_NUMBER == SQLITE_INTEGER_MAX == 2**63 - 1
