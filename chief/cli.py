@@ -9,7 +9,9 @@
 
 `serve` and `telegram-emulator` are only dispatched from here (their modules are imported when
 asked for, so `chief log` never pays for FastAPI). Bad input prints one line on stderr and
-exits 2; a runtime failure prints one line and exits 1.
+exits 2 (an argument that is not UTF-8 text or holds a NUL too, named by its option: Python
+hands argv bytes that are not UTF-8 over as lone surrogates); a runtime failure prints one line
+and exits 1.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import json
 import sys
 from datetime import datetime
 from importlib import metadata
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
+from chief.args import OneLineParser
 from chief.model import BADGES, Message
 
 if TYPE_CHECKING:
@@ -35,13 +38,18 @@ EXIT_USAGE = 2
 # Subcommands owned by other modules: name -> module whose main(argv) -> int runs it.
 DISPATCHED = {"serve": "chief.door.app", "telegram-emulator": "chief.telegram.emulator"}
 LABEL_WIDTH = 9
+#: chief.db's integers are SQLite's: a count past 64 bits cannot reach a query.
+MAX_WHOLE_NUMBER = 2**63 - 1
+#: A line read from stdin is read up to its limit in bytes (4 per character at most) and one
+#: byte more, never further: `chief report -` with 200 MB on stdin held 409 MB before refusing.
+UTF8_MAX_BYTES_PER_CHAR = 4
 
 
 class _UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(OneLineParser):
     """argparse, but a usage error is one line (not the usage block) and no exit inside."""
 
     def error(self, message: str) -> NoReturn:
@@ -53,8 +61,10 @@ def _positive_int(raw: str) -> int:
         value = int(raw)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {raw!r}")
+    if not 1 <= value <= MAX_WHOLE_NUMBER:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_WHOLE_NUMBER}, got {raw!r}"
+        )
     return value
 
 
@@ -65,36 +75,78 @@ def _version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
+#: One argument: its names and `add_argument`'s keyword arguments.
+Arg = tuple[tuple[str, ...], dict[str, Any]]
+
+
+class Command(NamedTuple):
+    """A command `chief` parses itself: its help line, description and arguments."""
+
+    help: str
+    args: tuple[Arg, ...]
+    description: str | None = None
+
+
+#: The commands parsed here, as data: the parser is built from it, and the argv fuzz
+#: (tests/fuzz/test_argv_fuzz.py) draws every argument of every command from it. The commands in
+#: `DISPATCHED` parse their own arguments.
+COMMANDS: dict[str, Command] = {
+    "log": Command(
+        "print the conversation, coop and cron lines marked",
+        (
+            (
+                ("--limit",),
+                {"type": _positive_int, "default": DEFAULT_LOG_LIMIT, "help": "last N messages"},
+            ),
+            (("--json",), {"action": "store_true", "help": "one JSON object per line"}),
+            (("--owner",), {"help": "whose conversation (default: CHIEF_OWNER)"}),
+        ),
+    ),
+    "report": Command(
+        "land a scheduled job's line in the Master Chief (once per source and fire)",
+        (
+            (("--source",), {"required": True, "help": "cron:NAME, the job's name"}),
+            (
+                ("--fire",),
+                {
+                    "help": "this run's fire id (e.g. its scheduled time); a re-run writes"
+                    " nothing new"
+                },
+            ),
+            (
+                ("--wait",),
+                {
+                    "default": "5",
+                    "metavar": "S",
+                    "help": "seconds to wait for the line to land (5)",
+                },
+            ),
+            (("text",), {"metavar": "TEXT", "help": "the line; - reads it from stdin"}),
+        ),
+        description="Land a scheduled job's line in the Master Chief, once per --source and "
+        "--fire: durable first, then landed under the conversation's turn lock (by the running "
+        "door, or by this command when none runs). Past --wait the line is queued and lands "
+        "when the Chief is free (exit 0). No Telegram message.",
+    ),
+}
+DISPATCHED_HELP = {
+    "serve": "run the notify door (options: chief serve --help)",
+    "telegram-emulator": "run a local Telegram Bot API emulator",
+}
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="chief", description="The owner's Master Chief conversation.")
     parser.add_argument(
         "--version", action="version", version=f"chief ({DISTRIBUTION}) {_version()}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    log_cmd = commands.add_parser("log", help="print the conversation, coop and cron lines marked")
-    log_cmd.add_argument(
-        "--limit", type=_positive_int, default=DEFAULT_LOG_LIMIT, help="last N messages"
-    )
-    log_cmd.add_argument("--json", action="store_true", help="one JSON object per line")
-    log_cmd.add_argument("--owner", help="whose conversation (default: CHIEF_OWNER)")
-    report_cmd = commands.add_parser(
-        "report",
-        help="land a scheduled job's line in the Master Chief (once per source and fire)",
-        description="Land a scheduled job's line in the Master Chief, once per --source and "
-        "--fire: durable first, then landed under the conversation's turn lock (by the running "
-        "door, or by this command when none runs). Past --wait the line is queued and lands "
-        "when the Chief is free (exit 0). No Telegram message.",
-    )
-    report_cmd.add_argument("--source", required=True, help="cron:NAME, the job's name")
-    report_cmd.add_argument(
-        "--fire", help="this run's fire id (e.g. its scheduled time); a re-run writes nothing new"
-    )
-    report_cmd.add_argument(
-        "--wait", default="5", metavar="S", help="seconds to wait for the line to land (5)"
-    )
-    report_cmd.add_argument("text", metavar="TEXT", help="the line; - reads it from stdin")
-    commands.add_parser("serve", help="run the notify door (options: chief serve --help)")
-    commands.add_parser("telegram-emulator", help="run a local Telegram Bot API emulator")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help, description=command.description)
+        for names, settings in command.args:
+            sub.add_argument(*names, **settings)
+    for name in DISPATCHED:
+        commands.add_parser(name, help=DISPATCHED_HELP[name])
     return parser
 
 
@@ -103,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in DISPATCHED:
         return _dispatch(args[0], args[1:])
+    parser = _parser()
     try:
-        options = _parser().parse_args(args)
+        # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
+        options = parser.checked(parser.parse_args(args), own_words={"text"})
     except _UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
@@ -157,6 +211,7 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
 
     from chief.config import ChiefConfig
     from chief.cron import (
+        MAX_TEXT_CHARS,
         check_cron_text,
         check_wait,
         cron_source_id,
@@ -165,10 +220,10 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
     from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
 
     try:
-        text = sys.stdin.read() if raw_text == "-" else raw_text
         source_id = cron_source_id(source, fire)
-        check_cron_text(text)
         wait_s = check_wait(raw_wait)
+        text = _stdin_text(MAX_TEXT_CHARS) if raw_text == "-" else raw_text
+        check_cron_text(text)
         config = ChiefConfig.from_env()
         door = _door_address()
     except (ChiefConfigError, ChiefInputError) as exc:
@@ -206,6 +261,30 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
             f"free{why}"
         )
     return EXIT_OK
+
+
+def _stdin_text(max_chars: int) -> str:
+    """The line on stdin, read no further than `max_chars` can take in UTF-8 and one byte more:
+    a longer one is refused without reading the rest (ChiefInputError)."""
+    from chief.errors import ChiefInputError
+
+    stream = sys.stdin
+    if stream is None:
+        raise ChiefInputError("stdin is closed — pass the line as TEXT, or pipe it in")
+    limit = max_chars * UTF8_MAX_BYTES_PER_CHAR
+    binary = getattr(stream, "buffer", None)
+    if binary is None:  # a text stream an in-process caller put there: one character too many
+        return str(stream.read(max_chars + 1))  # is refused by check_cron_text
+    raw = binary.read(limit + 1)
+    if len(raw) > limit:
+        raise ChiefInputError(
+            f"report text on stdin is over {max_chars} characters ({limit} bytes); "
+            f"at most {max_chars} — shorten it"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ChiefInputError("report text on stdin is not valid UTF-8 — send UTF-8 text") from exc
 
 
 def _quiet_logs() -> None:

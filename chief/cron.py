@@ -37,9 +37,10 @@ from chief.model import check_report_text, report_key
 
 CRON_PREFIX = "cron:"
 # Job names and fire ids: what a crontab line or a timer name holds, nothing a shell or a log
-# line would mangle. A fire id may carry ':' (an ISO time: --fire 2026-11-30T06:00).
-JOB_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-FIRE_ID = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}$")
+# line would mangle. A fire id may carry ':' (an ISO time: --fire 2026-11-30T06:00). Matched with
+# `fullmatch`, never `match` and `$`: `$` also matches before a trailing newline ('backup\n').
+JOB_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+FIRE_ID = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
 MAX_TEXT_CHARS = 4000
 DEFAULT_WAIT_S = 5.0
 MAX_WAIT_S = 60.0
@@ -78,7 +79,7 @@ def cron_source_id(job: str, fire: str | None) -> str:
     ChiefInputError names what is wrong."""
     source = job if job.startswith(CRON_PREFIX) else ""
     name = source.removeprefix(CRON_PREFIX)
-    if not source or not JOB_NAME.match(name):
+    if not source or not JOB_NAME.fullmatch(name):
         raise ChiefInputError(
             f"--source must be cron:NAME, NAME being 1-64 letters, digits, '.', '_' or '-' "
             f"(not {job!r})"
@@ -86,7 +87,7 @@ def cron_source_id(job: str, fire: str | None) -> str:
     if fire is None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         fire = f"{stamp}-{uuid.uuid4().hex[:8]}"
-    elif not FIRE_ID.match(fire):
+    elif not FIRE_ID.fullmatch(fire):
         raise ChiefInputError(
             f"--fire must be 1-64 letters, digits, '.', '_', ':', '+' or '-' (not {fire!r})"
         )

@@ -28,6 +28,7 @@ DATA_DIR_NAME = "coop"
 DEFAULT_OWNER = "owner"
 DEFAULT_CHIEF_ACTOR = "chief"
 DEFAULT_STALE_AFTER_S = 3600.0
+_INFINITY = float("inf")  # without `math`: the CLI's cold path reads this module
 
 
 def pure_path(text: str) -> str:
@@ -146,7 +147,7 @@ class EngineConfig:
             stale = float(raw_stale)
         except ValueError:
             stale = -1.0
-        if stale <= 0:
+        if not 0 < stale < _INFINITY:  # nan and infinity are not an age (nan compares false)
             raise UsageError(
                 f"COOP_STALE_AFTER_S must be a positive number of seconds, not {raw_stale!r}"
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,15 @@ def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     notify_url = env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL
     url = door_status_url(notify_url)
+    try:
+        # A port past 65535 is not an error to urllib: the socket layer takes it modulo 65536.
+        urllib.parse.urlsplit(notify_url).port  # noqa: B018 - raises ValueError out of range
+    except ValueError:
+        return {
+            "answered": False,
+            "url": url,
+            "error": "COOP_DOOR_URL has no valid port (1..65535)",
+        }
     try:
         key = read_service_key(env)
     except keyfile.KeyFileError as exc:

@@ -8,8 +8,10 @@ ledger has one writer, the owner service, and where it listens:
 
 The file is read once on **every** call (by `engine.api`, the edge that decides local or owner),
 so running processes follow a cutover or its undo at their next call. A bad file fails closed
-before anything is routed or opened: a wrong mode, another database, invalid JSON, a missing
-`database` or an unreadable file all raise exactly
+before anything is routed or opened: a wrong mode, another database, invalid JSON (nested past
+the parser's depth too), a missing `database`, a `database`, `url` or `credential_file` that is
+not UTF-8 text without a NUL, a file over 64 KiB, one that is not a regular file (a FIFO would
+block) or an unreadable one all raise exactly
 `Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
 which the CLI prints on a line of its own.
 
@@ -24,6 +26,7 @@ Standard library only, and no import of `engine.store` (which imports this modul
 from __future__ import annotations
 
 import os
+import stat  # loaded by `os` already: free on the CLI's path
 
 from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable
@@ -41,6 +44,10 @@ OWNER_FILE_SUFFIX = ".owner.json"
 SERVICE_MODE = "service"
 
 INVALID_OWNER = "Invalid Coop owner configuration"
+#: An owner file is a few hundred bytes; a larger one is not an owner file, and is not read whole.
+MAX_OWNER_FILE_BYTES = 64 * 1024
+#: The fields the callers open or connect to: when present, text a path or a URL can be.
+PATH_FIELDS = ("database", "url", "credential_file")
 DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
 
 #: The SQL function the fence triggers call. Only connections the owner opens register it, so a
@@ -81,18 +88,14 @@ def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
     """
     db = pure_path(os.fspath(db)) if db is not None else db_file()
     path = owner_file(db)
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-    except (FileNotFoundError, NotADirectoryError):
+    text = _owner_text(path)
+    if text is None:
         return None  # no owner file can be there: local mode
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _invalid(f"{path} cannot be read: {exc}") from exc
     import json  # only when an owner file exists: local mode reads none
 
     try:
         config = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         raise _invalid(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(config, dict):
         raise _invalid(f"{path} is not a JSON object")
@@ -101,9 +104,54 @@ def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
     governed = config.get("database")
     if not isinstance(governed, str) or not governed:
         raise _invalid(f"{path} names no database")
+    for name in PATH_FIELDS:
+        value = config.get(name)
+        if (value is not None or name == "database") and not _usable_text(value):
+            raise _invalid(f"{name} in {path} must be UTF-8 text without a NUL, not {value!r}")
     if os.path.realpath(governed) != os.path.realpath(db):
         raise _invalid(f"{path} governs another database")
     return config
+
+
+def _owner_text(path: str) -> str | None:
+    """The owner file's text; None when there is none. Only a regular file is read (a FIFO there
+    would block every caller for good), and no further than an owner file can reach."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _invalid(f"{path} is not a regular file")
+        while size <= MAX_OWNER_FILE_BYTES and (chunk := os.read(fd, MAX_OWNER_FILE_BYTES + 1)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _invalid(f"{path} cannot be read: {exc}") from exc
+    finally:
+        os.close(fd)
+    if size > MAX_OWNER_FILE_BYTES:
+        raise _invalid(f"{path} is larger than an owner file ({MAX_OWNER_FILE_BYTES} bytes)")
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _invalid(f"{path} is not UTF-8 text: {exc}") from exc
+
+
+def _usable_text(value: object) -> bool:
+    """Text a path or a URL can be made of: no NUL, and UTF-8 (JSON can spell a lone
+    surrogate, `"\\ud800"`, which no file name or request line can carry)."""
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _invalid(detail: str) -> OwnerUnavailable:

@@ -41,19 +41,21 @@ __all__ = [
 
 
 def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None) -> float:
-    """`--max-pending-age`, else `COOP_STATUS_MAX_PENDING_AGE_S`, else 600 s."""
+    """`--max-pending-age`, else `COOP_STATUS_MAX_PENDING_AGE_S`, else 600 s: a positive, finite
+    number of seconds. nan would compare false with every age and switch the check off."""
     env = os.environ if environ is None else environ
-    if given_s is None:
-        raw = env.get("COOP_STATUS_MAX_PENDING_AGE_S", str(DEFAULT_MAX_PENDING_AGE_S))
-        try:
-            given_s = float(raw)
-        except ValueError:
-            raise UsageError(
-                f"COOP_STATUS_MAX_PENDING_AGE_S must be a number of seconds, not {raw!r}"
-            ) from None
-    if given_s <= 0:
-        raise UsageError(f"the maximum pending age must be positive, not {given_s}")
-    return given_s
+    if given_s is not None:
+        name, raw = "--max-pending-age", str(given_s)
+    else:
+        name = "COOP_STATUS_MAX_PENDING_AGE_S"
+        raw = env.get(name, str(DEFAULT_MAX_PENDING_AGE_S))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):  # false for nan as well
+        raise UsageError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
 
 
 def uncertain_receipts() -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
-from chief.args import OneLineParser
+from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig
 from chief.door.locks import ServeLock
@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="chief serve", description="Run the Coop notify door (loopback only)."
     )
     parser.add_argument("--host", help="loopback address to bind (default CHIEF_HOST)")
-    parser.add_argument("--port", type=int, help="port to bind, 0 for any (default CHIEF_PORT)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--port", type=port_number, help="port to bind, 0 for any (default CHIEF_PORT)"
+    )
+    args = parser.checked(parser.parse_args(argv))
     configure_logging()
     try:
         chief_config = ChiefConfig.from_env()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import math
 import os
 import stat
 import zoneinfo
@@ -35,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chief.door.pacing import QuietHours
 from chief.errors import DoorError
@@ -249,6 +251,11 @@ def _body_max(raw: str) -> int | None:
 
 def _api_base(raw: str) -> str:
     base = raw.strip()
+    try:
+        # A port past 65535 is not an error to the client: the socket layer takes it modulo 65536.
+        urlsplit(base).port  # noqa: B018 - raises ValueError out of range
+    except ValueError:
+        base = ""
     if not base.startswith(("http://", "https://")):
         raise DoorError(
             f"TELEGRAM_API_BASE={raw!r} must be an http(s) URL such as "
@@ -262,7 +269,7 @@ def _timeout(raw: str, engine_raw: str) -> float:
         engine_s = float(engine_raw)
     except ValueError:
         engine_s = -1.0
-    if not engine_s > 0:
+    if not 0 < engine_s < math.inf:  # false for nan; infinity would lift the bound below
         raise DoorError(
             f"COOP_CLIENT_TIMEOUT_S={engine_raw!r} must be a positive number of seconds (the "
             "door checks TELEGRAM_TIMEOUT_S against it)"

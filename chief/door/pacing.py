@@ -44,7 +44,7 @@ BACKOFF_MAX_S = 60.0
 BACKOFF_JITTER = 0.2
 # Float refill arithmetic may leave a token a few ulps short of whole: that is a whole token.
 TOKEN_EPSILON = 1e-9
-WINDOW = re.compile(r"^\s*(\d{2}:\d{2})\s*-\s*(\d{2}:\d{2})\s*$")
+WINDOW = re.compile(r"\s*(\d{2}:\d{2})\s*-\s*(\d{2}:\d{2})\s*")  # fullmatch: no `$`
 
 
 def utf16_units(text: str) -> int:
@@ -132,7 +132,7 @@ class QuietHours:
     @classmethod
     def parse(cls, raw: str, zone: tzinfo | None) -> QuietHours:
         """`HH:MM-HH:MM`, or `DoorError` naming TELEGRAM_QUIET_HOURS."""
-        match = WINDOW.match(raw)
+        match = WINDOW.fullmatch(raw)
         try:
             if match is None:
                 raise ValueError(raw)

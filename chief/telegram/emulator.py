@@ -438,7 +438,7 @@ def parse_fault(document: Any) -> Fault:
 
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
-    from chief.args import OneLineParser
+    from chief.args import OneLineParser, port_number
     from chief.logs import configure_logging
     from chief.loopback_http import is_loopback_host, run_server
 
@@ -446,7 +446,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="chief telegram-emulator",
         description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    parser.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help="0 picks a free port"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
     parser.add_argument("--log", type=Path, help="append every received message as JSON lines")
     parser.add_argument("--token", help="accept only this bot token (default: any)")
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="answer 429 past Telegram's flood limits (1/s per chat, 20/min per group, 30/s)",
     )
-    args = parser.parse_args(argv)
+    args = parser.checked(parser.parse_args(argv))
     configure_logging()
     if not is_loopback_host(args.host):
         print(

@@ -8,8 +8,16 @@
 
 Each invocation is a process start, so this package and everything it imports at the top stays
 on the standard library and the engine: no httpx, structlog or FastAPI on a verb's path.
-Usage errors (a missing actor, an unknown id, an empty title, a missing reason) print one line
-on stderr and exit 2; a lifecycle refusal prints its reason and exits 1; nothing is changed.
+Exit statuses, for every command:
+
+    0  done (`status --check`: nothing needs a person); `--help` and `--version` too
+    1  refused or failed: a lifecycle refusal, the database or the owner service unusable, a
+       folder or file the command needs unusable, `status --check` found something
+    2  usage: an unknown command or option, a missing actor, an unknown id, an empty title, a
+       missing reason, an argument no command takes (not UTF-8, a NUL, an integer past 64
+       bits, a nan or infinite number)
+
+Every refusal prints one line on stderr (two when the error has a detail) and changes nothing.
 """
 
 from __future__ import annotations
@@ -17,8 +25,8 @@ from __future__ import annotations
 import os
 import sys
 
-from engine.cli.tree import PROG, quick_parse
-from engine.errors import CoopError
+from engine.cli.tree import PROG, quick_parse, refusal
+from engine.errors import CoopError, UsageError
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -63,6 +71,9 @@ def _parse(words: list[str]) -> Args:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = _parse(words)
+    problem = refusal(args)
+    if problem is not None:
+        return _fail(UsageError(problem))
     if args.group == "serve":
         if getattr(args, "db", None):
             os.environ["COOP_DB"] = args.db

@@ -14,6 +14,10 @@ else (`--help`, an abbreviation, `--`, a missing or extra argument, a bad value)
 and argparse parses the line, printing its help or its one-line error. The equivalence is
 pinned by tests/unit/cli/test_cli_parse.py against argparse itself.
 
+`refusal` then holds the answer, whichever parse gave it, to what every command can take: text
+that is UTF-8 without a NUL, integers within SQLite's 64 bits, finite numbers. It reads the
+answer, not the table, so a new argument is held to it too (tests/fuzz/test_argv_fuzz.py).
+
 Standard library only, and no argparse.
 """
 
@@ -33,6 +37,11 @@ if TYPE_CHECKING:
 
 
 PROG = "coop"
+
+#: SQLite's integers: every id and count a command hands the ledger fits in 64 bits.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+_INFINITY = float("inf")
 
 
 class Exclusive:
@@ -218,6 +227,51 @@ def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
 def dest(names: tuple[str, ...], settings: dict[str, Any]) -> str:
     """The attribute an argument sets, as argparse names it."""
     return str(settings.get("dest") or names[0].lstrip("-").replace("-", "_"))
+
+
+def _label(group: str, verb: str | None, name: str) -> str:
+    """How `--help` names the argument behind the attribute `name`: its option, or the
+    positional in capitals (`TEXT`, `ID`)."""
+    for option, common in COMMON.items():
+        if common == name:
+            return option
+    for names, settings in COMMANDS[(group, verb)].arguments():
+        if dest(names, settings) == name:
+            return names[0] if names[0].startswith("-") else names[0].upper()
+    return name
+
+
+def _problem(value: object) -> str | None:
+    """What no command can take in a parsed value, or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # Python hands argv bytes that are not UTF-8 over as lone surrogates; no database,
+            # JSON body or terminal line can carry them.
+            return "is not valid UTF-8 (the shell passed bytes that are not UTF-8 text)"
+    elif isinstance(value, bool):
+        return None
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"is out of range: a whole number from {INT64_MIN} to {INT64_MAX}"
+    elif isinstance(value, float) and (value != value or value in (_INFINITY, -_INFINITY)):
+        return "must be a finite number"
+    return None
+
+
+def refusal(args: Any) -> str | None:
+    """The first parsed argument no command can take (text that is not UTF-8 or holds a NUL, an
+    integer past SQLite's 64 bits, a float that is nan or infinite), as one line naming it;
+    None when every argument can be taken. Checked on the parse's answer, argparse's or
+    `quick_parse`'s, so every argument of every command is held to it, a new one too."""
+    for name, value in vars(args).items():
+        problem = _problem(value)
+        if problem is not None:
+            return f"argument {_label(args.group, getattr(args, 'verb', None), name)} {problem}"
+    return None
 
 
 class _Unsure(Exception):
