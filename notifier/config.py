@@ -165,6 +165,12 @@ def _check_door_url(url: str) -> None:
         raise ConfigError(
             f"COOP_DOOR_URL must be an http(s) URL such as {DEFAULT_DOOR_URL}, not {url!r}"
         )
+    try:
+        port = parts.port
+    except ValueError:  # past 65535: httpx would take it modulo 65536
+        port = 0
+    if port == 0:
+        raise ConfigError(f"COOP_DOOR_URL's port must be from 1 to 65535, not in {url!r}")
 
 
 def read_service_key(path: Path) -> str:

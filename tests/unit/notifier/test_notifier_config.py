@@ -62,6 +62,9 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         ("COOP_BACKSTOP_S", "1e9"),
         ("COOP_DOOR_URL", "ftp://127.0.0.1/door"),
         ("COOP_DOOR_URL", "127.0.0.1:8765"),
+        # httpx would post to port 99999 modulo 65536, some other process's port.
+        ("COOP_DOOR_URL", "http://127.0.0.1:99999/door"),
+        ("COOP_DOOR_URL", "http://127.0.0.1:0/door"),
         ("COOP_BATCH_MAX", "0"),
         ("COOP_BATCH_MAX", "65"),
         ("COOP_BATCH_MAX", "8.5"),
