@@ -180,6 +180,9 @@ class TelegramQueueAnswer(BaseModel):
     next_attempt_in_s: float | None
     unmarked_sends: int
     messages_sent: int
+    sending_s: float | None = None
+    send_slow: bool = False
+    in_doubt_events: int = 0
 
 
 class StatusAnswer(BaseModel):

@@ -257,6 +257,7 @@ class DoorVerbs:
             "next_attempt_in_s": next_in_s,
             "unmarked_sends": 0 if ringer is None or ringer.unmarked is None else 1,
             "messages_sent": 0 if ringer is None else ringer.sent_messages,
+            **_send_in_flight(ringer, queue),
         }
 
     def _chief(self) -> ChiefPort:
@@ -265,6 +266,19 @@ class DoorVerbs:
             # host application mounting the router without a Chief.
             raise ChiefUnavailable("no Chief is open: set CHIEF_OWNER and restart the door")
         return self.chief
+
+
+def _send_in_flight(ringer: Ringer | None, queue: TelegramQueueStatus) -> dict[str, Any]:
+    """The send in flight (how long it waited, whether past the deadline) and the in-doubt
+    events chief.db recorded: sends whose rows may ring once more, marked."""
+    sending_s = None if ringer is None else ringer.sending_s()
+    return {
+        "sending_s": None if sending_s is None else round(sending_s, 3),
+        "send_slow": ringer is not None
+        and sending_s is not None
+        and sending_s > ringer.slow_after_s,
+        "in_doubt_events": queue.in_doubt_events,
+    }
 
 
 def _log_answer(bound: Any, answer: dict[str, Any]) -> None:
