@@ -39,8 +39,9 @@ and, for the door, the row's Telegram queue entry: one FULL commit, so a crash r
 still has both) and, when the caller may land it, the landing transaction all run in that one
 hop. `report_batch` is the door's batch route: the accept transaction of every row of a notify
 batch (all rows or none: a failure at any row rolls back the rows before it) and one landing,
-still one hop. The Telegram queue's other use cases (read the head, mark a message's rows sent
-and take them off the queue in one transaction, defer) are one hop each for the sender task.
+still one hop. The Telegram queue's other use cases (read the head, write a send's in-flight record
+before it goes out, mark a message's rows sent and take them off the queue in one transaction,
+defer, record the sends in doubt) are one hop each for the sender task.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 
