@@ -14,10 +14,12 @@ The deaths inside the send-to-mark window are also measured, from outside the do
 that the door recorded each of them as in doubt. Which crashes landed there is measured, not
 guessed, from three clocks of the same machine: the emulator's receipt time of each message,
 the door's sent mark of each row, and the test's own record of each door death (`DoorDeath`).
-A death landed in the window of row R when the dead instance's emulator received a message for
-R (between the instance's start and its successor listening) and R had no sent mark at the
-moment of death (its mark is later, or missing). A SIGKILL of the engine cannot ring twice:
-the door still marks the row, and the engine's resend finds the mark (`already_sent`).
+A death landed in the window of row R when the emulator received a message for R between the
+dead instance's start and its death (the emulator stamps a message when it keeps it, before it
+answers; a message after the death is the successor's, which may ring before the test sees it
+listening) and R had no sent mark at the moment of death (its mark is later, or missing). A
+SIGKILL of the engine cannot ring twice: the door still marks the row, and the engine's resend
+finds the mark (`already_sent`).
 
 The door's sender may carry several rows in one Telegram message (a digest: "N updates", then
 each row's text, separated by a blank line), and a repeat after an in-doubt event starts with
@@ -78,7 +80,7 @@ class DoorDeath:
 
     started_at: float  # just before the instance was spawned
     died_at: float  # just before the SIGKILL, or once its fault exit was seen
-    back_at: float  # once its successor logged that it listens
+    back_at: float  # once its successor logged that it listens (for the record)
 
 
 class Producers:
@@ -261,7 +263,7 @@ def window_deaths(stack: ProofStack, deaths: list[DoorDeath]) -> int:
     found = 0
     for death in deaths:
         for row, times in sent.items():
-            by_this_instance = any(death.started_at <= t < death.back_at for t in times)
+            by_this_instance = any(death.started_at <= t <= death.died_at for t in times)
             mark = marks.get(row)
             if by_this_instance and (mark is None or mark > death.died_at):
                 found += 1
