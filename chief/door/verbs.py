@@ -272,11 +272,10 @@ def _send_in_flight(ringer: Ringer | None, queue: TelegramQueueStatus) -> dict[s
     """The send in flight (how long it waited, whether past the deadline) and the in-doubt
     events chief.db recorded: sends whose rows may ring once more, marked."""
     sending_s = None if ringer is None else ringer.sending_s()
+    slow = ringer is not None and sending_s is not None and sending_s > ringer.slow_after_s
     return {
         "sending_s": None if sending_s is None else round(sending_s, 3),
-        "send_slow": ringer is not None
-        and sending_s is not None
-        and sending_s > ringer.slow_after_s,
+        "send_slow": slow,
         "in_doubt_events": queue.in_doubt_events,
     }
 

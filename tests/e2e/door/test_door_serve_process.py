@@ -97,6 +97,31 @@ def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_m
     assert door.terminate() == 0
 
 
+def test_door_stopped_while_a_send_waits_past_its_deadline_repeats_it_once_marked(
+    harness: Harness,
+) -> None:
+    """SIGTERM waits TELEGRAM_TIMEOUT_S (+1 s) for the send in flight; one still unanswered is
+    left in flight in chief.db (the door exits 0), and the next start repeats it once, marked."""
+    harness.emulator.arm(parse_fault({"mode": "delay", "delay_s": 60.0}))
+    door = spawn_door(harness.env(TELEGRAM_TIMEOUT_S="1"))
+    assert harness.notify(door, body("44", text="todo #44 done: slow")).status_code == 200
+    wait_until_sync(
+        lambda: harness.status(door)["telegram_queue"]["send_slow"],
+        timeout_s=15,
+        what="the send to be slow",
+    )
+    assert door.terminate() == 0
+    assert harness.sent_marks("44") == 0
+    door = spawn_door(harness.env(TELEGRAM_TIMEOUT_S="1"))
+    wait_until_sync(lambda: harness.sent_marks("44") == 1, timeout_s=15, what="the mark")
+    assert harness.emulator.texts() == [
+        "todo #44 done: slow",
+        REPEAT_MARKER + "todo #44 done: slow",
+    ]
+    assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
+    assert door.terminate() == 0
+
+
 def test_door_crash_after_report_rings_once_after_restart(harness: Harness) -> None:
     document = body("42", text="todo #42 done: crash after report")
     door = spawn_door(harness.env(COOP_TEST_FAULTS="door.after_report"))
