@@ -1,8 +1,8 @@
 """The door's Telegram sender task: it drains the durable Telegram queue in chief.db, in order.
 
     loop:
-      a send in doubt, unrecorded? record it first (at start: the sends the last run left in
-                                   flight, each one in-doubt event)
+      a send in doubt, unrecorded?  record it first (at start: each send the last run left in
+                                   flight is one in-doubt event)
       a sent-but-unmarked message?  write its mark first (a full disk must not ring twice)
       the queue's head             none: sleep until nudged
                                    deferred: sleep until its next attempt
@@ -23,9 +23,9 @@
 The queue is durable, so a restart resumes it. A late reply is not a lost one: a send past the
 door's deadline (`TELEGRAM_TIMEOUT_S`, `slow_after_s` here) shows as slow in the status and is
 still awaited; its answer marks its rows. A row rings again only after an in-doubt event that
-carried it, once per event: the door died between the send and the mark (known at the start
-from the in-flight record, not guessed), the connection dropped after the request went out, or
-the late-reply bound passed.
+carried it, once per event: the door died (or a stop cancelled the send) between the send and
+the mark (known at the start from the in-flight record, not guessed), the connection dropped
+after the request went out, or the late-reply bound passed.
 
 A notify waits for its own ring only briefly (`ring_wait`), and only when it could ring at once:
 the sender is not backing off, no entry is ahead of it, and a token is free. Otherwise the door
