@@ -47,6 +47,7 @@ from chief.model import (
 from chief.store import (
     BatchReported,
     ChiefStore,
+    InDoubt,
     NotifyRow,
     QueuedRing,
     Reported,
@@ -354,6 +355,15 @@ class Chief:
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
         """Record a failed try of these entries and when to try again."""
         await self._store.defer_rings(seqs, next_attempt_at, error)
+
+    async def begin_send(self, seqs: list[int], send_id: str) -> None:
+        """Record durably, before the send, that send `send_id` carries these entries."""
+        await self._store.begin_send(seqs, send_id)
+
+    async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]:
+        """Turn each send still in flight into an in-doubt event (its rows ring once more, as
+        one group, marked); with `next_attempt_at`, not before it."""
+        return await self._store.record_doubts(reason, next_attempt_at)
 
     async def telegram_status(self) -> TelegramQueueStatus:
         """The Telegram queue as an operator sees it."""

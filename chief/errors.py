@@ -8,7 +8,8 @@
     │                           (sqlite3 errors are translated into this in chief/store.py only)
     ├── DoorError               the notify door's branch (subclasses live here, added by the door)
     └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
-        │                       Telegram's own Retry-After when it gave one
+        │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
+        │                       request went out and no answer came back (it may have rung)
         └── TelegramRefused     Telegram refuses the bot or the chat for good (a bad token, an
                                 unknown chat, a bot the owner blocked) until a person acts;
                                 `kind`, `answer` and `action` say which and what to do
@@ -47,10 +48,18 @@ class DoorError(ChiefError):
 class TelegramUnavailable(ChiefError):
     """Telegram did not accept the message — the engine will retry the row later."""
 
-    def __init__(self, message: str | None = None, *, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after_s: float | None = None,
+        in_doubt: bool = False,
+    ) -> None:
         super().__init__(message)
         # Telegram's own flood-control wait, passed on as the door's Retry-After.
         self.retry_after_s = retry_after_s
+        # The request went out and its answer never came: Telegram may have taken the message.
+        self.in_doubt = in_doubt
 
 
 class TelegramRefused(TelegramUnavailable):

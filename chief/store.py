@@ -8,7 +8,16 @@ Tables (schema version in PRAGMA user_version, migrated on open):
     chief_report_outbox  one row per report key; `message_id`/`landed_at` set when it lands
     coop_notify_sent     the notify door's record of which Coop outbox rows rang Telegram
     telegram_queue       what the door's sender task still has to ring, in order (seq); a row
-                         is queued in the report's transaction and leaves in its sent mark's
+                         is queued in the report's transaction and leaves in its sent mark's.
+                         `send_id` is the in-flight record: written (FULL) before a send that
+                         carries the entry, cleared when the send failed; an entry still
+                         carrying one at the door's start was sent or not, nobody knows.
+                         `repeat_of` names the in-doubt send the entry rings again with, as one
+                         group, marked as a possible repeat
+    telegram_doubts      the in-doubt events, one row per entry each carried: a send whose
+                         outcome the door could not know (it died between send and mark, the
+                         answer was lost, the late-reply bound passed); kept as the record an
+                         operator and the proof suite compare the repeats with
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -30,8 +39,9 @@ and, for the door, the row's Telegram queue entry: one FULL commit, so a crash r
 still has both) and, when the caller may land it, the landing transaction all run in that one
 hop. `report_batch` is the door's batch route: the accept transaction of every row of a notify
 batch (all rows or none: a failure at any row rolls back the rows before it) and one landing,
-still one hop. The Telegram queue's other use cases (read the head, mark a message's rows sent
-and take them off the queue in one transaction, defer) are one hop each for the sender task.
+still one hop. The Telegram queue's other use cases (read the head, write a send's in-flight record
+before it goes out, mark a message's rows sent and take them off the queue in one transaction,
+defer, record the sends in doubt) are one hop each for the sender task.
 sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 """
 
@@ -109,6 +119,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             attempts INTEGER NOT NULL DEFAULT 0,
             next_attempt_at REAL NOT NULL DEFAULT 0,
             last_error TEXT
+        )""",
+    ),
+    (
+        "ALTER TABLE telegram_queue ADD COLUMN send_id TEXT",
+        "ALTER TABLE telegram_queue ADD COLUMN repeat_of TEXT",
+        """CREATE TABLE telegram_doubts (
+            send_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            outbox_id TEXT,
+            reason TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            PRIMARY KEY (send_id, seq)
         )""",
     ),
 )
@@ -447,6 +469,16 @@ class QueuedRing:
     text: str
     attempts: int
     next_attempt_at: float  # unix seconds; 0 when never tried
+    repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
+
+
+@dataclass(frozen=True)
+class InDoubt:
+    """One in-doubt event: the send `send_id` and the entries it carried, in order."""
+
+    send_id: str
+    seqs: list[int]
+    outbox_ids: list[str]
 
 
 @dataclass(frozen=True)
@@ -457,15 +489,58 @@ class TelegramQueueStatus:
     oldest_queued_at: str | None
     last_error: str | None
     next_attempt_at: float | None  # unix seconds of the head's next try, when it was deferred
+    in_doubt_events: int = 0  # sends whose outcome the door could not know, since chief.db began
 
 
 def _telegram_head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
     rows = conn.execute(
-        "SELECT seq, outbox_id, text, attempts, next_attempt_at FROM telegram_queue "
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of FROM telegram_queue "
         "ORDER BY seq LIMIT ?",
         (limit,),
     ).fetchall()
-    return [QueuedRing(int(a), b, str(c), int(d), float(e)) for a, b, c, d, e in rows]
+    return [QueuedRing(int(a), b, str(c), int(d), float(e), f) for a, b, c, d, e, f in rows]
+
+
+def _begin_send(conn: sqlite3.Connection, seqs: list[int], send_id: str) -> None:
+    """The in-flight record of a send, committed (FULL) before the send goes out."""
+    conn.executemany(
+        "UPDATE telegram_queue SET send_id = ? WHERE seq = ?", [(send_id, seq) for seq in seqs]
+    )
+
+
+def _record_doubts(
+    conn: sqlite3.Connection, reason: str, next_attempt_at: float | None
+) -> list[InDoubt]:
+    """Every send still in flight becomes one in-doubt event: its entries are recorded in
+    telegram_doubts, keep the group they ring again with (`repeat_of`: the first in-doubt send
+    of the group) and lose the in-flight mark; with `next_attempt_at`, they are deferred to it
+    (a failed try) too."""
+    rows = conn.execute(
+        "SELECT send_id, seq, outbox_id FROM telegram_queue WHERE send_id IS NOT NULL ORDER BY seq"
+    ).fetchall()
+    events: dict[str, InDoubt] = {}
+    for send_id, seq, outbox_id in rows:
+        event = events.setdefault(str(send_id), InDoubt(str(send_id), [], []))
+        event.seqs.append(int(seq))
+        if outbox_id is not None:
+            event.outbox_ids.append(str(outbox_id))
+    now = _utc_now()
+    conn.executemany(
+        "INSERT OR IGNORE INTO telegram_doubts (send_id, seq, outbox_id, reason, recorded_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(str(send_id), int(seq), outbox_id, reason, now) for send_id, seq, outbox_id in rows],
+    )
+    conn.execute(
+        "UPDATE telegram_queue SET repeat_of = COALESCE(repeat_of, send_id), send_id = NULL "
+        "WHERE send_id IS NOT NULL"
+    )
+    if next_attempt_at is not None and rows:
+        conn.executemany(
+            "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, "
+            "last_error = ? WHERE seq = ?",
+            [(next_attempt_at, reason, int(seq)) for _, seq, _ in rows],
+        )
+    return list(events.values())
 
 
 def _mark_rung(
@@ -486,8 +561,8 @@ def _defer_rings(
     conn: sqlite3.Connection, seqs: list[int], next_attempt_at: float, error: str
 ) -> None:
     conn.executemany(
-        "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
-        "WHERE seq = ?",
+        "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, "
+        "send_id = NULL WHERE seq = ?",
         [(next_attempt_at, error, seq) for seq in seqs],
     )
 
@@ -499,7 +574,8 @@ def _telegram_status(conn: sqlite3.Connection) -> TelegramQueueStatus:
     ).fetchone()
     last_error = head[0] if head else None
     next_at = float(head[1]) if head and int(head[2]) > 0 else None
-    return TelegramQueueStatus(int(depth), oldest, last_error, next_at)
+    (doubts,) = conn.execute("SELECT COUNT(DISTINCT send_id) FROM telegram_doubts").fetchone()
+    return TelegramQueueStatus(int(depth), oldest, last_error, next_at, int(doubts))
 
 
 def _notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
@@ -761,8 +837,19 @@ class ChiefStore:
         await self._hop(_write, _mark_rung, seqs, outbox_ids, telegram_message_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
-        """Count a failed try of these entries and when to try again."""
+        """Count a failed try of these entries and when to try again (nothing rang: their
+        in-flight record is cleared)."""
         await self._hop(_write, _defer_rings, seqs, next_attempt_at, error)
+
+    async def begin_send(self, seqs: list[int], send_id: str) -> None:
+        """Record, durably and before the send, that `send_id` carries these entries."""
+        await self._hop(_write, _begin_send, seqs, send_id)
+
+    async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]:
+        """One transaction: each send still in flight becomes an in-doubt event (recorded, and
+        its entries kept as one group to ring again, marked); with `next_attempt_at`, deferred
+        to it. The events, each with its entries."""
+        return await self._hop(_write, _record_doubts, reason, next_attempt_at)
 
     async def telegram_status(self) -> TelegramQueueStatus:
         """Depth, oldest entry, the head's last error and next try."""

@@ -6,7 +6,8 @@ then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Ch
 sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left);
 with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM (any
 number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
-in flight (bounded by TELEGRAM_TIMEOUT_S), closes the Chief and the Bot, and exits 0.
+in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
+chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits 0.
 
 Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
 unusable), 2 for a wrong setting.
@@ -156,6 +157,7 @@ def build_ringer(
         sender if metrics is None else metered(sender, metrics),
         chat_id=sender.chat_id,
         quiet_hours=config.telegram_quiet_hours,
+        slow_after_s=config.telegram_timeout_s,
         **options,
     )
 

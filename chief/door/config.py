@@ -8,7 +8,9 @@
     TELEGRAM_BOT_TOKEN     unset: Telegram not configured (set both or neither)
     TELEGRAM_CHAT_ID       unset           the owner's chat (numeric id or @name)
     TELEGRAM_API_BASE      https://api.telegram.org/bot   the emulator's: http://127.0.0.1:P/bot
-    TELEGRAM_TIMEOUT_S     10              one deadline over each Telegram send (getMe included);
+    TELEGRAM_TIMEOUT_S     10              the Telegram deadline: getMe and a send's connect and
+                                           write; past it a send still answered is only slow,
+                                           awaited up to 6 x this (sender.LATE_REPLY_FACTOR);
                                            at most COOP_CLIENT_TIMEOUT_S - 2 s - 1 s (12 s)
     COOP_CLIENT_TIMEOUT_S  15              the engine's client timeout, read only for that check
     TELEGRAM_QUIET_HOURS   unset: off      e.g. 22:00-07:00: messages go out silently inside it
@@ -106,7 +108,8 @@ class DoorConfig:
     telegram_chat_id: str | None
     #: `TELEGRAM_API_BASE`: the Bot API base URL the token is appended to.
     telegram_api_base: str
-    #: `TELEGRAM_TIMEOUT_S`: the bound on each Telegram call.
+    #: `TELEGRAM_TIMEOUT_S`: the Telegram deadline (a sendMessage that went out is awaited
+    #: up to `LATE_REPLY_FACTOR` times it).
     telegram_timeout_s: float
     #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
     telegram_quiet_hours: QuietHours | None = None

@@ -10,7 +10,9 @@ entries pile up into one digest. The bucket runs slightly under Telegram's limit
 
 The digest: the entries still to ring, in order, joined into as few messages as fit the Bot
 API's 4,096 UTF-16 units, each headed with its count ("3 updates"). One entry rings alone, as
-its own text, with no header.
+its own text, with no header. A repeat after an in-doubt send (the door could not know whether
+Telegram took it) is the same group's message behind `REPEAT_MARKER`; every message leaves room
+for the marker, so the repeat of a group always fits one message, as the group did.
 
 Quiet hours: a window in the owner's time zone (`22:00-07:00` crosses midnight) inside which
 messages go out with `disable_notification`: delivered, in order, silently.
@@ -29,6 +31,8 @@ MAX_TELEGRAM_UTF16_UNITS = 4096
 DIGEST_SEPARATOR = "\n\n"
 # A digest carries at most this many entries (the sender reads no further down the queue).
 MAX_DIGEST_ENTRIES = 256
+# The start of a repeat whose first ring may have reached the owner (an in-doubt send).
+REPEAT_MARKER = "(possible repeat) "
 
 # Telegram: about 1 message/s per private chat, 20/min per group. The bucket stays under both
 # (a burst of 2, not the emulator's 3; a token every 1.1 s, not 1.0), so clock skew between the
@@ -87,14 +91,20 @@ def digest_header(count: int) -> str:
     return f"{count} updates"
 
 
-def compose(texts: list[str]) -> tuple[int, str]:
+def compose(texts: list[str], *, repeat: bool = False) -> tuple[int, str]:
     """(how many of `texts`, from the first, one message carries; its text). One entry alone is
-    its own text; more are a digest headed with their count, as many as fit 4,096 UTF-16 units.
-    An entry too wide to share a message rings alone (cut by the sender if it must be)."""
+    its own text; more are a digest headed with their count, as many as fit 4,096 UTF-16 units
+    with room left for `REPEAT_MARKER`, which starts the text when `repeat`. An entry too wide
+    to share a message rings alone (cut by the sender if it must be)."""
+    count, text = _compose(texts)
+    return count, (REPEAT_MARKER + text if repeat else text)
+
+
+def _compose(texts: list[str]) -> tuple[int, str]:
     if len(texts) <= 1:
         return len(texts), texts[0] if texts else ""
     separator = utf16_units(DIGEST_SEPARATOR)
-    used = 0
+    used = utf16_units(REPEAT_MARKER)
     count = 0
     for text in texts[:MAX_DIGEST_ENTRIES]:
         width = separator + utf16_units(text)

@@ -1,24 +1,34 @@
 """The door's Telegram sender task: it drains the durable Telegram queue in chief.db, in order.
 
     loop:
+      a send in doubt, unrecorded?  record it first (at start: each send the last run left in
+                                   flight is one in-doubt event)
       a sent-but-unmarked message?  write its mark first (a full disk must not ring twice)
       the queue's head             none: sleep until nudged
                                    deferred: sleep until its next attempt
       a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
-      compose                      one entry alone, or a digest of as many as fit (pacing.py)
-      send                         one overall deadline (TELEGRAM_TIMEOUT_S); silently in quiet
-                                   hours; under the row locks of every entry it carries
+      compose                      one entry alone, or a digest of as many as fit (pacing.py);
+                                   a group in doubt alone, the same entries, behind the marker
+      in flight                    the carried entries' send id, committed (FULL) before the send
+      send                         awaited up to the late-reply bound (sender.py); silently in
+                                   quiet hours; under the row locks of every entry it carries
       mark                         every carried row sent with the message's id and off the
                                    queue, one transaction, shielded from cancellation
-      on failure                   the carried entries deferred: backoff, or Telegram's own
-                                   Retry-After when longer; the order stays (the head waits)
+      on failure                   nothing rang: the carried entries deferred (backoff, or
+                                   Telegram's own Retry-After when longer); the head waits
+      in doubt                     the request went out, no answer came: one in-doubt event,
+                                   recorded; the same entries ring once more after the backoff,
+                                   as one group, marked as a possible repeat
       on a permanent refusal       (a bad token, an unknown chat, a bot the owner blocked) the
                                    same, at the backoff cap, logged once until a send goes
                                    through (`door.telegram_refused`, with what to do)
 
-The queue is durable, so a restart resumes it. The one window that can ring twice: a crash
-between the send and the mark (the entries are still queued when the door comes back), and a
-reply that comes after the deadline (the send counted as failed and is tried again).
+The queue is durable, so a restart resumes it. A late reply is not a lost one: a send past the
+door's deadline (`TELEGRAM_TIMEOUT_S`, `slow_after_s` here) shows as slow in the status and is
+still awaited; its answer marks its rows. A row rings again only after an in-doubt event that
+carried it, once per event: the door died (or a stop cancelled the send) between the send and
+the mark (known at the start from the in-flight record, not guessed), the connection dropped
+after the request went out, or the late-reply bound passed.
 
 A notify waits for its own ring only briefly (`ring_wait`), and only when it could ring at once:
 the sender is not backing off, no entry is ahead of it, and a token is free. Otherwise the door
@@ -28,8 +38,10 @@ answers "telegram": "queued" at once, so Telegram never holds back the engine's 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,7 +65,7 @@ from chief.faults import fault
 from chief.telegram.sender import TelegramSender
 
 if TYPE_CHECKING:  # the store loads when the door starts
-    from chief.store import QueuedRing
+    from chief.store import InDoubt, QueuedRing
 
 log = structlog.get_logger("chief.door")
 
@@ -65,6 +77,10 @@ MARK_RETRY_S = 1.0
 # After the queue could not be read (chief.db), or any other failure of a turn, the sender tries
 # again after this long.
 READ_RETRY_S = 1.0
+# A send still unanswered after this long shows as slow (the door's TELEGRAM_TIMEOUT_S).
+DEFAULT_SLOW_AFTER_S = 10.0
+# Why the sends found in flight at the start are in doubt.
+RESTART_DOUBT = "the door stopped between a send and its sent mark; the send may have rung"
 
 
 class RingQueue(Protocol):
@@ -75,6 +91,8 @@ class RingQueue(Protocol):
         self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
     ) -> None: ...
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None: ...
+    async def begin_send(self, seqs: list[int], send_id: str) -> None: ...
+    async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]: ...
 
 
 @dataclass
@@ -101,6 +119,7 @@ class Ringer:
         *,
         chat_id: str,
         quiet_hours: QuietHours | None = None,
+        slow_after_s: float = DEFAULT_SLOW_AFTER_S,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -108,6 +127,7 @@ class Ringer:
         self.sender = sender
         self.chat_id = chat_id
         self.quiet_hours = quiet_hours
+        self.slow_after_s = slow_after_s
         self._wall_clock = wall_clock
         self._monotonic = monotonic
         burst, interval_s = pacing_for(chat_id)
@@ -122,6 +142,12 @@ class Ringer:
         #: the last failed send, for the door's status; None once a send succeeds
         self.failure: TelegramUnavailable | None = None
         self.sent_messages = 0
+        #: in-doubt events this run recorded (chief.db keeps every run's: the status shows those)
+        self.in_doubt_events = 0
+        # (reason, next attempt) of sends in doubt not recorded yet: at the start, whatever the
+        # last run left in flight.
+        self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
+        self._sending_since: float | None = None
         #: set when `run` has returned (after `stop()`, the iteration in flight finished)
         self.stopped = anyio.Event()
 
@@ -155,6 +181,11 @@ class Ringer:
             and self.unmarked is None
             and bucket.wait_s(self._monotonic()) == 0.0
         )
+
+    def sending_s(self) -> float | None:
+        """How long the send in flight has waited for Telegram (None: no send in flight)."""
+        since = self._sending_since
+        return None if since is None else max(0.0, self._monotonic() - since)
 
     def unmarked_message_id(self, outbox_id: str) -> int | None:
         """The message that carried `outbox_id` when its mark has not been written yet."""
@@ -227,6 +258,8 @@ class Ringer:
 
     async def _step(self) -> float:
         """One turn of the loop; how long to pause after it (0: go on at once)."""
+        if self._doubt is not None:
+            return 0.0 if await self._record_doubt(*self._doubt) else MARK_RETRY_S
         if self.unmarked is not None:
             return 0.0 if await self._mark(self.unmarked) else MARK_RETRY_S
         try:
@@ -246,23 +279,31 @@ class Ringer:
         if token_in_s > 0:
             return token_in_s
         bucket.take(self._monotonic())
-        await self._ring(head)
-        return 0.0
+        return await self._ring(head)
 
-    async def _ring(self, head: list[QueuedRing]) -> None:
-        count, text = compose([entry.text for entry in head])
-        carried = head[:count]
+    async def _ring(self, head: list[QueuedRing]) -> float:
+        carried, text = next_message(head)
         seqs = [entry.seq for entry in carried]
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
         silent = self.quiet_hours is not None and self.quiet_hours.is_quiet(self._wall_clock())
-        bound = log.bind(outbox_ids=outbox_ids, entries=count)
+        repeat = carried[0].repeat_of is not None
+        bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
+        try:
+            # The in-flight record: a death from here to the mark is known at the next start.
+            await self.queue.begin_send(seqs, uuid.uuid4().hex)
+        except ChiefError as exc:
+            log.error("door.telegram_queue_failed", error=str(exc))
+            return READ_RETRY_S
         async with self._hold(outbox_ids):
             try:
-                telegram_id = await self.sender.send(text, silent=silent)
+                telegram_id = await self._send(text, silent, bound)
             except TelegramUnavailable as exc:
-                await self._defer(carried, exc, bound)
+                if exc.in_doubt:
+                    await self._in_doubt(carried, exc)
+                else:
+                    await self._defer(carried, exc, bound)
                 self._answer_waiters(seqs, None)  # they answer "queued" now, not at their bound
-                return
+                return 0.0
             fault("door.after_telegram_send")
             self.sent_messages += 1
             self.last_error = None
@@ -271,6 +312,49 @@ class Ringer:
             with anyio.CancelScope(shield=True):
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id))
         self._answer_waiters(seqs, telegram_id)
+        return 0.0
+
+    async def _send(self, text: str, silent: bool, bound: Any) -> int:
+        """The send, timed: one past the door's deadline is logged as slow when it ends."""
+        started = self._sending_since = self._monotonic()
+        try:
+            return await self.sender.send(text, silent=silent)
+        finally:
+            self._sending_since = None
+            waited_s = self._monotonic() - started
+            if waited_s > self.slow_after_s:
+                bound.warning(
+                    "door.send_slow", waited_s=round(waited_s, 3), deadline_s=self.slow_after_s
+                )
+
+    async def _in_doubt(self, carried: list[QueuedRing], exc: TelegramUnavailable) -> None:
+        """The request went out and no answer came: one in-doubt event; the same entries ring
+        again after the backoff, as one group, marked."""
+        wait_s = backoff_s(carried[0].attempts + 1)
+        self._backing_off = True
+        self.last_error = exc.message
+        await self._record_doubt(exc.message, self._wall_clock().timestamp() + wait_s)
+
+    async def _record_doubt(self, reason: str, next_attempt_at: float | None) -> bool:
+        """Record every send in flight as in doubt; on a chief.db failure keep it to record
+        before anything else rings (else its rows would ring again unmarked, uncounted)."""
+        try:
+            events = await self.queue.record_doubts(reason, next_attempt_at)
+        except ChiefError as exc:
+            self._doubt = (reason, next_attempt_at)
+            log.error("door.telegram_queue_failed", error=str(exc))
+            return False
+        self._doubt = None
+        for event in events:
+            self.in_doubt_events += 1
+            log.warning(
+                "door.send_in_doubt",
+                send_id=event.send_id,
+                outbox_ids=event.outbox_ids,
+                entries=len(event.seqs),
+                reason=reason,
+            )
+        return True
 
     def _answer_waiters(self, seqs: list[int], telegram_id: int | None) -> None:
         for seq in seqs:
@@ -331,6 +415,16 @@ class Ringer:
             return False
         self.unmarked = None
         return True
+
+
+def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
+    """The entries the next message carries, from the head, and its text: a group in doubt
+    alone and whole (never grown), behind the repeat marker; else as many fresh entries as fit
+    one message (none in doubt: those wait at the head)."""
+    group = head[0].repeat_of
+    same = list(itertools.takewhile(lambda entry: entry.repeat_of == group, head))
+    count, text = compose([entry.text for entry in same], repeat=group is not None)
+    return same[:count], text
 
 
 class _Holding:

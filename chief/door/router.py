@@ -232,6 +232,9 @@ class TelegramQueueAnswer(BaseModel):
     unmarked_sends: int
     messages_sent: int
     refusal: TelegramRefusalAnswer | None = None
+    sending_s: float | None = None
+    send_slow: bool = False
+    in_doubt_events: int = 0
 
 
 class StatusAnswer(BaseModel):

@@ -274,6 +274,7 @@ class DoorVerbs:
             "unmarked_sends": 0 if ringer is None or ringer.unmarked is None else 1,
             "messages_sent": 0 if ringer is None else ringer.sent_messages,
             "refusal": _refusal(ringer.refusal if ringer else None),
+            **_send_in_flight(ringer, queue),
         }
 
     def _chief(self) -> ChiefPort:
@@ -289,6 +290,18 @@ def _refusal(refused: TelegramRefused | None) -> dict[str, str] | None:
     if refused is None:
         return None
     return {"kind": refused.kind, "answer": refused.answer, "action": refused.action}
+
+
+def _send_in_flight(ringer: Ringer | None, queue: TelegramQueueStatus) -> dict[str, Any]:
+    """The send in flight (how long it waited, whether past the deadline) and the in-doubt
+    events chief.db recorded: sends whose rows may ring once more, marked."""
+    sending_s = None if ringer is None else ringer.sending_s()
+    slow = ringer is not None and sending_s is not None and sending_s > ringer.slow_after_s
+    return {
+        "sending_s": None if sending_s is None else round(sending_s, 3),
+        "send_slow": slow,
+        "in_doubt_events": queue.in_doubt_events,
+    }
 
 
 def _log_answer(bound: Any, answer: dict[str, Any]) -> None:

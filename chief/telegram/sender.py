@@ -21,6 +21,18 @@ subclass `TelegramRefused`, named with what a person does about them:
     Forbidden (any other)              403 Forbidden: bot was kicked ..., ...       forbidden
 
 PTB's own words for a rejected token carry the token; the translation never does.
+
+Timeouts. A send has two bounds. getMe (only while the Bot is not initialised) and every phase
+of sendMessage that comes before Telegram can have the message (waiting for a pooled
+connection, connecting, writing the request) are bounded by `TELEGRAM_TIMEOUT_S`: past it the
+send failed and nothing rang. Once sendMessage's request is written, its answer is awaited up to
+the late-reply bound, `LATE_REPLY_FACTOR` x `TELEGRAM_TIMEOUT_S` (PTB's per-request
+`read_timeout`, and one overall deadline over the call): a late answer is not a lost one, and it
+still carries the message id. A send whose request went out and whose answer never came (the
+bound passed, or the connection dropped while the answer was awaited: `AnswerLost`) is *in
+doubt*: Telegram may have rung the phone. It is `TelegramUnavailable(in_doubt=True)`, and the
+door repeats its rows once, marked (`chief.door.ringer`). The door's own deadline for a slow
+send (what it tells its status) is the ringer's.
 """
 
 from __future__ import annotations
@@ -55,6 +67,14 @@ log = structlog.get_logger("chief.telegram")
 
 # A handful of connections: the door sends one row at a time, retries of a row wait on its lock.
 CONNECTION_POOL_SIZE = 8
+# How long the answer to a sendMessage that went out is awaited, in TELEGRAM_TIMEOUT_S: a reply
+# later than this is taken as lost (the send is in doubt). 6 x the default 10 s is one minute.
+LATE_REPLY_FACTOR = 6.0
+
+
+class AnswerLost(NetworkError):
+    """The request was written and its answer never came (read timeout, dropped connection):
+    Telegram may have acted on it."""
 
 
 MAX_TELEGRAM_UTF16_UNITS = 4096
@@ -65,7 +85,8 @@ class TelegramSender(Protocol):
         """Send `text` to the owner's chat (`silent`: with disable_notification); return
         Telegram's message id.
 
-        Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure."""
+        Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure, with
+        `in_doubt` when the request went out and its answer never came (it may have rung)."""
         ...
 
 
@@ -159,7 +180,12 @@ class TransportRequest(BaseRequest):
                     "Pool timeout: every connection to the Bot API is busy; the request was not "
                     "sent"
                 ) from exc
+            if isinstance(exc, httpx.ReadTimeout):
+                raise AnswerLost("no answer within the read timeout; the request was sent") from exc
             raise TimedOut from exc
+        except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
+            # The request went out (a write or connect error is raised before this point).
+            raise AnswerLost(f"httpx.{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
             raise NetworkError(f"httpx.{type(exc).__name__}: {exc}") from exc
         return response.status_code, content
@@ -207,6 +233,8 @@ class BotSender:
         os.environ.setdefault("PTB_TIMEDELTA", "true")
         self._bot = Bot(token, base_url=base_url, request=request)
         self._timeout_s = timeout_s
+        #: how long a sendMessage that went out is awaited (see Timeouts above)
+        self.late_bound_s = LATE_REPLY_FACTOR * timeout_s
         self._chat_id: int | str = int(chat_id) if _is_int(chat_id) else chat_id
         #: the chat as configured, for pacing
         self.chat_id = chat_id
@@ -226,27 +254,45 @@ class BotSender:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
     async def send(self, text: str, *, silent: bool = False) -> int:
-        # One deadline over the whole send. PTB's timeouts are per call and per phase (connect,
-        # write, each read, pool wait), and a send may need getMe first: a slow getMe followed
-        # by a stuck sendMessage once took the door past the engine's client timeout.
+        # One deadline over each call, not PTB's per-phase timeouts alone (each read, each
+        # phase): a slow getMe followed by a stuck sendMessage once took the door past the
+        # engine's client timeout. getMe touches no chat: its deadline is TELEGRAM_TIMEOUT_S.
         with anyio.move_on_after(self._timeout_s) as deadline:
-            return await self._send(text, silent)
+            await self._initialize()
         if deadline.cancelled_caught:
             raise TelegramUnavailable(
-                f"Telegram did not answer within {self._timeout_s:g} s (TELEGRAM_TIMEOUT_S); "
-                "retry later"
+                f"Telegram did not answer getMe within {self._timeout_s:g} s "
+                "(TELEGRAM_TIMEOUT_S); retry later"
             )
-        raise AssertionError("unreachable: the send returned or its deadline passed")
+        with anyio.move_on_after(self.late_bound_s) as bound:
+            return await self._send(text, silent)
+        if bound.cancelled_caught:
+            raise TelegramUnavailable(
+                f"Telegram did not answer sendMessage within {self.late_bound_s:g} s (the "
+                f"late-reply bound, {LATE_REPLY_FACTOR:g} x TELEGRAM_TIMEOUT_S); it may have "
+                "rung: the door repeats its rows once, marked",
+                in_doubt=True,
+            )
+        raise AssertionError("unreachable: the send returned or its bound passed")
 
     async def _send(self, text: str, silent: bool) -> int:
-        await self._initialize()
         try:
             # The public Bot.send_message, not the private Bot._post under it: parsing the whole
             # Message costs ~0.15 ms per send, cheaper than a door that breaks on a library
-            # upgrade.
+            # upgrade. Connect, write and pool waits keep TELEGRAM_TIMEOUT_S (nothing was sent
+            # while they last); the answer is awaited up to the late-reply bound.
             message = await self._bot.send_message(
-                chat_id=self._chat_id, text=fit_for_telegram(text), disable_notification=silent
+                chat_id=self._chat_id,
+                text=fit_for_telegram(text),
+                disable_notification=silent,
+                read_timeout=self.late_bound_s,
             )
+        except AnswerLost as exc:
+            raise TelegramUnavailable(
+                f"Telegram's answer to sendMessage was lost ({exc}); it may have rung: the door "
+                "repeats its rows once, marked",
+                in_doubt=True,
+            ) from exc
         except TelegramError as exc:
             raise translate_error(exc) from exc
         except (KeyError, TypeError, ValueError) as exc:

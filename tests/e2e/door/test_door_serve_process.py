@@ -11,14 +11,20 @@ import threading
 import httpx
 import pytest
 
+from chief.door.pacing import REPEAT_MARKER
 from chief.telegram.emulator import parse_fault
 from tests.e2e.door.conftest import NOTIFY_URL, Harness, spawn_door
-from tests.support.door import body, key_headers
+from tests.support.door import batch, body, key_headers
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(120)
 
 FAULT_EXIT_STATUS = 86
+DIGEST_ROWS = 5
+
+
+def refuse_every_send(harness: Harness) -> None:
+    harness.emulator.arm(parse_fault({"mode": "5xx", "count": 10_000, "status": 502}))
 
 
 def test_door_crash_between_send_and_mark_rings_again_but_chief_once(harness: Harness) -> None:
@@ -32,16 +38,87 @@ def test_door_crash_between_send_and_mark_rings_again_but_chief_once(harness: Ha
     assert harness.chief_lines("41") == 1
     assert harness.sent_marks("41") == 0
 
-    # The entry is still queued: the restarted door rings it again without being asked.
+    # The entry is still queued, in flight: the restarted door knows the send is in doubt and
+    # rings it once more without being asked, marked as a possible repeat.
     door = spawn_door(harness.env())
     wait_until_sync(lambda: harness.sent_marks("41") == 1, timeout_s=15, what="the mark")
-    # The documented at-least-once window, measured: the phone rang twice, the Chief has one.
-    assert harness.emulator.texts() == [document["text"], document["text"]]
+    # The documented window, measured: the phone rang twice, the Chief has one line.
+    assert harness.emulator.texts() == [document["text"], REPEAT_MARKER + document["text"]]
+    assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
     assert harness.chief_lines("41") == 1
     retried = harness.notify(door, document)
     assert retried.status_code == 200, retried.text
     assert retried.json()["already_sent"] is True
     assert len(harness.emulator.messages) == 2
+    assert door.terminate() == 0
+
+
+def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_marked_group(
+    harness: Harness,
+) -> None:
+    """The door dies (the fault point exits at once, as SIGKILL would) after Telegram accepted
+    a digest and before its sent mark. At restart the in-flight record written before the send
+    makes it one in-doubt event: the same rows ring once more, as the same group (not grown by
+    the rows queued since), with the repeat marker; then the new rows ring once each."""
+    first = [f"d{n}" for n in range(DIGEST_ROWS)]
+    refuse_every_send(harness)
+    door = spawn_door(harness.env(COOP_TEST_FAULTS="door.after_telegram_send"))
+    assert harness.notify_batch(door, batch(first)).status_code == 200
+    door.wait_event("door.send_failed")  # the whole queue was tried, and waits
+    harness.emulator.faults.clear()
+    assert door.proc.wait(30) == FAULT_EXIT_STATUS
+    digest = harness.emulator.texts()
+    assert len(digest) == 1
+    assert digest[0].startswith(f"{DIGEST_ROWS} updates")
+    assert sum(harness.sent_marks(row) for row in first) == 0
+
+    refuse_every_send(harness)  # the repeat waits while new rows queue behind it
+    door = spawn_door(harness.env())
+    later = ["d-later-1", "d-later-2"]
+    for row in later:
+        assert harness.notify(door, body(row, text=f"row <{row}>")).status_code == 200
+    door.wait_event("door.send_failed")
+    harness.emulator.faults.clear()
+    wait_until_sync(
+        lambda: all(harness.sent_marks(row) == 1 for row in first + later),
+        timeout_s=30,
+        what="every row marked sent",
+    )
+    texts = harness.emulator.texts()
+    assert texts[1] == REPEAT_MARKER + digest[0]  # the same group, marked
+    for row in first:
+        assert sum(f"row <{row}>" in text for text in texts) == 2, texts
+    for row in later:
+        assert sum(f"row <{row}>" in text for text in texts) == 1, texts
+    assert not any(text.startswith(REPEAT_MARKER) for text in texts[2:])
+    assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
+    (event,) = door.events("door.send_in_doubt")
+    assert event["entries"] == DIGEST_ROWS
+    assert door.terminate() == 0
+
+
+def test_door_stopped_while_a_send_waits_past_its_deadline_repeats_it_once_marked(
+    harness: Harness,
+) -> None:
+    """SIGTERM waits TELEGRAM_TIMEOUT_S (+1 s) for the send in flight; one still unanswered is
+    left in flight in chief.db (the door exits 0), and the next start repeats it once, marked."""
+    harness.emulator.arm(parse_fault({"mode": "delay", "delay_s": 60.0}))
+    door = spawn_door(harness.env(TELEGRAM_TIMEOUT_S="1"))
+    assert harness.notify(door, body("44", text="todo #44 done: slow")).status_code == 200
+    wait_until_sync(
+        lambda: harness.status(door)["telegram_queue"]["send_slow"],
+        timeout_s=15,
+        what="the send to be slow",
+    )
+    assert door.terminate() == 0
+    assert harness.sent_marks("44") == 0
+    door = spawn_door(harness.env(TELEGRAM_TIMEOUT_S="1"))
+    wait_until_sync(lambda: harness.sent_marks("44") == 1, timeout_s=15, what="the mark")
+    assert harness.emulator.texts() == [
+        "todo #44 done: slow",
+        REPEAT_MARKER + "todo #44 done: slow",
+    ]
+    assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
     assert door.terminate() == 0
 
 

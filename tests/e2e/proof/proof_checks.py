@@ -4,19 +4,26 @@
 `settle` waits (bounded) until the stack has nothing left to do; `measure` reads coop.db,
 chief.db and the emulator's file into `Figures`; `Figures.check` asserts the invariants.
 
-Telegram duplicates are bounded by the crashes that landed in the door's send-to-mark window
-(DESIGN.md: the one window left open). Which crashes landed there is measured, not guessed,
-from three clocks of the same machine: the emulator's receipt time of each message, the door's
-sent mark of each row, and the test's own record of each door death (`DoorDeath`). A death
-landed in the window of row R when the dead instance's emulator received a message for R
-(between the instance's start and its successor listening) and R had no sent mark at the
-moment of death (its mark is later, or missing). A SIGKILL of the engine cannot ring twice:
-the door still marks the row, and the engine's resend finds the mark (`already_sent`).
+Telegram repeats are counted per row (a row rung n times has n - 1 repeats) and bounded per
+row by the door's in-doubt events: the sends whose outcome the door could not know (it died
+between the send and the mark, the connection dropped after the request went out, or the late
+reply's hard bound passed), each recorded in chief.db's `telegram_doubts` with the rows it
+carried. A row may repeat at most once per in-doubt event that carried it.
+
+The deaths inside the send-to-mark window are also measured, from outside the door, to check
+that the door recorded each of them as in doubt. Which crashes landed there is measured, not
+guessed, from three clocks of the same machine: the emulator's receipt time of each message,
+the door's sent mark of each row, and the test's own record of each door death (`DoorDeath`).
+A death landed in the window of row R when the emulator received a message for R between the
+dead instance's start and its death (the emulator stamps a message when it keeps it, before it
+answers; a message after the death is the successor's, which may ring before the test sees it
+listening) and R had no sent mark at the moment of death (its mark is later, or missing). A
+SIGKILL of the engine cannot ring twice: the door still marks the row, and the engine's resend
+finds the mark (`already_sent`).
 
 The door's sender may carry several rows in one Telegram message (a digest: "N updates", then
-each row's text, separated by a blank line); `carried_texts` reads a message back into the row
-texts it carries. A duplicate is counted per message: a message that carried a row which had
-rung before. A death in the window re-rings one message (the same head, as wide or wider).
+each row's text, separated by a blank line), and a repeat after an in-doubt event starts with
+the door's marker; `carried_texts` reads a message back into the row texts it carries.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from chief.door.pacing import REPEAT_MARKER
 from tests.e2e.proof.proof_stack import ProofStack
 from tests.support.procs import REPO
 from tests.support.waiting import wait_until_sync
@@ -39,7 +47,12 @@ DIGEST_SEPARATOR = "\n\n"
 
 def carried_texts(text: str, known: set[str] | dict[str, Any]) -> list[str]:
     """The row texts one Telegram message carries: itself, or each entry of a digest (a row
-    text holding a blank line is found by joining entries until one is known)."""
+    text holding a blank line is found by joining entries until one is known); a repeat's
+    marker is read past."""
+    if text in known:
+        return [text]
+    if text.startswith(REPEAT_MARKER):
+        text = text.removeprefix(REPEAT_MARKER)
     if text in known:
         return [text]
     head = DIGEST_HEAD.match(text)
@@ -67,7 +80,7 @@ class DoorDeath:
 
     started_at: float  # just before the instance was spawned
     died_at: float  # just before the SIGKILL, or once its fault exit was seen
-    back_at: float  # once its successor logged that it listens
+    back_at: float  # once its successor logged that it listens (for the record)
 
 
 class Producers:
@@ -149,7 +162,9 @@ class Figures:
     lost: int
     chief_per_row: Counter[int]  # how many rows have n Chief messages
     telegram_per_row: Counter[int]  # how many rows have n Telegram messages
-    telegram_duplicates: int  # messages that carried a row which had rung before
+    repeats_by_row: dict[int, int]  # outbox id -> times it rang after its first
+    in_doubt_events: int  # sends the door recorded as in doubt
+    doubts_by_row: Counter[int]  # outbox id -> in-doubt events that carried it
     stray_telegram: int  # texts matching no outbox row
     delivery_attempts: int
     crashes: dict[str, int]
@@ -166,14 +181,17 @@ class Figures:
         per_tg = ", ".join(
             f"{n} msg(s): {rows} rows" for n, rows in sorted(self.telegram_per_row.items())
         )
+        in_doubt = sum(1 for n in self.doubts_by_row.values() if n)
         crashes = ", ".join(f"{k}={v}" for k, v in sorted(self.crashes.items())) or "none"
         return [
             f"PROOF_SEED={self.seed}",
             f"rows committed {self.rows_committed} (in coop.db: {self.rows_in_ledger}),"
             f" delivered {self.rows_delivered}, lost {self.lost}",
             f"Chief messages per row: {per_chief}",
-            f"Telegram messages per row: {per_tg}; duplicates {self.telegram_duplicates},"
+            f"Telegram messages per row: {per_tg}; repeats per row: at most"
+            f" {max(self.repeats_by_row.values(), default=0)}, {self.telegram_repeats} in all;"
             f" stray {self.stray_telegram}",
+            f"in-doubt events {self.in_doubt_events}, carrying {in_doubt} rows",
             f"crashes: {crashes}; door deaths inside the send-to-mark window {self.window_deaths}",
             f"delivery attempts {self.delivery_attempts} for {self.rows_delivered} rows",
             f"worker lock free: {self.lock_free}; half-written Chief rows: {self.half_written};"
@@ -185,20 +203,37 @@ class Figures:
         for line in self.lines():
             print(line)
         if record is not None:
-            for key in ("rows_committed", "rows_delivered", "lost", "telegram_duplicates",
-                        "window_deaths", "delivery_attempts"):  # fmt: skip
+            for key in ("rows_committed", "rows_delivered", "lost", "telegram_repeats",
+                        "in_doubt_events", "window_deaths", "delivery_attempts"):  # fmt: skip
                 record(f"proof_{key}", getattr(self, key))
 
-    def check(self, *, duplicates_allowed: int) -> None:
-        """The invariants every proof run keeps; `duplicates_allowed` is the measured bound."""
+    @property
+    def telegram_repeats(self) -> int:
+        """Rings of a row after its first, summed over the rows."""
+        return sum(self.repeats_by_row.values())
+
+    def over_bound(self) -> dict[int, tuple[int, int]]:
+        """Rows that repeated more often than the in-doubt events that carried them:
+        outbox id -> (repeats, in-doubt events)."""
+        return {
+            row: (repeats, self.doubts_by_row.get(row, 0))
+            for row, repeats in self.repeats_by_row.items()
+            if repeats > self.doubts_by_row.get(row, 0)
+        }
+
+    def check(self) -> None:
+        """The invariants every proof run keeps: each row repeats at most once per in-doubt
+        event that carried it."""
         where = f"(replay with PROOF_SEED={self.seed})"
         assert self.rows_in_ledger == self.rows_committed, f"rows appeared or vanished {where}"
         assert self.lost == 0, f"{self.lost} rows lost {where}"
         assert set(self.chief_per_row) == {1}, f"Chief lines per row {self.chief_per_row} {where}"
         assert min(self.telegram_per_row) >= 1, f"a row never rang {where}"
         assert self.stray_telegram == 0, f"Telegram got text of no row {where}"
-        assert self.telegram_duplicates <= duplicates_allowed, (
-            f"{self.telegram_duplicates} Telegram duplicates, bound {duplicates_allowed} {where}"
+        over = self.over_bound()
+        assert not over, (
+            f"rows repeated past their in-doubt events (row: (repeats, events)):"
+            f" {dict(sorted(over.items())[:10])} ({len(over)} rows) {where}"
         )
         assert self.lock_free, f"the worker lock is still held {where}"
         assert self.half_written == 0, f"half-written Chief rows {where}"
@@ -228,11 +263,11 @@ def window_deaths(stack: ProofStack, deaths: list[DoorDeath]) -> int:
     found = 0
     for death in deaths:
         for row, times in sent.items():
-            by_this_instance = any(death.started_at <= t < death.back_at for t in times)
+            by_this_instance = any(death.started_at <= t <= death.died_at for t in times)
             mark = marks.get(row)
             if by_this_instance and (mark is None or mark > death.died_at):
                 found += 1
-                break  # one death re-rings one message, however many rows it carried
+                break  # one death is one in-doubt event, however many rows it carried
     return found
 
 
@@ -250,17 +285,14 @@ def measure(
     by_text = {r["text"]: i for i, r in rows.items()}
     rung: Counter[int] = Counter()
     stray = 0
-    duplicate_messages = 0
     for message in stack.telegram_messages():
-        repeats = False
         for text in carried_texts(message["text"], by_text):
             row = by_text.get(text)
             if row is None:
                 stray += 1
                 continue
-            repeats = repeats or rung[row] > 0
             rung[row] += 1
-        duplicate_messages += repeats
+    events, doubts = stack.in_doubt_events()
     lost = len(committed - (delivered & set(chief) & set(rung)))
     return Figures(
         seed=seed,
@@ -270,7 +302,9 @@ def measure(
         lost=lost,
         chief_per_row=Counter(chief.get(i, 0) for i in rows),
         telegram_per_row=Counter(rung.get(i, 0) for i in rows),
-        telegram_duplicates=duplicate_messages,
+        repeats_by_row={row: n - 1 for row, n in rung.items() if n > 1},
+        in_doubt_events=events,
+        doubts_by_row=doubts,
         stray_telegram=stray,
         delivery_attempts=sum(int(r["attempts"]) for r in rows.values()),
         crashes=crashes,

@@ -139,6 +139,21 @@ class ProofStack(Stack):
         ids = self._row_ids()
         return {ids(str(r[0])): datetime.fromisoformat(r[1]).timestamp() for r in rows}
 
+    def in_doubt_events(self) -> tuple[int, Counter[int]]:
+        """The door's in-doubt events (sends whose outcome it could not know, recorded in
+        chief.db's `telegram_doubts`): how many, and for each outbox id how many carried it.
+        A chief.db without the table has recorded none."""
+        tables = self._query(
+            self.chief_db, "SELECT 1 FROM sqlite_master WHERE name = 'telegram_doubts'"
+        )
+        if not tables:
+            return 0, Counter()
+        rows = self._query(
+            self.chief_db, "SELECT send_id, outbox_id FROM telegram_doubts ORDER BY send_id"
+        )
+        events = {str(r[0]) for r in rows}
+        return len(events), Counter(int(r[1]) for r in rows if r[1] is not None)
+
     def telegram_messages(self) -> list[dict[str, Any]]:
         """Every message the emulator accepted, across its restarts (its JSON lines file)."""
         if not self.receipt_log.exists():

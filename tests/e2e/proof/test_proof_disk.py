@@ -109,5 +109,5 @@ def test_proof_full_disk_answers_503_defers_writes_nothing_half_and_delivers_aft
     assert len(chief_failed) >= DEFERRALS_WHILE_FULL
     assert drain_failed
     assert all("disk is full" in str(e["error"]) for e in drain_failed)
-    figures.check(duplicates_allowed=0)
-    assert figures.telegram_duplicates == 0
+    figures.check()
+    assert figures.telegram_repeats == 0

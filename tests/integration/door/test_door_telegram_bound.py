@@ -1,6 +1,8 @@
-"""The Telegram bound is one overall deadline: however many calls python-telegram-bot makes for
-one send (getMe to initialise, then sendMessage), the sender gives up within TELEGRAM_TIMEOUT_S
-of asking. The notify itself no longer waits on Telegram at all: it answers at once."""
+"""The Telegram bounds: a getMe that hangs fails the send at TELEGRAM_TIMEOUT_S (nothing was sent
+to the chat); a sendMessage that went out is awaited past that deadline (the status shows it
+slow) up to the late-reply bound (`LATE_REPLY_FACTOR` x TELEGRAM_TIMEOUT_S), and then counts as
+in doubt: its row rings once more, marked as a possible repeat. The notify itself never waits
+on Telegram past its short ring wait."""
 
 from __future__ import annotations
 
@@ -10,18 +12,21 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from chief.door.pacing import REPEAT_MARKER
 from chief.door.ringer import RING_WAIT_S
+from chief.telegram.sender import LATE_REPLY_FACTOR
 from tests.support.door import body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
-TELEGRAM_TIMEOUT_S = 3.0
+TELEGRAM_TIMEOUT_S = 1.0
+LATE_BOUND_S = LATE_REPLY_FACTOR * TELEGRAM_TIMEOUT_S
 SLOW_GET_ME_S = 0.6 * TELEGRAM_TIMEOUT_S  # answered, but late: inside any per-call timeout
 STUCK_S = 30.0
 
 
-async def test_door_sender_gives_up_within_the_telegram_bound_when_telegram_hangs(
+async def test_door_sender_awaits_a_stuck_send_up_to_the_late_bound_then_repeats_it_marked(
     tmp_path: Path,
 ) -> None:
     faults = [
@@ -37,11 +42,51 @@ async def test_door_sender_gives_up_within_the_telegram_bound_when_telegram_hang
     ) as stack:
         with capture_logs() as logs:
             started = time.monotonic()
-            response = await stack.notify(body("hang-1"))
+            response = await stack.notify(body("hang-1", text="hang 1"))
             answered_s = time.monotonic() - started
             assert response.status_code == 200, response.text
             assert response.json()["telegram"] == "queued"
             assert answered_s <= RING_WAIT_S + 0.5, f"answered after {answered_s:.2f} s"
+
+            async def slow() -> bool:
+                queue = (await stack.status()).json()["telegram_queue"]
+                return bool(queue["send_slow"])
+
+            await wait_until(slow, timeout_s=LATE_BOUND_S, what="the status to show a slow send")
+            await wait_until(
+                lambda: any(e["event"] == "door.send_in_doubt" for e in logs),
+                timeout_s=2 * STUCK_S,
+                what="the sender to give the answer up",
+            )
+            gave_up_s = time.monotonic() - started
+        assert gave_up_s <= SLOW_GET_ME_S + LATE_BOUND_S + 1.0, f"gave up after {gave_up_s:.2f} s"
+        assert gave_up_s >= LATE_BOUND_S, f"gave up after {gave_up_s:.2f} s, inside the bound"
+        doubt = next(e for e in logs if e["event"] == "door.send_in_doubt")
+        assert "late-reply bound" in doubt["reason"]
+        assert doubt["outbox_ids"] == ["hang-1"]
+        # Telegram recovers: the row rings once more, marked as a possible repeat.
+        await wait_until(
+            lambda: len(stack.emulator.texts()) == 2, timeout_s=10, what="the marked repeat"
+        )
+        assert stack.emulator.texts() == ["hang 1", REPEAT_MARKER + "hang 1"]
+        queue = (await stack.status()).json()["telegram_queue"]
+        assert queue["in_doubt_events"] == 1
+
+
+async def test_door_sender_gives_up_a_hanging_get_me_at_the_deadline_and_rings_once(
+    tmp_path: Path,
+) -> None:
+    faults = [
+        {"mode": "5xx", "methods": ["getMe"], "count": 1},
+        {"mode": "delay", "methods": ["getMe"], "count": 1, "delay_s": STUCK_S},
+    ]
+    settings = {"TELEGRAM_TIMEOUT_S": str(TELEGRAM_TIMEOUT_S)}
+    async with door_stack(
+        tmp_path, settings=settings, faults=faults, client_timeout_s=STUCK_S
+    ) as stack:
+        with capture_logs() as logs:
+            started = time.monotonic()
+            assert (await stack.notify(body("hang-2", text="hang 2"))).status_code == 200
             await wait_until(
                 lambda: any(e["event"] == "door.send_failed" for e in logs),
                 timeout_s=2 * STUCK_S,
@@ -51,5 +96,6 @@ async def test_door_sender_gives_up_within_the_telegram_bound_when_telegram_hang
         assert gave_up_s <= TELEGRAM_TIMEOUT_S + 1.0, f"gave up after {gave_up_s:.2f} s"
         failed = next(e for e in logs if e["event"] == "door.send_failed")
         assert "TELEGRAM_TIMEOUT_S" in failed["error"]
-        # Telegram recovers: the entry rings on the sender's next try.
         await wait_until(lambda: stack.emulator.texts(), timeout_s=10, what="the retry to ring")
+        assert stack.emulator.texts() == ["hang 2"]  # nothing was in doubt: no repeat
+        assert not any(e["event"] == "door.send_in_doubt" for e in logs)

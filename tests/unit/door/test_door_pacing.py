@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from chief.door.pacing import (
     MAX_TELEGRAM_UTF16_UNITS,
+    REPEAT_MARKER,
     QuietHours,
     TokenBucket,
     backoff_s,
@@ -75,6 +76,16 @@ def test_digests_carry_every_entry_once_in_order_within_the_limit(texts: list[st
         carried += remaining[:count]
         remaining = remaining[count:]
     assert carried == texts
+
+
+@given(st.lists(st.text(min_size=1, max_size=300), min_size=1, max_size=80))
+def test_a_repeat_is_the_same_group_behind_the_marker_and_still_fits(texts: list[str]) -> None:
+    count, text = compose(texts)
+    again, repeated = compose(texts[:count], repeat=True)
+    assert again == count
+    assert repeated == REPEAT_MARKER + text
+    if count > 1:
+        assert utf16_units(repeated) <= MAX_TELEGRAM_UTF16_UNITS
 
 
 @pytest.mark.parametrize(
