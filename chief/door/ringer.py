@@ -10,7 +10,7 @@
       compose                      one entry alone, or a digest of as many as fit (pacing.py);
                                    a group in doubt alone, the same entries, behind the marker
       in flight                    the carried entries' send id, committed (FULL) before the send
-      send                         awaited up to the late-reply bound (sender.py); silently in
+      send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours; under the row locks of every entry it carries
       mark                         every carried row sent with the message's id and off the
                                    queue, one transaction, shielded from cancellation
