@@ -79,6 +79,20 @@ def test_a_new_file_without_a_directory_fsync_may_vanish(layer: Layer) -> None:
     assert not (layer.path / "orphan.txt").exists()
 
 
+def test_a_new_folder_needs_its_parent_synced_as_well_as_itself(layer: Layer) -> None:
+    """A folder's own fsync commits the names in it, not its own name in its parent."""
+    folder = layer.path / "receipts"
+    folder.mkdir()
+    write_file(folder / "r.json", b"uncertain", sync=True)
+    sync_dir(folder)
+
+    figures = layer.cut(seed=7)
+    layer.mount()
+
+    assert figures["names_undone"] == 1
+    assert not folder.exists()
+
+
 @pytest.mark.parametrize(("keep", "undone"), [(0.0, True), (1.0, False)])
 def test_a_rename_without_a_directory_fsync_may_be_undone(
     layer: Layer, keep: float, undone: bool

@@ -13,9 +13,10 @@ promises, no more):
 - **Names.** A create, an unlink, a rename or a mkdir happens in the backing folder at once (so
   that open files keep their inode), but each is journaled with what undoes it: an unlinked or
   replaced file is moved to a graves folder beside the backing folder. An `fsync` of a directory
-  commits every name change journaled so far (a journal commits in order). A file's own fsync
-  makes its data durable, never its name: a new file needs its directory synced (SQLite does so
-  for a new WAL, the owner's receipts for each receipt).
+  commits the name changes in that directory, and only those (POSIX's promise; ext4's journal
+  happens to commit more): a new folder needs its parent synced too, and a file's own fsync
+  makes its data durable, never its name (SQLite syncs the directory of a new WAL, the owner's
+  receipts sync theirs).
 - **A cut** (the control socket's `cut`, sent once every process of the stack is dead): the
   writes held are dropped, or, with `keep` > 0, each reached the disk before the power went
   with that probability (in any order: the kernel writes pages back as it likes), and with
@@ -137,6 +138,11 @@ class NameChange:
     old: str = ""  # a rename's old name
     grave: str = ""  # where the removed or replaced file waits, if any
 
+    @property
+    def folders(self) -> set[str]:
+        """The directories whose fsync commits this change (a rename: either of its two)."""
+        return {os.path.dirname(name) or "/" for name in (self.path, self.old) if name}
+
 
 @dataclass
 class CutFigures:
@@ -230,13 +236,16 @@ class PowerCutFS:
         return 0
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        """A directory's fsync commits every name change journaled so far (in order)."""
+        """A directory's fsync commits the name changes made in it."""
         with self.mutex:
             self._tick()
+            kept = []
             for change in self.journal:
-                if change.grave:
+                if path not in change.folders:
+                    kept.append(change)
+                elif change.grave:
                     self._bury(change.grave)
-            self.journal.clear()
+            self.journal = kept
             return 0
 
     def _bury(self, grave: str) -> None:

@@ -1,0 +1,391 @@
+"""The seeded power-cut run: coop.db and chief.db live on the power-cut layer, producers write
+all the while, and at seeded moments the power goes. Then the promises are checked.
+
+    python -m tests.powercut.powercut_run --rows 1000 --cuts 5 --seed 7     # ops/powercut
+
+One cut, in order: every process of the house (the door, `coop serve`, every producer and the
+`coop` commands it runs) is SIGKILLed at the same instant; the layer drops the writes nobody
+fsynced (all of them, or a seeded half, the last one maybe torn; see
+`tests.support.powercut_fs`); the layer mounts again over what survived; the stack and the
+producers start again. The Telegram emulator is Telegram: it is not in the house, it lives
+through every cut, and its receipt log is off the layer.
+
+What the run checks at the end (`Outcome.check`):
+- every row whose producer's commit returned (the producer printed its id) is delivered, has its
+  Chief line and rang Telegram: an acknowledged write survives a cut;
+- every row coop.db holds is delivered (none stranded), and the worker lock is free;
+- the Chief has exactly one line per row;
+- Telegram repeats are bounded by the in-doubt events: the door instances the power took while
+  a row they had rung had no durable sent mark (`window_deaths`, from the emulator's receipt
+  clock and the marks), and those are no more than the cuts;
+- no Telegram text of a row coop.db does not hold (a ring the ledger forgot);
+- `PRAGMA integrity_check` is ok on both databases, and no Chief row is half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.proof.proof_checks import (
+    DoorDeath,
+    carried_texts,
+    settle,
+    wait_delivered,
+    window_deaths,
+)
+from tests.e2e.proof.proof_stack import SQLITE_TIMEOUT_S, ProofStack
+from tests.support.powercut import Layer, LayerUnavailable, fuse_unavailable
+from tests.support.procs import REPO
+
+PRODUCERS = 2  # library producers (the engine's verbs in a process of their own)
+CLI_SHARE = 0.05  # of the rows, made by a producer that runs the real `coop` command per verb
+PRODUCE_S = 10.0  # rows arrive over about this long (cuts stretch it)
+CUT_KEEPS = (0.0, 0.5)  # each cut drops every held write, or keeps a seeded half of them
+EVENT_WAIT_S = 90.0
+SETTLE_S = 120.0
+PRODUCER_TIMEOUT_S = 120.0
+CUT_JITTER_S = 0.05
+# A door instance's sends are the emulator's receipts from its start until it died (and this
+# long after, for a request already on the wire); its successor needs a remount and a start
+# (over a second) before it can send anything.
+IN_FLIGHT_S = 0.3
+
+
+class PowerCutStack(ProofStack):
+    """The proof stack with both databases on the layer and everything else (the key, the
+    logs, the emulator's receipt log) off it. Reads are read-only: a reader that happened to be
+    the last connection would otherwise checkpoint and delete the WAL, writing for the house."""
+
+    def __init__(self, folder: Path, layer: Layer) -> None:
+        coop_db, chief_db = layer.path / "coop.db", layer.path / "chief.db"
+        on_layer = {"COOP_DB": str(coop_db), "CHIEF_DB": str(chief_db)}
+        super().__init__(folder, door_env=on_layer, engine_env=on_layer)
+        self.coop_db, self.chief_db = coop_db, chief_db
+        self.on_layer = on_layer
+
+    def env(self, **settings: str) -> dict[str, str]:
+        return super().env(**(self.on_layer | settings))
+
+    def _query(self, db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        if not db.exists():
+            return []
+        uri = f"file:{db}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=SQLITE_TIMEOUT_S)) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def snapshot(self) -> dict[str, int]:
+        """What each commit point holds right now, counted: compared across a cut, what the
+        cut undid (the house is dead on both sides of it, so nothing moves meanwhile)."""
+        queries = {
+            "outbox rows (producer, FULL)": (self.coop_db, "SELECT COUNT(*) FROM coop_outbox"),
+            "delivery marks (notifier, NORMAL)": (
+                self.coop_db, "SELECT COUNT(*) FROM coop_outbox WHERE state = 'delivered'"),
+            "accepted reports (door, FULL)": (
+                self.chief_db, "SELECT COUNT(*) FROM chief_report_outbox"),
+            "landed lines (Chief, NORMAL)": (
+                self.chief_db, "SELECT COUNT(*) FROM chief_report_outbox"
+                " WHERE message_id IS NOT NULL"),
+            "sent marks (sender, FULL)": (self.chief_db, "SELECT COUNT(*) FROM coop_notify_sent"),
+        }  # fmt: skip
+        found = {}
+        for name, (db, sql) in queries.items():
+            rows = self._query(db, sql)
+            found[name] = int(rows[0][0]) if rows else 0
+        return found
+
+    def integrity(self) -> dict[str, str]:
+        """`PRAGMA integrity_check` on both databases, once the house is stopped."""
+        found = {}
+        for db in (self.coop_db, self.chief_db):
+            with closing(sqlite3.connect(db, timeout=SQLITE_TIMEOUT_S)) as conn:
+                found[db.name] = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+        return found
+
+
+class Producers:
+    """Producer processes (tests.e2e.proof.proof_producer), each in its own process group so a
+    cut also takes the `coop` command it is running; restarted after a cut with what is left."""
+
+    def __init__(self, stack: PowerCutStack, rng: random.Random, rows: int) -> None:
+        self.stack = stack
+        self.rng = rng
+        cli_rows = max(1, int(rows * CLI_SHARE))
+        library = rows - cli_rows
+        shares = [library // PRODUCERS + (n < library % PRODUCERS) for n in range(PRODUCERS)]
+        # name -> [rows still to make, is it the CLI producer, its pace in rows a second]
+        self.left: dict[str, list[Any]] = {
+            f"p{n}": [c, False, c / PRODUCE_S] for n, c in enumerate(shares)
+        }
+        self.left["cli"] = [cli_rows, True, cli_rows / PRODUCE_S]
+        self.generation = 0
+        self.running: dict[str, subprocess.Popen[str]] = {}
+        self.acknowledged: set[int] = set()
+
+    def start(self) -> None:
+        self.generation += 1
+        for name, (count, cli, rate) in self.left.items():
+            if count <= 0:
+                continue
+            argv = [sys.executable, "-m", "tests.e2e.proof.proof_producer",
+                    "--seed", str(self.rng.randrange(2**32)), "--count", str(count),
+                    "--rate", str(rate), "--tag", f"{name}.{self.generation}",
+                    *(["--cli"] if cli else [])]  # fmt: skip
+            self.running[name] = subprocess.Popen(
+                argv, env=self.stack.env(), cwd=REPO, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self.running.values() if proc.poll() is None]
+
+    def reap(self, *, killed: bool) -> None:
+        """Collect every producer: the ids it printed are acknowledged (its commit returned)."""
+        for name, proc in self.running.items():
+            out, err = proc.communicate(timeout=PRODUCER_TIMEOUT_S)
+            ids = [int(line) for line in out.split()]
+            self.acknowledged.update(ids)
+            self.left[name][0] -= len(ids)
+            if not killed:
+                assert proc.returncode == 0, f"producer {name} failed ({proc.returncode}): {err}"
+        self.running = {}
+
+
+@dataclass
+class Cut:
+    at_s: float
+    layer: dict[str, Any]
+    undone: dict[str, int]  # by commit point: how many the cut took back
+
+
+@dataclass
+class Outcome:
+    seed: int
+    rows: int
+    cuts: list[Cut]
+    acknowledged: int
+    in_ledger: int
+    delivered: int
+    lost: int
+    chief_per_row: Counter[int]
+    telegram_per_row: Counter[int]
+    repeat_messages: int
+    in_doubt: int
+    stray: int
+    lock_free: bool
+    integrity: dict[str, str]
+    half_written: int
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        per = ", ".join(f"{n}: {r}" for n, r in sorted(self.chief_per_row.items()))
+        tg = ", ".join(f"{n}: {r}" for n, r in sorted(self.telegram_per_row.items()))
+        return [
+            f"POWERCUT_SEED={self.seed} rows {self.rows} cuts {len(self.cuts)}"
+            f" wall {self.wall_s:.1f} s",
+            *(
+                f"cut {n + 1} at {c.at_s:.1f} s: held {c.layer['held_writes']} writes, kept"
+                f" {c.layer['kept_writes']}, torn {c.layer['torn'] is not None}, names undone"
+                f" {c.layer['names_undone']} of {c.layer['names_pending']}; undid"
+                f" {', '.join(f'{k} {v}' for k, v in c.undone.items() if v) or 'nothing'}"
+                for n, c in enumerate(self.cuts)
+            ),
+            f"rows acknowledged {self.acknowledged}, in coop.db {self.in_ledger}, delivered"
+            f" {self.delivered}, lost {self.lost}",
+            f"Chief lines per row (lines: rows) {per}",
+            f"Telegram messages per row (messages: rows) {tg}; repeat messages"
+            f" {self.repeat_messages}; in-doubt events {self.in_doubt}; stray {self.stray}",
+            f"lock free {self.lock_free}; half-written Chief rows {self.half_written};"
+            f" integrity {self.integrity}",
+            *self.notes,
+        ]
+
+    def check(self) -> None:
+        where = f"(replay with POWERCUT_SEED={self.seed})"
+        assert self.lost == 0, f"{self.lost} acknowledged rows lost {where}"
+        assert self.delivered == self.in_ledger, f"rows left undelivered {where}"
+        assert set(self.chief_per_row) == {1}, f"Chief lines per row {self.chief_per_row} {where}"
+        assert min(self.telegram_per_row) >= 1, f"a row never rang {where}"
+        assert self.stray == 0, f"Telegram rang {self.stray} texts coop.db does not hold {where}"
+        assert self.repeat_messages <= self.in_doubt <= len(self.cuts), (
+            f"{self.repeat_messages} repeats, {self.in_doubt} in-doubt events,"
+            f" {len(self.cuts)} cuts {where}"
+        )
+        assert self.lock_free, f"the worker lock is still held {where}"
+        assert self.half_written == 0, f"half-written Chief rows {where}"
+        assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
+
+
+class PowerCutRun:
+    """One seeded run over `folder`: the layer, the stack, the producers and the cuts."""
+
+    def __init__(self, folder: Path, *, seed: int, rows: int, cuts: int) -> None:
+        self.seed, self.rows, self.cut_count = seed, rows, cuts
+        self.rng = random.Random(seed)
+        self.layer = Layer(folder / "layer")
+        self.stack = PowerCutStack(folder, self.layer)
+        self.producers = Producers(self.stack, self.rng, rows)
+        self.cuts: list[Cut] = []
+        self.deaths: list[DoorDeath] = []
+        self.door_started_at = 0.0
+        self.began = 0.0
+
+    def _start_house(self) -> None:
+        """The door and `coop serve` over the layer (the emulator, once up, runs throughout)."""
+        self.door_started_at = time.time()
+        if self.stack.emulator.running:
+            self.stack.door.start()
+        else:
+            self.stack.start_door()
+        self.stack.start_engine()
+
+    def cut(self) -> None:
+        """The power goes: every process of the house dies at once, the layer forgets what
+        nobody synced, and the house boots again on what survived."""
+        house = [p for p in (self.stack.door, self.stack.engine) if p.running]
+        producers = self.producers.pids()
+        died_at = time.time()
+        for part in house:
+            os.kill(part.pid, signal.SIGKILL)
+        for pid in producers:
+            os.killpg(pid, signal.SIGKILL)  # the producer and the `coop` command it runs
+        for part in house:
+            part.kill()  # reaps
+        self.producers.reap(killed=True)
+        before = self.stack.snapshot()
+        keep = self.rng.choice(CUT_KEEPS)
+        figures = self.layer.cut(
+            seed=self.rng.randrange(2**32), keep=keep, tear=self.rng.random() < 0.5
+        )
+        figures["keep"] = keep
+        self.layer.mount()
+        after = self.stack.snapshot()
+        undone = {name: before[name] - after[name] for name in before}
+        self.cuts.append(Cut(time.monotonic() - self.began, figures, undone))
+        started_at = self.door_started_at
+        self._start_house()
+        self.deaths.append(DoorDeath(started_at, died_at, back_at=died_at + IN_FLIGHT_S))
+        self.producers.start()
+
+    def run(self) -> Outcome:
+        self.layer.mount()
+        try:
+            return self._run()
+        finally:
+            self.stack.close()
+            for pid in self.producers.pids():
+                os.killpg(pid, signal.SIGKILL)
+            self.layer.close()
+
+    def _run(self) -> Outcome:
+        self.began = time.monotonic()
+        self._start_house()
+        self.producers.start()
+        thresholds = sorted(
+            int(self.rng.uniform(0.05, 0.8) * self.rows) for _ in range(self.cut_count)
+        )
+        for n, threshold in enumerate(thresholds):
+            wait_delivered(
+                self.stack, threshold, timeout_s=EVENT_WAIT_S,
+                what=f"before cut {n + 1} (POWERCUT_SEED={self.seed})",
+            )  # fmt: skip
+            time.sleep(self.rng.uniform(0, CUT_JITTER_S))  # picks the moment; synchronises nothing
+            self.cut()
+        for proc in self.producers.running.values():
+            proc.wait(PRODUCER_TIMEOUT_S)
+        self.producers.reap(killed=False)
+        settle(self.stack, self.producers.acknowledged, timeout_s=SETTLE_S)
+        exits = self.stack.stop()
+        assert exits == {"engine": 0, "door": 0, "emulator": 0}, exits
+        return self.measure()
+
+    def measure(self) -> Outcome:
+        stack = self.stack
+        rows = stack.outbox()
+        delivered = {i for i, r in rows.items() if r["state"] == "delivered"}
+        chief = stack.chief_lines()
+        by_text = {r["text"]: i for i, r in rows.items()}
+        rung: Counter[int] = Counter()
+        stray = repeats = 0
+        for message in stack.telegram_messages():
+            repeated = False
+            for text in carried_texts(message["text"], by_text):
+                row = by_text.get(text)
+                if row is None:
+                    stray += 1
+                    continue
+                repeated = repeated or rung[row] > 0
+                rung[row] += 1
+            repeats += repeated
+        acknowledged = self.producers.acknowledged
+        return Outcome(
+            seed=self.seed,
+            rows=self.rows,
+            cuts=self.cuts,
+            acknowledged=len(acknowledged),
+            in_ledger=len(rows),
+            delivered=len(delivered),
+            lost=len(acknowledged - (delivered & set(chief) & set(rung))),
+            chief_per_row=Counter(chief.get(i, 0) for i in rows),
+            telegram_per_row=Counter(rung.get(i, 0) for i in rows),
+            repeat_messages=repeats,
+            in_doubt=window_deaths(stack, self.deaths),
+            stray=stray,
+            lock_free=stack.lock_holder() is None,
+            integrity=stack.integrity(),
+            half_written=stack.chief_half_written(),
+            wall_s=time.monotonic() - self.began,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ops/powercut", description="A seeded power-cut run over the whole stack."
+    )
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--cuts", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed")
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder")
+    args = parser.parse_args(argv)
+    reason = fuse_unavailable()
+    if reason is not None:
+        print(f"ops/powercut: FUSE is not available here ({reason})", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    folder = Path(tempfile.mkdtemp(prefix="powercut-"))
+    print(f"POWERCUT_SEED={seed} rows {args.rows} cuts {args.cuts} folder {folder}", flush=True)
+    try:
+        outcome = PowerCutRun(folder, seed=seed, rows=args.rows, cuts=args.cuts).run()
+    except LayerUnavailable as exc:
+        print(f"ops/powercut: {exc}", file=sys.stderr)
+        return 2
+    except AssertionError as exc:
+        print(f"ops/powercut: the run failed: {exc} (its folder: {folder})", file=sys.stderr)
+        return 1
+    print("\n".join(outcome.lines()))
+    try:
+        outcome.check()
+    except AssertionError as exc:
+        print(f"ops/powercut: a promise broke: {exc} (its folder: {folder})", file=sys.stderr)
+        return 1
+    if not args.keep:
+        subprocess.run(["rm", "-rf", str(folder)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
