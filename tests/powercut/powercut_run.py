@@ -25,6 +25,7 @@ What the run checks at the end (`Outcome.check`):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -71,10 +72,41 @@ class PowerCutStack(ProofStack):
 
     def __init__(self, folder: Path, layer: Layer) -> None:
         coop_db, chief_db = layer.path / "coop.db", layer.path / "chief.db"
-        on_layer = {"COOP_DB": str(coop_db), "CHIEF_DB": str(chief_db)}
+        # The data folder too: the owner file and the callers' receipts live there.
+        on_layer = {
+            "COOP_DB": str(coop_db),
+            "CHIEF_DB": str(chief_db),
+            "COOP_HOME": str(layer.path),
+        }
         super().__init__(folder, door_env=on_layer, engine_env=on_layer)
         self.coop_db, self.chief_db = coop_db, chief_db
+        self.receipts = layer.path / "receipts"
         self.on_layer = on_layer
+        self.engine.keep_port = True  # after a cutover the owner file names its URL
+
+    def cutover(self) -> None:
+        """`coop cutover` to the running `coop serve`: from now on every call is routed to it."""
+        done = self.coop("cutover", "--url", self.engine.url)
+        assert done.returncode == 0, done.stderr
+
+    def reconcile_uncertain(self) -> int:
+        """`coop reconcile KEY` for every receipt left uncertain (its caller died mid-call)."""
+        uncertain = [r["key"] for r in self.receipt_files().values() if r["state"] == "uncertain"]
+        for key in uncertain:
+            done = self.coop("reconcile", key)
+            assert done.returncode == 0, done.stderr
+        return len(uncertain)
+
+    def receipt_files(self) -> dict[str, dict[str, Any]]:
+        if not self.receipts.is_dir():
+            return {}
+        found = (json.loads(p.read_text()) for p in self.receipts.glob("*.json"))
+        return {str(r["key"]): r for r in found}
+
+    def commands(self) -> dict[str, str]:
+        """The owner's command log: request key -> outcome."""
+        rows = self._query(self.coop_db, "SELECT key, outcome FROM coop_commands")
+        return {str(r[0]): str(r[1]) for r in rows}
 
     def env(self, **settings: str) -> dict[str, str]:
         return super().env(**(self.on_layer | settings))
@@ -189,6 +221,7 @@ class Outcome:
     integrity: dict[str, str]
     half_written: int
     wall_s: float
+    receipts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -211,6 +244,7 @@ class Outcome:
             f" {self.repeat_messages}; in-doubt events {self.in_doubt}; stray {self.stray}",
             f"lock free {self.lock_free}; half-written Chief rows {self.half_written};"
             f" integrity {self.integrity}",
+            *([f"receipts {self.receipts}"] if self.receipts else []),
             *self.notes,
         ]
 
@@ -228,13 +262,23 @@ class Outcome:
         assert self.lock_free, f"the worker lock is still held {where}"
         assert self.half_written == 0, f"half-written Chief rows {where}"
         assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
+        if self.receipts:
+            assert self.receipts["uncertain"] == 0, f"receipts left unsettled {where}"
+            assert self.receipts["committed_without_receipt"] == 0, (
+                f"the owner filed calls whose receipts the cut took {self.receipts} {where}"
+            )
+            assert self.receipts["receipt_committed_owner_not"] == 0, (
+                f"receipts say committed where the owner's log does not {self.receipts} {where}"
+            )
 
 
 class PowerCutRun:
     """One seeded run over `folder`: the layer, the stack, the producers and the cuts."""
 
-    def __init__(self, folder: Path, *, seed: int, rows: int, cuts: int) -> None:
-        self.seed, self.rows, self.cut_count = seed, rows, cuts
+    def __init__(
+        self, folder: Path, *, seed: int, rows: int, cuts: int, owner: bool = False
+    ) -> None:
+        self.seed, self.rows, self.cut_count, self.owner = seed, rows, cuts, owner
         self.rng = random.Random(seed)
         self.layer = Layer(folder / "layer")
         self.stack = PowerCutStack(folder, self.layer)
@@ -294,6 +338,8 @@ class PowerCutRun:
     def _run(self) -> Outcome:
         self.began = time.monotonic()
         self._start_house()
+        if self.owner:
+            self.stack.cutover()
         self.producers.start()
         thresholds = sorted(
             int(self.rng.uniform(0.05, 0.8) * self.rows) for _ in range(self.cut_count)
@@ -309,9 +355,27 @@ class PowerCutRun:
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
         settle(self.stack, self.producers.acknowledged, timeout_s=SETTLE_S)
+        reconciled = self.stack.reconcile_uncertain() if self.owner else 0
         exits = self.stack.stop()
         assert exits == {"engine": 0, "door": 0, "emulator": 0}, exits
-        return self.measure()
+        outcome = self.measure()
+        if self.owner:
+            outcome.receipts = self.receipt_figures(reconciled)
+        return outcome
+
+    def receipt_figures(self, reconciled: int) -> dict[str, int]:
+        """The callers' receipts against the owner's command log, once every one is settled."""
+        receipts = self.stack.receipt_files()
+        commands = self.stack.commands()
+        filed = {key for key, outcome in commands.items() if outcome == "committed"}
+        said = {key for key, r in receipts.items() if r["state"] == "committed"}
+        return {
+            "files": len(receipts),
+            "reconciled": reconciled,
+            "uncertain": sum(1 for r in receipts.values() if r["state"] == "uncertain"),
+            "committed_without_receipt": len(filed - set(receipts)),
+            "receipt_committed_owner_not": len(said - filed),
+        }
 
     def measure(self) -> Outcome:
         stack = self.stack
@@ -359,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--cuts", type=int, default=5)
     parser.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed")
+    parser.add_argument("--owner", action="store_true", help="after `coop cutover`: receipts")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder")
     args = parser.parse_args(argv)
     reason = fuse_unavailable()
@@ -369,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="powercut-"))
     print(f"POWERCUT_SEED={seed} rows {args.rows} cuts {args.cuts} folder {folder}", flush=True)
     try:
-        outcome = PowerCutRun(folder, seed=seed, rows=args.rows, cuts=args.cuts).run()
+        outcome = PowerCutRun(
+            folder, seed=seed, rows=args.rows, cuts=args.cuts, owner=args.owner
+        ).run()
     except LayerUnavailable as exc:
         print(f"ops/powercut: {exc}", file=sys.stderr)
         return 2
