@@ -7,8 +7,9 @@ One file per request key in `<data home>/receipts` (directory 0700, files 0600):
 
 Never bodies, never credentials: only what `coop reconcile KEY` needs to ask the owner.
 
-- `create` runs before a byte is sent: exclusive create (O_EXCL), fsync'd file and directory,
-  state `uncertain`. A receipt written afterwards would be lost exactly when it is needed.
+- `create` runs before a byte is sent: exclusive create (O_EXCL), fsync'd file and directory
+  (and, when it made the folder, the folder's parent), state `uncertain`. A receipt written
+  afterwards would be lost exactly when it is needed.
 - `settle` moves it to `committed` or `rejected` (atomic replace, fsync'd).
 - `prune` deletes settled receipts older than a day, at most once an hour (the mtime of a stamp
   file says when it last ran); uncertain receipts stay until reconciled.
@@ -43,7 +44,14 @@ def receipts_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _ensure_dir(directory: Path) -> Path:
-    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if not directory.is_dir():
+        missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]
+        directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        # A new folder's name is durable only once its parent is fsynced: without it a power
+        # cut can take the folder, and the uncertain receipt in it, however well that one was
+        # synced (tests/powercut/test_holes.py).
+        for folder in missing:
+            _fsync_dir(folder.parent)
     # An older or hand-made folder may be looser: receipts name what callers did.
     if directory.stat().st_mode & 0o777 != DIR_MODE:
         directory.chmod(DIR_MODE)
