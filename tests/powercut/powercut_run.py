@@ -59,6 +59,10 @@ EVENT_WAIT_S = 90.0
 SETTLE_S = 120.0
 PRODUCER_TIMEOUT_S = 120.0
 CUT_JITTER_S = 0.05
+# The first cut is aimed: the door dies at this point (after Telegram accepted a message, before
+# its sent mark) and the power goes at once. A random moment almost never lands there.
+SEND_POINT = "door.after_telegram_send"
+FAULT_EXIT_STATUS = 86
 # A door instance's sends are the emulator's receipts from its start until it died (and this
 # long after, for a request already on the wire); its successor needs a remount and a start
 # (over a second) before it can send anything.
@@ -255,6 +259,12 @@ class Outcome:
         assert set(self.chief_per_row) == {1}, f"Chief lines per row {self.chief_per_row} {where}"
         assert min(self.telegram_per_row) >= 1, f"a row never rang {where}"
         assert self.stray == 0, f"Telegram rang {self.stray} texts coop.db does not hold {where}"
+        # The aimed cut lands in the send-to-mark window: the bound below is never vacuous.
+        assert self.in_doubt >= 1, f"the aimed cut left no message in doubt {where}"
+        most = max(self.telegram_per_row)
+        assert most - 1 <= self.in_doubt, (
+            f"a row rang {most} times, in doubt {self.in_doubt} {where}"
+        )
         assert self.repeat_messages <= self.in_doubt <= len(self.cuts), (
             f"{self.repeat_messages} repeats, {self.in_doubt} in-doubt events,"
             f" {len(self.cuts)} cuts {where}"
@@ -325,6 +335,19 @@ class PowerCutRun:
         self.deaths.append(DoorDeath(started_at, died_at, back_at=died_at + IN_FLIGHT_S))
         self.producers.start()
 
+    def aimed_cut(self) -> None:
+        """A cut aimed at the door's send-to-mark window: the door, restarted armed, dies just
+        after a Telegram send, and the power goes at once. The message rang, its sent mark was
+        never written: an in-doubt event, rung again after the boot."""
+        assert self.stack.door.terminate() == 0
+        self.door_started_at = time.time()
+        self.stack.door.start(faults=SEND_POINT)
+        pushed = self.stack.coop("notify", f"powercut aimed-{self.seed}: a row for the window")
+        assert pushed.returncode == 0, pushed.stderr
+        self.producers.acknowledged.add(int(pushed.stdout.split("#")[1].split()[0]))
+        assert self.stack.door.wait_exit(EVENT_WAIT_S) == FAULT_EXIT_STATUS
+        self.cut()
+
     def run(self) -> Outcome:
         self.layer.mount()
         try:
@@ -349,6 +372,9 @@ class PowerCutRun:
                 self.stack, threshold, timeout_s=EVENT_WAIT_S,
                 what=f"before cut {n + 1} (POWERCUT_SEED={self.seed})",
             )  # fmt: skip
+            if n == 0:
+                self.aimed_cut()
+                continue
             time.sleep(self.rng.uniform(0, CUT_JITTER_S))  # picks the moment; synchronises nothing
             self.cut()
         for proc in self.producers.running.values():
