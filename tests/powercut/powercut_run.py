@@ -10,6 +10,15 @@ fsynced (all of them, or a seeded half, the last one maybe torn; see
 producers start again. The Telegram emulator is Telegram: it is not in the house, it lives
 through every cut, and its receipt log is off the layer.
 
+Three kinds of cut, because a seeded moment almost never lands in the narrowest windows:
+- the first is aimed at the door's send-to-mark window: the door dies (fault point
+  `door.after_telegram_send`) after Telegram accepted a message and before its sent mark, and
+  the power goes at once (a message in doubt; it rings again after the boot);
+- the second follows a crash mid-commit: a `coop notify` is killed inside its commit's fsync
+  (the layer stalls it there), the house crashes with it and boots on the same disk, where
+  SQLite's recovery may show the unsynced row; once every row is delivered, the power goes;
+- the rest wait for a seeded share of the rows to be delivered, plus a few seeded milliseconds.
+
 What the run checks at the end (`Outcome.check`):
 - every row whose producer's commit returned (the producer printed its id) is delivered, has its
   Chief line and rang Telegram: an acknowledged write survives a cut;
@@ -50,6 +59,7 @@ from tests.e2e.proof.proof_checks import (
 from tests.e2e.proof.proof_stack import SQLITE_TIMEOUT_S, ProofStack
 from tests.support.powercut import Layer, LayerUnavailable, fuse_unavailable
 from tests.support.procs import REPO
+from tests.support.waiting import wait_until_sync
 
 PRODUCERS = 2  # library producers (the engine's verbs in a process of their own)
 CLI_SHARE = 0.05  # of the rows, made by a producer that runs the real `coop` command per verb
@@ -202,6 +212,7 @@ class Producers:
 
 @dataclass
 class Cut:
+    kind: str  # "send window", "after a crash" or "seeded"
     at_s: float
     layer: dict[str, Any]
     undone: dict[str, int]  # by commit point: how many the cut took back
@@ -235,9 +246,9 @@ class Outcome:
             f"POWERCUT_SEED={self.seed} rows {self.rows} cuts {len(self.cuts)}"
             f" wall {self.wall_s:.1f} s",
             *(
-                f"cut {n + 1} at {c.at_s:.1f} s: held {c.layer['held_writes']} writes, kept"
-                f" {c.layer['kept_writes']}, torn {c.layer['torn'] is not None}, names undone"
-                f" {c.layer['names_undone']} of {c.layer['names_pending']}; undid"
+                f"cut {n + 1} ({c.kind}) at {c.at_s:.1f} s: held {c.layer['held_writes']}"
+                f" writes, kept {c.layer['kept_writes']}, torn {c.layer['torn'] is not None},"
+                f" names undone {c.layer['names_undone']} of {c.layer['names_pending']}; undid"
                 f" {', '.join(f'{k} {v}' for k, v in c.undone.items() if v) or 'nothing'}"
                 for n, c in enumerate(self.cuts)
             ),
@@ -307,7 +318,7 @@ class PowerCutRun:
             self.stack.start_door()
         self.stack.start_engine()
 
-    def cut(self) -> None:
+    def cut(self, kind: str = "seeded") -> None:
         """The power goes: every process of the house dies at once, the layer forgets what
         nobody synced, and the house boots again on what survived."""
         house = [p for p in (self.stack.door, self.stack.engine) if p.running]
@@ -329,7 +340,7 @@ class PowerCutRun:
         self.layer.mount()
         after = self.stack.snapshot()
         undone = {name: before[name] - after[name] for name in before}
-        self.cuts.append(Cut(time.monotonic() - self.began, figures, undone))
+        self.cuts.append(Cut(kind, time.monotonic() - self.began, figures, undone))
         started_at = self.door_started_at
         self._start_house()
         self.deaths.append(DoorDeath(started_at, died_at, back_at=died_at + IN_FLIGHT_S))
@@ -346,7 +357,43 @@ class PowerCutRun:
         assert pushed.returncode == 0, pushed.stderr
         self.producers.acknowledged.add(int(pushed.stdout.split("#")[1].split()[0]))
         assert self.stack.door.wait_exit(EVENT_WAIT_S) == FAULT_EXIT_STATUS
-        self.cut()
+        self.cut("send window")
+
+    def crash_then_cut(self) -> None:
+        """The house crashes while a `coop notify` is inside its commit's fsync (its WAL frames
+        written, not synced), boots again on the same disk (the kernel still holds those frames:
+        SQLite's recovery shows the row), runs until that row is delivered, and only then does
+        the power go."""
+        text = f"powercut unsynced-{self.seed}: a row whose commit never synced"
+        pusher = subprocess.Popen(
+            [sys.executable, "-m", "engine", "notify", text], env=self.stack.env(), cwd=REPO,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        # Who commits it: the `coop` process itself, or after a cutover the owner service.
+        committer = self.stack.engine.pid if self.owner else pusher.pid
+        self.layer.request(op="stall", name="coop.db-wal", pid=committer)
+        wait_until_sync(
+            lambda: self.layer.stats()["stalled"], timeout_s=EVENT_WAIT_S,
+            what=f"a commit stalled in its fsync (POWERCUT_SEED={self.seed})",
+        )  # fmt: skip
+        house = [p for p in (self.stack.door, self.stack.engine) if p.running]
+        for part in house:
+            os.kill(part.pid, signal.SIGKILL)
+        for pid in [pusher.pid, *self.producers.pids()]:
+            os.killpg(pid, signal.SIGKILL)
+        self.layer.request(op="unstall")  # the killed fsync ends (failed), nothing synced
+        pusher.wait(PRODUCER_TIMEOUT_S)
+        for part in house:
+            part.kill()
+        self.producers.reap(killed=True)
+        self._start_house()
+        wait_until_sync(
+            lambda: self.stack.pending_count() == 0 and self.stack.lock_holder() is None,
+            timeout_s=EVENT_WAIT_S,
+            what=f"every row delivered after the crash (POWERCUT_SEED={self.seed})",
+        )
+        self.cut("after a crash")
 
     def run(self) -> Outcome:
         self.layer.mount()
@@ -374,6 +421,9 @@ class PowerCutRun:
             )  # fmt: skip
             if n == 0:
                 self.aimed_cut()
+                continue
+            if n == 1:
+                self.crash_then_cut()
                 continue
             time.sleep(self.rng.uniform(0, CUT_JITTER_S))  # picks the moment; synchronises nothing
             self.cut()

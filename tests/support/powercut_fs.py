@@ -26,9 +26,13 @@ promises, no more):
   what it did and refuses every further operation (EIO) until it is unmounted; the next mount
   is a fresh process over what survived, as after a reboot.
 
-The control socket speaks one JSON object a line: `{"op": "stats"}` and
-`{"op": "cut", "seed": S, "keep": 0.0, "tear": false}`. `tests.support.powercut` is the side a
-test holds (mount, cut, unmount); this module is the other process and runs nothing at import.
+The control socket speaks one JSON object a line: `{"op": "stats"}`,
+`{"op": "cut", "seed": S, "keep": 0.0, "tear": false}`, and `{"op": "stall", "name": N,
+"pid": P}` / `{"op": "unstall"}`: process P's next fsync of a file named N, once it wrote a page
+there, blocks (its writes stay held; `stats` says `stalled`) until released, then fails, so a
+process can be killed inside its commit's fsync.
+`tests.support.powercut` is the side a test holds (mount, cut, unmount); this module is the
+other process and runs nothing at import.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import socket
 import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,8 +163,9 @@ class PowerCutFS:
 
     use_ns = True  # mfusepy: times in nanoseconds
 
-    def __init__(self, backing: Path, graves: Path) -> None:
+    def __init__(self, backing: Path, graves: Path, caller: Callable[[], int] = lambda: 0) -> None:
         self.backing = backing
+        self.caller = caller  # the pid of the process whose request is being served
         self.graves = graves
         # Named so that mfusepy does not take it for the `lock` operation (locks stay local).
         self.mutex = threading.RLock()
@@ -170,6 +175,15 @@ class PowerCutFS:
         self.sequence = 0
         self.journal: list[NameChange] = []
         self.dead = False
+        # `stall`: the next fsync of a file by this name, by this process, after it wrote a page
+        # or more there (a commit's frames, not a WAL header alone), blocks (its writes stay
+        # held) until `unstall` or a cut, and then fails: a process killed inside its fsync.
+        self.stall_name = ""
+        self.stall_pid = 0
+        self.stall_ready = False
+        self.stall_written = 0
+        self.stalled = threading.Event()
+        self.unstall = threading.Event()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -356,6 +370,13 @@ class PowerCutFS:
         with self.mutex:
             node, flags = self.handles[fh]
             node.write(data, node.size if flags & os.O_APPEND else offset, self._tick())
+            if (
+                self.stall_name
+                and os.path.basename(path or "") == self.stall_name
+                and self.caller() == self.stall_pid
+            ):
+                self.stall_written += len(data)  # the kernel splits a frame at page boundaries
+                self.stall_ready = self.stall_written >= PAGE_BYTES
             return len(data)
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
@@ -367,6 +388,18 @@ class PowerCutFS:
             return 0
 
     def fsync(self, path: str | None, datasync: int, fh: int) -> int:
+        with self.mutex:
+            stall = (
+                self.stall_ready
+                and os.path.basename(path or "") == self.stall_name
+                and self.caller() == self.stall_pid
+            )
+            if stall:
+                self.stall_name = ""
+                self.stalled.set()
+        if stall:
+            self.unstall.wait()  # outside the mutex: every other operation goes on
+            raise OSError(errno.EIO, "the fsync never completed")
         with self.mutex:
             self._tick()
             self.handles[fh][0].sync()
@@ -387,6 +420,7 @@ class PowerCutFS:
     def cut(self, seed: int, keep: float, tear: bool) -> CutFigures:
         """The power goes: keep a seeded part of what is held (see the module docstring), drop
         the rest, and refuse every operation from now on."""
+        self.unstall.set()
         with self.mutex:
             self.dead = True
             rng = random.Random(seed)
@@ -452,7 +486,21 @@ class PowerCutFS:
                 "held_writes": sum(len(n.held) for n in self.nodes.values()),
                 "held_files": sum(1 for n in self.nodes.values() if n.held),
                 "names_pending": len(self.journal),
+                "stalled": int(self.stalled.is_set() and not self.unstall.is_set()),
             }
+
+
+def process_of(thread_id: int) -> int:
+    """The process a thread belongs to (FUSE names the calling thread; `coop serve` commits
+    from a worker thread of its own)."""
+    try:
+        status = Path(f"/proc/{thread_id}/status").read_text()
+    except OSError:  # gone already
+        return thread_id
+    for line in status.splitlines():
+        if line.startswith("Tgid:"):
+            return int(line.split()[1])
+    return thread_id
 
 
 def serve_control(fs: PowerCutFS, path: Path) -> None:
@@ -477,6 +525,12 @@ def serve_control(fs: PowerCutFS, path: Path) -> None:
 def answer(fs: PowerCutFS, request: dict[str, Any]) -> dict[str, Any]:
     if request.get("op") == "stats":
         return fs.stats()
+    if request.get("op") == "stall":
+        fs.stall_name, fs.stall_pid = str(request["name"]), int(request["pid"])
+        return {"stalling": fs.stall_name}
+    if request.get("op") == "unstall":
+        fs.unstall.set()
+        return {"unstalled": True}
     if request.get("op") == "cut":
         figures = fs.cut(int(request["seed"]), float(request["keep"]), bool(request["tear"]))
         return figures.__dict__
@@ -497,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     backing = args.backing.resolve()
     graves = backing.with_name(backing.name + ".graves")
     graves.mkdir(exist_ok=True)
-    fs = PowerCutFS(backing, graves)
+    fs = PowerCutFS(backing, graves, caller=lambda: process_of(mfusepy.fuse_get_context()[2]))
     serve_control(fs, args.control)
     try:
         mfusepy.FUSE(fs, str(args.mount), foreground=True, hard_remove=True, fsname="powercut")
