@@ -112,10 +112,17 @@ class PowerCutStack(ProofStack):
         return len(uncertain)
 
     def receipt_files(self) -> dict[str, dict[str, Any]]:
+        """Every receipt by key; one that does not parse (a name without its bytes) is
+        `{"state": "torn"}`, which no reader can use and the run counts as a failure."""
         if not self.receipts.is_dir():
             return {}
-        found = (json.loads(p.read_text()) for p in self.receipts.glob("*.json"))
-        return {str(r["key"]): r for r in found}
+        found: dict[str, dict[str, Any]] = {}
+        for path in self.receipts.glob("*.json"):
+            try:
+                found[path.stem] = dict(json.loads(path.read_text()))
+            except ValueError:
+                found[path.stem] = {"key": path.stem, "state": "torn"}
+        return found
 
     def commands(self) -> dict[str, str]:
         """The owner's command log: request key -> outcome."""
@@ -285,6 +292,7 @@ class Outcome:
         assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
         if self.receipts:
             assert self.receipts["uncertain"] == 0, f"receipts left unsettled {where}"
+            assert self.receipts["torn"] == 0, f"receipts a cut left empty {where}"
             assert self.receipts["committed_without_receipt"] == 0, (
                 f"the owner filed calls whose receipts the cut took {self.receipts} {where}"
             )
@@ -449,6 +457,7 @@ class PowerCutRun:
             "files": len(receipts),
             "reconciled": reconciled,
             "uncertain": sum(1 for r in receipts.values() if r["state"] == "uncertain"),
+            "torn": sum(1 for r in receipts.values() if r["state"] == "torn"),
             "committed_without_receipt": len(filed - set(receipts)),
             "receipt_committed_owner_not": len(said - filed),
         }

@@ -28,9 +28,10 @@ promises, no more):
 
 The control socket speaks one JSON object a line: `{"op": "stats"}`,
 `{"op": "cut", "seed": S, "keep": 0.0, "tear": false}`, and `{"op": "stall", "name": N,
-"pid": P}` / `{"op": "unstall"}`: process P's next fsync of a file named N, once it wrote a page
-there, blocks (its writes stay held; `stats` says `stalled`) until released, then fails, so a
-process can be killed inside its commit's fsync.
+"pid": P, "min_bytes": B}` / `{"op": "unstall"}`: process P's next fsync of a file whose name
+holds N, once it wrote B bytes there (default a page: a commit's frames, not a WAL header),
+blocks (its writes stay held; `stats` says `stalled`) until released, then fails, so a process
+can be killed inside its fsync.
 `tests.support.powercut` is the side a test holds (mount, cut, unmount); this module is the
 other process and runs nothing at import.
 """
@@ -175,13 +176,12 @@ class PowerCutFS:
         self.sequence = 0
         self.journal: list[NameChange] = []
         self.dead = False
-        # `stall`: the next fsync of a file by this name, by this process, after it wrote a page
-        # or more there (a commit's frames, not a WAL header alone), blocks (its writes stay
-        # held) until `unstall` or a cut, and then fails: a process killed inside its fsync.
+        # `stall` (see the module docstring): a process killed inside its fsync.
         self.stall_name = ""
         self.stall_pid = 0
         self.stall_ready = False
         self.stall_written = 0
+        self.stall_bytes = PAGE_BYTES
         self.stalled = threading.Event()
         self.unstall = threading.Event()
 
@@ -372,11 +372,11 @@ class PowerCutFS:
             node.write(data, node.size if flags & os.O_APPEND else offset, self._tick())
             if (
                 self.stall_name
-                and os.path.basename(path or "") == self.stall_name
+                and self.stall_name in os.path.basename(path or "")
                 and self.caller() == self.stall_pid
             ):
                 self.stall_written += len(data)  # the kernel splits a frame at page boundaries
-                self.stall_ready = self.stall_written >= PAGE_BYTES
+                self.stall_ready = self.stall_written >= self.stall_bytes
             return len(data)
 
     def truncate(self, path: str | None, length: int, fh: int | None = None) -> int:
@@ -391,11 +391,12 @@ class PowerCutFS:
         with self.mutex:
             stall = (
                 self.stall_ready
-                and os.path.basename(path or "") == self.stall_name
+                and bool(self.stall_name)
+                and self.stall_name in os.path.basename(path or "")
                 and self.caller() == self.stall_pid
             )
-            if stall:
-                self.stall_name = ""
+            if stall:  # once only
+                self.stall_name, self.stall_ready = "", False
                 self.stalled.set()
         if stall:
             self.unstall.wait()  # outside the mutex: every other operation goes on
@@ -527,6 +528,7 @@ def answer(fs: PowerCutFS, request: dict[str, Any]) -> dict[str, Any]:
         return fs.stats()
     if request.get("op") == "stall":
         fs.stall_name, fs.stall_pid = str(request["name"]), int(request["pid"])
+        fs.stall_bytes = int(request.get("min_bytes", PAGE_BYTES))
         return {"stalling": fs.stall_name}
     if request.get("op") == "unstall":
         fs.unstall.set()
