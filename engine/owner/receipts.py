@@ -7,8 +7,10 @@ One file per request key in `<data home>/receipts` (directory 0700, files 0600):
 
 Never bodies, never credentials: only what `coop reconcile KEY` needs to ask the owner.
 
-- `create` runs before a byte is sent: exclusive create (O_EXCL), fsync'd file and directory,
-  state `uncertain`. A receipt written afterwards would be lost exactly when it is needed.
+- `create` runs before a byte is sent: written and fsync'd under a temporary name, moved into
+  place, directory fsync'd (and, when it made the folder, the folder's parent), state
+  `uncertain`; a key that has a receipt already is refused. A receipt written afterwards would
+  be lost exactly when it is needed.
 - `settle` moves it to `committed` or `rejected` (atomic replace, fsync'd).
 - `prune` deletes settled receipts older than a day, at most once an hour (the mtime of a stamp
   file says when it last ran); uncertain receipts stay until reconciled.
@@ -19,6 +21,7 @@ Standard library only: this is on the CLI's path.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -43,7 +46,14 @@ def receipts_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _ensure_dir(directory: Path) -> Path:
-    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if not directory.is_dir():
+        missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]
+        directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        # A new folder's name is durable only once its parent is fsynced: without it a power
+        # cut can take the folder, and the uncertain receipt in it, however well that one was
+        # synced (tests/powercut/test_holes.py).
+        for folder in missing:
+            _fsync_dir(folder.parent)
     # An older or hand-made folder may be looser: receipts name what callers did.
     if directory.stat().st_mode & 0o777 != DIR_MODE:
         directory.chmod(DIR_MODE)
@@ -85,7 +95,15 @@ def create(
         "settled_at": None,
         "outcome": None,
     }
-    _write_synced(path, body, os.O_EXCL)
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "a receipt for this key exists already", str(path))
+    # Written whole and synced under a temporary name, then moved into place: after a power cut
+    # the receipt is whole or absent. Created in place, its name could be made durable by
+    # another caller's directory fsync before its own bytes were, leaving an empty receipt no
+    # reader can parse and prune never removes (tests/powercut/test_holes.py).
+    temp = path.with_name(f".{path.name}.new")
+    _write_synced(temp, body, os.O_EXCL)
+    os.replace(temp, path)
     _fsync_dir(directory)
     return path
 

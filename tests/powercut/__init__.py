@@ -1,0 +1,1 @@
+"""The power-cut layer and the runs on it (issue 22)."""
