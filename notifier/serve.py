@@ -53,8 +53,9 @@ import uvicorn
 
 from engine import kick, store
 from engine.errors import CoopError, ServiceError, UsageError
+from engine.loopback import LOOPBACK_PEERS
 from engine.metrics import mount_metrics
-from engine.owner.app import LOOPBACK_PEERS, Owner, create_app
+from engine.owner.app import Owner, create_app
 from notifier import metrics
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon, InstanceLock, backend_options

@@ -12,6 +12,7 @@ the engine), so its copy is the engine's.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -246,8 +247,57 @@ def test_a_bare_ipv6_loopback_host_is_refused_by_both() -> None:
     assert loopback.host_is_loopback("[::1]:8764")
 
 
+PEER_CASES = [
+    "127.0.0.1",
+    "::1",
+    "::ffff:127.0.0.1",
+    "::1%lo",
+    "127.0.0.2",
+    "0.0.0.0",  # noqa: S104 - a peer value under test, not a bind
+    "::",
+    "10.0.0.1",
+    "::ffff:10.0.0.1",
+    "fe80::1%eth0",
+    "localhost",
+    " 127.0.0.1",
+    "127.0.0.1:80",
+    "[::1]",
+    "",
+    None,
+]
+
+
+def _engine_service_admits_peer(peer: str | None) -> bool:
+    """The engine service's own guard, on a request from this peer with a loopback Host."""
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/status",
+        "headers": [(b"host", b"127.0.0.1:8764")],
+        "client": None if peer is None else (peer, 40000),
+    }
+    try:
+        engine_service.guard_request(Request(scope))
+    except HTTPException as exc:
+        status_code = exc.status_code
+    else:
+        return True
+    assert status_code == 403
+    return False
+
+
+@pytest.mark.parametrize("peer", PEER_CASES)
+def test_the_engine_and_the_door_agree_on_every_loopback_peer(peer: str | None) -> None:
+    """The peer rule's twins: `engine.loopback.peer_is_loopback`, which the engine service's
+    guard calls, and the door's `chief.door.guard.peer_allowed` with its default peers."""
+    default_peers = frozenset(ipaddress.ip_address(p) for p in door_config.DEFAULT_ALLOWED_PEERS)
+    door = door_guard.peer_allowed(peer, default_peers)
+
+    assert loopback.peer_is_loopback(peer) == door, f"peer {peer!r}"
+    assert _engine_service_admits_peer(peer) == door, f"peer {peer!r}"
+
+
 def test_the_engine_service_uses_the_shared_host_rule_and_peers() -> None:
-    assert engine_service.LOOPBACK_PEERS is loopback.LOOPBACK_PEERS
     door_peers = frozenset(door_config.DEFAULT_ALLOWED_PEERS)
     assert door_peers == loopback.LOOPBACK_PEERS
     assert loopback.LOOPBACK_HOST_NAMES == door_guard.LOOPBACK_HOSTS
