@@ -40,7 +40,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import keyfile, loopback
-from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
+from engine.errors import (
+    DOMAIN_ERRORS,
+    CoopError,
+    KeyFileError,
+    KeyFileNotPrivate,
+    OwnerUnavailable,
+)
 from engine.owner import INVALID_OWNER, receipts
 from engine.verbs import READS
 
@@ -93,9 +99,9 @@ def read_credential(config: dict[str, Any]) -> str:
     path = Path(str(config.get("credential_file") or ""))
     try:
         return keyfile.read_private(path, "the owner credential")
-    except keyfile.KeyFileNotPrivate as exc:
+    except KeyFileNotPrivate as exc:
         raise OwnerUnavailable(CREDENTIAL_PRIVATE, detail=exc.message) from exc
-    except keyfile.KeyFileError as exc:
+    except KeyFileError as exc:
         raise OwnerUnavailable(INVALID_OWNER, detail=exc.message) from exc
 
 

@@ -12,7 +12,9 @@ Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a ch
 Python inside the transaction is sound, and nothing outside it decides anything. The modules
 beside this one take the connection of a transaction already open; they never open their own.
 
-sqlite3 errors are translated here into `StoreError`, so callers see one error tree.
+sqlite3 errors are translated here into `StoreError`, so callers see one error tree. The store
+reads no owner file: whether a call runs here or at the owner service is decided above it
+(`engine.api`), and the direct door for scripts, shut in service mode, is `engine.direct`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,9 @@ import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from engine import owner_file as owner
 from engine.config import db_file, pure_path
-from engine.errors import OwnerUnavailable, StoreError
-from engine.store.schema import MIGRATIONS, statements
+from engine.errors import StoreError
+from engine.store.schema import FENCE_FUNCTION, MIGRATIONS, statements
 
 # The fence's DDL lives in engine.store.schema; `coop cutover` and its tests call it here.
 from engine.store.schema import fence_triggers as fence_triggers
@@ -115,7 +116,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     # connection's writes through while it migrates, and refuses them with the fence's own
     # words afterwards, until the owner registers the function for good.
     migrating = [True]
-    conn.create_function(owner.FENCE_FUNCTION, 0, lambda: 1 if migrating else None)
+    conn.create_function(FENCE_FUNCTION, 0, lambda: 1 if migrating else None)
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Re-read inside the write lock: another process may have migrated meanwhile.
@@ -142,25 +143,6 @@ def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
     conn.row_factory = sqlite3.Row
     return conn
-
-
-@contextmanager
-def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """The direct door to the ledger for a script or a test: a connection, closed afterwards.
-
-    The lowest door is shut in service mode: an owner file means the owner service is the only
-    door to the ledger, so this refuses with `Direct SQL is disabled; use the Coop service API`
-    (a broken owner file fails closed too). The engine's own verbs never come through here:
-    `engine.api` decides local or owner once per call and opens with `unit_of_work`.
-    """
-    path = locate(db)
-    if owner.owner_config(path) is not None:
-        raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
-    conn = open_connection(path)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
 from engine import keyfile, lifecycle, loopback
+from engine.errors import KeyFileError
 from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
@@ -123,7 +124,7 @@ def test_every_package_finds_the_service_key_in_that_folder(tmp_path: Path) -> N
 def _engine_reads(path: Path) -> bool:
     try:
         keyfile.read_private(path, "the service key")
-    except keyfile.KeyFileError:
+    except KeyFileError:
         return False
     return True
 

@@ -19,10 +19,10 @@ from tests.support.waiting import wait_until_sync
 PRODUCER = """
 import sys
 from pathlib import Path
-from engine import kick, store
+from engine import direct, kick, store
 from engine.outbox import enqueue
 db = Path(sys.argv[1])
-with store.connection(db) as conn, store.write(conn):
+with direct.connection(db) as conn, store.write(conn):
     print(enqueue(conn, "note", sys.argv[2]))
 print(kick.kick(db))
 """

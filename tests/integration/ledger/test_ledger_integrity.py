@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from engine import store
+from engine import direct, store
 from engine.errors import StoreError
 from tests.support.ledger import ledger
 
@@ -66,9 +66,9 @@ def test_a_failure_after_the_outbox_insert_rolls_back_both(db):
 
 
 def test_migrations_are_recorded_and_reopening_is_a_no_op(db):
-    with store.connection(db) as conn:
+    with direct.connection(db) as conn:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         assert version == len(store.MIGRATIONS)
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    with store.connection(db) as conn:
+    with direct.connection(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == version

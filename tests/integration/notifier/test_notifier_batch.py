@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
 from engine.faults import FAULTS_ENV
 from notifier.client import FakeDoorClient, HttpDoorClient
@@ -45,7 +46,7 @@ def _worker(config: NotifierConfig, client: object | None = None) -> Worker:
 
 
 def _rows(db_path: Path) -> list[dict[str, object]]:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         return [
             dict(r)
             for r in conn.execute(

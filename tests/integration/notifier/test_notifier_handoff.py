@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
 from notifier import store
 from notifier.client import FakeDoorClient
@@ -197,7 +198,7 @@ async def test_a_commit_between_the_last_look_and_the_handoff_is_work_available(
     if producer == "operator_retry":
         # A head deferred far ahead: the worker's last look finds nothing due.
         deferred.extend(add_rows(db_path, 1, prefix="deferred"))
-        with engine_store.connection(db_path) as c:
+        with direct.connection(db_path) as c:
             c.execute(
                 "UPDATE coop_outbox SET attempts = 1, next_attempt_at = ? WHERE id = ?",
                 (time.time() + 3600, deferred[0]),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
@@ -49,7 +50,7 @@ def _worker(db_path: Path, url: str, *, batch_max: int = 64) -> Worker:
 
 
 def _states(db_path: Path) -> list[tuple[int, str, int]]:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         found = conn.execute("SELECT id, state, attempts FROM coop_outbox ORDER BY id")
         return [(int(r["id"]), str(r["state"]), int(r["attempts"])) for r in found]
 
@@ -61,7 +62,7 @@ def _key(db_path: Path, outbox_id: int) -> str:
 
 def _add(db_path: Path, count: int, prefix: str, text: str = TEXT) -> list[int]:
     ids = add_rows(db_path, count, prefix=prefix)
-    with engine_store.connection(db_path) as conn, engine_store.write(conn):
+    with direct.connection(db_path) as conn, engine_store.write(conn):
         conn.executemany(
             "UPDATE coop_outbox SET text = ? || text WHERE id = ?", [(text, i) for i in ids]
         )
