@@ -4,7 +4,7 @@
     ├── ConfigError                 a setting is wrong (names the setting); nothing starts
     │   └── ServiceKeyError         the service key file is missing, unreadable or not 0600
     ├── StoreError                  the Coop database failed (sqlite3 errors translated in
-    │                               notifier.store, engine store errors at open)
+    │                               notifier.delivery, engine store errors at open)
     ├── LockLost                    this worker no longer owns the worker lock it was draining under
     └── DaemonAlreadyRunning        another notifier daemon holds this store's instance lock
 

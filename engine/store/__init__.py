@@ -81,7 +81,7 @@ def open_connection(
     Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
     `check_same_thread=False` is for the owner service, which serialises its connection's use
     with a lock and runs each call in a worker thread. `synchronous="NORMAL"` is for the
-    notifier's own delivery marks only (`notifier.store.open_own_connection` says why).
+    notifier's own delivery marks only (`notifier.delivery.open_own_connection` says why).
     """
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")

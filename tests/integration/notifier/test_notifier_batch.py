@@ -16,9 +16,9 @@ from engine import store as engine_store
 from engine.faults import FAULTS_ENV
 from notifier.client import FakeDoorClient, HttpDoorClient
 from notifier.config import NotifierConfig
+from notifier.delivery import Database, OutboxRow
 from notifier.errors import StoreError
 from notifier.outcome import DoorReply
-from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, sent_ids
 from tests.support.door import KEY, door_stack

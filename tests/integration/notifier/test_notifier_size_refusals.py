@@ -15,7 +15,7 @@ from engine import direct
 from engine import store as engine_store
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
-from notifier.store import Database
+from notifier.delivery import Database
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, outbox_row
 from tests.support.door import KEY, door_stack

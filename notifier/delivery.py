@@ -251,7 +251,7 @@ def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
     """Check-and-claim in one transaction; take over only a provably gone holder."""
     with write(conn):
         # A store failing under a running drain (disk full, I/O error), for the daemon's tests.
-        fault("notifier.store.claim")
+        fault("notifier.delivery.claim")
         holder = _holder(queue.holder(conn))
         if holder is not None:
             if holder.owner == me.owner:
