@@ -177,21 +177,17 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     the verb and its filing together or neither.
     """
     if conn.in_transaction:
-        with _savepoint(conn):
+        conn.execute("SAVEPOINT coop_verb")
+        with _undone_on_failure(conn, _rollback_savepoint):
             yield conn
+        conn.execute("RELEASE coop_verb")
         return
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
         raise StoreError(f"cannot start a write on the Coop database: {exc}") from exc
-    try:
+    with _undone_on_failure(conn, _rollback):
         yield conn
-    except sqlite3.Error as exc:
-        _rollback(conn)
-        raise StoreError(f"the Coop database refused the write: {exc}") from exc
-    except BaseException:
-        _rollback(conn)
-        raise
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -227,17 +223,19 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    conn.execute("SAVEPOINT coop_verb")
+def _undone_on_failure(
+    conn: sqlite3.Connection, undo: Callable[[sqlite3.Connection], None]
+) -> Iterator[sqlite3.Connection]:
+    """Run a write's block; if it fails, `undo` its changes (the transaction or the verb's
+    savepoint) and raise a driver error as `StoreError`, anything else as it is."""
     try:
         yield conn
     except sqlite3.Error as exc:
-        _rollback_savepoint(conn)
+        undo(conn)
         raise StoreError(f"the Coop database refused the write: {exc}") from exc
     except BaseException:
-        _rollback_savepoint(conn)
+        undo(conn)
         raise
-    conn.execute("RELEASE coop_verb")
 
 
 def _rollback_savepoint(conn: sqlite3.Connection) -> None:
