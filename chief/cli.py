@@ -190,20 +190,24 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
 
     from chief.config import ChiefConfig
     from chief.conversation import read_log
-    from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
+    from chief.errors import ChiefError
 
     try:
         config = ChiefConfig.from_env()
         messages = anyio.run(lambda: read_log(config, limit=limit, owner=owner))
-    except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except ChiefError as exc:
-        print(f"chief: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _failed("chief", exc)
     for message in messages:
         print(_json_line(message) if as_json else render_message(message))
     return EXIT_OK
+
+
+def _failed(prefix: str, exc: Exception) -> int:
+    """Print the error's one line; exit 2 for a wrong setting or input, 1 for anything else."""
+    from chief.errors import ChiefConfigError, ChiefInputError
+
+    print(f"{prefix}: {exc}", file=sys.stderr)
+    return EXIT_USAGE if isinstance(exc, ChiefConfigError | ChiefInputError) else EXIT_FAILED
 
 
 def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
@@ -227,19 +231,14 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         config = ChiefConfig.from_env()
         door = _door_address()
     except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _failed("chief report", exc)
     _quiet_logs()
     try:
         outcome = anyio.run(
             lambda: report_from_cron(config, source_id, text, wait_s=wait_s, door=door)
         )
-    except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except ChiefError as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _failed("chief report", exc)
     key = outcome.source_key
     if outcome.how == "already":
         print(f"chief report: {key} already landed as message #{outcome.message_id}; nothing new")
