@@ -121,31 +121,24 @@ def test_every_package_finds_the_service_key_in_that_folder(tmp_path: Path) -> N
 # ---- the service key file's rule -------------------------------------------------------------
 
 
-def _engine_reads(path: Path) -> bool:
-    try:
-        keyfile.read_private(path, "the service key")
-    except KeyFileError:
-        return False
-    return True
+def _accepts(read: Callable[[Path], object], refusal: type[Exception]) -> Callable[[Path], bool]:
+    """Whether one package's reader accepts a key file: it reads it, or refuses with `refusal`."""
+
+    def reads(path: Path) -> bool:
+        try:
+            read(path)
+        except refusal:
+            return False
+        return True
+
+    return reads
 
 
-def _notifier_reads(path: Path) -> bool:
-    try:
-        notifier_config.read_service_key(path)
-    except ServiceKeyError:
-        return False
-    return True
-
-
-def _door_reads(path: Path) -> bool:
-    try:
-        door_config.read_service_key_digest(path)
-    except DoorError:
-        return False
-    return True
-
-
-KEY_READERS = {"engine": _engine_reads, "notifier": _notifier_reads, "door": _door_reads}
+KEY_READERS = {
+    "engine": _accepts(lambda path: keyfile.read_private(path, "the service key"), KeyFileError),
+    "notifier": _accepts(notifier_config.read_service_key, ServiceKeyError),
+    "door": _accepts(door_config.read_service_key_digest, DoorError),
+}
 
 
 @pytest.mark.parametrize(
@@ -444,18 +437,10 @@ def test_the_doors_per_item_verdicts_are_read_by_the_notifier_row_by_row() -> No
     # (notifier.outcome.classify_batch): accepted rows delivered, the refused row deferred with
     # the door's reason, the rows behind it left untouched.
     import json
-    from dataclasses import dataclass
 
-    @dataclass(frozen=True)
-    class Row:
-        id: int
-        attempts: int = 0
+    from notifier.delivery import OutboxRow
 
-        @property
-        def delivery_key(self) -> str:
-            return str(self.id)
-
-    rows = [Row(41), Row(42), Row(43), Row(44)]
+    rows = [OutboxRow(n, "note", f"row {n}", 0, 0.0, str(n)) for n in (41, 42, 43, 44)]
     items = [{"text": f"row {r.id}", "kind": "note", "outbox_id": r.delivery_key} for r in rows]
     items[2]["kind"] = "k" * (door_router.MAX_KIND_CHARS + 1)
     accepted, rest = door_router.judge_batch(json.dumps({"items": items}).encode(), 64)
