@@ -30,6 +30,8 @@ from http.client import HTTPResponse
 LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
 #: Host names a loopback request may carry (the door's `LOOPBACK_HOSTS`; IPv6 in brackets).
 LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+#: Hosts a loopback URL may name, as `urlsplit(...).hostname` gives them (IPv6 without brackets).
+LOOPBACK_URL_HOSTS = LOOPBACK_PEERS | {"localhost"}
 MAX_PORT_DIGITS = 5
 
 

@@ -54,7 +54,6 @@ CREDENTIAL_HEADER = "X-Coop-Owner-Key"
 CALL_PATH = "/compat/call"
 RECONCILE_PATH = "/compat/reconcile"
 CLIENT_TIMEOUT_S = 30.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 CREDENTIAL_PRIVATE = "Coop credential must be private (0600)"
 MAX_DETAIL_CHARS = 300
 
@@ -87,7 +86,7 @@ def check_owner_url(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         scheme, host = "", None
-    if scheme != "http" or host not in LOOPBACK_HOSTS:
+    if scheme != "http" or host not in loopback.LOOPBACK_URL_HOSTS:
         raise OwnerUnavailable(
             INVALID_OWNER, detail=f"the owner URL must be http on loopback, not {url!r}"
         )
