@@ -19,20 +19,21 @@ def counts(db: str) -> dict[str, int]:
         }
 
 
-def test_raw_update_on_the_event_log_is_refused_by_the_database(db):
+@pytest.mark.parametrize(
+    ("statement", "words"),
+    [
+        ("UPDATE coop_events SET actor = 'someone else'", "append-only: events are never updated"),
+        ("DELETE FROM coop_events", "append-only: events are never deleted"),
+    ],
+)
+def test_a_raw_change_to_the_event_log_is_refused_by_the_database(db, statement, words):
     ledger.add_todo("t", actor="builder", db=db)
     conn = sqlite3.connect(db)
-    with pytest.raises(sqlite3.IntegrityError, match="append-only: events are never updated"):
-        conn.execute("UPDATE coop_events SET actor = 'someone else'")
-    conn.close()
-
-
-def test_raw_delete_on_the_event_log_is_refused_by_the_database(db):
-    ledger.add_todo("t", actor="builder", db=db)
-    conn = sqlite3.connect(db)
-    with pytest.raises(sqlite3.IntegrityError, match="append-only: events are never deleted"):
-        conn.execute("DELETE FROM coop_events")
-    conn.close()
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match=words):
+            conn.execute(statement)
+    finally:
+        conn.close()
     assert counts(db)["coop_events"] == 1
 
 
