@@ -25,6 +25,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from chief.args import OneLineParser
+from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
 
 if TYPE_CHECKING:
@@ -45,15 +46,11 @@ MAX_WHOLE_NUMBER = 2**63 - 1
 UTF8_MAX_BYTES_PER_CHAR = 4
 
 
-class _UsageError(Exception):
-    pass
-
-
 class _Parser(OneLineParser):
     """argparse, but a usage error is one line (not the usage block) and no exit inside."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise ChiefInputError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _positive_int(raw: str) -> int:
@@ -159,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
         options = parser.checked(parser.parse_args(args), own_words={"text"})
-    except _UsageError as exc:
+    except ChiefInputError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version exit through argparse
@@ -204,7 +201,7 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
 
 def _failed(prefix: str, exc: Exception) -> int:
     """Print the error's one line; exit 2 for a wrong setting or input, 1 for anything else."""
-    from chief.errors import ChiefConfigError, ChiefInputError
+    from chief.errors import ChiefConfigError
 
     print(f"{prefix}: {exc}", file=sys.stderr)
     return EXIT_USAGE if isinstance(exc, ChiefConfigError | ChiefInputError) else EXIT_FAILED

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chief.door.config import DoorConfig
-from chief.door.posture import PostureSource, PostureUnavailable
+from chief.door.posture import PostureSource
+from chief.errors import PostureUnavailable
 
 if TYPE_CHECKING:
     from starlette.requests import Request

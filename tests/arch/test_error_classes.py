@@ -30,8 +30,6 @@ OUTSIDE = {
     ("engine/owner/commands.py", "CommandRefused"): "to move into engine.errors",
     ("engine/owner/commands.py", "KeyConflict"): "to move into engine.errors",
     ("engine/owner/arguments.py", "ArgumentError"): "to move into engine.errors",
-    ("chief/cli.py", "_UsageError"): "to move into chief.errors",
-    ("chief/door/posture.py", "PostureUnavailable"): "to move into chief.errors",
     ("chief/door/verbs.py", "ChannelUnavailable"): "to move into chief.errors",
     ("chief/door/verbs.py", "ChiefUnavailable"): "to move into chief.errors",
 }
