@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
+
+from structlog.testing import capture_logs
 
 from engine import direct
 from engine import store as engine_store
 from engine.outbox import enqueue
 from notifier.config import NotifierConfig
+from notifier.worker import DrainReport, Worker
 from tests.support.loopback_door import SERVICE_KEY, row_ids
 
 
@@ -49,3 +54,14 @@ def lock_row(db_path: Path) -> dict[str, object] | None:
     with direct.connection(db_path) as conn:
         found = conn.execute("SELECT * FROM worker_lock").fetchone()
         return dict(found) if found else None
+
+
+async def drain_once(worker: Worker) -> tuple[DrainReport, list[MutableMapping[str, Any]]]:
+    """One drain and the log it wrote; the worker and its connection are closed after."""
+    try:
+        with capture_logs() as logs:
+            report = await worker.drain()
+    finally:
+        await worker.aclose()
+        await worker.db.aclose()
+    return report, logs

@@ -17,7 +17,7 @@ from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.delivery import Database
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, outbox_row
+from tests.integration.notifier.notifier_helpers import add_rows, drain_once, lock_row, outbox_row
 from tests.support.door import KEY, door_stack
 
 pytestmark = pytest.mark.timeout(60)
@@ -124,12 +124,7 @@ async def test_a_row_too_large_for_the_door_alone_is_its_own_refusal(
     settings = {"CHIEF_NOTIFY_BODY_MAX_BYTES": str(BODY_MAX_BYTES)}
     async with door_stack(tmp_path, settings=settings) as stack:
         worker = _worker(db_path, stack.url)
-        try:
-            with capture_logs() as logs:
-                report = await worker.drain()
-        finally:
-            await worker.aclose()
-            await worker.db.aclose()
+        report, logs = await drain_once(worker)
         for outbox_id in ahead:
             assert await stack.chief_lines(_key(db_path, outbox_id)) == 1
         for outbox_id in (big, *behind):
