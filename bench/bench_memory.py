@@ -26,6 +26,7 @@ from pathlib import Path
 import benchkit as kit
 from benchkit import Stack
 
+from engine import direct
 from engine import kick as engine_kick
 from engine import store as engine_store
 from engine.outbox import enqueue
@@ -52,7 +53,7 @@ def memory_line(stack: Stack, label: str, started: float, delivered: int) -> str
 
 
 def write_batch(db: Path, first: int, count: int) -> None:
-    with engine_store.connection(db) as conn, engine_store.write(conn):
+    with direct.connection(db) as conn, engine_store.write(conn):
         for n in range(first, first + count):
             enqueue(conn, "note", f"memory {n}: a line the owner reads on the phone")
     engine_kick.kick(db, mode="datagram")

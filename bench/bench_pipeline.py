@@ -29,6 +29,7 @@ from pathlib import Path
 import benchkit as kit
 from benchkit import DRAIN_TIMEOUT_S, LineCounter, Stack, receipts, wait_for
 
+from engine import direct
 from engine import kick as engine_kick
 from engine import store as engine_store
 from engine.outbox import enqueue
@@ -37,7 +38,7 @@ from engine.outbox import enqueue
 def bench_backlog(stack: Stack, rows: int) -> None:
     before = stack.cpu()
     start = time.time()
-    with engine_store.connection(stack.coop_db) as conn, engine_store.write(conn):
+    with direct.connection(stack.coop_db) as conn, engine_store.write(conn):
         for n in range(rows):
             enqueue(conn, "note", f"backlog {n}")
     committed = time.time()

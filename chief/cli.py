@@ -25,6 +25,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from chief.args import OneLineParser
+from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
 
 if TYPE_CHECKING:
@@ -45,15 +46,11 @@ MAX_WHOLE_NUMBER = 2**63 - 1
 UTF8_MAX_BYTES_PER_CHAR = 4
 
 
-class _UsageError(Exception):
-    pass
-
-
 class _Parser(OneLineParser):
     """argparse, but a usage error is one line (not the usage block) and no exit inside."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise ChiefInputError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _positive_int(raw: str) -> int:
@@ -159,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
         options = parser.checked(parser.parse_args(args), own_words={"text"})
-    except _UsageError as exc:
+    except ChiefInputError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version exit through argparse
@@ -190,20 +187,24 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
 
     from chief.config import ChiefConfig
     from chief.conversation import read_log
-    from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
+    from chief.errors import ChiefError
 
     try:
         config = ChiefConfig.from_env()
         messages = anyio.run(lambda: read_log(config, limit=limit, owner=owner))
-    except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except ChiefError as exc:
-        print(f"chief: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _failed("chief", exc)
     for message in messages:
         print(_json_line(message) if as_json else render_message(message))
     return EXIT_OK
+
+
+def _failed(prefix: str, exc: Exception) -> int:
+    """Print the error's one line; exit 2 for a wrong setting or input, 1 for anything else."""
+    from chief.errors import ChiefConfigError
+
+    print(f"{prefix}: {exc}", file=sys.stderr)
+    return EXIT_USAGE if isinstance(exc, ChiefConfigError | ChiefInputError) else EXIT_FAILED
 
 
 def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
@@ -227,19 +228,14 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         config = ChiefConfig.from_env()
         door = _door_address()
     except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _failed("chief report", exc)
     _quiet_logs()
     try:
         outcome = anyio.run(
             lambda: report_from_cron(config, source_id, text, wait_s=wait_s, door=door)
         )
-    except (ChiefConfigError, ChiefInputError) as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except ChiefError as exc:
-        print(f"chief report: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return _failed("chief report", exc)
     key = outcome.source_key
     if outcome.how == "already":
         print(f"chief report: {key} already landed as message #{outcome.message_id}; nothing new")

@@ -6,7 +6,9 @@
     │                           role, turn kind, origin); the message lists what is accepted
     ├── ChiefStoreError         chief.db could not be opened, migrated, read or written
     │                           (sqlite3 errors are translated into this in chief/store.py only)
-    ├── DoorError               the notify door's branch (subclasses live here, added by the door)
+    ├── DoorError               the notify door refused or failed a request
+    │   └── PostureUnavailable  the security posture could not be read (chief.door.posture);
+    │                           the door answers 503 rather than guess
     └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
         │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
         │                       request went out and no answer came back (it may have rung)
@@ -43,6 +45,10 @@ class ChiefStoreError(ChiefError):
 
 class DoorError(ChiefError):
     """The notify door refused or failed this request — see the door's log for the reason."""
+
+
+class PostureUnavailable(DoorError):
+    """The security posture could not be read; fix the posture file, then retry."""
 
 
 class TelegramUnavailable(ChiefError):

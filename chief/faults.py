@@ -1,15 +1,19 @@
-"""Fault points for crash tests: inert unless COOP_TEST_FAULTS names them.
+"""Test-only crash points, compiled in and inert unless `COOP_TEST_FAULTS` names them.
 
-Same contract as engine/faults.py (chief must not import engine): `fault(name)` does nothing
-unless the comma-separated env var COOP_TEST_FAULTS lists `name`. Each entry has a mode:
+A crash test sets `COOP_TEST_FAULTS=door.after_report` (comma-separated names) in a child
+process's environment; when that process reaches the named point it dies at once, as a power
+cut or SIGKILL would, skipping every finally block and flush. Each entry has a mode:
 
-    name                   die at once with exit status 86, skipping every finally block and
-                           flush, the way a power cut or SIGKILL would
+    name                   die at once with exit status 86
     name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time
-                           the point is reached (a full disk under a write)
-    name:raise-while=PATH  the same, but only while the file PATH exists: a test makes the disk
-                           "full" by creating PATH and gives the space back by deleting it,
-                           without restarting the process
+    name:raise-while=PATH  the same, only while the file PATH exists (the disk fills and empties
+                           under a running process)
+    name:pause-while=PATH  stop right here while the file PATH exists (at most a minute),
+                           after creating PATH.reached: a test holds a process at a seam, acts,
+                           then lets it go on by deleting PATH
+
+Twin of `engine.faults` (chief must not import the engine): the two modules differ in this
+docstring only, and `tests/contract/test_faults_twins.py` fails if their code ever does.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ FAULTS_ENV = "COOP_TEST_FAULTS"
 FAULT_EXIT_STATUS = 86
 # What SQLite itself says when a write meets ENOSPC (SQLITE_FULL).
 DISK_FULL_MESSAGE = "database or disk is full"
+PAUSE_MAX_S = 60.0
+PAUSE_POLL_S = 0.005
 
 
 def fault(name: str) -> None:
-    """Die (os._exit(86)) or raise a disk-full error when COOP_TEST_FAULTS names this point."""
+    """Die here with status 86, or raise a disk-full error, if the environment names this point."""
     entries = os.environ.get(FAULTS_ENV)
-    # Read on every call (a dict lookup) so a test can arm a point without re-importing anything.
     if not entries or name not in entries:
         return
     for entry in entries.split(","):
@@ -34,9 +39,24 @@ def fault(name: str) -> None:
             continue
         if not mode:
             os._exit(FAULT_EXIT_STATUS)
+        if mode.startswith("pause-while="):
+            _pause_while(mode.removeprefix("pause-while="))
+            continue
         if mode == "raise" or (
             mode.startswith("raise-while=") and os.path.exists(mode.removeprefix("raise-while="))
         ):
             import sqlite3
 
             raise sqlite3.OperationalError(DISK_FULL_MESSAGE)
+
+
+def _pause_while(path: str) -> None:
+    import time
+
+    if not os.path.exists(path):
+        return
+    with open(path + ".reached", "a"):
+        pass
+    deadline = time.monotonic() + PAUSE_MAX_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(PAUSE_POLL_S)

@@ -2,6 +2,9 @@
 
 JSON when stderr is not a terminal (production, systemd, tests), key=value console output on a
 tty. Library code only calls `structlog.get_logger(...)`; entry points call `configure_logging()`.
+
+`configure_logging` is the twin of `notifier.logs.configure_logging` (chief must not import the
+notifier): `tests/contract/test_logging_twins.py` fails if their code ever differs.
 """
 
 from __future__ import annotations

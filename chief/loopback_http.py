@@ -5,8 +5,9 @@ own long-running entry points share.
 use it, so it sits beside them rather than inside either: `chief.telegram` imports nothing from
 `chief.door` (an import contract holds that).
 
-- `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`). The door's
-  guard checks the `Host` header of each request separately (`chief.door.guard`).
+- `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`), and the Bot
+  API hosts the Telegram sender reaches without an environment proxy (`telegram.sender`). The
+  door's guard checks each request's peer and `Host` header separately (`chief.door.guard`).
 - `run_server`: loopback bind, no access log (every event the project cares about is its own
   structlog line), SIGTERM/SIGINT handled by uvicorn (finish the requests in flight within a
   bound, then return so `main` exits 0; any number of further stop signals change nothing), a

@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import keyfile, loopback
 from engine.config import data_home
+from engine.errors import KeyFileError
 
 # Shared with the notifier and the door, which keep their own copies (the packages share no
 # code): tests/contract/test_shared_facts.py fails if any copy differs.
@@ -46,7 +47,7 @@ def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
         }
     try:
         key = read_service_key(env)
-    except keyfile.KeyFileError as exc:
+    except KeyFileError as exc:
         return {"answered": False, "url": url, "error": exc.message}
     request = urllib.request.Request(url, headers={SERVICE_KEY_HEADER: key})  # noqa: S310
     try:

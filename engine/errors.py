@@ -8,6 +8,9 @@
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
     ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
     │                               transport); the compatibility client's fail-closed answers
+    ├── KeyFileError                a private key file is missing, unreadable, not a regular file,
+    │   │                           empty or too large (engine.keyfile)
+    │   └── KeyFileNotPrivate       a group or world bit is set on it: `chmod 600` it
     └── ServiceError                `coop serve` cannot start (its port is taken, ...)
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
@@ -55,6 +58,14 @@ class StoreError(CoopError):
 
 class OwnerUnavailable(CoopError):
     """The Coop owner service could not be used; nothing was written locally."""
+
+
+class KeyFileError(CoopError):
+    """A key file cannot be used; write the key there with mode 0600."""
+
+
+class KeyFileNotPrivate(KeyFileError):
+    """A key file is readable by others; `chmod 600` it."""
 
 
 class ServiceError(CoopError):

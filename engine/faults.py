@@ -2,9 +2,7 @@
 
 A crash test sets `COOP_TEST_FAULTS=engine.outbox.after_insert` (comma-separated names) in a
 child process's environment; when that process reaches the named point it dies at once, as a
-power cut or SIGKILL would, without unwinding or committing anything. The same grammar as
-chief/faults.py (chief keeps its own copy: it must not import the engine), plus `pause-while`,
-which only the notifier's seam tests use so far:
+power cut or SIGKILL would, skipping every finally block and flush. Each entry has a mode:
 
     name                   die at once with exit status 86
     name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time
@@ -13,6 +11,9 @@ which only the notifier's seam tests use so far:
     name:pause-while=PATH  stop right here while the file PATH exists (at most a minute),
                            after creating PATH.reached: a test holds a process at a seam, acts,
                            then lets it go on by deleting PATH
+
+Twin of `chief.faults` (chief must not import the engine): the two modules differ in this
+docstring only, and `tests/contract/test_faults_twins.py` fails if their code ever does.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ and a file that is empty or too large to be a key (a wrong path). The notify doo
 notifier keep their own readers with the same rule (the packages share no code); the contract
 test `tests/contract/test_shared_facts.py` holds the three to it.
 
-    KeyFileError          missing, unreadable, not a regular file, empty or too large
-    └── KeyFileNotPrivate a group or world bit is set: `chmod 600` it
+It raises `engine.errors.KeyFileError` (missing, unreadable, not a regular file, empty or too
+large) and its `KeyFileNotPrivate` (a group or world bit is set: `chmod 600` it).
 
 Standard library only: the `coop` CLI reads the owner credential on every routed call.
 """
@@ -18,19 +18,11 @@ import os
 import stat
 from pathlib import Path
 
-from engine.errors import CoopError
+from engine.errors import KeyFileError, KeyFileNotPrivate
 
 #: A key is one short line; a bigger file is a wrong path. The door and the notifier use 4096 too.
 MAX_KEY_FILE_BYTES = 4096
 PRIVATE_MODE_MASK = 0o077
-
-
-class KeyFileError(CoopError):
-    """A key file cannot be used; write the key there with mode 0600."""
-
-
-class KeyFileNotPrivate(KeyFileError):
-    """A key file is readable by others; `chmod 600` it."""
 
 
 def read_private(path: Path, what: str) -> str:

@@ -1,20 +1,28 @@
 """The engine's loopback facts: which peers and Host headers count as loopback, and the one way
 the engine makes an HTTP call (to the owner service, to the notify door's status).
 
+The peer rule is the door's (`chief.door.guard.peer_allowed` with its default peers), and the
+Host rule too; both are copied here on purpose, because the packages share no code.
+
 Every HTTP call the engine makes goes to a loopback service and carries a secret (the owner
 credential, the service key), so none of them may follow a proxy the environment names
 (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`, ...): `open_url` never consults the environment.
 
-The Host rule is the notify door's (`chief.door.guard.host_is_loopback`), copied here on purpose
-because the packages share no code: exactly `127.0.0.1`, `localhost` or `[::1]`, with or without
-a port. A browser page can reach loopback, but never with a loopback Host, so this shuts DNS
-rebinding. `tests/contract/test_shared_facts.py` fails if the two copies ever answer differently.
+- a peer is loopback when its address, an IPv4-mapped IPv6 one unwrapped and a zone dropped, is
+  `127.0.0.1` or `::1`;
+- a Host is loopback when it is exactly `127.0.0.1`, `localhost` or `[::1]`, with or without a
+  port. A browser page can reach loopback, but never with a loopback Host, so this shuts DNS
+  rebinding.
+
+`tests/contract/test_shared_facts.py` fails if the engine's and the door's copies ever answer
+differently.
 
 Standard library only: the `coop` CLI imports this.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import urllib.request
 from http.client import HTTPResponse
 
@@ -22,7 +30,24 @@ from http.client import HTTPResponse
 LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
 #: Host names a loopback request may carry (the door's `LOOPBACK_HOSTS`; IPv6 in brackets).
 LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+#: Hosts a loopback URL may name, as `urlsplit(...).hostname` gives them (IPv6 without brackets).
+LOOPBACK_URL_HOSTS = LOOPBACK_PEERS | {"localhost"}
 MAX_PORT_DIGITS = 5
+
+
+def peer_is_loopback(peer: str | None) -> bool:
+    """True when a request's peer address is one of `LOOPBACK_PEERS`.
+
+    Twin of `chief.door.guard.peer_allowed` over the door's default peers: keep them alike."""
+    if peer is None:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address) in LOOPBACK_PEERS
 
 
 def host_is_loopback(raw: str) -> bool:

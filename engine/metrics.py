@@ -38,7 +38,8 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from engine import door, keyfile, store
+from engine import door, store
+from engine.errors import KeyFileError
 from engine.owner.app import guard_request
 from engine.store import queue
 
@@ -132,7 +133,7 @@ def read_service_key(environ: Mapping[str, str] | None = None) -> str | None:
     refused), or None when it cannot be used (then `/metrics` answers 503 and the log says why)."""
     try:
         return door.read_service_key(os.environ if environ is None else environ)
-    except keyfile.KeyFileError as exc:
+    except KeyFileError as exc:
         log.error("metrics.service_key_unusable", error=exc.message)
         return None
 

@@ -6,7 +6,7 @@ They are `engine.api`'s (the edge that decides local or owner service); the use 
 `engine.verbs`. `enqueue` is the producers' insert (`engine.store.queue.enqueue`), run inside
 the caller's `store.write()` transaction, so a notification exists exactly when the change it
 reports does. Delivery state (attempts, deferral, delivered) is the notifier's to write,
-through `notifier.store`; every statement on the two tables is in `engine.store.queue`.
+through `notifier.delivery`; every statement on the two tables is in `engine.store.queue`.
 """
 
 from __future__ import annotations

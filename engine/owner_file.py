@@ -15,12 +15,11 @@ block) or an unreadable one all raise exactly
 `Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
 which the CLI prints on a line of its own.
 
-`engine.store.connection()`, the direct door for scripts, consults this module too: it refuses
-with `Direct SQL is disabled; use the Coop service API` when an owner file exists. The owner's
-connections register the fence function (`register_fence_function`) so their writes pass the
-fence triggers.
+`engine.direct.connection()`, the direct door for scripts, consults this module too: it refuses
+with `Direct SQL is disabled; use the Coop service API` when an owner file exists. No store
+reads it: the fence the store installs (`engine.store.schema`) needs no owner file.
 
-Standard library only, and no import of `engine.store` (which imports this module).
+Standard library only: the `coop` CLI reads the owner file on every call.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from engine.errors import OwnerUnavailable
 # Off the CLI's cold path (`typing`, `pathlib`): annotations only; mypy reads them.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
@@ -48,21 +46,6 @@ INVALID_OWNER = "Invalid Coop owner configuration"
 MAX_OWNER_FILE_BYTES = 64 * 1024
 #: The fields the callers open or connect to: when present, text a path or a URL can be.
 PATH_FIELDS = ("database", "url", "credential_file")
-DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
-
-#: The SQL function the fence triggers call. Only connections the owner opens register it, so a
-#: raw writer elsewhere fails with `no such function: coop_owner_service_required`.
-FENCE_FUNCTION = "coop_owner_service_required"
-
-
-def register_fence_function(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Mark a connection as the owner's: the fence triggers let its writes through."""
-    conn.create_function(FENCE_FUNCTION, 0, _owner_marker, deterministic=True)
-    return conn
-
-
-def _owner_marker() -> int:
-    return 1
 
 
 def owner_file(db: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:

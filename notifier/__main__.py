@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from notifier.config import NotifierConfig
+    from notifier.delivery import Claim
     from notifier.holder import Holder
-    from notifier.store import Claim
 
 PROG = "coop-notifier"
 
@@ -134,21 +134,21 @@ def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
     tens of milliseconds, before anyio, structlog or httpx are imported.
     """
     from engine.store import now_iso
-    from notifier import store
+    from notifier import delivery
     from notifier.holder import this_worker
 
     me = this_worker("drain")
-    conn = store.open_own_connection(config.db_path)
+    conn = delivery.open_own_connection(config.db_path)
     try:
-        return me, store.claim_lock(conn, me, now_iso())
+        return me, delivery.claim_lock(conn, me, now_iso())
     finally:
         conn.close()
 
 
 def _drain_command(max_runs: int | None, wait: bool) -> None:
     from notifier.config import NotifierConfig
+    from notifier.delivery import owner_service_drains
     from notifier.logs import configure_logging, emit_plain
-    from notifier.store import owner_service_drains
 
     config = NotifierConfig.from_env()
     if owner_service_drains(config.db_path):
@@ -185,7 +185,7 @@ async def _drain(
 
     from engine import kick
     from notifier.daemon import http_client_factory
-    from notifier.store import Database, open_own_connection
+    from notifier.delivery import Database, open_own_connection
     from notifier.worker import DrainOutcome, Worker
 
     log = structlog.get_logger("notifier.main").bind(owner=me.owner)

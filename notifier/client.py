@@ -29,8 +29,8 @@ from typing import Protocol
 
 import httpx
 
+from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
-from notifier.store import OutboxRow
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: chief.door.guard,
 # engine.door.

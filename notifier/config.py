@@ -133,15 +133,21 @@ def _batch_max(env: Mapping[str, str]) -> int:
     raw = env.get("COOP_BATCH_MAX")
     if raw is None or raw.strip() == "":
         return DEFAULT_BATCH_MAX
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_BATCH_MAX:
+    value = whole_number(raw, 1, MAX_BATCH_MAX)
+    if value is None:
         raise ConfigError(
             f"COOP_BATCH_MAX must be a whole number from 1 to {MAX_BATCH_MAX}, not {raw!r}"
         )
     return value
+
+
+def whole_number(raw: str, low: int, high: int) -> int | None:
+    """`raw` read as a whole number from `low` to `high`; None for anything else."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:

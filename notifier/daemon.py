@@ -46,11 +46,11 @@ from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
 from engine.errors import CoopError
-from notifier import store
+from notifier import delivery
 from notifier.config import NotifierConfig
+from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
-from notifier.store import Database, open_own_connection
 from notifier.worker import DrainOutcome, Worker
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class Daemon:
 
     async def run(self) -> None:
         """Claim the store, bind the kick socket, then drain and sleep until `stop()`."""
-        if self._own_connections and store.owner_service_drains(self.config.db_path):
+        if self._own_connections and delivery.owner_service_drains(self.config.db_path):
             raise ConfigError(
                 f"the ledger {self.config.db_path} is in service mode: only its owner service"
                 " (`coop serve`) drains it; run that instead, or `coop cutover --undo` first"
@@ -212,7 +212,7 @@ class Daemon:
                 self.socket_path.unlink(missing_ok=True)
                 try:
                     if work_left or self._stopping:
-                        work_left = await db.call(store.due_head, self._clock) is not None
+                        work_left = await db.call(delivery.due_head, self._clock) is not None
                 except (NotifierError, CoopError) as exc:
                     # The store fails at the very end: the next start resumes whatever is left.
                     self.log.warning("notifier.daemon.stop_check_failed", error=str(exc))
@@ -270,7 +270,7 @@ class Daemon:
                     busy_retry_s *= 2
                 else:
                     busy_retry_s = LOCK_BUSY_RETRY_S
-                    head = await db.call(store.head)
+                    head = await db.call(delivery.head)
                     if head is None:
                         sleep_s = self.config.backstop_s
                     else:

@@ -3,8 +3,8 @@
     NotifierError                   root; its docstring is the default message
     ├── ConfigError                 a setting is wrong (names the setting); nothing starts
     │   └── ServiceKeyError         the service key file is missing, unreadable or not 0600
-    ├── StoreError                  the Coop database failed (sqlite3 errors translated in
-    │                               notifier.store, engine store errors at open)
+    ├── StoreError                  the Coop database failed (sqlite3 errors and the engine's
+    │                               store errors translated in notifier.delivery)
     ├── LockLost                    this worker no longer owns the worker lock it was draining under
     └── DaemonAlreadyRunning        another notifier daemon holds this store's instance lock
 

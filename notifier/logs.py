@@ -3,7 +3,9 @@
 JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file),
 key=value console output on a tty. Library modules only call `structlog.get_logger(...)`; the
 entry point (`notifier.__main__`) calls `configure_logging()`. An embedding service (`coop serve`)
-configures structlog itself.
+configures structlog itself. `configure_logging` is the twin of `chief.logs.configure_logging`
+(chief must not import the notifier): `tests/contract/test_logging_twins.py` fails if their code
+ever differs.
 
 `emit_plain` writes one line of the same JSON shape with the standard library alone: a kicked
 drainer that loses the worker lock (most of them, under a burst) logs why and exits without

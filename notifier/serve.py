@@ -53,10 +53,11 @@ import uvicorn
 
 from engine import kick, store
 from engine.errors import CoopError, ServiceError, UsageError
+from engine.loopback import LOOPBACK_PEERS
 from engine.metrics import mount_metrics
-from engine.owner.app import LOOPBACK_PEERS, Owner, create_app
+from engine.owner.app import Owner, create_app
 from notifier import metrics
-from notifier.config import NotifierConfig
+from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.logs import configure_logging
@@ -88,11 +89,8 @@ class ServiceConfig(NamedTuple):
         if host not in LOOPBACK_PEERS:
             raise UsageError(f"COOP_SERVICE_HOST must be a loopback address, not {host!r}")
         raw_port = env.get("COOP_SERVICE_PORT") or str(DEFAULT_PORT)
-        try:
-            port = int(raw_port)
-        except ValueError:
-            port = -1
-        if not 0 <= port <= 65535:
+        port = whole_number(raw_port, 0, 65535)
+        if port is None:
             raise UsageError(f"COOP_SERVICE_PORT must be a port number, not {raw_port!r}")
         return cls(host=host, port=port, db_path=store.resolve(None).resolve())
 

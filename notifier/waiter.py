@@ -33,9 +33,9 @@ from pathlib import Path
 import anyio
 import structlog
 
-from notifier import store
+from notifier import delivery
+from notifier.delivery import Database, OutboxRow
 from notifier.pidlock import PidLock
-from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, DrainReport, Worker
 
 # A deferral this short is waited out by the drainer itself; a longer one is left to the daemon
@@ -89,7 +89,7 @@ class Waiter:
 
     async def run(self) -> None:
         while not self.worker.stopping:
-            head = await self.db.call(store.head)
+            head = await self.db.call(delivery.head)
             if not _worth_waiting(head, self.clock(), self.worker.unreachable_s):
                 if head is not None and head.attempts > 0:
                     self.log.info(
@@ -108,7 +108,7 @@ class Waiter:
                 busy = await self._wait_and_drain()
             finally:
                 lock.release()
-            if busy and await self.db.call(store.lock_holder) is not None:
+            if busy and await self.db.call(delivery.lock_holder) is not None:
                 # The flock is free again before that holder hands off: it waits if need be.
                 self.log.info("notifier.drain.left_to_lock_holder", outbox_id=head.id)
                 return
@@ -124,7 +124,7 @@ class Waiter:
         busy_s = LOCK_BUSY_RETRY_S
         busy_since: float | None = None
         while not self.worker.stopping:
-            head = await self.db.call(store.head)
+            head = await self.db.call(delivery.head)
             if not _worth_waiting(head, self.clock(), self.worker.unreachable_s):
                 return False
             assert head is not None

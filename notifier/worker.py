@@ -56,8 +56,9 @@ import structlog
 
 from engine.faults import fault
 from engine.store import now_iso
-from notifier import metrics, store
+from notifier import delivery, metrics
 from notifier.config import NotifierConfig
+from notifier.delivery import Database, IdleHandoff, OutboxRow
 from notifier.holder import Holder, this_worker
 from notifier.outcome import (
     BackoffPolicy,
@@ -70,7 +71,6 @@ from notifier.outcome import (
     door_batch_limit,
     smaller_batch,
 )
-from notifier.store import Database, IdleHandoff, OutboxRow
 
 if TYPE_CHECKING:
     from notifier.client import DoorClient
@@ -211,7 +211,7 @@ class Worker:
     async def drain(self, max_runs: int | None = None) -> DrainReport:
         """Claim the lock and deliver due rows until the idle handoff releases it."""
         claim, rows = await self.db.call(
-            store.claim_lock_and_due_run, self.me, now_iso(), self._clock, self._batch_max
+            delivery.claim_lock_and_due_run, self.me, now_iso(), self._clock, self._batch_max
         )
         if not claim.acquired:
             holder = claim.holder
@@ -252,7 +252,7 @@ class Worker:
         metrics.record_drain(outcome.value)
         return DrainReport(outcome, delivered=delivered, deferred=deferred)
 
-    def _log_acquired(self, claim: store.Claim, *, quiet: bool) -> None:
+    def _log_acquired(self, claim: delivery.Claim, *, quiet: bool) -> None:
         if claim.taken_over_from is not None:
             dead = claim.taken_over_from
             self.log.warning(
@@ -275,17 +275,17 @@ class Worker:
         fault("notifier.before_handoff")
         # The clock goes in, not a time read here: the handoff reads it under its write lock,
         # after any producer that committed meanwhile (seed 002).
-        handoff = await self.db.call(store.release_worker_if_idle, self.me.owner, self._clock)
+        handoff = await self.db.call(delivery.release_worker_if_idle, self.me.owner, self._clock)
         if handoff is IdleHandoff.RELEASED:
             return True, []
         self.log.info("worker.handoff", outcome=handoff.value)
-        return False, await self.db.call(store.due_run, self._clock, self._batch_max)
+        return False, await self.db.call(delivery.due_run, self._clock, self._batch_max)
 
     async def _give_back(self, outcome: DrainOutcome, delivered: int, deferred: int) -> None:
         """A drain that ends with work left (stopped, max runs, an error) gives the lock back."""
         # Shielded: a cancelled drain must still give the lock back while it can.
         with anyio.CancelScope(shield=True):
-            await self.db.call(store.release_lock, self.me.owner)
+            await self.db.call(delivery.release_lock, self.me.owner)
         self.log.info(
             "worker.handoff",
             outcome=outcome.value,
@@ -310,7 +310,7 @@ class Worker:
         # Shielded: the door's answer must be recorded even if the drain is being cancelled.
         with anyio.CancelScope(shield=True):
             recorded = await self.db.call(
-                store.record_batch, self.me.owner, pairs, now, now_iso(), self._batch_max
+                delivery.record_batch, self.me.owner, pairs, now, now_iso(), self._batch_max
             )
         for (_, outcome), applied in zip(pairs, recorded.applied, strict=True):
             metrics.record_attempt(reply, outcome, applied)
@@ -468,7 +468,7 @@ class Worker:
     async def _log_released(self, delivered: int, deferred: int) -> None:
         if self._outage.active and not delivered:
             return  # a drain per second while the door is down: the outage says it all
-        head = await self.db.call(store.head)
+        head = await self.db.call(delivery.head)
         if head is None:
             self.log.info(
                 "worker.handoff", outcome="released", delivered=delivered, deferred=deferred
@@ -489,6 +489,6 @@ class Worker:
 async def release_worker_if_idle(
     db: Database, owner: str, clock: Callable[[], float] = time.time
 ) -> IdleHandoff:
-    """The service verb: the atomic idle handoff for `owner` (see notifier.store); the clock is
+    """The service verb: the atomic idle handoff for `owner` (see notifier.delivery); the clock is
     read inside its transaction."""
-    return await db.call(store.release_worker_if_idle, owner, clock)
+    return await db.call(delivery.release_worker_if_idle, owner, clock)

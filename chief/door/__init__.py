@@ -17,6 +17,6 @@ Layers, pointing inward:
     app.py       `chief serve`: the standalone app and its `main` (uvicorn through
                  `chief.loopback_http`)
 
-Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable` in posture.py,
-`ChannelUnavailable` and `ChiefUnavailable` in verbs.py).
+Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable` there too,
+`ChannelUnavailable` and `ChiefUnavailable` still in verbs.py).
 """

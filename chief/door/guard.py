@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chief.door.config import DoorConfig
-from chief.door.posture import PostureSource, PostureUnavailable
+from chief.door.posture import PostureSource
+from chief.errors import PostureUnavailable
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.door,
-# notifier.client), the refused headers and the Host rule (engine.owner.app, engine.loopback).
+# notifier.client), the refused headers, the peer rule and the Host rule (engine.owner.app,
+# engine.loopback).
 SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 _KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
 # A request that carries any of these came through a browser or a proxy, never from the engine.
@@ -76,7 +78,7 @@ class Guard:
         *,
         owner_configured: bool,
     ) -> Refusal | None:
-        if not self._peer_allowed(peer):
+        if not peer_allowed(peer, self.config.allowed_peers):
             return PEER_NOT_ALLOWED
         header_list = [(name.lower(), value) for name, value in headers]
         if any(_forbidden(name) for name, _ in header_list):
@@ -99,21 +101,26 @@ class Guard:
             return OWNER_UNCONFIGURED
         return None
 
-    def _peer_allowed(self, peer: str | None) -> bool:
-        if peer is None:
-            return False
-        try:
-            address = ipaddress.ip_address(peer.split("%", 1)[0])
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return address in self.config.allowed_peers
-
     def _key_matches(self, presented: bytes) -> bool:
         # Digests of equal length make the comparison's time independent of the guess's length.
         digest = hashlib.sha256(presented.strip()).digest()
         return hmac.compare_digest(digest, self.config.service_key_digest)
+
+
+def peer_allowed(
+    peer: str | None, allowed: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
+) -> bool:
+    """True when the peer's address (an IPv4-mapped IPv6 one unwrapped, a zone dropped) is in
+    `allowed`. With the default peers, twin of `engine.loopback.peer_is_loopback`."""
+    if peer is None:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address in allowed
 
 
 def _forbidden(name: bytes) -> bool:

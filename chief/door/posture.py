@@ -13,16 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from chief.errors import DoorError
+from chief.errors import PostureUnavailable
 
 PostureState = Literal["normal", "blocked", "locked"]
 POSTURE_STATES: frozenset[str] = frozenset({"normal", "blocked", "locked"})
 # A posture file is a few bytes; anything larger is not one.
 MAX_POSTURE_FILE_BYTES = 4096
-
-
-class PostureUnavailable(DoorError):
-    """The security posture could not be read; fix the posture file, then retry."""
 
 
 class PostureSource(Protocol):

@@ -343,15 +343,24 @@ def _too_large(request: Request) -> JSONResponse:
     return JSONResponse({"detail": "body_too_large"}, status_code=413)
 
 
+async def _admitted_body(
+    request: Request, refused: Refuser, body_bytes: int
+) -> bytes | JSONResponse:
+    """The raw body of a request the guard admits, read up to `body_bytes`; else the answer:
+    the guard's refusal, or 413 for a larger body."""
+    refusal = refused(request)
+    if refusal is not None:
+        return refusal
+    raw = await read_body(request, body_bytes)
+    return _too_large(request) if raw is None else raw
+
+
 def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> Endpoint:
     async def notify(request: Request) -> JSONResponse:
         """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
-        refusal = refused(request)
-        if refusal is not None:
-            return refusal
-        raw = await read_body(request, body_bytes)
-        if raw is None:
-            return _too_large(request)
+        raw = await _admitted_body(request, refused, body_bytes)
+        if isinstance(raw, JSONResponse):
+            return raw
         try:
             body = NotifyBody.model_validate_json(raw)
         except ValidationError as exc:
@@ -381,12 +390,9 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
     async def notify_batch(request: Request) -> JSONResponse:
         """Each item judged on its own; the items before the first refused one accepted in one
         chief.db transaction; one answer per item, in body order."""
-        refusal = refused(request)
-        if refusal is not None:
-            return refusal
-        raw = await read_body(request, body_bytes)
-        if raw is None:
-            return _too_large(request)
+        raw = await _admitted_body(request, refused, body_bytes)
+        if isinstance(raw, JSONResponse):
+            return raw
         try:
             accepted, rest = judge_batch(raw, batch_max)
         except ValidationError as exc:

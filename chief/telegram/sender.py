@@ -38,7 +38,6 @@ send (what it tells its status) is the ringer's.
 from __future__ import annotations
 
 import datetime as dtm
-import ipaddress
 import os
 import urllib.request
 import warnings
@@ -62,6 +61,7 @@ from telegram.request import BaseRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
 from chief.errors import TelegramRefused, TelegramUnavailable
+from chief.loopback_http import is_loopback_host
 
 log = structlog.get_logger("chief.telegram")
 
@@ -201,7 +201,7 @@ def environment_proxy(url: str) -> str | None:
     one for a loopback Bot API (the local emulator): no loopback call in the project follows
     an environment proxy, which would see the bot token."""
     parts = urlsplit(url)
-    if _is_loopback(parts.hostname or ""):
+    if is_loopback_host(parts.hostname or ""):
         return None
     proxies = urllib.request.getproxies_environment()
     if not proxies or urllib.request.proxy_bypass(parts.hostname or ""):
@@ -210,15 +210,6 @@ def environment_proxy(url: str) -> str | None:
     if not proxy:
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class BotSender:

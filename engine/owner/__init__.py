@@ -10,26 +10,24 @@
     cutover    `coop cutover --url URL` and `--undo`: moving the ledger to one writer and back
 
 The owner file itself (`<store>.owner.json`: local or service mode, where the owner listens,
-its exact failure words, the fence function) is `engine.owner_file`, a sibling below both the
-store's direct door and the API's edge, which read it; this package sits above them
-(`commands` runs `engine.verbs` on the store, `cutover` writes the fence), so the owner file
-cannot live inside it without an import cycle. Its names are re-exported here, so
-`engine.owner.owner_config` reads as before. Arrows point one way: `compat` and `receipts`
-stay on the standard library (the CLI ships calls); `app` serves `commands`; nothing here
-imports `app`.
+its exact failure words) is `engine.owner_file`, a sibling below both the direct door
+(`engine.direct`) and the API's edge, which read it; this package sits above them (`commands`
+runs `engine.verbs` on the store, `cutover` writes the fence), so the owner file cannot live
+inside it without an import cycle. Its names, and the fence's (`engine.store.schema`), are
+re-exported here, so `engine.owner.owner_config` reads as before. Arrows point one way:
+`compat` and `receipts` stay on the standard library (the CLI ships calls); `app` serves
+`commands`; nothing here imports `app`.
 """
 
 from engine.owner_file import (
-    DIRECT_SQL_DISABLED,
-    FENCE_FUNCTION,
     INVALID_OWNER,
     OWNER_FILE_ENV,
     OWNER_FILE_SUFFIX,
     SERVICE_MODE,
     owner_config,
     owner_file_path,
-    register_fence_function,
 )
+from engine.store.schema import DIRECT_SQL_DISABLED, FENCE_FUNCTION, register_fence_function
 
 __all__ = [
     "DIRECT_SQL_DISABLED",

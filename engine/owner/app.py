@@ -7,10 +7,10 @@
                             about the database (it needs no credential)
 
 Guard, before anything else runs (the same checks as the Chief's notify door, pinned by the
-contract test): the peer is loopback; no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`,
-`X-Forwarded-Host`, `X-Real-IP` or session header; exactly one `Host`, naming `127.0.0.1`,
-`localhost` or `[::1]` (`engine.loopback.host_is_loopback`; no DNS rebinding); and, for the
-compat endpoints,
+contract test): the peer is loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
+`Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host`, `X-Real-IP` or session header;
+exactly one `Host`, naming `127.0.0.1`, `localhost` or `[::1]`
+(`engine.loopback.host_is_loopback`; no DNS rebinding); and, for the compat endpoints,
 the `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against
 the credential file the owner file names.
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -46,7 +45,6 @@ from engine.errors import CoopError, StoreError
 from engine.faults import fault
 from engine.owner import commands, compat
 
-LOOPBACK_PEERS = loopback.LOOPBACK_PEERS
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
 # purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.
 BROWSER_HEADERS = (
@@ -129,20 +127,9 @@ def _refuse(status: int, reason: str, detail: str) -> HTTPException:
     return HTTPException(status_code=status, detail=detail)
 
 
-def _peer_is_loopback(peer: str) -> bool:
-    try:
-        address = ipaddress.ip_address(peer.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return str(address) in LOOPBACK_PEERS
-
-
 def guard_request(request: Request) -> None:
     """Loopback peer, no browser or proxy headers, one loopback Host: in that order."""
-    peer = request.client.host if request.client else ""
-    if not _peer_is_loopback(peer):
+    if not loopback.peer_is_loopback(request.client.host if request.client else None):
         raise _refuse(403, "peer", "the Coop owner answers loopback callers only")
     names = {name.lower() for name in request.headers}
     if any(name in names for name in BROWSER_HEADERS) or any(SESSION_MARKER in n for n in names):

@@ -40,7 +40,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import keyfile, loopback
-from engine.errors import DOMAIN_ERRORS, CoopError, OwnerUnavailable
+from engine.errors import (
+    DOMAIN_ERRORS,
+    CoopError,
+    KeyFileError,
+    KeyFileNotPrivate,
+    OwnerUnavailable,
+)
 from engine.owner import INVALID_OWNER, receipts
 from engine.verbs import READS
 
@@ -48,7 +54,6 @@ CREDENTIAL_HEADER = "X-Coop-Owner-Key"
 CALL_PATH = "/compat/call"
 RECONCILE_PATH = "/compat/reconcile"
 CLIENT_TIMEOUT_S = 30.0
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 CREDENTIAL_PRIVATE = "Coop credential must be private (0600)"
 MAX_DETAIL_CHARS = 300
 
@@ -81,7 +86,7 @@ def check_owner_url(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         scheme, host = "", None
-    if scheme != "http" or host not in LOOPBACK_HOSTS:
+    if scheme != "http" or host not in loopback.LOOPBACK_URL_HOSTS:
         raise OwnerUnavailable(
             INVALID_OWNER, detail=f"the owner URL must be http on loopback, not {url!r}"
         )
@@ -93,9 +98,9 @@ def read_credential(config: dict[str, Any]) -> str:
     path = Path(str(config.get("credential_file") or ""))
     try:
         return keyfile.read_private(path, "the owner credential")
-    except keyfile.KeyFileNotPrivate as exc:
+    except KeyFileNotPrivate as exc:
         raise OwnerUnavailable(CREDENTIAL_PRIVATE, detail=exc.message) from exc
-    except keyfile.KeyFileError as exc:
+    except KeyFileError as exc:
         raise OwnerUnavailable(INVALID_OWNER, detail=exc.message) from exc
 
 

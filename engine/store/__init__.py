@@ -12,7 +12,9 @@ Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a ch
 Python inside the transaction is sound, and nothing outside it decides anything. The modules
 beside this one take the connection of a transaction already open; they never open their own.
 
-sqlite3 errors are translated here into `StoreError`, so callers see one error tree.
+sqlite3 errors are translated here into `StoreError`, so callers see one error tree. The store
+reads no owner file: whether a call runs here or at the owner service is decided above it
+(`engine.api`), and the direct door for scripts, shut in service mode, is `engine.direct`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,9 @@ import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from engine import owner_file as owner
 from engine.config import db_file, pure_path
-from engine.errors import OwnerUnavailable, StoreError
-from engine.store.schema import MIGRATIONS, statements
+from engine.errors import StoreError
+from engine.store.schema import FENCE_FUNCTION, MIGRATIONS, statements
 
 # The fence's DDL lives in engine.store.schema; `coop cutover` and its tests call it here.
 from engine.store.schema import fence_triggers as fence_triggers
@@ -80,7 +81,7 @@ def open_connection(
     Autocommit mode (`isolation_level=None`): transactions are explicit, see `write()`.
     `check_same_thread=False` is for the owner service, which serialises its connection's use
     with a lock and runs each call in a worker thread. `synchronous="NORMAL"` is for the
-    notifier's own delivery marks only (`notifier.store.open_own_connection` says why).
+    notifier's own delivery marks only (`notifier.delivery.open_own_connection` says why).
     """
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
@@ -115,7 +116,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     # connection's writes through while it migrates, and refuses them with the fence's own
     # words afterwards, until the owner registers the function for good.
     migrating = [True]
-    conn.create_function(owner.FENCE_FUNCTION, 0, lambda: 1 if migrating else None)
+    conn.create_function(FENCE_FUNCTION, 0, lambda: 1 if migrating else None)
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Re-read inside the write lock: another process may have migrated meanwhile.
@@ -142,25 +143,6 @@ def open_read_only(path: str | os.PathLike[str]) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
     conn.row_factory = sqlite3.Row
     return conn
-
-
-@contextmanager
-def connection(db: str | os.PathLike[str] | None = None) -> Iterator[sqlite3.Connection]:
-    """The direct door to the ledger for a script or a test: a connection, closed afterwards.
-
-    The lowest door is shut in service mode: an owner file means the owner service is the only
-    door to the ledger, so this refuses with `Direct SQL is disabled; use the Coop service API`
-    (a broken owner file fails closed too). The engine's own verbs never come through here:
-    `engine.api` decides local or owner once per call and opens with `unit_of_work`.
-    """
-    path = locate(db)
-    if owner.owner_config(path) is not None:
-        raise OwnerUnavailable(owner.DIRECT_SQL_DISABLED)
-    conn = open_connection(path)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 @contextmanager
@@ -195,21 +177,17 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     the verb and its filing together or neither.
     """
     if conn.in_transaction:
-        with _savepoint(conn):
+        conn.execute("SAVEPOINT coop_verb")
+        with _undone_on_failure(conn, _rollback_savepoint):
             yield conn
+        conn.execute("RELEASE coop_verb")
         return
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
         raise StoreError(f"cannot start a write on the Coop database: {exc}") from exc
-    try:
+    with _undone_on_failure(conn, _rollback):
         yield conn
-    except sqlite3.Error as exc:
-        _rollback(conn)
-        raise StoreError(f"the Coop database refused the write: {exc}") from exc
-    except BaseException:
-        _rollback(conn)
-        raise
     try:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -245,17 +223,19 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def _savepoint(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    conn.execute("SAVEPOINT coop_verb")
+def _undone_on_failure(
+    conn: sqlite3.Connection, undo: Callable[[sqlite3.Connection], None]
+) -> Iterator[sqlite3.Connection]:
+    """Run a write's block; if it fails, `undo` its changes (the transaction or the verb's
+    savepoint) and raise a driver error as `StoreError`, anything else as it is."""
     try:
         yield conn
     except sqlite3.Error as exc:
-        _rollback_savepoint(conn)
+        undo(conn)
         raise StoreError(f"the Coop database refused the write: {exc}") from exc
     except BaseException:
-        _rollback_savepoint(conn)
+        undo(conn)
         raise
-    conn.execute("RELEASE coop_verb")
 
 
 def _rollback_savepoint(conn: sqlite3.Connection) -> None:

@@ -1,7 +1,7 @@
 """The queue's SQL: every statement on `coop_outbox` and `worker_lock`, for every package.
 
 Producers (`enqueue` inside the change's own transaction), the operator's acts on a row (cancel,
-retry), the notifier's delivery state and worker lock (`notifier.store` delegates here), the
+retry), the notifier's delivery state and worker lock (`notifier.delivery` delegates here), the
 owner's `coop worker unlock` and `coop status` all read and write these two tables through this
 module only. Every function runs inside the caller's open transaction (`engine.store.write`);
 none opens its own.

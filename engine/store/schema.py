@@ -1,13 +1,12 @@
 """The ledger's schema: the migrations that build it, and the fence triggers `coop cutover`
 adds (DDL only; `engine.store.open_connection` applies the migrations, `engine.owner.cutover`
-installs and removes the fence inside its own write).
+installs and removes the fence inside its own write), with the SQL function the owner's
+connections register to pass the fence (`register_fence_function`).
 """
 
 from __future__ import annotations
 
 import sqlite3
-
-from engine import owner_file as owner
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -134,9 +133,13 @@ MIGRATIONS: list[str] = [
 ]
 
 # The fence: while the ledger is in service mode, every write to these tables needs the SQL
-# function only the owner's connections register (`owner.register_fence_function`). Installed
+# function only the owner's connections register (`register_fence_function`). Installed
 # by `coop cutover`, dropped by `coop cutover --undo`: in local mode there is no fence at all,
 # so the notifier and the CLI write as before.
+DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
+#: The SQL function the fence triggers call. Only connections the owner opens register it, so a
+#: raw writer elsewhere fails with `no such function: coop_owner_service_required`.
+FENCE_FUNCTION = "coop_owner_service_required"
 FENCED_TABLES = ("todos", "requests", "coop_events", "coop_outbox", "worker_lock", "coop_commands")
 FENCED_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 FENCE_TRIGGER_PREFIX = "coop_fence_"
@@ -163,11 +166,21 @@ def _fence_triggers() -> Iterator[tuple[str, str]]:
                 name,
                 (
                     f"CREATE TRIGGER IF NOT EXISTS {name} BEFORE {operation} ON {table}"
-                    f" WHEN {owner.FENCE_FUNCTION}() IS NOT 1 BEGIN"
-                    f" SELECT RAISE(ABORT, '{owner.DIRECT_SQL_DISABLED} (the Coop owner service"
+                    f" WHEN {FENCE_FUNCTION}() IS NOT 1 BEGIN"
+                    f" SELECT RAISE(ABORT, '{DIRECT_SQL_DISABLED} (the Coop owner service"
                     " is the only writer)'); END"
                 ),
             )
+
+
+def register_fence_function(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Mark a connection as the owner's: the fence triggers let its writes through."""
+    conn.create_function(FENCE_FUNCTION, 0, _owner_marker, deterministic=True)
+    return conn
+
+
+def _owner_marker() -> int:
+    return 1
 
 
 def install_fence(conn: sqlite3.Connection) -> list[str]:

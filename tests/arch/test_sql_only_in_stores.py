@@ -23,7 +23,7 @@ SQL_CALLS = frozenset({"execute", "executemany", "executescript"})
 # entry `engine.store` also admits `engine.store.ledger` once the store is a package).
 SQL_MODULES: dict[str, frozenset[str]] = {
     "engine": frozenset({"engine.store"}),
-    # The notifier runs none: its use cases (notifier.store) call engine.store.queue, the one
+    # The notifier runs none: its use cases (notifier.delivery) call engine.store.queue, the one
     # owner of the queue tables' statements.
     "notifier": frozenset(),
     "chief": frozenset({"chief.store"}),

@@ -29,8 +29,8 @@ import pytest
 from chief.errors import ChiefStoreError
 from chief.store import ChiefStore
 from engine import store as engine_store
+from notifier.delivery import Database, open_own_connection
 from notifier.errors import StoreError
-from notifier.store import Database, open_own_connection
 
 Hop = Callable[..., Awaitable[Any]]
 

@@ -12,6 +12,7 @@ the engine), so its copy is the engine's.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,6 +30,7 @@ from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
 from engine import keyfile, lifecycle, loopback
+from engine.errors import KeyFileError
 from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
@@ -119,31 +121,24 @@ def test_every_package_finds_the_service_key_in_that_folder(tmp_path: Path) -> N
 # ---- the service key file's rule -------------------------------------------------------------
 
 
-def _engine_reads(path: Path) -> bool:
-    try:
-        keyfile.read_private(path, "the service key")
-    except keyfile.KeyFileError:
-        return False
-    return True
+def _accepts(read: Callable[[Path], object], refusal: type[Exception]) -> Callable[[Path], bool]:
+    """Whether one package's reader accepts a key file: it reads it, or refuses with `refusal`."""
+
+    def reads(path: Path) -> bool:
+        try:
+            read(path)
+        except refusal:
+            return False
+        return True
+
+    return reads
 
 
-def _notifier_reads(path: Path) -> bool:
-    try:
-        notifier_config.read_service_key(path)
-    except ServiceKeyError:
-        return False
-    return True
-
-
-def _door_reads(path: Path) -> bool:
-    try:
-        door_config.read_service_key_digest(path)
-    except DoorError:
-        return False
-    return True
-
-
-KEY_READERS = {"engine": _engine_reads, "notifier": _notifier_reads, "door": _door_reads}
+KEY_READERS = {
+    "engine": _accepts(lambda path: keyfile.read_private(path, "the service key"), KeyFileError),
+    "notifier": _accepts(notifier_config.read_service_key, ServiceKeyError),
+    "door": _accepts(door_config.read_service_key_digest, DoorError),
+}
 
 
 @pytest.mark.parametrize(
@@ -212,14 +207,14 @@ HOST_CASES = [
 ]
 
 
-def _engine_service_admits(host: str) -> bool:
-    """The engine service's own guard, on a request from a loopback peer with this Host."""
+def _engine_service_admits(host: str, peer: str | None = "127.0.0.1") -> bool:
+    """The engine service's own guard, on a request from this peer with this Host."""
     scope = {
         "type": "http",
         "method": "GET",
         "path": "/status",
         "headers": [(b"host", host.encode("ascii"))],
-        "client": ("127.0.0.1", 40000),
+        "client": None if peer is None else (peer, 40000),
     }
     try:
         engine_service.guard_request(Request(scope))
@@ -246,8 +241,38 @@ def test_a_bare_ipv6_loopback_host_is_refused_by_both() -> None:
     assert loopback.host_is_loopback("[::1]:8764")
 
 
+PEER_CASES = [
+    "127.0.0.1",
+    "::1",
+    "::ffff:127.0.0.1",
+    "::1%lo",
+    "127.0.0.2",
+    "0.0.0.0",  # noqa: S104 - a peer value under test, not a bind
+    "::",
+    "10.0.0.1",
+    "::ffff:10.0.0.1",
+    "fe80::1%eth0",
+    "localhost",
+    " 127.0.0.1",
+    "127.0.0.1:80",
+    "[::1]",
+    "",
+    None,
+]
+
+
+@pytest.mark.parametrize("peer", PEER_CASES)
+def test_the_engine_and_the_door_agree_on_every_loopback_peer(peer: str | None) -> None:
+    """The peer rule's twins: `engine.loopback.peer_is_loopback`, which the engine service's
+    guard calls, and the door's `chief.door.guard.peer_allowed` with its default peers."""
+    default_peers = frozenset(ipaddress.ip_address(p) for p in door_config.DEFAULT_ALLOWED_PEERS)
+    door = door_guard.peer_allowed(peer, default_peers)
+
+    assert loopback.peer_is_loopback(peer) == door, f"peer {peer!r}"
+    assert _engine_service_admits("127.0.0.1:8764", peer) == door, f"peer {peer!r}"
+
+
 def test_the_engine_service_uses_the_shared_host_rule_and_peers() -> None:
-    assert engine_service.LOOPBACK_PEERS is loopback.LOOPBACK_PEERS
     door_peers = frozenset(door_config.DEFAULT_ALLOWED_PEERS)
     assert door_peers == loopback.LOOPBACK_PEERS
     assert loopback.LOOPBACK_HOST_NAMES == door_guard.LOOPBACK_HOSTS
@@ -393,18 +418,10 @@ def test_the_doors_per_item_verdicts_are_read_by_the_notifier_row_by_row() -> No
     # (notifier.outcome.classify_batch): accepted rows delivered, the refused row deferred with
     # the door's reason, the rows behind it left untouched.
     import json
-    from dataclasses import dataclass
 
-    @dataclass(frozen=True)
-    class Row:
-        id: int
-        attempts: int = 0
+    from notifier.delivery import OutboxRow
 
-        @property
-        def delivery_key(self) -> str:
-            return str(self.id)
-
-    rows = [Row(41), Row(42), Row(43), Row(44)]
+    rows = [OutboxRow(n, "note", f"row {n}", 0, 0.0, str(n)) for n in (41, 42, 43, 44)]
     items = [{"text": f"row {r.id}", "kind": "note", "outbox_id": r.delivery_key} for r in rows]
     items[2]["kind"] = "k" * (door_router.MAX_KIND_CHARS + 1)
     accepted, rest = door_router.judge_batch(json.dumps({"items": items}).encode(), 64)

@@ -88,18 +88,16 @@ class DoorStack:
     folder: Path
 
     async def notify(self, document: object, **kwargs: object) -> httpx.Response:
-        headers = kwargs.pop("headers", key_headers())
-        return await self.client.post(
-            self.url + NOTIFY_PATH,
-            json=document,
-            headers=headers,  # type: ignore[arg-type]
-            **kwargs,  # type: ignore[arg-type]
-        )
+        return await self._post(NOTIFY_PATH, document, **kwargs)
 
     async def notify_batch(self, document: object, **kwargs: object) -> httpx.Response:
+        return await self._post(NOTIFY_BATCH_PATH, document, **kwargs)
+
+    async def _post(self, path: str, document: object, **kwargs: object) -> httpx.Response:
+        """POST `document` to the door's `path`, with the service key unless `headers` says."""
         headers = kwargs.pop("headers", key_headers())
         return await self.client.post(
-            self.url + NOTIFY_BATCH_PATH,
+            self.url + path,
             json=document,
             headers=headers,  # type: ignore[arg-type]
             **kwargs,  # type: ignore[arg-type]

@@ -52,3 +52,31 @@ def log_events(path: Path) -> list[dict[str, object]]:
         except ValueError:
             events.append({"raw": line})
     return events
+
+
+# One producer process: one row in one transaction, then the kick a `coop` verb does.
+PRODUCER = """
+import sys
+from pathlib import Path
+from engine import direct, kick, store
+from engine.outbox import enqueue
+db = Path(sys.argv[1])
+with direct.connection(db) as conn, store.write(conn):
+    print(enqueue(conn, "note", sys.argv[2]))
+print(kick.kick(db))
+"""
+
+
+def produce(env: dict[str, str], db_path: Path, text: str) -> tuple[int, str]:
+    """Run one producer process; the row's id and what its kick did (`sent`, `spawned`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PRODUCER, str(db_path), text],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    row_id, how = done.stdout.split()
+    return int(row_id), how

@@ -107,7 +107,7 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
             COOP_KICK="datagram",
             COOP_BACKSTOP_S="600",
             COOP_SERVICE_PORT="0",
-            COOP_TEST_FAULTS=f"notifier.store.claim:raise-while={disk_full}",
+            COOP_TEST_FAULTS=f"notifier.delivery.claim:raise-while={disk_full}",
         )
         with log.open("wb") as out:
             proc = subprocess.Popen(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import direct
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env
 from tests.support.loopback_door import TestDoor, serve_door_in_thread
@@ -27,12 +28,12 @@ TOTAL_ROWS = PRODUCERS * BURSTS * BURST_ROWS  # 2,000
 PRODUCER = """
 import json, sys
 from pathlib import Path
-from engine import kick, store
+from engine import direct, kick, store
 from engine.outbox import enqueue
 db, tag, bursts, rows = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 kicks = []
 for b in range(bursts):
-    with store.connection(db) as conn, store.write(conn):
+    with direct.connection(db) as conn, store.write(conn):
         for n in range(rows):
             enqueue(conn, "note", f"{tag} burst {b} row {n}")
     kicks.append(kick.kick(db))
@@ -41,7 +42,7 @@ print(json.dumps(kicks))
 
 
 def _delivered(db_path: Path) -> int:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         (count,) = conn.execute(
             "SELECT count(*) FROM coop_outbox WHERE state = 'delivered'"
         ).fetchone()
@@ -98,7 +99,7 @@ def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
         )
     events = log_events(drainer_log)
     exits = Counter(str(e["outcome"]) for e in events if e.get("event") == "notifier.exit")
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM coop_outbox ORDER BY id")]
         assert conn.execute("SELECT count(*) FROM worker_lock").fetchone()[0] == 0
     seen = door.ids(db_path)

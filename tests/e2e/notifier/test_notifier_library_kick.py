@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import ledger, outbox
+from engine import direct, ledger, outbox
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import log_events, notifier_env, start_notifier
 from tests.support.loopback_door import TestDoor, serve_door_in_thread
@@ -93,7 +93,7 @@ def test_library_verbs_spawn_a_drainer_when_no_daemon_runs(
             lambda: sum(e.get("event") == "notifier.exit" for e in log_events(drainer_log)) == 1,
             what="the drainer's exit",
         )
-        with engine_store.connection(db_path) as conn:
+        with direct.connection(db_path) as conn:
             conn.execute(
                 "UPDATE coop_outbox SET state = 'pending', attempts = 1,"
                 " next_attempt_at = next_attempt_at + 3600"
@@ -120,5 +120,5 @@ def test_a_wrong_kick_mode_is_refused_before_anything_is_written(
     _use_env(monkeypatch, {"COOP_DB": str(db_path), "COOP_KICK": "sometimes"})
     with pytest.raises(UsageError, match="COOP_KICK must be one of auto, datagram, off"):
         outbox.notify("never written", actor="script")
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM coop_outbox").fetchone()[0] == 0

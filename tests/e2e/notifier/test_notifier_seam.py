@@ -5,41 +5,13 @@ deliver it: no committed state leaves a queued row without a worker."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from engine import store as engine_store
-from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env
+from tests.e2e.notifier.notifier_processes import log_events, notifier_env, produce
 from tests.integration.notifier.notifier_helpers import lock_row, states
 from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
-
-# One producer process: one row in one transaction, then the kick a `coop` verb does.
-PRODUCER = """
-import sys
-from pathlib import Path
-from engine import kick, store
-from engine.outbox import enqueue
-db = Path(sys.argv[1])
-with store.connection(db) as conn, store.write(conn):
-    print(enqueue(conn, "note", sys.argv[2]))
-print(kick.kick(db))
-"""
-
-
-def _produce(env: dict[str, str], db_path: Path, text: str) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PRODUCER, str(db_path), text],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    row_id, how = done.stdout.split()
-    return int(row_id), how
 
 
 def _exits(log: Path) -> list[str]:
@@ -63,14 +35,14 @@ def test_a_row_committed_while_a_drainer_is_held_at_its_handoff_is_delivered(
             COOP_KICK="auto",
             COOP_TEST_FAULTS=f"notifier.before_handoff:pause-while={gate}",
         )
-        first, how = _produce(env, db_path, "first")
+        first, how = produce(env, db_path, "first")
         assert how == "spawned"
         # The first drainer delivered its row, looked again, found nothing: it is held there.
         wait_until_sync(
             Path(str(gate) + ".reached").exists, timeout_s=30, what="drainer at the seam"
         )
         assert door.ids(db_path) == [first]
-        second, how = _produce(env, db_path, "second")
+        second, how = produce(env, db_path, "second")
         assert how == "spawned"
         wait_until_sync(lambda: _exits(drainer_log) == ["lock_busy"], what="the loser's exit")
         gate.unlink()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import direct
 from engine import store as engine_store
 from engine.outbox import enqueue
 from notifier.outcome import BackoffPolicy, backoff_s
@@ -32,7 +33,7 @@ BACK_WITHIN_S = 5.0
 
 
 def _outbox(db_path: Path) -> dict[int, dict[str, object]]:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         found = conn.execute(
             "SELECT id, state, attempts, last_error, next_attempt_at FROM coop_outbox"
         ).fetchall()
@@ -50,7 +51,7 @@ def _write_rows_with_poison(db_path: Path) -> tuple[list[int], int, list[int]]:
     """Three valid rows, one the door refuses (a kind over its 100 characters, inserted around
     `enqueue`'s checks, as an older version or a hand edit could), three valid rows: one
     transaction, so the notifier's first batch carries all seven."""
-    with engine_store.connection(db_path) as conn, engine_store.write(conn):
+    with direct.connection(db_path) as conn, engine_store.write(conn):
         ahead = [enqueue(conn, "note", f"ahead {n}") for n in range(3)]
         cur = conn.execute(
             "INSERT INTO coop_outbox (kind, text, state, created_at, next_attempt_at)"

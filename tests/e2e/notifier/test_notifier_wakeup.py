@@ -6,14 +6,18 @@ the systemd timer runs every minute) leaves it at once. Real processes throughou
 from __future__ import annotations
 
 import configparser
-import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 from engine import store as engine_store
-from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env, start_notifier
+from tests.e2e.notifier.notifier_processes import (
+    REPO,
+    log_events,
+    notifier_env,
+    produce,
+    start_notifier,
+)
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, outbox_row, states
 from tests.support.loopback_door import Answer, TestDoor, serve_door_in_thread
 from tests.support.waiting import wait_until_sync
@@ -24,17 +28,6 @@ SHORT_RETRY_AFTER_S = 2
 LONG_RETRY_AFTER_S = 120  # beyond the drainer's wait: left to the timer or the daemon
 EXTRA_KICKS = 3
 
-PRODUCER = """
-import sys
-from pathlib import Path
-from engine import kick, store
-from engine.outbox import enqueue
-db = Path(sys.argv[1])
-with store.connection(db) as conn, store.write(conn):
-    print(enqueue(conn, "note", sys.argv[2]))
-print(kick.kick(db))
-"""
-
 
 def _fresh_db(tmp_path: Path) -> Path:
     db_path = tmp_path / "coop.db"
@@ -43,18 +36,9 @@ def _fresh_db(tmp_path: Path) -> Path:
 
 
 def _produce(env: dict[str, str], db_path: Path, text: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", PRODUCER, str(db_path), text],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    row_id, how = done.stdout.split()
+    row_id, how = produce(env, db_path, text)
     assert how == "spawned"
-    return int(row_id)
+    return row_id
 
 
 def _events(log: Path, name: str) -> list[dict[str, object]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from engine import direct
 from engine import store as engine_store
 from tests.e2e.owner.conftest import ServeProcess, ok, run_coop
 
@@ -17,7 +18,7 @@ FOREIGN = ("drain-elsewhere-4242-deadbeef", 4242, "another-host", 1.0, "2026-11-
 
 
 def _plant_foreign_lock(db: Path) -> None:
-    with engine_store.connection(db) as conn, engine_store.write(conn):
+    with direct.connection(db) as conn, engine_store.write(conn):
         conn.execute(
             "INSERT INTO worker_lock (singleton, owner, pid, host, started_at, acquired_at)"
             " VALUES (1, ?, ?, ?, ?, ?)",

@@ -7,6 +7,7 @@ on Telegram past its short ring wait."""
 from __future__ import annotations
 
 import time
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from structlog.testing import capture_logs
 from chief.door.pacing import REPEAT_MARKER
 from chief.door.ringer import RING_WAIT_S
 from chief.telegram.sender import LATE_REPLY_FACTOR
-from tests.support.door import body, door_stack
+from tests.support.door import DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -24,6 +25,15 @@ TELEGRAM_TIMEOUT_S = 1.0
 LATE_BOUND_S = LATE_REPLY_FACTOR * TELEGRAM_TIMEOUT_S
 SLOW_GET_ME_S = 0.6 * TELEGRAM_TIMEOUT_S  # answered, but late: inside any per-call timeout
 STUCK_S = 30.0
+
+
+def _door_with(
+    tmp_path: Path, faults: list[dict[str, object]]
+) -> AbstractAsyncContextManager[DoorStack]:
+    """A door whose emulator plays `faults`, at this file's Telegram deadline; the test's client
+    waits as long as a stuck send."""
+    settings = {"TELEGRAM_TIMEOUT_S": str(TELEGRAM_TIMEOUT_S)}
+    return door_stack(tmp_path, settings=settings, faults=faults, client_timeout_s=STUCK_S)
 
 
 async def test_door_sender_awaits_a_stuck_send_up_to_the_late_bound_then_repeats_it_marked(
@@ -36,10 +46,7 @@ async def test_door_sender_awaits_a_stuck_send_up_to_the_late_bound_then_repeats
         {"mode": "delay", "methods": ["getMe"], "count": 1, "delay_s": SLOW_GET_ME_S},
         {"mode": "delay", "methods": ["sendMessage"], "count": 1, "delay_s": STUCK_S},
     ]
-    settings = {"TELEGRAM_TIMEOUT_S": str(TELEGRAM_TIMEOUT_S)}
-    async with door_stack(
-        tmp_path, settings=settings, faults=faults, client_timeout_s=STUCK_S
-    ) as stack:
+    async with _door_with(tmp_path, faults) as stack:
         with capture_logs() as logs:
             started = time.monotonic()
             response = await stack.notify(body("hang-1", text="hang 1"))
@@ -80,10 +87,7 @@ async def test_door_sender_gives_up_a_hanging_get_me_at_the_deadline_and_rings_o
         {"mode": "5xx", "methods": ["getMe"], "count": 1},
         {"mode": "delay", "methods": ["getMe"], "count": 1, "delay_s": STUCK_S},
     ]
-    settings = {"TELEGRAM_TIMEOUT_S": str(TELEGRAM_TIMEOUT_S)}
-    async with door_stack(
-        tmp_path, settings=settings, faults=faults, client_timeout_s=STUCK_S
-    ) as stack:
+    async with _door_with(tmp_path, faults) as stack:
         with capture_logs() as logs:
             started = time.monotonic()
             assert (await stack.notify(body("hang-2", text="hang 2"))).status_code == 200

@@ -18,9 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import store
-from engine.owner_file import register_fence_function
 from engine.store import queue, schema
-from engine.store.schema import DELIVERY_KEY_PREFIX
+from engine.store.schema import DELIVERY_KEY_PREFIX, register_fence_function
 from tests.support.ledger import ledger, outbox
 
 # The door's own rule for an outbox id (chief.door.router `OutboxId`).

@@ -11,15 +11,22 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
 from engine.faults import FAULTS_ENV
 from notifier.client import FakeDoorClient, HttpDoorClient
 from notifier.config import NotifierConfig
+from notifier.delivery import Database, OutboxRow
 from notifier.errors import StoreError
 from notifier.outcome import DoorReply
-from notifier.store import Database, OutboxRow
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, make_config, sent_ids
+from tests.integration.notifier.notifier_helpers import (
+    add_rows,
+    drain_once,
+    lock_row,
+    make_config,
+    sent_ids,
+)
 from tests.support.door import KEY, door_stack
 from tests.support.loopback_door import TestDoor, bound_socket, serve_door
 from tests.support.waiting import wait_until
@@ -45,7 +52,7 @@ def _worker(config: NotifierConfig, client: object | None = None) -> Worker:
 
 
 def _rows(db_path: Path) -> list[dict[str, object]]:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         return [
             dict(r)
             for r in conn.execute(
@@ -85,12 +92,7 @@ async def test_batches_reach_the_real_door_in_fifo_order_and_land_once(
     ids = add_rows(db_path, 19)  # two full batches of 8 and one of 3
     async with door_stack(_door_folder(tmp_path)) as stack:
         worker = _worker(_real_door_config(db_path, stack.url))
-        try:
-            with capture_logs() as logs:
-                report = await worker.drain()
-        finally:
-            await worker.aclose()
-            await worker.db.aclose()
+        report, logs = await drain_once(worker)
         assert report.outcome is DrainOutcome.RELEASED
         assert (report.delivered, report.deferred) == (19, 0)
         assert not [e for e in logs if e["event"] == "notifier.batch.unsupported"]

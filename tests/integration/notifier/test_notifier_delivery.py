@@ -16,7 +16,7 @@ from notifier import waiter as waiter_module
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon
-from notifier.store import Database
+from notifier.delivery import Database
 from notifier.waiter import Waiter
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import (

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
-from notifier import store
+from notifier import delivery
 from notifier.client import FakeDoorClient
+from notifier.delivery import Database, IdleHandoff
 from notifier.errors import LockLost
 from notifier.holder import this_worker
 from notifier.outcome import DoorReply
-from notifier.store import Database, IdleHandoff
 from notifier.worker import DrainOutcome, Worker, release_worker_if_idle
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
@@ -37,14 +38,14 @@ def _worker(db_path: Path, door: FakeDoorClient, **kw: object) -> Worker:
 
 def _claim(conn: sqlite3.Connection) -> str:
     me = this_worker("test")
-    assert store.claim_lock(conn, me, engine_store.now_iso()).acquired
+    assert delivery.claim_lock(conn, me, engine_store.now_iso()).acquired
     return me.owner
 
 
 def test_idle_handoff_releases_the_lock_when_nothing_is_queued(conn: sqlite3.Connection) -> None:
     owner = _claim(conn)
-    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
-    assert store.lock_holder(conn) is None
+    assert delivery.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
+    assert delivery.lock_holder(conn) is None
 
 
 def test_idle_handoff_keeps_the_lock_and_reports_work_when_a_row_is_queued(
@@ -52,8 +53,8 @@ def test_idle_handoff_keeps_the_lock_and_reports_work_when_a_row_is_queued(
 ) -> None:
     owner = _claim(conn)
     add_rows(db_path, 1)
-    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.WORK_AVAILABLE
-    holder = store.lock_holder(conn)
+    assert delivery.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.WORK_AVAILABLE
+    holder = delivery.lock_holder(conn)
     assert holder is not None
     assert holder.owner == owner
 
@@ -67,8 +68,8 @@ def test_idle_handoff_treats_a_deferred_head_as_no_work_even_with_due_rows_behin
         (time.time() + 60, first),
     )
     owner = _claim(conn)
-    assert store.due_head(conn, time.time) is None
-    assert store.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
+    assert delivery.due_head(conn, time.time) is None
+    assert delivery.release_worker_if_idle(conn, owner, time.time) is IdleHandoff.RELEASED
 
 
 def test_idle_handoff_refuses_a_caller_that_no_longer_holds_the_lock(
@@ -77,14 +78,14 @@ def test_idle_handoff_refuses_a_caller_that_no_longer_holds_the_lock(
     owner = _claim(conn)
     conn.execute("DELETE FROM worker_lock")
     with pytest.raises(LockLost, match="no longer holds the worker lock"):
-        store.release_worker_if_idle(conn, owner, time.time)
+        delivery.release_worker_if_idle(conn, owner, time.time)
 
 
 async def test_the_service_verb_runs_the_handoff_in_one_call(db_path: Path) -> None:
     db = Database(lambda: engine_store.open_connection(db_path))
     me = this_worker("test")
     try:
-        assert (await db.call(store.claim_lock, me, engine_store.now_iso())).acquired
+        assert (await db.call(delivery.claim_lock, me, engine_store.now_iso())).acquired
         outcome = await release_worker_if_idle(db, me.owner, time.time)
     finally:
         await db.aclose()
@@ -182,7 +183,7 @@ class _CommitBeforeHandoff(Database):
         self._produce = produce
 
     async def call(self, fn, *args):  # type: ignore[no-untyped-def, override]
-        if fn is store.release_worker_if_idle:
+        if fn is delivery.release_worker_if_idle:
             self._produce()  # type: ignore[operator]
         return await super().call(fn, *args)
 
@@ -197,7 +198,7 @@ async def test_a_commit_between_the_last_look_and_the_handoff_is_work_available(
     if producer == "operator_retry":
         # A head deferred far ahead: the worker's last look finds nothing due.
         deferred.extend(add_rows(db_path, 1, prefix="deferred"))
-        with engine_store.connection(db_path) as c:
+        with direct.connection(db_path) as c:
             c.execute(
                 "UPDATE coop_outbox SET attempts = 1, next_attempt_at = ? WHERE id = ?",
                 (time.time() + 3600, deferred[0]),

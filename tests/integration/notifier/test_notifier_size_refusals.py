@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from engine import direct
 from engine import store as engine_store
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
-from notifier.store import Database
+from notifier.delivery import Database
 from notifier.worker import DrainOutcome, Worker
-from tests.integration.notifier.notifier_helpers import add_rows, lock_row, outbox_row
+from tests.integration.notifier.notifier_helpers import add_rows, drain_once, lock_row, outbox_row
 from tests.support.door import KEY, door_stack
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,7 +50,7 @@ def _worker(db_path: Path, url: str, *, batch_max: int = 64) -> Worker:
 
 
 def _states(db_path: Path) -> list[tuple[int, str, int]]:
-    with engine_store.connection(db_path) as conn:
+    with direct.connection(db_path) as conn:
         found = conn.execute("SELECT id, state, attempts FROM coop_outbox ORDER BY id")
         return [(int(r["id"]), str(r["state"]), int(r["attempts"])) for r in found]
 
@@ -61,7 +62,7 @@ def _key(db_path: Path, outbox_id: int) -> str:
 
 def _add(db_path: Path, count: int, prefix: str, text: str = TEXT) -> list[int]:
     ids = add_rows(db_path, count, prefix=prefix)
-    with engine_store.connection(db_path) as conn, engine_store.write(conn):
+    with direct.connection(db_path) as conn, engine_store.write(conn):
         conn.executemany(
             "UPDATE coop_outbox SET text = ? || text WHERE id = ?", [(text, i) for i in ids]
         )
@@ -123,12 +124,7 @@ async def test_a_row_too_large_for_the_door_alone_is_its_own_refusal(
     settings = {"CHIEF_NOTIFY_BODY_MAX_BYTES": str(BODY_MAX_BYTES)}
     async with door_stack(tmp_path, settings=settings) as stack:
         worker = _worker(db_path, stack.url)
-        try:
-            with capture_logs() as logs:
-                report = await worker.drain()
-        finally:
-            await worker.aclose()
-            await worker.db.aclose()
+        report, logs = await drain_once(worker)
         for outbox_id in ahead:
             assert await stack.chief_lines(_key(db_path, outbox_id)) == 1
         for outbox_id in (big, *behind):

@@ -13,10 +13,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from engine import store as engine_store
-from notifier import store
+from notifier import delivery
 from notifier.client import FakeDoorClient
+from notifier.delivery import Database
 from notifier.holder import process_start_time, this_worker
-from notifier.store import Database
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
@@ -113,7 +113,7 @@ def test_a_reused_pid_is_a_different_process_and_its_lock_is_taken_over(
     started = process_start_time(live_process.pid)
     assert started is not None
     _plant_lock(conn, live_process.pid, started - 3600.0)  # same pid, an older process
-    claim = store.claim_lock(conn, this_worker("test"), engine_store.now_iso())
+    claim = delivery.claim_lock(conn, this_worker("test"), engine_store.now_iso())
     assert claim.acquired
     assert claim.taken_over_from is not None
     assert "is now a different process" in (claim.reason or "")
@@ -122,7 +122,7 @@ def test_a_reused_pid_is_a_different_process_and_its_lock_is_taken_over(
 def test_a_lock_held_from_another_host_is_never_taken_over(conn: sqlite3.Connection) -> None:
     pid, started = _dead_pid()
     _plant_lock(conn, pid, started, host="some-other-host")
-    claim = store.claim_lock(conn, this_worker("test"), engine_store.now_iso())
+    claim = delivery.claim_lock(conn, this_worker("test"), engine_store.now_iso())
     assert not claim.acquired
     assert claim.holder is not None
     assert claim.holder.host == "some-other-host"
@@ -130,10 +130,10 @@ def test_a_lock_held_from_another_host_is_never_taken_over(conn: sqlite3.Connect
 
 def test_a_second_worker_in_a_live_process_is_refused(conn: sqlite3.Connection) -> None:
     first, second = this_worker("a"), this_worker("b")
-    assert store.claim_lock(conn, first, engine_store.now_iso()).acquired
-    claim = store.claim_lock(conn, second, engine_store.now_iso())
+    assert delivery.claim_lock(conn, first, engine_store.now_iso()).acquired
+    claim = delivery.claim_lock(conn, second, engine_store.now_iso())
     assert not claim.acquired
     assert claim.holder is not None
     assert claim.holder.owner == first.owner
     # Re-claiming by the holder itself is a no-op, not a refusal.
-    assert store.claim_lock(conn, first, engine_store.now_iso()).acquired
+    assert delivery.claim_lock(conn, first, engine_store.now_iso()).acquired

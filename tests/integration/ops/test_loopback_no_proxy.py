@@ -12,7 +12,7 @@ import pytest
 from chief.telegram.emulator import create_emulator
 from chief.telegram.sender import build_sender
 from notifier.client import HttpDoorClient
-from notifier.store import OutboxRow
+from notifier.delivery import OutboxRow
 from tests.support.asgi import serve_asgi
 from tests.support.loopback_door import SERVICE_KEY, TestDoor, bound_socket, serve_door
 from tests.support.proxy import ProxyTrap, proxy_trap

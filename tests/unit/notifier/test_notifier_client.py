@@ -14,8 +14,8 @@ from notifier.client import (
     HttpDoorClient,
     connection_refused,
 )
+from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
-from notifier.store import OutboxRow
 
 # The door is sent the row's delivery key as its outbox_id, never the row id.
 KEY = "d-00112233445566778899aabbccddeeff"

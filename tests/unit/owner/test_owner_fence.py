@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,30 +71,34 @@ def test_a_raw_writer_is_refused_naming_the_owner_service(home: Path, statement:
         raw.close()
 
 
-def test_the_owners_connection_writes_through_the_fence(home: Path) -> None:
+@pytest.fixture
+def owners_connection(home: Path) -> Iterator[sqlite3.Connection]:
+    """The owner's connection (fence function registered) to a fenced ledger."""
     path = home / "coop.db"
     _fenced(path)
     conn = owner.register_fence_function(store.open_connection(path))
     try:
-        for table in sorted(WRITES):
-            for statement in WRITES[table][:1]:
-                conn.execute(statement)
-        assert conn.execute("SELECT COUNT(*) FROM coop_commands").fetchone()[0] == 1
+        yield conn
     finally:
         conn.close()
 
 
-def test_removing_the_fence_lets_every_writer_back_in(home: Path) -> None:
-    path = home / "coop.db"
-    _fenced(path)
-    conn = owner.register_fence_function(store.open_connection(path))
-    try:
-        with store.write(conn):
-            assert len(store.remove_fence(conn)) == 18
-        assert store.fence_triggers(conn) == []
-    finally:
-        conn.close()
-    raw = sqlite3.connect(path)
+def test_the_owners_connection_writes_through_the_fence(
+    owners_connection: sqlite3.Connection,
+) -> None:
+    for table in sorted(WRITES):
+        for statement in WRITES[table][:1]:
+            owners_connection.execute(statement)
+    assert owners_connection.execute("SELECT COUNT(*) FROM coop_commands").fetchone()[0] == 1
+
+
+def test_removing_the_fence_lets_every_writer_back_in(
+    home: Path, owners_connection: sqlite3.Connection
+) -> None:
+    with store.write(owners_connection):
+        assert len(store.remove_fence(owners_connection)) == 18
+    assert store.fence_triggers(owners_connection) == []
+    raw = sqlite3.connect(home / "coop.db")
     try:
         raw.execute(WRITES["todos"][0])
         raw.commit()

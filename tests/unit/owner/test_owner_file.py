@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import api, ledger, owner, store, verbs
+from engine import api, direct, ledger, owner, store, verbs
 from engine.config import EngineConfig
 from engine.errors import OwnerUnavailable
 from tests.unit.owner.conftest import write_owner_file
@@ -100,7 +100,7 @@ def test_broken_owner_file_fails_closed_before_routing_or_opening(
 
     with pytest.raises(error, match=words):
         ledger.add_todo("write the report", actor="alice")
-    with pytest.raises(error, match=words), store.connection():
+    with pytest.raises(error, match=words), direct.connection():
         pass
     with pytest.raises(error, match=words) as caught:
         ledger.list_items()
@@ -152,7 +152,7 @@ def test_direct_sql_is_refused_while_an_owner_file_exists(
 ) -> None:
     write_owner_file(home / "coop.db.owner.json", _valid(home, listener))
 
-    with pytest.raises(OwnerUnavailable) as caught, store.connection():
+    with pytest.raises(OwnerUnavailable) as caught, direct.connection():
         pass
 
     assert str(caught.value) == "Direct SQL is disabled; use the Coop service API"

@@ -10,8 +10,9 @@ transaction), are `engine.store.queue`'s: one module owns the two tables' statem
 package. This module decides (who holds the lock, whether a holder is provably gone) and maps
 the rows to the notifier's types.
 
-sqlite3 errors (and the engine's, when the connection is opened) are translated here into
-`notifier.errors.StoreError`.
+sqlite3 errors, and the engine's store errors (at open and at each write), are translated here
+into `notifier.errors.StoreError`, the notifier's one store error: no notifier module names
+the engine's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine import store as engine_store
 from engine.errors import CoopError
-from engine.errors import StoreError as EngineStoreError
 from engine.faults import fault
 from engine.store import open_connection, queue, rows
 from notifier.errors import LockLost, StoreError
@@ -132,11 +132,12 @@ def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
 @contextmanager
 def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """The engine's one write transaction (`engine.store.write`: `BEGIN IMMEDIATE`, commit when
-    the block finishes, roll back otherwise), its failures raised as the notifier's."""
+    the block finishes, roll back otherwise), its failures raised as the notifier's. The engine
+    raises its own error tree (`CoopError`: its store error) only here and at open."""
     try:
         with engine_store.write(conn):
             yield conn
-    except EngineStoreError as exc:
+    except CoopError as exc:
         raise StoreError(exc.message) from exc
 
 
@@ -251,7 +252,7 @@ def claim_lock(conn: sqlite3.Connection, me: Holder, now_iso: str) -> Claim:
     """Check-and-claim in one transaction; take over only a provably gone holder."""
     with write(conn):
         # A store failing under a running drain (disk full, I/O error), for the daemon's tests.
-        fault("notifier.store.claim")
+        fault("notifier.delivery.claim")
         holder = _holder(queue.holder(conn))
         if holder is not None:
             if holder.owner == me.owner:
