@@ -105,7 +105,9 @@ def test_proof_telegram_faults_lose_nothing_and_only_delayed_replies_ring_twice(
         quiet = not top_ups or time.monotonic() - top_ups[-1] > TOP_UP_EVERY_S
         if quiet and len(top_ups) < MAX_TOP_UPS and stack.telegram_queue_depth() == 0:
             top_ups.append(time.monotonic())
-            trickles.start(seed=rng.randrange(2**32), count=1, rate=TRICKLE_RATE, tag="ktop")
+            # A tag of its own: the proof tells rows apart by their text.
+            tag = f"ktop{len(top_ups)}"
+            trickles.start(seed=rng.randrange(2**32), count=1, rate=TRICKLE_RATE, tag=tag)
         return False
 
     events = [arm_429, arm_5xx, arm_delay, refuse]
