@@ -2,12 +2,17 @@
 
     CoopError                       root; its docstring is the default message
     ├── UsageError                  bad input (missing actor, empty title, missing reason); exit 2
-    │   └── NotFound                an unknown todo, request or outbox row id; exit 2
+    │   ├── NotFound                an unknown todo, request or outbox row id; exit 2
+    │   └── CommandRefused          the owner service refused a routed call before running it
+    │       │                       (HTTP 400)
+    │       ├── ArgumentError       its arguments do not fit the verb's signature (named)
+    │       └── KeyConflict         its request key was filed for another input (HTTP 409)
     ├── LifecycleError              a verb refused by the lifecycle (terminal row, foreign holder,
     │                               changed under this take); exit 1
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
     ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
     │                               transport); the compatibility client's fail-closed answers
+    ├── NeedsAPerson                `coop status --check` found something; exit 1
     └── ServiceError                `coop serve` cannot start (its port is taken, ...)
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
@@ -45,6 +50,22 @@ class NotFound(UsageError):
     """No such row; `coop list --all` shows the ids that exist."""
 
 
+class CommandRefused(UsageError):
+    """The owner refused the request before running it; send a corrected request."""
+
+    status_code = 400
+
+
+class ArgumentError(CommandRefused):
+    """A routed call's arguments do not fit its verb; the message names the parameter."""
+
+
+class KeyConflict(CommandRefused):
+    """That request key was already filed for another input; mint a new key."""
+
+    status_code = 409
+
+
 class LifecycleError(CoopError):
     """The lifecycle does not allow that move; re-read the row with `coop history`."""
 
@@ -55,6 +76,10 @@ class StoreError(CoopError):
 
 class OwnerUnavailable(CoopError):
     """The Coop owner service could not be used; nothing was written locally."""
+
+
+class NeedsAPerson(CoopError):
+    """`coop status --check` found something that needs a person."""
 
 
 class ServiceError(CoopError):
