@@ -52,10 +52,13 @@ def _fields(found: dict[str, Any]) -> list[str]:
     for name, value in found.items():
         if isinstance(value, dict):
             lines.append(format_item({"kind": name, **value}))
+            shown = _HEADLINE | (
+                {"taken_by", "taken_at"} if value.get("status") == "taken" else set()
+            )
             lines.extend(
                 f"  {field}: {each}"
                 for field, each in value.items()
-                if each is not None and field not in _HEADLINE
+                if each is not None and field not in shown
             )
         elif isinstance(value, list):
             lines.extend(line(each) for each in value)
@@ -64,8 +67,8 @@ def _fields(found: dict[str, Any]) -> list[str]:
     return lines
 
 
-#: The fields `format_item` already shows.
-_HEADLINE = frozenset({"id", "kind", "title", "status", "taken_by", "taken_at", "addressed_to"})
+#: The fields `format_item` already shows (and the taker's, while the row is taken).
+_HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
 
 
 def line(entry: dict[str, Any]) -> str:
