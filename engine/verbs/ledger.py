@@ -308,6 +308,19 @@ def abandon_todo(
     return _abandon("todo", todo_id, actor, reason, force, unit)
 
 
+@reads
+@command(
+    "todo show",
+    "a todo's fields and its last events",
+    json=True,
+    todo_id=ID,
+    last=opt("--last", help="how many of its last events (default: 10)"),
+)
+def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row:
+    """One todo's fields and its `last` events, oldest of them first."""
+    return _show("todo", todo_id, last, unit)
+
+
 @command(
     "request add",
     "add an open request",
@@ -374,6 +387,29 @@ def close_request(
 ) -> Row:
     """Close a request, or amend the outcome of one closed."""
     return _finish("request", request_id, actor, force, result_summary, commit_sha, unit)
+
+
+@reads
+@command(
+    "request show",
+    "a request's fields and its last events",
+    json=True,
+    request_id=ID,
+    last=opt("--last", help="how many of its last events (default: 10)"),
+)
+def show_request(unit: Unit, request_id: int, *, last: int = 10, db: Db = None) -> Row:
+    """One request's fields and its `last` events, oldest of them first."""
+    return _show("request", request_id, last, unit)
+
+
+def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
+    if last < 0:
+        raise UsageError(f"last {last} is not a count of events: give 0 or more")
+    conn = unit.tx()
+    answer = _result(conn, kind, item_id)
+    events = ledger_store.events(conn, kind, item_id)
+    answer["events"] = events[len(events) - last :] if last else []
+    return answer
 
 
 def _nothing(answer: object, arguments: dict[str, Any]) -> str:
