@@ -93,6 +93,10 @@ def arg(*names: str, **settings: Any) -> Arg:
 
 JSON = arg("--json", action="store_true")
 
+#: The options every command takes, at the top level or after its verb: (names, dest). Their
+#: default is argparse's SUPPRESS, so the answer has no attribute for one not given.
+COMMON: dict[str, str] = {"--as": "actor", "--db": "db"}
+
 #: What an annotation (a string: the verbs use `from __future__ import annotations`) converts a
 #: command-line word with.
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
@@ -133,7 +137,17 @@ def _spelled(fn: Callable[..., Any], name: str, spelling: Spelling) -> Arg:
 
 
 def _command(fn: Callable[..., Any], cli: Cli) -> Command:
-    """A verb's command, derived from its signature and its `@command`."""
+    """A verb's command, derived from its signature and its `@command`. A spelling of no
+    parameter, or a parameter the command line could not give, fails here, at import."""
+    code = fn.__code__
+    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    unknown = set(cli.spellings) - set(names)
+    unspelled = set(names) - set(cli.spellings) - set(_defaults(fn)) - set(COMMON.values())
+    if unknown or unspelled:
+        raise TypeError(
+            f"@command of {fn.__name__}: spells no parameter {sorted(unknown)},"
+            f" leaves required {sorted(unspelled)} unspelled"
+        )
     args: list[Arg | Exclusive] = []
     for name, spelling in cli.spellings.items():
         if isinstance(spelling, OneOf):
@@ -210,10 +224,6 @@ GROUP_VERBS: dict[str, list[str]] = {}
 for _group, _verb in COMMANDS:
     if _verb is not None:
         GROUP_VERBS.setdefault(_group, []).append(_verb)
-
-#: The options every command takes, at the top level or after its verb: (names, dest). Their
-#: default is argparse's SUPPRESS, so the answer has no attribute for one not given.
-COMMON: dict[str, str] = {"--as": "actor", "--db": "db"}
 
 
 def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
