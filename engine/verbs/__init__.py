@@ -24,7 +24,9 @@ transaction and commits it when the verb returns, or rolls it back when the verb
 Every verb takes JSON-plain arguments and returns a JSON-plain dict, so the owner service can
 run it for a remote caller and ship the answer back unchanged. A verb is a public function of
 a verb module whose first parameter is the `Unit`; `VERBS` below finds them, so a new verb is
-written once, in its module.
+written once, in its module. Its public name for library callers is one line in
+`engine.ledger` or `engine.outbox` (`public(verb)`), the name mypy checks callers by;
+tests/integration/owner/test_every_verb_everywhere.py fails naming a verb without one.
 """
 
 from __future__ import annotations
