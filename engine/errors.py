@@ -2,7 +2,11 @@
 
     CoopError                       root; its docstring is the default message
     ├── UsageError                  bad input (missing actor, empty title, missing reason); exit 2
-    │   └── NotFound                an unknown todo, request or outbox row id; exit 2
+    │   ├── NotFound                an unknown todo, request or outbox row id; exit 2
+    │   └── CommandRefused          the owner service refused a routed call before running it
+    │       │                       (HTTP 400)
+    │       ├── ArgumentError       its arguments do not fit the verb's signature (named)
+    │       └── KeyConflict         its request key was filed for another input (HTTP 409)
     ├── LifecycleError              a verb refused by the lifecycle (terminal row, foreign holder,
     │                               changed under this take); exit 1
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
@@ -11,6 +15,7 @@
     ├── KeyFileError                a private key file is missing, unreadable, not a regular file,
     │   │                           empty or too large (engine.keyfile)
     │   └── KeyFileNotPrivate       a group or world bit is set on it: `chmod 600` it
+    ├── NeedsAPerson                `coop status --check` found something; exit 1
     └── ServiceError                `coop serve` cannot start (its port is taken, ...)
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
@@ -48,6 +53,22 @@ class NotFound(UsageError):
     """No such row; `coop list --all` shows the ids that exist."""
 
 
+class CommandRefused(UsageError):
+    """The owner refused the request before running it; send a corrected request."""
+
+    status_code = 400
+
+
+class ArgumentError(CommandRefused):
+    """A routed call's arguments do not fit its verb; the message names the parameter."""
+
+
+class KeyConflict(CommandRefused):
+    """That request key was already filed for another input; mint a new key."""
+
+    status_code = 409
+
+
 class LifecycleError(CoopError):
     """The lifecycle does not allow that move; re-read the row with `coop history`."""
 
@@ -66,6 +87,10 @@ class KeyFileError(CoopError):
 
 class KeyFileNotPrivate(KeyFileError):
     """A key file is readable by others; `chmod 600` it."""
+
+
+class NeedsAPerson(CoopError):
+    """`coop status --check` found something that needs a person."""
 
 
 class ServiceError(CoopError):

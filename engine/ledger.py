@@ -1,35 +1,25 @@
-"""The ledger's public functions, by the name library callers and the README use.
+"""The ledger's public functions, by the names library callers and the README use.
 
-They are `engine.api`'s (the edge that decides local or owner service); the use cases
-themselves are in `engine.verbs`, their SQL in `engine.store.ledger`.
+Each is its verb (`engine.verbs.ledger`, the one source: signature, docstring, `coop` command)
+run through `engine.api`, the edge that decides local or owner service; the SQL is
+`engine.store.ledger`'s.
 """
 
 from __future__ import annotations
 
-from engine.api import (
-    abandon_todo,
-    add_request,
-    add_todo,
-    close_request,
-    done_todo,
-    history,
-    list_items,
-    release_request,
-    release_todo,
-    take_request,
-    take_todo,
-)
+from engine.api import public
+from engine.verbs import ledger as _verbs
 
-__all__ = [
-    "abandon_todo",
-    "add_request",
-    "add_todo",
-    "close_request",
-    "done_todo",
-    "history",
-    "list_items",
-    "release_request",
-    "release_todo",
-    "take_request",
-    "take_todo",
-]
+add_todo = public(_verbs.add_todo)
+take_todo = public(_verbs.take_todo)
+release_todo = public(_verbs.release_todo)
+done_todo = public(_verbs.done_todo)
+abandon_todo = public(_verbs.abandon_todo)
+show_todo = public(_verbs.show_todo)
+add_request = public(_verbs.add_request)
+take_request = public(_verbs.take_request)
+release_request = public(_verbs.release_request)
+close_request = public(_verbs.close_request)
+show_request = public(_verbs.show_request)
+list_items = public(_verbs.list_items)
+history = public(_verbs.history)

@@ -1,7 +1,7 @@
 """`coop status`: what an operator needs to know at a glance, and `--check` for monitoring.
 
 Three sources, each read where it lives:
-- the ledger's database (`status_snapshot`, a public function of `engine.api`: in service
+- the ledger's database (`status_snapshot`, a public function of `engine.outbox`: in service
   mode the owner answers it):
   ledger counts by state and stale takes, the outbox by state, the oldest pending row's age,
   the failing rows with their last error and next attempt, the worker lock holder;
@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from engine.api import status_snapshot
 from engine.door import door_status
 from engine.errors import UsageError
+from engine.outbox import status_snapshot
 
 DEFAULT_MAX_PENDING_AGE_S = 600.0
 

@@ -1,8 +1,10 @@
 """`coop`: the ledger from a shell.
 
-    engine.cli.tree      the command tree as data, and the quick parse of a plain line
+    engine.cli.tree      the command tree as data (each verb's derived from the verb), and the
+                         quick parse of a plain line
     engine.cli.parser    the tree in argparse, for --help and one-line usage errors
-    engine.cli.commands  one handler per command, in one table; each calls `engine.api`
+    engine.cli.commands  one runner for every verb's command, which calls its public function
+                         (`engine.api`); a handler for each operator's command
     engine.cli.render    the lines each command prints
     main (here)          parse, dispatch, and print every expected error as one line
 

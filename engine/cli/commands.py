@@ -1,7 +1,8 @@
-"""What each `coop` command does: one small handler per command, found in one table (`COMMANDS`,
-keyed by group and verb), each calling the public API (`engine.api`) and emitting its lines
-(`engine.cli.render`). A handler returns the API's answer when it has one worth returning (for
-tests), else None.
+"""What each `coop` command does. A verb's command is run by one runner (`run_verb`), derived
+from the verb's signature and the `@command` beside it: it calls the verb's public function
+(`engine.api.public`) with the parsed arguments and prints the answer (`engine.cli.render`), or
+the answer itself with `--json`. The operator's commands that run no verb (`status`, `cutover`,
+`reconcile`) have a handler each, in `COMMANDS`. `run` returns the verb's answer (for tests).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import json
 import os
 
 from engine import api, lifecycle
-from engine.cli import render
-from engine.errors import CoopError, UsageError
+from engine.cli import render, tree
+from engine.errors import NeedsAPerson, UsageError
+from engine.verbs.declare import cli_of
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -25,9 +27,7 @@ if TYPE_CHECKING:
     Emit = Callable[[str], None]
     Handler = Callable[[Args, Emit], "dict[str, Any] | None"]
 
-
-class NeedsAPerson(CoopError):
-    """`coop status --check` found something that needs a person."""
+    from engine.cli.tree import Command
 
 
 def _actor(args: Args) -> str:
@@ -44,136 +44,42 @@ def _db(args: Args) -> str | None:
     return getattr(args, "db", None)
 
 
-# ---- todos and requests -------------------------------------------------------------------
+# ---- the verbs: one runner, derived from each verb's signature and `@command` -------------
 
 
-def todo_add(args: Args, emit: Emit) -> None:
-    actor = _actor(args)
-    result = api.add_todo(args.title, actor=actor, body=args.body, db=_db(args))
-    emit(render.describe("todo", result, "added"))
+def _call(verb: Callable[..., Any], args: Args) -> tuple[list[Any], dict[str, Any]]:
+    """The public call a command line makes: the verb's parameters, by name, from the parse
+    (`actor` from `--as` or `$COOP_ACTOR`, `db` from `--db`)."""
+    code = verb.__code__
+    positional = code.co_varnames[1 : code.co_argcount]
+    keywords = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    values = vars(args)
+    given: dict[str, Any] = {}
+    for name in (*positional, *keywords):
+        if name == "actor":
+            given[name] = _actor(args)
+        elif name == "db":
+            given[name] = _db(args)
+        elif name in values:
+            given[name] = values[name]
+    return [given.pop(name) for name in positional if name in given], given
 
 
-def todo_take(args: Args, emit: Emit) -> dict[str, Any]:
-    actor = _actor(args)
-    result = api.take_todo(args.id, actor=actor, force=args.force, db=_db(args))
-    emit(render.describe("todo", result, f"taken by {actor}"))
-    return result
-
-
-def todo_release(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.release_todo(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
-    emit(render.describe("todo", result, "released"))
-    return result
-
-
-def todo_done(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.done_todo(
-        args.id,
-        actor=_actor(args),
-        result_summary=args.summary,
-        commit_sha=args.commit,
-        force=args.force,
-        db=_db(args),
-    )
-    emit(render.describe("todo", result, "done"))
-    return result
-
-
-def todo_abandon(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.abandon_todo(
-        args.id, actor=_actor(args), reason=args.reason, force=args.force, db=_db(args)
-    )
-    emit(render.describe("todo", result, "abandoned"))
-    return result
-
-
-def request_add(args: Args, emit: Emit) -> None:
-    actor = _actor(args)
-    result = api.add_request(
-        args.title, actor=actor, addressed_to=args.addressed_to, body=args.body, db=_db(args)
-    )
-    emit(render.describe("request", result, "added"))
-
-
-def request_take(args: Args, emit: Emit) -> dict[str, Any]:
-    actor = _actor(args)
-    result = api.take_request(args.id, actor=actor, force=args.force, db=_db(args))
-    emit(render.describe("request", result, f"taken by {actor}"))
-    return result
-
-
-def request_release(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.release_request(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
-    emit(render.describe("request", result, "released"))
-    return result
-
-
-def request_close(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.close_request(
-        args.id,
-        actor=_actor(args),
-        result_summary=args.summary,
-        commit_sha=args.commit,
-        force=args.force,
-        db=_db(args),
-    )
-    emit(render.describe("request", result, "closed"))
-    return result
-
-
-def list_(args: Args, emit: Emit) -> None:
-    items = api.list_items(args.kind, include_closed=args.all, db=_db(args))
-    if args.json:
-        emit(json.dumps(items, indent=2))
-        return
-    for item in items:
-        emit(render.format_item(item))
-    if not items:
-        emit("nothing open" if not args.all else "nothing yet")
-
-
-def history(args: Args, emit: Emit) -> None:
-    events = api.history(args.kind, args.id, db=_db(args))
-    if args.json:
-        emit(json.dumps(events, indent=2))
-        return
-    for event in events:
-        emit(render.event_line(event))
-
-
-# ---- the outbox and the worker lock -------------------------------------------------------
-
-
-def notify(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.notify(args.text, actor=_actor(args), kind=args.kind, db=_db(args))
-    emit(f"notification #{result['outbox_id']} queued")
-    return result
-
-
-def outbox_list(args: Args, emit: Emit) -> None:
-    rows = api.rows(args.state, limit=args.limit, db=_db(args))
-    if args.json:
-        emit(json.dumps(rows, indent=2))
-        return
-    for row in rows:
-        emit(render.outbox_line(row))
-
-
-def outbox_retry(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.retry(args.id, actor=_actor(args), db=_db(args))
-    emit(f"notification #{args.id} is due now")
-    return result
-
-
-def outbox_cancel(args: Args, emit: Emit) -> None:
-    api.cancel(args.id, actor=_actor(args), reason=args.reason, db=_db(args))
-    emit(f"notification #{args.id} cancelled")
-
-
-def worker_unlock(args: Args, emit: Emit) -> dict[str, Any]:
-    result = api.unlock_worker(actor=_actor(args), reason=args.reason, db=_db(args))
-    emit(render.unlocked_line(result["unlocked"]))
-    return result
+def run_verb(command: Command, args: Args, emit: Emit) -> Any:
+    """Run a verb's command: call its public function, print its answer."""
+    verb = command.verb
+    assert verb is not None
+    positional, keywords = _call(verb, args)
+    answer = api.public(verb)(*positional, **keywords)
+    if getattr(args, "json", False):
+        emit(json.dumps(answer, indent=2))
+        return answer
+    cli = cli_of(verb)
+    says = cli.says if cli is not None else None
+    arguments = {**dict(zip(verb.__code__.co_varnames[1:], positional, strict=False)), **keywords}
+    for line in render.answer(args.group, answer, says, arguments):
+        emit(line)
+    return answer
 
 
 # ---- the operator's commands --------------------------------------------------------------
@@ -233,30 +139,19 @@ def reconcile(args: Args, emit: Emit) -> None:
     receipts.prune()
 
 
-#: Every command but `serve` (which is the engine service's process, not a verb here).
+#: The operator's commands, which run no verb of their own (`serve` is the engine service's
+#: process, not a command here). Every verb's command is derived (`engine.cli.tree`).
 COMMANDS: dict[tuple[str, str | None], Handler] = {
-    ("todo", "add"): todo_add,
-    ("todo", "take"): todo_take,
-    ("todo", "release"): todo_release,
-    ("todo", "done"): todo_done,
-    ("todo", "abandon"): todo_abandon,
-    ("request", "add"): request_add,
-    ("request", "take"): request_take,
-    ("request", "release"): request_release,
-    ("request", "close"): request_close,
-    ("list", None): list_,
-    ("history", None): history,
-    ("notify", None): notify,
-    ("outbox", "list"): outbox_list,
-    ("outbox", "retry"): outbox_retry,
-    ("outbox", "cancel"): outbox_cancel,
-    ("worker", "unlock"): worker_unlock,
     ("status", None): status,
     ("cutover", None): cutover,
     ("reconcile", None): reconcile,
 }
 
 
-def run(args: Args, emit: Emit) -> dict[str, Any] | None:
-    """Run the command `args` names."""
-    return COMMANDS[(args.group, getattr(args, "verb", None))](args, emit)
+def run(args: Args, emit: Emit) -> Any:
+    """Run the command `args` names: a verb's, or one of the operator's."""
+    words = (args.group, getattr(args, "verb", None))
+    command = tree.COMMANDS[words]
+    if command.verb is not None:
+        return run_verb(command, args, emit)
+    return COMMANDS[words](args, emit)

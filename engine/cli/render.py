@@ -9,6 +9,8 @@ TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays 
 if TYPE_CHECKING:
     from typing import Any
 
+    from engine.verbs.declare import Says
+
 
 def describe(kind: str, result: dict[str, Any], what: str) -> str:
     """A ledger verb's answer: `todo #3 done; notification #7 queued`."""
@@ -19,6 +21,63 @@ def describe(kind: str, result: dict[str, Any], what: str) -> str:
     if result.get("outbox_id"):
         line += f"; notification #{result['outbox_id']} queued"
     return line
+
+
+def answer(kind: str, found: Any, says: Says | None, arguments: dict[str, Any]) -> list[str]:
+    """What a verb's command prints of its answer (`found`), given what the verb `says`
+    (`engine.verbs.declare`) and the call's arguments by parameter name: a row's line ending in
+    what was done to it (`todo #3 taken by builder`), one line per entry of a listing (`says`
+    when it is empty), or, for a verb that says nothing, every field of its answer."""
+    if isinstance(found, list):
+        lines = [line(each) for each in found]
+        if not found and says is not None:
+            lines.append(_said(says, {}, arguments))
+        return lines
+    if says is None:
+        return _fields(found)
+    what = _said(says, found, arguments)
+    return [describe(kind, found, what)] if kind in found else [what]
+
+
+def _said(says: Says, found: Any, arguments: dict[str, Any]) -> str:
+    if isinstance(says, str):
+        return says.format_map({**arguments, **found})
+    return says(found, arguments)
+
+
+def _fields(found: dict[str, Any]) -> list[str]:
+    """An answer a verb says nothing about: each row's line and its other fields, then each
+    listing's lines."""
+    lines: list[str] = []
+    for name, value in found.items():
+        if isinstance(value, dict):
+            lines.append(format_item({"kind": name, **value}))
+            shown = _HEADLINE | (
+                {"taken_by", "taken_at"} if value.get("status") == "taken" else set()
+            )
+            lines.extend(
+                f"  {field}: {each}"
+                for field, each in value.items()
+                if each is not None and field not in shown
+            )
+        elif isinstance(value, list):
+            lines.extend(line(each) for each in value)
+        elif value is not None:
+            lines.append(f"{name}: {value}")
+    return lines
+
+
+#: The fields `format_item` already shows (and the taker's, while the row is taken).
+_HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
+
+
+def line(entry: dict[str, Any]) -> str:
+    """One entry of a listing: an event, an outbox row, or a todo or request."""
+    if "event" in entry:
+        return event_line(entry)
+    if "attempts" in entry:
+        return outbox_line(entry)
+    return format_item(entry)
 
 
 def format_item(item: dict[str, Any]) -> str:
@@ -45,15 +104,6 @@ def outbox_line(row: dict[str, Any]) -> str:
     return (
         f"#{row['id']}  {row['state']:<9} attempts={row['attempts']}"
         f"  {row['kind']}: {row['text'][:60]!r}{error}"
-    )
-
-
-def unlocked_line(held: dict[str, Any] | None) -> str:
-    if held is None:
-        return "the worker lock is already free; nothing to unlock"
-    return (
-        f"worker lock of {held['owner']} (pid {held['pid']} on {held['host']}, since"
-        f" {lifecycle.clock(held['acquired_at'])}) cleared; the event log records why"
     )
 
 

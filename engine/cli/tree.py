@@ -1,11 +1,14 @@
 """The `coop` command tree as data, and the quick parse of a plain command line.
 
-Every command's arguments are written once, here, as the arguments of argparse's
-`add_argument`: `engine.cli.parser` builds argparse from them for `--help` and for every usage
-error; `quick_parse` reads the same table to parse a plain, well-formed command line without
-argparse at all. argparse costs a cold `coop todo done` about a fifth of its time (the module,
-its gettext and locale lookups, a parser per level), which a verb that parses three words
-should not pay.
+Every verb's command is derived here from the verb itself (`engine.verbs`): its words, help
+line and the spelling of each parameter from the `@command` beside the function, each
+argument's type and default from the function's signature (read from the function object, no
+`inspect`), in the order the declaration spells them. The operator's commands that run no verb
+(`status`, `serve`, `cutover`, `reconcile`) are written below. `engine.cli.parser` builds
+argparse from the tree for `--help` and for every usage error; `quick_parse` reads the same
+tree to parse a plain, well-formed command line without argparse at all. argparse costs a cold
+`coop todo done` about a fifth of its time (the module, its gettext and locale lookups, a
+parser per level), which a verb that parses three words should not pay.
 
 `quick_parse` answers exactly what argparse would, or nothing: it takes only exact option names
 (`--summary X`, `--summary=X`), positionals that do not start with `-`, values that convert and
@@ -25,12 +28,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from engine.store.queue import STATES as OUTBOX_STATES
+from engine.verbs import VERBS
+from engine.verbs.declare import OneOf, cli_of
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
+
+    from engine.verbs.declare import Cli, Spelling
 
     #: One argument: its names and `add_argument`'s keyword arguments.
     Arg = tuple[tuple[str, ...], dict[str, Any]]
@@ -55,14 +61,22 @@ class Exclusive:
 
 
 class Command:
-    """One command's parser: its help line, its description and its arguments in order."""
+    """One command's parser: its help line, its description and its arguments in order, and the
+    verb it runs (None for the operator's commands, which `engine.cli.commands` runs)."""
 
-    __slots__ = ("args", "description", "help")
+    __slots__ = ("args", "description", "help", "verb")
 
-    def __init__(self, help: str, *args: Arg | Exclusive, description: str | None = None) -> None:
+    def __init__(
+        self,
+        help: str,
+        *args: Arg | Exclusive,
+        description: str | None = None,
+        verb: Callable[..., Any] | None = None,
+    ) -> None:
         self.help = help
         self.description = description
         self.args = args
+        self.verb = verb
 
     def arguments(self) -> list[Arg]:
         """Every argument, groups opened."""
@@ -77,126 +91,132 @@ def arg(*names: str, **settings: Any) -> Arg:
     return names, settings
 
 
-ID = arg("id", type=int)
-FORCE_TAKE = arg("--force", action="store_true", help="take it over from its holder")
 JSON = arg("--json", action="store_true")
 
-GROUP_HELP: dict[str, str] = {
+#: The options every command takes, at the top level or after its verb: (names, dest). Their
+#: default is argparse's SUPPRESS, so the answer has no attribute for one not given.
+COMMON: dict[str, str] = {"--as": "actor", "--db": "db"}
+
+#: What an annotation (a string: the verbs use `from __future__ import annotations`) converts a
+#: command-line word with.
+_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
+
+
+def _defaults(fn: Callable[..., Any]) -> dict[str, Any]:
+    """A function's parameter defaults by name, read from the function (no `inspect`)."""
+    code = fn.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    given = fn.__defaults__ or ()
+    found = dict(zip(positional[len(positional) - len(given) :], given, strict=True))
+    found.update(fn.__kwdefaults__ or {})
+    return found
+
+
+def _spelled(fn: Callable[..., Any], name: str, spelling: Spelling) -> Arg:
+    """One parameter as `add_argument` takes it: its type and default from the signature, its
+    spelling and help from the declaration beside the verb."""
+    annotation = fn.__annotations__[name]
+    convert = _TYPES.get(annotation.removesuffix(" | None"))
+    settings: dict[str, Any] = {}
+    if spelling.positional:
+        if convert is not None:
+            settings["type"] = convert
+        if spelling.name != name:
+            settings["metavar"] = spelling.name
+        return (name,), {**settings, **spelling.settings}
+    flag = spelling.name.lstrip("-").replace("-", "_")
+    if flag != name:
+        settings.update(dest=name, metavar=flag.upper())
+    if annotation == "bool":
+        settings = {"action": "store_true", **({"dest": name} if flag != name else {})}
+    else:
+        settings["default"] = _defaults(fn).get(name)
+        if convert is not None:
+            settings["type"] = convert
+    return (spelling.name,), {**settings, **spelling.settings}
+
+
+def _command(fn: Callable[..., Any], cli: Cli) -> Command:
+    """A verb's command, derived from its signature and its `@command`. A spelling of no
+    parameter, or a parameter the command line could not give, fails here, at import."""
+    code = fn.__code__
+    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    unknown = set(cli.spellings) - set(names)
+    unspelled = set(names) - set(cli.spellings) - set(_defaults(fn)) - set(COMMON.values())
+    if unknown or unspelled:
+        raise TypeError(
+            f"@command of {fn.__name__}: spells no parameter {sorted(unknown)},"
+            f" leaves required {sorted(unspelled)} unspelled"
+        )
+    args: list[Arg | Exclusive] = []
+    for name, spelling in cli.spellings.items():
+        if isinstance(spelling, OneOf):
+            flags = (
+                arg(flag, action="store_const", dest=name, const=v) for flag, v in spelling.flags
+            )
+            args.append(Exclusive(*flags))
+        else:
+            args.append(_spelled(fn, name, spelling))
+    if cli.json:
+        args.append(JSON)
+    return Command(cli.help, *args, description=cli.description, verb=fn)
+
+
+#: The help line of each group of several commands (a group that is one command has its own).
+_GROUPS: dict[str, str] = {
     "todo": "add, take, release, finish or abandon a todo",
     "request": "add, take, release or close a request",
-    "list": "list todos and requests",
-    "history": "the event log of one row",
-    "notify": "queue a line for the owner",
     "outbox": "inspect, retry or cancel notification rows",
     "worker": "the notifier's worker lock: the owner clears a stuck holder",
-    "status": "ledger, outbox, worker lock, receipts and the door, for an operator",
-    "serve": "run the engine service (owner+notifier)",
-    "cutover": "make the owner service the only writer, or undo it",
-    "reconcile": "ask the owner what became of a request key",
 }
 
 #: Every command, keyed by group and verb (None for a group that is one command), in the order
-#: `--help` lists them.
-COMMANDS: dict[tuple[str, str | None], Command] = {
-    ("todo", "add"): Command("add an open todo", arg("title"), arg("--body", default=None)),
-    ("todo", "take"): Command("take a todo to work on it", ID, FORCE_TAKE),
-    ("todo", "release"): Command(
-        "give a taken todo back", ID, arg("--reason", default=None, help="why (required)")
-    ),
-    ("todo", "done"): Command(
-        "finish a todo (or amend it)",
-        ID,
-        arg("--summary", default=None, help="what came of it"),
-        arg("--commit", default=None, help="the commit that did it"),
-        arg("--force", action="store_true", help="finish a todo someone else holds"),
-    ),
-    ("todo", "abandon"): Command(
-        "give a todo up for good",
-        ID,
-        arg("--reason", default=None, help="why (required)"),
-        arg("--force", action="store_true", help="abandon a todo someone else holds"),
-    ),
-    ("request", "add"): Command(
-        "add an open request",
-        arg("title"),
-        arg("--to", dest="addressed_to", default=None, help="the actor it is for"),
-        arg("--body", default=None),
-    ),
-    ("request", "take"): Command("take a request", ID, FORCE_TAKE),
-    ("request", "release"): Command("give a taken request back", ID, arg("--reason", default=None)),
-    ("request", "close"): Command(
-        "close a request (or amend it)",
-        ID,
-        arg("--summary", default=None),
-        arg("--commit", default=None),
-        arg("--force", action="store_true", help="close a request someone else holds"),
-    ),
-    ("list", None): Command(
-        GROUP_HELP["list"],
-        Exclusive(
-            arg("--todos", action="store_const", dest="kind", const="todo"),
-            arg("--requests", action="store_const", dest="kind", const="request"),
-        ),
-        arg("--all", action="store_true", help="include done, abandoned and closed rows"),
-        JSON,
-    ),
-    ("history", None): Command(
-        GROUP_HELP["history"], arg("kind", choices=("todo", "request")), ID, JSON
-    ),
-    ("notify", None): Command(
-        GROUP_HELP["notify"],
-        arg("text"),
-        arg("--kind", default="note", help="a short tag (default: note)"),
-    ),
-    ("outbox", "list"): Command(
-        "recent rows, newest first",
-        arg("--state", default=None, choices=OUTBOX_STATES),
-        arg("--limit", type=int, default=50),
-        JSON,
-    ),
-    ("outbox", "retry"): Command("make a deferred row due now", ID),
-    ("outbox", "cancel"): Command(
-        "give up on a row, with a reason", ID, arg("--reason", default=None, help="why (required)")
-    ),
-    ("worker", "unlock"): Command(
-        "clear the worker lock, whoever holds it (the owner only)",
-        arg("--reason", default=None, help="why (required; recorded in the event)"),
-        description="Clear the notifier's worker lock, whoever holds it: for a holder on"
-        " another host, or one known to be wedged, which no worker may take over. Only the"
-        " owner ($COOP_OWNER) may; the event log records who, why and the holder cleared. A"
-        " live holder stops at its next write and the next worker drains.",
-    ),
-    ("status", None): Command(
-        GROUP_HELP["status"],
-        JSON,
-        arg(
-            "--check",
-            action="store_true",
-            help="exit 0 when healthy, 1 when something needs a person (for monitoring)",
-        ),
-        arg(
-            "--max-pending-age",
-            type=float,
-            default=None,
-            metavar="SECONDS",
-            help="with --check: a pending row older than this needs a person"
-            " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
-        ),
-        description="What needs a person, at a glance. --check exits 1 when something does.",
-    ),
-    ("serve", None): Command(GROUP_HELP["serve"]),
-    ("cutover", None): Command(
-        GROUP_HELP["cutover"],
-        Exclusive(
+#: `--help` lists them: every verb's (`engine.verbs`, each declared beside its function), then
+#: the operator's.
+COMMANDS: dict[tuple[str, str | None], Command] = {}
+for _fn in VERBS.values():
+    _cli = cli_of(_fn)
+    if _cli is not None:
+        COMMANDS[_cli.words] = _command(_fn, _cli)
+COMMANDS.update(
+    {
+        ("status", None): Command(
+            "ledger, outbox, worker lock, receipts and the door, for an operator",
+            JSON,
             arg(
-                "--url",
-                help="the owner service's loopback URL, e.g. http://127.0.0.1:8764",
+                "--check",
+                action="store_true",
+                help="exit 0 when healthy, 1 when something needs a person (for monitoring)",
             ),
-            arg("--undo", action="store_true", help="return to local mode"),
-            required=True,
+            arg(
+                "--max-pending-age",
+                type=float,
+                default=None,
+                metavar="SECONDS",
+                help="with --check: a pending row older than this needs a person"
+                " (default: $COOP_STATUS_MAX_PENDING_AGE_S or 600)",
+            ),
+            description="What needs a person, at a glance. --check exits 1 when something does.",
         ),
-    ),
-    ("reconcile", None): Command(GROUP_HELP["reconcile"], arg("key")),
+        ("serve", None): Command("run the engine service (owner+notifier)"),
+        ("cutover", None): Command(
+            "make the owner service the only writer, or undo it",
+            Exclusive(
+                arg(
+                    "--url",
+                    help="the owner service's loopback URL, e.g. http://127.0.0.1:8764",
+                ),
+                arg("--undo", action="store_true", help="return to local mode"),
+                required=True,
+            ),
+        ),
+        ("reconcile", None): Command("ask the owner what became of a request key", arg("key")),
+    }
+)
+#: Every group's help line, in the order `--help` lists the groups.
+GROUP_HELP: dict[str, str] = {
+    group: _GROUPS[group] if verb is not None else command.help
+    for (group, verb), command in COMMANDS.items()
 }
 
 #: The verbs of each group that has them (the others are one command each).
@@ -204,10 +224,6 @@ GROUP_VERBS: dict[str, list[str]] = {}
 for _group, _verb in COMMANDS:
     if _verb is not None:
         GROUP_VERBS.setdefault(_group, []).append(_verb)
-
-#: The options every command takes, at the top level or after its verb: (names, dest). Their
-#: default is argparse's SUPPRESS, so the answer has no attribute for one not given.
-COMMON: dict[str, str] = {"--as": "actor", "--db": "db"}
 
 
 def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
@@ -237,7 +253,9 @@ def _label(group: str, verb: str | None, name: str) -> str:
             return option
     for names, settings in COMMANDS[(group, verb)].arguments():
         if dest(names, settings) == name:
-            return names[0] if names[0].startswith("-") else names[0].upper()
+            if names[0].startswith("-"):
+                return names[0]
+            return str(settings.get("metavar") or names[0]).upper()
     return name
 
 

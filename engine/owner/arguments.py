@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from engine.errors import ArgumentError
+
 SQLITE_INTEGER_MIN = -(2**63)
 SQLITE_INTEGER_MAX = 2**63 - 1
 _STRICT = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True)
@@ -30,10 +32,6 @@ _STRICT = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True)
 _MODELS: dict[Callable[..., Any], type[BaseModel]] = {}
 #: A verb's first parameter, the transaction its caller hands in: never a shipped argument.
 HANDED_IN = "unit"
-
-
-class ArgumentError(ValueError):
-    """A routed call's arguments do not fit its verb; the message names the parameter."""
 
 
 def _model(fn: Callable[..., Any]) -> type[BaseModel]:

@@ -28,24 +28,12 @@ from typing import Any
 
 from engine import store, verbs
 from engine.config import EngineConfig
-from engine.errors import CoopError, StoreError, UsageError
+from engine.errors import CommandRefused, CoopError, KeyConflict, StoreError
 from engine.owner import arguments
 from engine.store import commands as command_log
 
 COMMITTED, REJECTED, NEVER_ARRIVED = "committed", "rejected", "never_arrived"
 READ_METHODS = verbs.READS
-
-
-class CommandRefused(UsageError):
-    """The owner refused the request before running it; send a corrected request."""
-
-    status_code = 400
-
-
-class KeyConflict(CommandRefused):
-    """That request key was already filed for another input; mint a new key."""
-
-    status_code = 409
 
 
 @dataclass(frozen=True)
@@ -118,17 +106,14 @@ def _file(
 
 
 def _verb(method: str, args: list[Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
-    """The verb to run, once the call's arguments fit its signature (the public function's in
-    `engine.api`, less the `db` the owner refuses and the unit it hands in itself)."""
+    """The verb to run, once the call's arguments fit its signature (the verb's own, less the
+    unit the owner hands in itself and the `db` it refuses)."""
     fn = verbs.VERBS.get(method)
     if fn is None:
         raise CommandRefused(f"{method!r} is not a Coop operation the owner runs")
     if "db" in kwargs:
         raise CommandRefused("the owner runs every operation on its own database; drop 'db'")
-    try:
-        arguments.check(method, fn, args, kwargs)
-    except arguments.ArgumentError as exc:
-        raise CommandRefused(str(exc)) from exc
+    arguments.check(method, fn, args, kwargs)  # ArgumentError, a CommandRefused
     return fn
 
 

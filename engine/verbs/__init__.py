@@ -2,12 +2,19 @@
 state change, its event row and, where the change is reportable, its outbox row.
 
     engine.verbs.unit     what a verb runs on (`Unit`: the transaction, the settings)
+    engine.verbs.declare  what the `coop` CLI needs beside a verb's signature (`@command`), and
+                          which verbs only read (`@reads`)
     engine.verbs.ledger   todos and requests: add, take, release, done/close, abandon; list,
                           history
     engine.verbs.outbox   notify, cancel, retry, the owner's worker unlock; the rows and the
                           snapshot `coop status` shows
-    (here)                the registry: every verb by the name the API, the compatibility
-                          client and the owner's command log use, and which of them only read
+    (here)                every verb by its name, for the callers that receive a name (the
+                          owner's command log), and which of them only read
+
+A verb's function is the one source of the verb: its typed signature and docstring are the
+public function's (`engine.api` derives it), what the owner service checks a routed call
+against (`engine.owner.arguments`), and, with the `@command` written beside it, the `coop`
+command (`engine.cli.tree` derives the command tree, its quick parse and `--help`).
 
 A verb knows nothing of where it runs: no SQL text (that is `engine.store`), no environment
 (its caller hands in the settings), no routing (`engine.api` decides local or owner service;
@@ -15,34 +22,16 @@ the owner's command log runs the same functions on its own connection). Its call
 transaction and commits it when the verb returns, or rolls it back when the verb raises.
 
 Every verb takes JSON-plain arguments and returns a JSON-plain dict, so the owner service can
-run it for a remote caller and ship the answer back unchanged. Each takes the `Unit` first,
-then exactly the arguments of its public function in `engine.api` (whose `PUBLIC` is derived
-from `VERBS` below, so a verb without a public function fails at import).
+run it for a remote caller and ship the answer back unchanged. A verb is a public function of
+a verb module whose first parameter is the `Unit`; `VERBS` below finds them, so a new verb is
+written once, in its module. Its public name for library callers is one line in
+`engine.ledger` or `engine.outbox` (`public(verb)`), the name mypy checks callers by;
+tests/integration/owner/test_every_verb_everywhere.py fails naming a verb without one.
 """
 
 from __future__ import annotations
 
-from engine.verbs.ledger import (
-    abandon_todo,
-    add_request,
-    add_todo,
-    close_request,
-    done_todo,
-    history,
-    list_items,
-    release_request,
-    release_todo,
-    take_request,
-    take_todo,
-)
-from engine.verbs.outbox import (
-    cancel,
-    notify,
-    retry,
-    rows,
-    status_snapshot,
-    unlock_worker,
-)
+from engine.verbs import ledger, outbox
 from engine.verbs.unit import Row, Unit
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
@@ -50,31 +39,28 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-#: Every verb by the name the API, the compatibility client and the owner's command log use.
-VERBS: dict[str, Callable[..., Any]] = {
-    fn.__name__: fn
-    for fn in (
-        add_todo,
-        take_todo,
-        release_todo,
-        done_todo,
-        abandon_todo,
-        add_request,
-        take_request,
-        release_request,
-        close_request,
-        list_items,
-        history,
-        notify,
-        cancel,
-        retry,
-        unlock_worker,
-        rows,
-        status_snapshot,
-    )
-}
 
-#: The verbs that change nothing: run outside a write, their owner filings keep no answer.
-READS = frozenset({"list_items", "history", "rows", "status_snapshot"})
+def _verbs_of(module: object) -> dict[str, Callable[..., Any]]:
+    """The verbs a module defines, in its order: its public functions that take the `Unit`."""
+    found: dict[str, Callable[..., Any]] = {}
+    for name, fn in vars(module).items():
+        code = getattr(fn, "__code__", None)
+        if (
+            not name.startswith("_")
+            and code is not None
+            and fn.__module__ == getattr(module, "__name__", None)
+            and code.co_argcount >= 1
+            and code.co_varnames[0] == "unit"
+        ):
+            found[name] = fn
+    return found
 
-__all__ = ["READS", "VERBS", "Row", "Unit", *VERBS]
+
+#: Every verb by the name the compatibility client ships and the owner's command log runs, in
+#: the order `coop --help` lists their commands.
+VERBS: dict[str, Callable[..., Any]] = {**_verbs_of(ledger), **_verbs_of(outbox)}
+
+#: The verbs that change nothing (`@reads`): run outside a write, their filings keep no answer.
+READS = frozenset(name for name, fn in VERBS.items() if fn.__dict__.get("reads"))
+
+__all__ = ["READS", "VERBS", "Row", "Unit"]

@@ -16,7 +16,8 @@ from engine import lifecycle, store
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.store import ledger as ledger_store
 from engine.store import queue
-from engine.verbs.unit import Row, Unit
+from engine.verbs.declare import command, one_of, opt, pos, reads
+from engine.verbs.unit import Db, Row, Unit
 
 # `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
 # `TYPE_CHECKING` as true. `Unit` and `Row` are run-time names: the owner's argument check reads
@@ -238,22 +239,46 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, unit
     return _result(conn, kind, item_id, outbox_id=outbox_id)
 
 
-# ---- the verbs, by the names the API and the owner's command log call them ----------------
-# Each takes the Unit first, then exactly the arguments of its public function in `engine.api`.
+# ---- the verbs: each function is the one source of its verb ------------------------------
+# Its signature is the public function's (`engine.api`: the same parameters, the unit handed in
+# by the caller that opens the transaction; `db` is read by that caller, never by the verb),
+# what the owner service checks a routed call against, and, with the `@command` beside it, the
+# `coop` command (`engine.verbs.declare`).
+
+ID = pos("id")
+REASON = opt("--reason", help="why (required)")
+TAKE_OVER = opt("--force", help="take it over from its holder")
 
 
-def add_todo(unit: Unit, title: str, *, actor: str, body: str | None = None) -> Row:
+@command("todo add", "add an open todo", says="added", title=pos("title"), body=opt("--body"))
+def add_todo(unit: Unit, title: str, *, actor: str, body: str | None = None, db: Db = None) -> Row:
+    """Add an open todo."""
     return _add("todo", title, actor, body, None, unit)
 
 
-def take_todo(unit: Unit, todo_id: int, *, actor: str, force: bool = False) -> Row:
+@command(
+    "todo take", "take a todo to work on it", says="taken by {actor}", todo_id=ID, force=TAKE_OVER
+)
+def take_todo(unit: Unit, todo_id: int, *, actor: str, force: bool = False, db: Db = None) -> Row:
+    """Take a todo to work on it; `force` takes it over from another holder."""
     return _take("todo", todo_id, actor, force, unit)
 
 
-def release_todo(unit: Unit, todo_id: int, *, actor: str, reason: str) -> Row:
+@command("todo release", "give a taken todo back", says="released", todo_id=ID, reason=REASON)
+def release_todo(unit: Unit, todo_id: int, *, actor: str, reason: str, db: Db = None) -> Row:
+    """Give a taken todo back, with a reason."""
     return _release("todo", todo_id, actor, reason, unit)
 
 
+@command(
+    "todo done",
+    "finish a todo (or amend it)",
+    says="done",
+    todo_id=ID,
+    result_summary=opt("--summary", help="what came of it"),
+    commit_sha=opt("--commit", help="the commit that did it"),
+    force=opt("--force", help="finish a todo someone else holds"),
+)
 def done_todo(
     unit: Unit,
     todo_id: int,
@@ -262,14 +287,48 @@ def done_todo(
     result_summary: str | None = None,
     commit_sha: str | None = None,
     force: bool = False,
+    db: Db = None,
 ) -> Row:
+    """Finish a todo, or amend the outcome of one finished."""
     return _finish("todo", todo_id, actor, force, result_summary, commit_sha, unit)
 
 
-def abandon_todo(unit: Unit, todo_id: int, *, actor: str, reason: str, force: bool = False) -> Row:
+@command(
+    "todo abandon",
+    "give a todo up for good",
+    says="abandoned",
+    todo_id=ID,
+    reason=REASON,
+    force=opt("--force", help="abandon a todo someone else holds"),
+)
+def abandon_todo(
+    unit: Unit, todo_id: int, *, actor: str, reason: str, force: bool = False, db: Db = None
+) -> Row:
+    """Give a todo up for good, with a reason."""
     return _abandon("todo", todo_id, actor, reason, force, unit)
 
 
+@reads
+@command(
+    "todo show",
+    "a todo's fields and its last events",
+    json=True,
+    todo_id=ID,
+    last=opt("--last", help="how many of its last events (default: 10)"),
+)
+def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row:
+    """One todo's fields and its `last` events, oldest of them first."""
+    return _show("todo", todo_id, last, unit)
+
+
+@command(
+    "request add",
+    "add an open request",
+    says="added",
+    title=pos("title"),
+    addressed_to=opt("--to", metavar="ADDRESSED_TO", help="the actor it is for"),
+    body=opt("--body"),
+)
 def add_request(
     unit: Unit,
     title: str,
@@ -277,20 +336,45 @@ def add_request(
     actor: str,
     addressed_to: str | None = None,
     body: str | None = None,
+    db: Db = None,
 ) -> Row:
+    """Add an open request, for someone in particular or anyone."""
     if addressed_to is not None:
         addressed_to = lifecycle.require_actor(addressed_to)
     return _add("request", title, actor, body, addressed_to, unit)
 
 
-def take_request(unit: Unit, request_id: int, *, actor: str, force: bool = False) -> Row:
+@command("request take", "take a request", says="taken by {actor}", request_id=ID, force=TAKE_OVER)
+def take_request(
+    unit: Unit, request_id: int, *, actor: str, force: bool = False, db: Db = None
+) -> Row:
+    """Take a request; `force` takes it over from another holder."""
     return _take("request", request_id, actor, force, unit)
 
 
-def release_request(unit: Unit, request_id: int, *, actor: str, reason: str | None = None) -> Row:
+@command(
+    "request release",
+    "give a taken request back",
+    says="released",
+    request_id=ID,
+    reason=opt("--reason"),
+)
+def release_request(
+    unit: Unit, request_id: int, *, actor: str, reason: str | None = None, db: Db = None
+) -> Row:
+    """Give a taken request back."""
     return _release("request", request_id, actor, reason, unit)
 
 
+@command(
+    "request close",
+    "close a request (or amend it)",
+    says="closed",
+    request_id=ID,
+    result_summary=opt("--summary"),
+    commit_sha=opt("--commit"),
+    force=opt("--force", help="close a request someone else holds"),
+)
 def close_request(
     unit: Unit,
     request_id: int,
@@ -299,11 +383,51 @@ def close_request(
     result_summary: str | None = None,
     commit_sha: str | None = None,
     force: bool = False,
+    db: Db = None,
 ) -> Row:
+    """Close a request, or amend the outcome of one closed."""
     return _finish("request", request_id, actor, force, result_summary, commit_sha, unit)
 
 
-def list_items(unit: Unit, kind: str | None = None, *, include_closed: bool = False) -> list[Row]:
+@reads
+@command(
+    "request show",
+    "a request's fields and its last events",
+    json=True,
+    request_id=ID,
+    last=opt("--last", help="how many of its last events (default: 10)"),
+)
+def show_request(unit: Unit, request_id: int, *, last: int = 10, db: Db = None) -> Row:
+    """One request's fields and its `last` events, oldest of them first."""
+    return _show("request", request_id, last, unit)
+
+
+def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
+    if last < 0:
+        raise UsageError(f"last {last} is not a count of events: give 0 or more")
+    conn = unit.tx()
+    answer = _result(conn, kind, item_id)
+    events = ledger_store.events(conn, kind, item_id)
+    answer["events"] = events[len(events) - last :] if last else []
+    return answer
+
+
+def _nothing(answer: object, arguments: dict[str, Any]) -> str:
+    return "nothing yet" if arguments["include_closed"] else "nothing open"
+
+
+@reads
+@command(
+    "list",
+    "list todos and requests",
+    says=_nothing,
+    json=True,
+    kind=one_of(("--todos", "todo"), ("--requests", "request")),
+    include_closed=opt("--all", help="include done, abandoned and closed rows"),
+)
+def list_items(
+    unit: Unit, kind: str | None = None, *, include_closed: bool = False, db: Db = None
+) -> list[Row]:
     """Todos and/or requests, open and taken ones first by id; stale takes are marked."""
     if kind not in (None, "todo", "request"):
         raise UsageError(f"kind {kind!r} is not one of todo, request")
@@ -322,7 +446,15 @@ def list_items(unit: Unit, kind: str | None = None, *, include_closed: bool = Fa
     return found
 
 
-def history(unit: Unit, kind: str, item_id: int) -> list[Row]:
+@reads
+@command(
+    "history",
+    "the event log of one row",
+    json=True,
+    kind=pos("kind", choices=("todo", "request")),
+    item_id=ID,
+)
+def history(unit: Unit, kind: str, item_id: int, *, db: Db = None) -> list[Row]:
     """The event log of one todo or request, oldest first."""
     if kind not in lifecycle.TABLES:
         raise UsageError(f"kind {kind!r} is not one of todo, request")

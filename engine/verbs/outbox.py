@@ -12,23 +12,34 @@ from engine import lifecycle, store
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.store import ledger as ledger_store
 from engine.store import queue
-from engine.verbs.unit import Row, Unit
+from engine.verbs.declare import command, opt, pos, reads
+from engine.verbs.unit import Db, Row, Unit
 
 # `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
 # `TYPE_CHECKING` as true. `Unit` and `Row` are run-time names: the owner's argument check reads
 # every verb's signature with `typing.get_type_hints`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    pass
+    from typing import Any
 
 #: How many failing rows the snapshot lists.
 FAILING_SHOWN = 20
 
 
 # ---- the outbox: an explicit notification, the operator's acts on a row, the worker lock ----
+# Each function is the one source of its verb; see `engine.verbs.ledger` and `declare`.
+
+OUTBOX_ID = pos("id")
 
 
-def notify(unit: Unit, text: str, *, actor: str, kind: str = "note") -> Row:
+@command(
+    "notify",
+    "queue a line for the owner",
+    says="notification #{outbox_id} queued",
+    text=pos("text"),
+    kind=opt("--kind", help="a short tag (default: note)"),
+)
+def notify(unit: Unit, text: str, *, actor: str, kind: str = "note", db: Db = None) -> Row:
     """`coop notify TEXT`: an explicit notification, recorded as an event."""
     actor = lifecycle.require_actor(actor)
     if not text or not text.strip():
@@ -50,7 +61,47 @@ def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3
     return row
 
 
-def cancel(unit: Unit, outbox_id: int, *, actor: str, reason: str) -> Row:
+@reads
+@command(
+    "outbox list",
+    "recent rows, newest first",
+    json=True,
+    state=opt("--state", choices=queue.STATES),
+    limit=opt("--limit"),
+)
+def rows(unit: Unit, state: str | None = None, *, limit: int = 50, db: Db = None) -> list[Row]:
+    """Outbox rows, newest first, optionally of one state."""
+    if state is not None and state not in queue.STATES:
+        raise UsageError(f"outbox state {state!r} is not one of {', '.join(queue.STATES)}")
+    return queue.rows(unit.tx(), state, limit)
+
+
+@command(
+    "outbox retry",
+    "make a deferred row due now",
+    says="notification #{outbox_id} is due now",
+    outbox_id=OUTBOX_ID,
+)
+def retry(unit: Unit, outbox_id: int, *, actor: str, db: Db = None) -> Row:
+    """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
+    actor = lifecycle.require_actor(actor)
+    conn = unit.tx()
+    row = _pending_row(conn, outbox_id, "retried")
+    queue.make_due(conn, outbox_id, store.now_epoch())
+    ledger_store.record_event(
+        conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]}
+    )
+    return {"outbox_id": outbox_id, "state": "pending"}
+
+
+@command(
+    "outbox cancel",
+    "give up on a row, with a reason",
+    says="notification #{outbox_id} cancelled",
+    outbox_id=OUTBOX_ID,
+    reason=opt("--reason", help="why (required)"),
+)
+def cancel(unit: Unit, outbox_id: int, *, actor: str, reason: str, db: Db = None) -> Row:
     """An operator gives up on a row: it is never delivered, and the event says who and why."""
     actor = lifecycle.require_actor(actor)
     reason = lifecycle.require_reason(reason, "cancel")
@@ -70,19 +121,27 @@ def cancel(unit: Unit, outbox_id: int, *, actor: str, reason: str) -> Row:
     return {"outbox_id": outbox_id, "state": "cancelled"}
 
 
-def retry(unit: Unit, outbox_id: int, *, actor: str) -> Row:
-    """Make a deferred row due now (the next drain tries it first, in FIFO order)."""
-    actor = lifecycle.require_actor(actor)
-    conn = unit.tx()
-    row = _pending_row(conn, outbox_id, "retried")
-    queue.make_due(conn, outbox_id, store.now_epoch())
-    ledger_store.record_event(
-        conn, "outbox", outbox_id, "retry", actor, {"attempts": row["attempts"]}
+def _unlocked(answer: Row, arguments: dict[str, Any]) -> str:
+    held = answer["unlocked"]
+    if held is None:
+        return "the worker lock is already free; nothing to unlock"
+    return (
+        f"worker lock of {held['owner']} (pid {held['pid']} on {held['host']}, since"
+        f" {lifecycle.clock(held['acquired_at'])}) cleared; the event log records why"
     )
-    return {"outbox_id": outbox_id, "state": "pending"}
 
 
-def unlock_worker(unit: Unit, *, actor: str, reason: str) -> Row:
+@command(
+    "worker unlock",
+    "clear the worker lock, whoever holds it (the owner only)",
+    says=_unlocked,
+    description="Clear the notifier's worker lock, whoever holds it: for a holder on"
+    " another host, or one known to be wedged, which no worker may take over. Only the"
+    " owner ($COOP_OWNER) may; the event log records who, why and the holder cleared. A"
+    " live holder stops at its next write and the next worker drains.",
+    reason=opt("--reason", help="why (required; recorded in the event)"),
+)
+def unlock_worker(unit: Unit, *, actor: str, reason: str, db: Db = None) -> Row:
     """The owner clears the notifier's worker lock, whoever holds it, recorded as an event.
 
     The notifier takes a lock over only from a holder provably gone (same host, process dead);
@@ -114,14 +173,8 @@ def unlock_worker(unit: Unit, *, actor: str, reason: str) -> Row:
     return {"unlocked": holder, "outbox_id": head.id if head is not None else None}
 
 
-def rows(unit: Unit, state: str | None = None, *, limit: int = 50) -> list[Row]:
-    """Outbox rows, newest first, optionally of one state."""
-    if state is not None and state not in queue.STATES:
-        raise UsageError(f"outbox state {state!r} is not one of {', '.join(queue.STATES)}")
-    return queue.rows(unit.tx(), state, limit)
-
-
-def status_snapshot(unit: Unit) -> Row:
+@reads
+def status_snapshot(unit: Unit, *, db: Db = None) -> Row:
     """The ledger's and the outbox's state, read in one snapshot (the caller's transaction)."""
     config = unit.config()
     now = store.now_epoch()

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 else:
     Row = dict
 
+#: The ledger file a public call names (`db=`; None: `$COOP_DB`, else the default). Read by
+#: the caller that opens the unit (`engine.api`); a verb runs on the unit it is handed.
+Db = str | None
+
 
 class Unit:
     """What a verb runs on, handed in by its caller: `Unit(tx=..., config=...)`.

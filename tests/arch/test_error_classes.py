@@ -26,10 +26,6 @@ OUTSIDE = {
     # Control flow inside the quick parse, never raised past it.
     ("engine/cli/tree.py", "_Unsure"): "the quick parse hands the line to argparse",
     # Not yet moved into their package's error module (issue 20).
-    ("engine/cli/commands.py", "NeedsAPerson"): "to move into engine.errors",
-    ("engine/owner/commands.py", "CommandRefused"): "to move into engine.errors",
-    ("engine/owner/commands.py", "KeyConflict"): "to move into engine.errors",
-    ("engine/owner/arguments.py", "ArgumentError"): "to move into engine.errors",
     ("chief/door/verbs.py", "ChannelUnavailable"): "to move into chief.errors",
     ("chief/door/verbs.py", "ChiefUnavailable"): "to move into chief.errors",
 }

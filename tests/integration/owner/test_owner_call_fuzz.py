@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import api
+from engine import verbs
 from engine.owner import compat
 from tests.integration.owner.conftest import RunningOwner
 
@@ -77,12 +77,12 @@ json_values = st.recursive(
 
 def _parameters() -> dict[str, list[tuple[str, inspect.Parameter, Any]]]:
     found = {}
-    for name, fn in sorted(api.PUBLIC.items()):
+    for name, fn in sorted(verbs.VERBS.items()):
         hints = typing.get_type_hints(fn)
         found[name] = [
             (p.name, p, hints.get(p.name, Any))
             for p in inspect.signature(fn).parameters.values()
-            if p.name != "db"
+            if p.name not in ("unit", "db")
         ]
     return found
 
@@ -125,7 +125,7 @@ def well_formed_calls(draw: st.DrawFn) -> tuple[str, list[Any], dict[str, Any]]:
 
 random_calls = st.tuples(
     st.one_of(
-        st.sampled_from(sorted(api.PUBLIC)),
+        st.sampled_from(sorted(verbs.VERBS)),
         st.sampled_from(["connect", "_take", "write", "run", "__init__", "remote", "x" * 100]),
         st.text(min_size=1, max_size=30),
     ),

@@ -174,7 +174,9 @@ def test_help_is_complete_everywhere_and_the_same_as_the_whole_trees(words: list
         command = COMMANDS[(words[0], words[1] if len(words) > 1 else None)]
         for names, settings_ in command.arguments():
             choices = settings_.get("choices")
-            assert (names[0] if choices is None else "{" + ",".join(choices) + "}") in printed
+            shown = settings_.get("metavar") if not names[0].startswith("-") else None
+            label = shown or names[0]
+            assert (label if choices is None else "{" + ",".join(choices) + "}") in printed
         assert "--as ACTOR" in printed
 
 

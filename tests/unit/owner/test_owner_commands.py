@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import api, ledger, owner, store, verbs
+from engine import owner, store, verbs
 from engine.config import EngineConfig
 from engine.errors import LifecycleError, NotFound
 from engine.owner import commands, compat
@@ -74,7 +74,7 @@ def test_a_domain_refusal_is_filed_with_its_type_and_words_and_changes_nothing(
     assert refused.error_type == "LifecycleError"
     unit = verbs.Unit(tx=lambda: conn, config=EngineConfig.from_env)
     with pytest.raises(LifecycleError) as local, store.write(conn):
-        verbs.done_todo(unit, 1, actor="bob")
+        verbs.ledger.done_todo(unit, 1, actor="bob")
     assert refused.error_message == str(local.value)
     assert (missing.error_type, missing.error_message) == (
         NotFound.__name__,
@@ -135,34 +135,3 @@ def test_an_unknown_method_or_bad_arguments_are_refused_before_running(
             metadata={},
         )
     assert _count(conn, "coop_commands") == 0
-
-
-def test_every_public_function_is_routed_by_name_to_its_verb() -> None:
-    from engine import outbox, status
-
-    expected = {
-        "add_todo", "take_todo", "release_todo", "done_todo", "abandon_todo", "add_request",
-        "take_request", "release_request", "close_request", "list_items", "history",
-        "notify", "cancel", "retry", "rows",
-    }  # fmt: skip
-    assert expected <= set(api.PUBLIC)
-    assert set(api.PUBLIC) == set(verbs.VERBS)
-    for name in expected:
-        module = ledger if hasattr(ledger, name) else outbox
-        assert getattr(module, name) is api.PUBLIC[name]
-    assert status.status_snapshot is api.PUBLIC["status_snapshot"]
-
-
-def test_every_public_signature_is_its_verbs_plus_db() -> None:
-    """`engine.api` writes each verb's signature again (the typed contract the owner checks
-    shipped arguments against): it must be the verb's, without the `unit` it runs on, plus the
-    caller's `db`. A parameter added to one and not the other fails here, not at a caller."""
-    import inspect
-
-    for name, verb in verbs.VERBS.items():
-        verb_params = list(inspect.signature(verb).parameters.values())
-        assert verb_params[0].name == "unit", name
-        public = list(inspect.signature(api.PUBLIC[name]).parameters.values())
-        expected = [(p.name, p.kind, p.default) for p in verb_params[1:]]
-        expected.append(("db", inspect.Parameter.KEYWORD_ONLY, None))
-        assert [(p.name, p.kind, p.default) for p in public] == expected, name

@@ -199,8 +199,8 @@ def test_the_owners_verbs_run_on_the_connection_handed_in_whatever_the_owner_fil
     try:
         write_owner_file(home / "coop.db.owner.json", _valid(home, listener))
         with store.write(conn):
-            verbs.add_todo(unit, "run by the owner", actor="alice")
-        titles = [item["title"] for item in verbs.list_items(unit)]
+            verbs.ledger.add_todo(unit, "run by the owner", actor="alice")
+        titles = [item["title"] for item in verbs.ledger.list_items(unit)]
         assert titles == ["run by the owner"]
         assert conn.execute("SELECT COUNT(*) FROM todos").fetchone()[0] == 1  # still open
     finally:
