@@ -130,7 +130,7 @@ async def report_from_cron(
     """Queue the line durably, then have it landed under the turn lock within `wait_s`."""
     from chief.conversation import Chief
     from chief.serve_lock import REPORT_HOLDER, ServeLock
-    from chief.store import ChiefStore
+    from chief.store import ChiefStore, ReportRow
 
     check_cron_text(text)
     key = report_key(source_id)
@@ -139,7 +139,7 @@ async def report_from_cron(
     async with ChiefStore.open(config.db_path, create=config.owner is not None) as store:
         owner = config.owner or await _only_owner(store, config)
         chief_id = await store.resolve_chief(owner)
-        queued = await store.report(chief_id, key, text, None)
+        [queued] = await store.accept_reports(chief_id, [ReportRow(key, text)])
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)

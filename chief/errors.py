@@ -5,7 +5,7 @@
     ├── ChiefInputError         a caller passed a value the Chief does not accept (text, source id,
     │                           role, turn kind, origin); the message lists what is accepted
     ├── ChiefStoreError         chief.db could not be opened, migrated, read or written
-    │                           (sqlite3 errors are translated into this in chief/store.py only)
+    │                           (sqlite3 errors are translated into this in chief/store/ only)
     ├── DoorError               the notify door's branch (subclasses live here, added by the door)
     └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
         │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
