@@ -222,14 +222,6 @@ class Chief:
         """The last `limit` messages of the conversation, oldest first."""
         return await self._store.recent_messages(self.chief_id, limit)
 
-    async def notify_sent(self, outbox_id: str) -> bool:
-        """Whether the door already rang Telegram for this Coop outbox row."""
-        return await self._store.notify_sent(outbox_id)
-
-    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
-        """Record that Telegram accepted this row (INSERT OR IGNORE: a repeat writes nothing)."""
-        await self._store.mark_notify_sent(outbox_id, telegram_message_id)
-
     async def sent_count(self) -> int:
         """How many Coop outbox rows the door has rung Telegram for."""
         return await self._store.sent_count()

@@ -229,14 +229,6 @@ class ChiefStore:
         sql = "SELECT COUNT(*) FROM chief_report_outbox WHERE chief_id = ? AND message_id IS NULL"
         return int(await self._hop(scalar, sql, (chief_id,)))
 
-    async def notify_sent(self, outbox_id: str) -> bool:
-        """Whether the door already rang Telegram for this Coop outbox row."""
-        return await self._hop(telegram.notify_sent, outbox_id)
-
-    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
-        """Record that Telegram accepted this row's message; a second mark writes nothing."""
-        await self._hop(write, telegram.mark_notify_sent, outbox_id, telegram_message_id)
-
     async def queue_telegram(self, text: str) -> tuple[int, int]:
         """Queue a Telegram entry with no outbox row (nothing to deduplicate by): its seq and
         how many entries are ahead of it."""

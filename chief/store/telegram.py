@@ -164,19 +164,3 @@ def status(conn: sqlite3.Connection) -> TelegramQueueStatus:
     next_at = float(head[1]) if head and int(head[2]) > 0 else None
     (doubts,) = conn.execute("SELECT COUNT(DISTINCT send_id) FROM telegram_doubts").fetchone()
     return TelegramQueueStatus(int(depth), oldest, last_error, next_at, int(doubts))
-
-
-def notify_sent(conn: sqlite3.Connection, outbox_id: str) -> bool:
-    found = conn.execute("SELECT 1 FROM coop_notify_sent WHERE outbox_id = ?", (outbox_id,))
-    return found.fetchone() is not None
-
-
-def mark_notify_sent(
-    conn: sqlite3.Connection, outbox_id: str, telegram_message_id: int | None
-) -> None:
-    fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark
-    conn.execute(
-        "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
-        "VALUES (?, ?, ?)",
-        (outbox_id, telegram_message_id, utc_now()),
-    )
