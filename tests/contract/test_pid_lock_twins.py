@@ -8,10 +8,13 @@ on real files and real processes:
 - while one holds it, a second claim (another open of the file, in this process or another)
   answers False at once and holds nothing; a release lets the next claim in;
 - it is a whole-file `flock`, so any other `flock` of the file (an operator's `flock(1)`) sees it;
-- the kernel drops it when the holder dies by SIGKILL: no stale claim outlives a crash.
+- the kernel drops it when the holder dies by SIGKILL: no stale claim outlives a crash;
+- a child process the holder starts does not inherit it, so the claim ends with its holder.
 
 What differs, on purpose: ServeLock writes `<pid> <what>` (a `chief report` holder is waited for)
 and makes the file's folder; PidLock writes the pid alone into a folder the store already has.
+A file that cannot be opened is OSError from ServeLock (its callers word it: `chief serve`,
+`chief report`) and the notifier's StoreError from PidLock.
 """
 
 from __future__ import annotations
@@ -129,3 +132,24 @@ def test_the_kernel_drops_the_claim_of_a_killed_holder(twin: str, tmp_path: Path
         if child.poll() is None:
             child.kill()
             child.wait(PROCESS_TIMEOUT_S)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_child_of_the_holder_does_not_keep_the_claim(twin: str, tmp_path: Path) -> None:
+    lock = TWINS[twin](tmp_path / "x.db")
+    assert lock.try_acquire()
+    # close_fds=False: only a descriptor marked inheritable would reach the child. It answers
+    # once it runs, past its exec (a descriptor closed on exec is gone by then).
+    script = "import time; print('up', flush=True); time.sleep(60)"
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, close_fds=False
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "up\n"
+            lock.release()
+            again = TWINS[twin](tmp_path / "x.db")
+            assert again.try_acquire()  # the child, still running, holds nothing
+            again.release()
+        finally:
+            child.kill()
