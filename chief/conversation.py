@@ -14,8 +14,9 @@ row in outbox order; the append and the record on the outbox row are one transac
 
 The fast path: when no turn is held and the drainer is idle, report() takes the turn lock
 itself and lands the queue (its own row last, in outbox order) in the same thread hop as its
-insert, exactly as a drain pass would; a landing that fails leaves the rows queued and nudges
-the drainer. Either way one party at a time lands rows, always under the turn lock.
+insert, exactly as a drain pass would (the hop and the waiters per key are chief.landing's); a
+landing that fails leaves the rows queued and nudges the drainer. Either way one party at a
+time lands rows, always under the turn lock.
 
 The turn lock is in-process: host applications and the door share one `Chief` per process, and
 the door refuses a second instance on the same chief.db. Two drainers in different processes
