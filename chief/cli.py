@@ -211,14 +211,9 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
     import anyio
 
     from chief.config import ChiefConfig
-    from chief.cron import (
-        MAX_TEXT_CHARS,
-        check_cron_text,
-        check_wait,
-        cron_source_id,
-        report_from_cron,
-    )
+    from chief.cron import check_cron_text, check_wait, cron_source_id, report_from_cron
     from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
+    from chief.model import MAX_TEXT_CHARS
 
     try:
         source_id = cron_source_id(source, fire)

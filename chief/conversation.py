@@ -14,8 +14,9 @@ row in outbox order; the append and the record on the outbox row are one transac
 
 The fast path: when no turn is held and the drainer is idle, report() takes the turn lock
 itself and lands the queue (its own row last, in outbox order) in the same thread hop as its
-insert, exactly as a drain pass would; a landing that fails leaves the rows queued and nudges
-the drainer. Either way one party at a time lands rows, always under the turn lock.
+insert, exactly as a drain pass would (the hop and the waiters per key are chief.landing's); a
+landing that fails leaves the rows queued and nudges the drainer. Either way one party at a
+time lands rows, always under the turn lock.
 
 The turn lock is in-process: host applications and the door share one `Chief` per process, and
 the door refuses a second instance on the same chief.db. Two drainers in different processes
@@ -25,11 +26,9 @@ would still never land a row twice (each pass runs under BEGIN IMMEDIATE and rer
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -37,6 +36,7 @@ import structlog
 
 from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefError
+from chief.landing import DRAIN_BATCH_ROWS, Landings, ReportHop, accept_and_land
 from chief.model import (
     Message,
     check_message,
@@ -45,18 +45,15 @@ from chief.model import (
     turn_kind_for_key,
 )
 from chief.store import (
-    BatchReported,
+    Accepted,
     ChiefStore,
     InDoubt,
-    NotifyRow,
     QueuedRing,
-    Reported,
+    ReportRow,
     TelegramQueueStatus,
 )
 
 log = structlog.get_logger("chief")
-
-R = TypeVar("R")
 
 # The source prefix of a Coop outbox row's report (the door's key: one line per outbox row).
 NOTIFY_SOURCE_PREFIX = "coop-notify:"
@@ -65,15 +62,6 @@ NOTIFY_SOURCE_PREFIX = "coop-notify:"
 # failure such as a full disk does not wait for the next report to be noticed.
 DRAIN_RETRY_FIRST_S = 1.0
 DRAIN_RETRY_MAX_S = 60.0
-
-
-@dataclass
-class _Landing:
-    """What the reporters of one key wait on; the drainer fills it in when the key lands."""
-
-    event: anyio.Event = field(default_factory=anyio.Event)
-    message_id: int | None = None
-    waiters: int = 0
 
 
 class Chief:
@@ -91,7 +79,7 @@ class Chief:
         self._done = 0
         self._wake = anyio.Event()
         self._pass_finished = anyio.Event()
-        self._landings: dict[str, _Landing] = {}
+        self._landings = Landings()
         self._log = log.bind(chief_id=chief_id)
 
     @classmethod
@@ -138,166 +126,77 @@ class Chief:
         """Land `text` in the conversation once per `source_id` ('coop-notify:<id>' or
         'cron:<job>'). Returns the message id, or None when `wait` seconds ran out first (the
         row is durable and lands when the Chief is free). `wait=None` waits until it lands."""
-        message_id, _ = await self._report(
-            text, source_id, wait, source_conversation_id, None, queue_telegram=False
-        )
+        check_report_text(text)
+        row = ReportRow(report_key(source_id), text, None, source_conversation_id)
+        [(message_id, _)] = await self._report_rows([row], wait, queue_telegram=False)
         return message_id
 
     async def report_notify(
         self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
-    ) -> tuple[int | None, Reported]:
+    ) -> tuple[int | None, Accepted]:
         """`report(text, 'coop-notify:<outbox_id>', wait)` for the door. In the same transaction
         as the report row: whether the door already rang Telegram for that row and, with
         `queue_telegram`, its Telegram entry queued unless it was rung (or is queued already)."""
-        return await self._report(
-            text, NOTIFY_SOURCE_PREFIX + outbox_id, wait, None, outbox_id, queue_telegram
+        [answer] = await self.report_notify_batch(
+            [(text, outbox_id)], wait=wait, queue_telegram=queue_telegram
         )
+        return answer
 
     async def report_notify_batch(
         self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
-    ) -> list[tuple[int | None, Reported]]:
+    ) -> list[tuple[int | None, Accepted]]:
         """`report_notify` for several `(text, outbox_id)` rows, in order, in ONE chief.db
         transaction: every row's report row and Telegram entry are durable, or none is. `wait`
-        bounds the whole batch's wait to land. One (message id or None, Reported) per row."""
+        bounds the whole batch's wait to land. One (message id or None, Accepted) per row."""
         for text, _ in rows:
             check_report_text(text)
-        keys = [report_key(NOTIFY_SOURCE_PREFIX + outbox_id) for _, outbox_id in rows]
-        # Registered before the insert, as in `_report`.
-        landings = [self._landings.setdefault(key, _Landing()) for key in keys]
-        for landing in landings:
-            landing.waiters += 1
-        try:
-            store_rows = [
-                NotifyRow(key, text, outbox_id)
-                for key, (text, outbox_id) in zip(keys, rows, strict=True)
-            ]
-            reported = await self._enqueue_batch(store_rows, queue_telegram)
-            deadline_s = math.inf if wait is None else max(wait, 0.0)
-            with anyio.move_on_after(deadline_s):
-                for row, landing in zip(reported.rows, landings, strict=True):
-                    if row.message_id is None:
-                        await landing.event.wait()
-            answers = []
-            for key, row, landing in zip(keys, reported.rows, landings, strict=True):
-                message_id = row.message_id if row.message_id is not None else landing.message_id
-                if message_id is None:
-                    self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
-                answers.append((message_id, row))
-            return answers
-        finally:
-            for key, landing in zip(keys, landings, strict=True):
-                landing.waiters -= 1
-                if landing.waiters == 0 and self._landings.get(key) is landing:
-                    del self._landings[key]
+        report_rows = [
+            ReportRow(report_key(NOTIFY_SOURCE_PREFIX + outbox_id), text, outbox_id)
+            for text, outbox_id in rows
+        ]
+        return await self._report_rows(report_rows, wait, queue_telegram)
 
-    async def _report(
-        self,
-        text: str,
-        source_id: str,
-        wait: float | None,
-        source_conversation_id: str | None,
-        sent_for: str | None,
-        queue_telegram: bool,
-    ) -> tuple[int | None, Reported]:
-        check_report_text(text)
-        key = report_key(source_id)
-        # Registered before the insert, so a landing that happens before we start waiting is
-        # still seen.
-        landing = self._landings.setdefault(key, _Landing())
-        landing.waiters += 1
-        try:
-            reported = await self._enqueue(
-                key, text, source_conversation_id, sent_for, queue_telegram
-            )
-            if reported.message_id is not None:
-                return reported.message_id, reported
-            deadline_s = math.inf if wait is None else max(wait, 0.0)
-            # Waiting on the landing event, never on the drainer: running out cancels nothing.
-            with anyio.move_on_after(deadline_s):
-                await landing.event.wait()
-            if landing.message_id is None:
-                self._log.info("chief.report.deferred", source_key=key, wait_s=wait)
-            return landing.message_id, reported
-        finally:
-            landing.waiters -= 1
-            if landing.waiters == 0 and self._landings.get(key) is landing:
-                del self._landings[key]
+    async def _report_rows(
+        self, rows: list[ReportRow], wait: float | None, queue_telegram: bool
+    ) -> list[tuple[int | None, Accepted]]:
+        """Accept the rows durably (one transaction), land them in the same hop when nobody
+        else may be landing, and wait at most `wait` for the rest to land."""
+        # Registered before the accept, so a landing that happens before we wait is seen.
+        with self._landings.awaiting([row.key for row in rows]) as waiting:
+            hop = await self._accept_and_land(rows, queue_telegram)
+            self._after_landing(hop)
+            message_ids = await waiting.wait(hop.rows, wait)
+        for row, message_id in zip(rows, message_ids, strict=True):
+            if message_id is None:
+                self._log.info("chief.report.deferred", source_key=row.key, wait_s=wait)
+        return list(zip(message_ids, hop.rows, strict=True))
 
-    async def _enqueue(
-        self,
-        key: str,
-        text: str,
-        source_conversation_id: str | None,
-        sent_for: str | None,
-        queue_telegram: bool,
-    ) -> Reported:
-        """Queue the row durably, and land it in the same hop when nobody else may be landing:
-        no turn held and the drainer idle (no pass asked for or running). Otherwise, or when
-        that landing fails, the drainer is nudged and lands it."""
-
-        async def write(land: Callable[[str], str] | None) -> Reported:
-            return await self._store.report(
-                self.chief_id,
-                key,
-                text,
-                source_conversation_id,
-                sent_for=sent_for,
-                queue_telegram=queue_telegram,
-                land=land,
-            )
-
-        reported = await self._write_then_land(write)
-        self._after_landing(
-            reported.message_id is None, reported.landed, reported.more, reported.land_error
-        )
-        return reported
-
-    async def _enqueue_batch(self, rows: list[NotifyRow], queue_telegram: bool) -> BatchReported:
-        """`_enqueue` for a notify batch: every row queued in one transaction (all or none),
-        then landed in the same hop under the same rule."""
-
-        async def write(land: Callable[[str], str] | None) -> BatchReported:
-            return await self._store.report_batch(
-                self.chief_id, rows, queue_telegram=queue_telegram, land=land
-            )
-
-        reported = await self._write_then_land(write)
-        unlanded = any(row.message_id is None for row in reported.rows)
-        self._after_landing(unlanded, reported.landed, reported.more, reported.land_error)
-        return reported
-
-    async def _write_then_land(
-        self, write: Callable[[Callable[[str], str] | None], Awaitable[R]]
-    ) -> R:
-        """Run `write(land)`: with `land` (the turn lock taken for the hop) when no turn is held
-        and the drainer is idle, else with None (the drainer will land the rows)."""
+    async def _accept_and_land(self, rows: list[ReportRow], queue_telegram: bool) -> ReportHop:
+        """One hop: accept the rows, and land them when nobody else may be landing (no turn
+        held, the drainer idle: the turn lock is taken for the hop). Otherwise, or when that
+        landing fails, the drainer is nudged (`_after_landing`) and lands them."""
+        args = (accept_and_land, self.chief_id, rows, queue_telegram)
         if self._done < self._wanted or self._turn_lock.locked():
-            return await write(None)
+            return await self._store.in_one_hop(*args, None)
         self._turn_lock.acquire_nowait()  # free (checked above, no await since)
         try:
             # Shielded, as the drainer's pass: once rows landed, their waiters must hear of it.
             with anyio.CancelScope(shield=True):
-                written = await write(turn_kind_for_key)
+                hop = await self._store.in_one_hop(*args, turn_kind_for_key)
         finally:
             self._turn_lock.release()
-        return written
+        return hop
 
-    def _after_landing(
-        self,
-        unlanded: bool,
-        landed: list[tuple[str, int]],
-        more: bool,
-        land_error: str | None,
-    ) -> None:
+    def _after_landing(self, hop: ReportHop) -> None:
         """Tell the waiters what landed; nudge the drainer for whatever did not."""
-        self._announce(landed)
-        if land_error is not None:
+        self._announce(hop.landed)
+        if hop.land_error is not None:
             self._log.error(
                 "chief.drain.failed",
-                error=land_error,
+                error=hop.land_error,
                 action="rows stay queued; the drainer retries them",
             )
-        if land_error is not None or more or (unlanded and not landed):
+        if hop.land_error is not None or hop.more or (hop.unlanded and not hop.landed):
             self._nudge()
 
     async def append_message(
@@ -323,14 +222,6 @@ class Chief:
     async def recent_messages(self, limit: int = 50) -> list[Message]:
         """The last `limit` messages of the conversation, oldest first."""
         return await self._store.recent_messages(self.chief_id, limit)
-
-    async def notify_sent(self, outbox_id: str) -> bool:
-        """Whether the door already rang Telegram for this Coop outbox row."""
-        return await self._store.notify_sent(outbox_id)
-
-    async def mark_notify_sent(self, outbox_id: str, telegram_message_id: int | None) -> None:
-        """Record that Telegram accepted this row (INSERT OR IGNORE: a repeat writes nothing)."""
-        await self._store.mark_notify_sent(outbox_id, telegram_message_id)
 
     async def sent_count(self) -> int:
         """How many Coop outbox rows the door has rung Telegram for."""
@@ -409,7 +300,7 @@ class Chief:
                 with anyio.CancelScope(shield=True):
                     try:
                         landed, more = await self._store.land_undelivered(
-                            self.chief_id, turn_kind_for_key
+                            self.chief_id, turn_kind_for_key, DRAIN_BATCH_ROWS
                         )
                     except Exception as exc:  # the drainer must outlive any failure
                         self._log.error(
@@ -434,11 +325,7 @@ class Chief:
                 source_keys=[key for key, _ in landed],
                 message_ids=[message_id for _, message_id in landed],
             )
-        for key, message_id in landed:
-            landing = self._landings.pop(key, None)
-            if landing is not None:
-                landing.message_id = message_id
-                landing.event.set()
+        self._landings.announce(landed)
 
 
 async def read_log(config: ChiefConfig, *, limit: int, owner: str | None = None) -> list[Message]:

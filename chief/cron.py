@@ -33,7 +33,7 @@ import anyio
 
 from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefInputError, ChiefStoreError
-from chief.model import check_report_text, report_key
+from chief.model import MAX_TEXT_CHARS, check_report_text, report_key
 
 CRON_PREFIX = "cron:"
 # Job names and fire ids: what a crontab line or a timer name holds, nothing a shell or a log
@@ -41,7 +41,6 @@ CRON_PREFIX = "cron:"
 # `fullmatch`, never `match` and `$`: `$` also matches before a trailing newline ('backup\n').
 JOB_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 FIRE_ID = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
-MAX_TEXT_CHARS = 4000
 DEFAULT_WAIT_S = 5.0
 MAX_WAIT_S = 60.0
 # While a door holds the lock but does not answer yet (it is starting), ask again this often.
@@ -130,8 +129,8 @@ async def report_from_cron(
 ) -> CronOutcome:
     """Queue the line durably, then have it landed under the turn lock within `wait_s`."""
     from chief.conversation import Chief
-    from chief.door.locks import REPORT_HOLDER, ServeLock
-    from chief.store import ChiefStore
+    from chief.serve_lock import REPORT_HOLDER, ServeLock
+    from chief.store import ChiefStore, ReportRow
 
     check_cron_text(text)
     key = report_key(source_id)
@@ -140,7 +139,7 @@ async def report_from_cron(
     async with ChiefStore.open(config.db_path, create=config.owner is not None) as store:
         owner = config.owner or await _only_owner(store, config)
         chief_id = await store.resolve_chief(owner)
-        queued = await store.report(chief_id, key, text, None)
+        [queued] = await store.accept_reports(chief_id, [ReportRow(key, text)])
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)

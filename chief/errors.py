@@ -5,7 +5,7 @@
     ├── ChiefInputError         a caller passed a value the Chief does not accept (text, source id,
     │                           role, turn kind, origin); the message lists what is accepted
     ├── ChiefStoreError         chief.db could not be opened, migrated, read or written
-    │                           (sqlite3 errors are translated into this in chief/store.py only)
+    │                           (sqlite3 errors are translated into this in chief/store/ only)
     ├── DoorError               the notify door refused or failed a request
     │   └── PostureUnavailable  the security posture could not be read (chief.door.posture);
     │                           the door answers 503 rather than guess

@@ -47,7 +47,7 @@ TERMINAL: frozenset[str] = frozenset({"done", "abandoned", "closed"})
 CLOSING_VERB: dict[str, str] = {"todo": "done", "request": "close"}
 
 MAX_TITLE_CHARS = 500
-# The door refuses longer text (chief.door.router.MAX_TEXT_CHARS, a twin pinned by
+# The door refuses longer text (chief.model.MAX_TEXT_CHARS, a twin pinned by
 # tests/contract/test_shared_facts.py), so the cut happens here, at write time.
 MAX_TEXT_CHARS = 4000
 KIND_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")

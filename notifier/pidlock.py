@@ -3,7 +3,8 @@ daemon (one per store), the drainer's waiter (one per store) and `coop serve` (o
 `<coop.db>.serve.lock`) each take. The kernel drops it however the holder dies, so no stale
 claim outlives a crash.
 
-Its twin in the door is `chief.door.locks.ServeLock` (the packages share no code)."""
+Its twin in chief is `chief.serve_lock.ServeLock` (the packages share no code);
+tests/contract/test_pid_lock_twins.py pins the two alike."""
 
 from __future__ import annotations
 

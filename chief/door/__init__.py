@@ -4,7 +4,8 @@ Layers, pointing inward:
     config.py    settings from the environment (frozen `DoorConfig`)
     posture.py   the security posture seam (a JSON file, or always `normal`)
     guard.py     the six checks, in order, over the raw peer and headers
-    locks.py     per-row anyio locks that empty themselves; the single-instance serve lock
+    locks.py     per-row anyio locks that empty themselves (the serve lock the door takes is
+                 chief.serve_lock, below the door and cron)
     pacing.py    pure: the token bucket per chat, the digest, quiet hours, backoff
     verbs.py     the verbs (`DoorVerbs`): notify (the Chief line and the Telegram entry, in one
                  chief.db transaction), notify_batch (several rows, one transaction, one answer

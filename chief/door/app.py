@@ -29,7 +29,6 @@ from fastapi import FastAPI
 from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig
-from chief.door.locks import ServeLock
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
@@ -37,6 +36,7 @@ from chief.door.ringer import Ringer
 from chief.door.router import make_router
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
+from chief.serve_lock import ServeLock
 from chief.telegram.sender import BotSender, build_sender
 
 if TYPE_CHECKING:

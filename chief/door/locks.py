@@ -1,34 +1,21 @@
-"""Locks of the door: per-key anyio locks, and the single-instance lock of `chief serve`.
+"""Per-key anyio locks that exist only while someone holds or waits on them.
 
-`KeyedLocks`: per-key anyio locks that exist only while someone holds or waits on them. The
-door's sender task holds the lock of every outbox row a Telegram message carries from the send
-to the sent mark, so nothing else may ring or mark those rows meanwhile. An entry is
-dropped the moment its last holder or waiter leaves (cancelled waiters included), so the table
-is bounded by the requests in flight, never by the rows ever seen.
+`KeyedLocks`: the door's sender task holds the lock of every outbox row a Telegram message
+carries from the send to the sent mark, so nothing else may ring or mark those rows meanwhile.
+An entry is dropped the moment its last holder or waiter leaves (cancelled waiters included), so
+the table is bounded by the requests in flight, never by the rows ever seen.
+
+The single-instance lock of `chief serve` is `chief.serve_lock.ServeLock`, below the door and
+cron, which both take it.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
-
-from chief.errors import DoorError
-
-# What a holder of the serve lock writes after its pid.
-SERVE_HOLDER = "chief serve"
-REPORT_HOLDER = "chief report"
-HOLDER_MAX_BYTES = 64
-# `chief report` holds the lock only to land its line (one SQLite transaction); a door that
-# starts meanwhile waits this long for it instead of refusing to start.
-REPORT_HOLD_WAIT_S = 10.0
-REPORT_HOLD_POLL_S = 0.02
 
 
 @dataclass
@@ -65,74 +52,3 @@ class KeyedLocks:
             entry.users -= 1
             if entry.users == 0 and self._entries.get(key) is entry:
                 del self._entries[key]
-
-
-class ServeLock:
-    """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
-
-    Deliberate twin: `notifier.pidlock.PidLock` takes the same pid-holding flock for the
-    notifier's daemon and waiter (the packages share no code).
-
-    The per-row locks above live in one process, so two doors on one chief.db could both ring
-    for the same row; the second one refuses to start instead. The kernel drops the lock when
-    the holder dies, however it dies, so a crash never leaves a stale lock behind.
-
-    Whoever opens the Chief holds it: `chief serve`, a host application embedding the Chief, and
-    `chief report` for the few milliseconds it lands a cron line itself when nobody else holds
-    the Chief. The holder writes `<pid> <what>` into the file. A `chief report` holder is
-    waited for (at most REPORT_HOLD_WAIT_S), so a door starting during such a landing still
-    starts; any other holder is refused at once.
-    """
-
-    def __init__(self, db_path: Path, holder: str = SERVE_HOLDER) -> None:
-        self.path = db_path.with_name(db_path.name + ".serve.lock")
-        self.holder = holder
-        self._fd: int | None = None
-
-    def try_acquire(self) -> bool:
-        """Take the lock if nobody holds it; False (and nothing held) when someone does."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode("ascii"), 0)
-        self._fd = fd
-        return True
-
-    def current_holder(self) -> str:
-        """What the file says of its holder (`<pid> <what>`), or `unknown`."""
-        try:
-            with self.path.open("rb") as handle:
-                raw = handle.read(HOLDER_MAX_BYTES)
-        except OSError:
-            return "unknown"
-        return raw.decode("ascii", "replace").strip() or "unknown"
-
-    def acquire(self) -> None:
-        deadline = time.monotonic() + REPORT_HOLD_WAIT_S
-        while not self.try_acquire():
-            holder = self.current_holder()
-            if holder.endswith(" " + REPORT_HOLDER) and time.monotonic() < deadline:
-                time.sleep(REPORT_HOLD_POLL_S)  # a cron line landing: milliseconds
-                continue
-            pid = holder.split(" ", 1)[0]
-            raise DoorError(
-                f"another `chief serve` (pid {pid}) already runs on {self.path.parent} "
-                f"(it holds {self.path}); stop it first — the door must run as one process"
-            )
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
-
-    def __enter__(self) -> ServeLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.release()

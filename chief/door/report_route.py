@@ -32,11 +32,11 @@ from chief.door.config import DoorConfig
 from chief.door.guard import Guard, read_body
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
+from chief.model import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")
 
 REPORT_PATH = "/api/chief/report"
-MAX_TEXT_CHARS = 4000
 MAX_SOURCE_CHARS = 200
 MAX_WAIT_S = 60.0
 MAX_BODY_BYTES = 64 * 1024

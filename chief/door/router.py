@@ -69,16 +69,16 @@ from pydantic import (
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
 from chief.door.verbs import ChannelUnavailable, ChiefUnavailable, DoorVerbs
+from chief.model import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the paths (engine.door,
-# notifier.config DEFAULT_DOOR_URL) and the limit (engine.lifecycle.MAX_TEXT_CHARS).
+# notifier.config DEFAULT_DOOR_URL) and the text limit (chief.model.MAX_TEXT_CHARS).
 NOTIFY_PATH = "/api/coop/engine/notify"
 # Shared fact: the notifier's batch client posts here (pinned in tests/contract).
 NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
 STATUS_PATH = "/api/coop/engine/status"
-MAX_TEXT_CHARS = 4000
 MAX_KIND_CHARS = 100
 # Report source ids are at most 200 characters, 12 of them "coop-notify:".
 MAX_OUTBOX_ID_CHARS = 128

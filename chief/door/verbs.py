@@ -49,7 +49,7 @@ from chief.errors import ChiefError, DoorError, TelegramRefused
 from chief.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
-    from chief.store import Reported, TelegramQueueStatus
+    from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
 
@@ -73,10 +73,10 @@ class ChiefPort(Protocol):
 
     async def report_notify(
         self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
-    ) -> tuple[int | None, Reported]: ...
+    ) -> tuple[int | None, Accepted]: ...
     async def report_notify_batch(
         self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
-    ) -> list[tuple[int | None, Reported]]: ...
+    ) -> list[tuple[int | None, Accepted]]: ...
     async def queue_telegram(self, text: str) -> tuple[int, int]: ...
     async def undelivered_count(self) -> int: ...
     async def sent_count(self) -> int: ...
@@ -185,7 +185,7 @@ class DoorVerbs:
         _log_batch(outbox_ids, answers)
         return answers
 
-    def _telegram_known(self, outbox_id: str, reported: Reported) -> dict[str, Any] | None:
+    def _telegram_known(self, outbox_id: str, reported: Accepted) -> dict[str, Any] | None:
         """The Telegram part of a row's answer when it is known without waiting (not
         configured, already rung); None when the row's entry is queued and may ring now."""
         if self.ringer is None:

@@ -26,6 +26,7 @@ SQL_MODULES: dict[str, frozenset[str]] = {
     # The notifier runs none: its use cases (notifier.delivery) call engine.store.queue, the one
     # owner of the queue tables' statements.
     "notifier": frozenset(),
+    # chief's is the package chief.store: schema, reports, telegram, sql (the transaction).
     "chief": frozenset({"chief.store"}),
 }
 

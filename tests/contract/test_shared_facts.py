@@ -21,6 +21,7 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
+from chief import model as chief_model
 from chief.config import ChiefConfig
 from chief.door import config as door_config
 from chief.door import guard as door_guard
@@ -304,9 +305,9 @@ def test_the_default_door_url_is_where_the_door_listens() -> None:
 
 
 def test_the_notification_text_limit_is_one_number() -> None:
-    assert lifecycle.MAX_TEXT_CHARS == door_router.MAX_TEXT_CHARS == 4000
+    assert lifecycle.MAX_TEXT_CHARS == chief_model.MAX_TEXT_CHARS == 4000
     # The cut at write time always fits the door.
-    assert len(lifecycle.cut_text("x" * 50_000)) <= door_router.MAX_TEXT_CHARS
+    assert len(lifecycle.cut_text("x" * 50_000)) <= chief_model.MAX_TEXT_CHARS
 
 
 def test_every_kind_the_engine_writes_the_door_accepts() -> None:

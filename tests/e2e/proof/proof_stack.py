@@ -152,7 +152,7 @@ class ProofStack(Stack):
             self.chief_db, "SELECT send_id, outbox_id FROM telegram_doubts ORDER BY send_id"
         )
         events = {str(r[0]) for r in rows}
-        ids = self._row_ids()
+        ids = self._row_ids()  # the door knows a row by its delivery key, not its id
         return len(events), Counter(ids(str(r[1])) for r in rows if r[1] is not None)
 
     def telegram_messages(self) -> list[dict[str, Any]]:

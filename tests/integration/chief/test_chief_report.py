@@ -210,12 +210,13 @@ async def test_an_error_in_the_body_propagates_as_itself(chief_config: ChiefConf
             raise KeyError("the host's own failure")
 
 
-async def test_notify_sent_marks_once_and_counts(chief_config: ChiefConfig) -> None:
+async def test_a_sent_mark_is_written_once_and_counted(chief_config: ChiefConfig) -> None:
     async with Chief.open(chief_config) as chief:
-        assert not await chief.notify_sent("41")
-        await chief.mark_notify_sent("41", 9001)
-        await chief.mark_notify_sent("41", 9002)  # a repeat writes nothing
-        assert await chief.notify_sent("41")
+        await chief.mark_rung([], ["41"], 9001)
+        await chief.mark_rung([], ["41"], 9002)  # a repeat writes nothing
+        _, accepted = await chief.report_notify("row 41", "41", wait=1.0, queue_telegram=True)
+        assert (accepted.already_sent, accepted.telegram_message_id) == (True, 9001)
+        assert accepted.telegram_seq is None  # rung already: not queued again
         assert await chief.sent_count() == 1
     assert query(
         chief_config.db_path, "SELECT outbox_id, telegram_message_id FROM coop_notify_sent"

@@ -11,7 +11,7 @@ import pytest
 from chief.config import ChiefConfig
 from chief.conversation import Chief
 from chief.errors import ChiefStoreError
-from chief.store import SCHEMA_VERSION, ChiefStore
+from chief.store import SCHEMA_VERSION, ChiefStore, ReportRow
 from tests.integration.chief.conftest import execute, query
 
 
@@ -113,7 +113,7 @@ async def test_landing_adopts_a_message_written_by_hand_under_a_queued_key(tmp_p
     async with ChiefStore.open(db) as store:
         chief_id = await store.resolve_chief("owner")
         for n in (1, 2, 3):
-            await store.report(chief_id, f"k{n}", f"line {n}", None)
+            await store.accept_reports(chief_id, [ReportRow(f"k{n}", f"line {n}")])
         execute(
             db,
             "INSERT INTO messages (chief_id, role, content, turn_kind, origin, "
@@ -121,7 +121,7 @@ async def test_landing_adopts_a_message_written_by_hand_under_a_queued_key(tmp_p
             "'cron', 'scheduled_task', 'k2', '2026-11-30T00:00:00+00:00')",
         )
         (hand,) = query(db, "SELECT id FROM messages WHERE external_request_id = 'k2'")[0]
-        landed, more = await store.land_undelivered(chief_id, lambda key: "cron")
+        landed, more = await store.land_undelivered(chief_id, lambda key: "cron", limit=256)
     assert more is False
     assert [key for key, _ in landed] == ["k1", "k2", "k3"]
     assert dict(landed)["k2"] == hand

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chief.door.locks import REPORT_HOLD_WAIT_S, REPORT_HOLDER, ServeLock
 from chief.errors import DoorError
+from chief.serve_lock import REPORT_HOLD_WAIT_S, REPORT_HOLDER, ServeLock
 
 
 def test_a_door_waits_for_a_cron_landing_to_let_go(tmp_path: Path) -> None:

@@ -1,0 +1,97 @@
+"""The single-instance lock of a chief.db's Chief: `ServeLock`, an exclusive `flock` on
+`<chief.db>.serve.lock` holding its holder's pid.
+
+It sits below the door (`chief serve`, a host application) and cron (`chief report`), which both
+take it. Deliberate twin: `notifier.pidlock.PidLock` (the packages share no code), pinned by
+tests/contract/test_pid_lock_twins.py.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from chief.errors import DoorError
+
+# What a holder of the serve lock writes after its pid.
+SERVE_HOLDER = "chief serve"
+REPORT_HOLDER = "chief report"
+HOLDER_MAX_BYTES = 64
+# `chief report` holds the lock only to land its line (one SQLite transaction); a door that
+# starts meanwhile waits this long for it instead of refusing to start.
+REPORT_HOLD_WAIT_S = 10.0
+REPORT_HOLD_POLL_S = 0.02
+
+
+class ServeLock:
+    """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
+
+    Deliberate twin: `notifier.pidlock.PidLock` takes the same pid-holding flock for the
+    notifier's daemon and waiter (the packages share no code; tests/contract pins them alike).
+
+    The door's per-row locks (`chief.door.locks`) live in one process, so two doors on one
+    chief.db could both ring for the same row; the second one refuses to start instead. The
+    kernel drops the lock when the holder dies, however it dies, so a crash never leaves a stale
+    lock behind.
+
+    Whoever opens the Chief holds it: `chief serve`, a host application embedding the Chief, and
+    `chief report` for the few milliseconds it lands a cron line itself when nobody else holds
+    the Chief. The holder writes `<pid> <what>` into the file. A `chief report` holder is
+    waited for (at most REPORT_HOLD_WAIT_S), so a door starting during such a landing still
+    starts; any other holder is refused at once.
+    """
+
+    def __init__(self, db_path: Path, holder: str = SERVE_HOLDER) -> None:
+        self.path = db_path.with_name(db_path.name + ".serve.lock")
+        self.holder = holder
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if nobody holds it; False (and nothing held) when someone does."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode("ascii"), 0)
+        self._fd = fd
+        return True
+
+    def current_holder(self) -> str:
+        """What the file says of its holder (`<pid> <what>`), or `unknown`."""
+        try:
+            with self.path.open("rb") as handle:
+                raw = handle.read(HOLDER_MAX_BYTES)
+        except OSError:
+            return "unknown"
+        return raw.decode("ascii", "replace").strip() or "unknown"
+
+    def acquire(self) -> None:
+        deadline = time.monotonic() + REPORT_HOLD_WAIT_S
+        while not self.try_acquire():
+            holder = self.current_holder()
+            if holder.endswith(" " + REPORT_HOLDER) and time.monotonic() < deadline:
+                time.sleep(REPORT_HOLD_POLL_S)  # a cron line landing: milliseconds
+                continue
+            pid = holder.split(" ", 1)[0]
+            raise DoorError(
+                f"another `chief serve` (pid {pid}) already runs on {self.path.parent} "
+                f"(it holds {self.path}); stop it first — the door must run as one process"
+            )
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+    def __enter__(self) -> ServeLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()

@@ -1,0 +1,269 @@
+"""chief.db: the only package that speaks SQL, and only SQL and transactions.
+
+Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
+report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `sql` (the
+transaction and small reads). What a report does with these transactions (accept, then land when
+the caller may, in one hop) is the use case of chief.landing.
+
+Tables (schema version in PRAGMA user_version, migrated on open):
+
+    chiefs               one Master Chief conversation per owner; created on first use, and a
+                         trigger refuses DELETE (the conversation is never trashed)
+    messages             the conversation; `external_request_id` UNIQUE is the report key
+    chief_report_outbox  one row per report key; `message_id`/`landed_at` set when it lands
+    coop_notify_sent     the notify door's record of which Coop outbox rows rang Telegram
+    telegram_queue       what the door's sender task still has to ring, in order (seq); a row
+                         is queued in the report's transaction and leaves in its sent mark's.
+                         `send_id` is the in-flight record: written (FULL) before a send that
+                         carries the entry, cleared when the send failed; an entry still
+                         carrying one at the door's start was sent or not, nobody knows.
+                         `repeat_of` names the in-doubt send the entry rings again with, as one
+                         group, marked as a possible repeat
+    telegram_doubts      the in-doubt events, one row per entry each carried: a send whose
+                         outcome the door could not know (it died between send and mark, the
+                         answer was lost, the late-reply bound passed); kept as the record an
+                         operator and the proof suite compare the repeats with
+
+Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
+only a process crash (NORMAL would only survive the latter). One exception, the landing: its
+commit runs with synchronous=NORMAL (no fsync of its own; the next FULL commit, such as the
+door's sent mark a Telegram round trip later, makes it durable with everything before it). A
+power cut can only lose a landing whose outbox row is durable and still reads "not landed",
+so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
+this machine's disk, and more while other writers share it).
+
+Thread hops: one plain sqlite3 connection on one thread of its own (`chief.db_thread`, on
+public APIs: a `threading.Thread`, a `queue.SimpleQueue` of calls, and the event loop's
+`call_soon_threadsafe` to wake the caller's `anyio.Event`). Each method below is ONE hop: the
+whole transaction runs as one function on that thread, so no other task's statement can
+interleave with it. A hop, once started, is never abandoned: a cancelled caller returns after
+its transaction is over (whole), and a caller cancelled while it waits for its turn runs
+nothing. Deliberate twin: `notifier.db_thread` (the packages share no code).
+`in_one_hop(plan, ...)` runs a use case's several transactions in one hop (`Transactions`):
+the report, the door's hot path, runs its accept transaction (the sent-mark reads, the report
+rows and, for the door, their Telegram queue entries: one FULL commit, so a crash right after it
+still has both) and, when the caller may land, the landing transaction, as one hop.
+The Telegram queue's use cases (read the head, write a send's in-flight record before it goes
+out, mark a message's rows sent and take them off the queue in one transaction, defer, record
+the sends in doubt) are one hop each for the sender task.
+sqlite3 errors are translated into ChiefStoreError here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from chief.db_thread import ConnectionThread
+from chief.errors import ChiefStoreError
+from chief.model import Message
+from chief.store import reports, schema, telegram
+from chief.store.reports import Accepted, ReportRow
+from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
+from chief.store.sql import scalar, write
+from chief.store.telegram import InDoubt, QueuedRing, TelegramQueueStatus
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Accepted",
+    "ChiefStore",
+    "InDoubt",
+    "QueuedRing",
+    "ReportRow",
+    "TelegramQueueStatus",
+    "Transactions",
+]
+
+T = TypeVar("T")
+
+
+class Transactions:
+    """The store's transactions for a use case that runs several of them in ONE hop
+    (`ChiefStore.in_one_hop`), on the connection's thread. Each method is one transaction: it
+    commits, or it rolls back and raises ChiefStoreError."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._path = path
+
+    def accept(self, chief_id: int, rows: list[ReportRow], queue_telegram: bool) -> list[Accepted]:
+        """`ChiefStore.accept_reports`, inside the hop."""
+        return self._translated(write, reports.accept, chief_id, rows, queue_telegram)
+
+    def land(
+        self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
+    ) -> tuple[list[tuple[str, int]], bool]:
+        """`ChiefStore.land_undelivered`, inside the hop."""
+        return self._translated(reports.land, chief_id, turn_kind_of, limit)
+
+    def _translated(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(self._conn, *args)
+        except sqlite3.Error as exc:
+            raise ChiefStoreError(f"chief.db at {self._path}: {exc}") from exc
+
+
+def _plan(conn: sqlite3.Connection, path: Path, plan: Callable[..., T], args: tuple[Any, ...]) -> T:
+    return plan(Transactions(conn, path), *args)
+
+
+class ChiefStore:
+    """One sqlite3 connection to chief.db; every method is one transaction (or one read) in one
+    thread hop."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._closed = False
+        self._db_thread = ConnectionThread("chief-db")
+        self._conn: sqlite3.Connection | None = None  # used on that thread only
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, path: Path, *, create: bool = True) -> AsyncIterator[ChiefStore]:
+        """Open (creating the file and its folder unless `create=False`) and migrate chief.db."""
+        if not create and not await anyio.Path(path).exists():
+            raise ChiefStoreError(
+                f"no chief.db at {path} — start the door once (chief serve), or point CHIEF_DB at "
+                "the right file"
+            )
+        try:
+            await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
+        store = cls(path)
+        try:
+            try:
+                await store._db_thread.call(store._open)
+            except sqlite3.Error as exc:
+                raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
+            await store._hop(schema.prepare, path)
+            yield store
+        finally:
+            store._closed = True
+            # Shielded: a cancelled owner still closes the connection, after the hops queued
+            # before it.
+            with anyio.CancelScope(shield=True):
+                await store._db_thread.call(store._close)
+            store._db_thread.stop()
+
+    def _closed_error(self) -> ChiefStoreError:
+        return ChiefStoreError(
+            f"chief.db at {self.path} is closed — use the Chief inside its `async with` block"
+        )
+
+    async def _hop(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` on the connection's thread: one hop, errors translated."""
+        if self._closed:
+            raise self._closed_error()
+        try:
+            return await self._db_thread.call(self._run, fn, args)
+        except sqlite3.Error as exc:
+            raise ChiefStoreError(f"chief.db at {self.path}: {exc}") from exc
+
+    # On the connection's thread:
+
+    def _open(self) -> None:
+        self._conn = schema.connect(self.path)
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._conn
+        if conn is None:  # a hop that reached the thread after the closing one
+            raise self._closed_error()
+        return fn(conn, *args)
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    async def resolve_chief(self, owner: str) -> int:
+        """The owner's Master Chief id, created on first use."""
+        return await self._hop(write, reports.resolve_chief, owner)
+
+    async def find_chief(self, owner: str) -> int | None:
+        """The owner's Master Chief id, or None when it was never created (read only)."""
+        found = await self._hop(scalar, "SELECT id FROM chiefs WHERE owner = ?", (owner,))
+        return None if found is None else int(found)
+
+    async def owners(self) -> list[str]:
+        """Every owner with a Master Chief in this file."""
+        return await self._hop(reports.owners)
+
+    async def in_one_hop(self, plan: Callable[..., T], *args: Any) -> T:
+        """Run `plan(transactions, *args)` as ONE hop: a use case's several transactions
+        (`Transactions`) back to back on the connection's thread, no other hop between them."""
+        return await self._hop(_plan, self.path, plan, args)
+
+    async def accept_reports(
+        self, chief_id: int, rows: list[ReportRow], *, queue_telegram: bool = False
+    ) -> list[Accepted]:
+        """The accept transaction alone (one FULL commit): every row's report row and, with
+        `queue_telegram`, its Telegram entry, or none of them. Landing is the drainer's."""
+        return await self._hop(write, reports.accept, chief_id, rows, queue_telegram)
+
+    async def land_undelivered(
+        self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
+    ) -> tuple[list[tuple[str, int]], bool]:
+        """Append up to `limit` undelivered reports in outbox order and record each message id,
+        all in one transaction. Returns ((key, message id) landed, whether more may wait)."""
+        return await self._hop(reports.land, chief_id, turn_kind_of, limit)
+
+    async def append_message(
+        self, chief_id: int, role: str, content: str, turn_kind: str, origin: str
+    ) -> int:
+        """Append one message (autocommit, one statement) and return its id."""
+        return await self._hop(reports.append_message, chief_id, role, content, turn_kind, origin)
+
+    async def recent_messages(self, chief_id: int, limit: int) -> list[Message]:
+        """The last `limit` messages, oldest first."""
+        return await self._hop(reports.recent_messages, chief_id, limit)
+
+    async def undelivered_count(self, chief_id: int) -> int:
+        """Reports queued for this Chief that have not landed yet."""
+        sql = "SELECT COUNT(*) FROM chief_report_outbox WHERE chief_id = ? AND message_id IS NULL"
+        return int(await self._hop(scalar, sql, (chief_id,)))
+
+    async def queue_telegram(self, text: str) -> tuple[int, int]:
+        """Queue a Telegram entry with no outbox row (nothing to deduplicate by): its seq and
+        how many entries are ahead of it."""
+        return await self._hop(write, telegram.queue_alone, text)
+
+    async def telegram_head(self, limit: int) -> list[QueuedRing]:
+        """The first `limit` entries of the Telegram queue, oldest first."""
+        return await self._hop(telegram.head, limit)
+
+    async def mark_rung(
+        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+    ) -> None:
+        """One transaction: mark every outbox row the message carried as sent (a repeat writes
+        nothing) and take their entries off the queue."""
+        await self._hop(write, telegram.mark_rung, seqs, outbox_ids, telegram_message_id)
+
+    async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
+        """Count a failed try of these entries and when to try again (nothing rang: their
+        in-flight record is cleared)."""
+        await self._hop(write, telegram.defer_rings, seqs, next_attempt_at, error)
+
+    async def begin_send(self, seqs: list[int], send_id: str) -> None:
+        """Record, durably and before the send, that `send_id` carries these entries."""
+        await self._hop(write, telegram.begin_send, seqs, send_id)
+
+    async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]:
+        """One transaction: each send still in flight becomes an in-doubt event (recorded, and
+        its entries kept as one group to ring again, marked); with `next_attempt_at`, deferred
+        to it. The events, each with its entries."""
+        return await self._hop(write, telegram.record_doubts, reason, next_attempt_at)
+
+    async def telegram_status(self) -> TelegramQueueStatus:
+        """Depth, oldest entry, the head's last error and next try."""
+        return await self._hop(telegram.status)
+
+    async def sent_count(self) -> int:
+        """Coop outbox rows the door has rung Telegram for."""
+        return int(await self._hop(scalar, "SELECT COUNT(*) FROM coop_notify_sent", ()))

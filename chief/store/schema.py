@@ -1,0 +1,113 @@
+"""chief.db's schema: the migrations (the version in PRAGMA user_version, migrated on open) and
+how a connection is opened and prepared (WAL, synchronous=FULL, foreign keys)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from chief.errors import ChiefStoreError
+from chief.store.sql import write
+
+BUSY_TIMEOUT_S = 5.0
+
+# Each migration is a tuple of statements (not a script: executescript would COMMIT on its own,
+# and the whole migration must sit inside the caller's BEGIN IMMEDIATE).
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE chiefs (
+            id INTEGER PRIMARY KEY,
+            owner TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TRIGGER chiefs_never_deleted BEFORE DELETE ON chiefs
+        BEGIN SELECT RAISE(ABORT, 'the Master Chief conversation is never deleted'); END""",
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'system')),
+            content TEXT NOT NULL,
+            turn_kind TEXT NOT NULL CHECK (turn_kind IN ('chat', 'coop', 'cron')),
+            origin TEXT NOT NULL CHECK (origin IN ('user', 'scheduled_task')),
+            external_request_id TEXT UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX messages_by_chief ON messages (chief_id, id)",
+        """CREATE TABLE chief_report_outbox (
+            source_key TEXT PRIMARY KEY,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            text TEXT NOT NULL,
+            source_conversation_id TEXT,
+            created_at TEXT NOT NULL,
+            message_id INTEGER REFERENCES messages(id),
+            landed_at TEXT
+        )""",
+        # Undelivered rows in insertion (rowid) order: what the drainer scans.
+        """CREATE INDEX chief_report_outbox_undelivered ON chief_report_outbox (chief_id)
+        WHERE message_id IS NULL""",
+        """CREATE TABLE coop_notify_sent (
+            outbox_id TEXT PRIMARY KEY,
+            telegram_message_id INTEGER,
+            sent_at TEXT NOT NULL
+        )""",
+    ),
+    (
+        # The door's durable Telegram queue: what the sender task still has to ring, in order.
+        # A row leaves it in the same transaction that writes its sent mark.
+        """CREATE TABLE telegram_queue (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            outbox_id TEXT UNIQUE,
+            text TEXT NOT NULL,
+            queued_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT
+        )""",
+    ),
+    (
+        "ALTER TABLE telegram_queue ADD COLUMN send_id TEXT",
+        "ALTER TABLE telegram_queue ADD COLUMN repeat_of TEXT",
+        """CREATE TABLE telegram_doubts (
+            send_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            outbox_id TEXT,
+            reason TEXT NOT NULL,
+            recorded_at TEXT NOT NULL,
+            PRIMARY KEY (send_id, seq)
+        )""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
+    return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def prepare(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise ChiefStoreError(
+            f"chief.db at {path} cannot use WAL (journal mode stays {mode!r}) — put it on a local "
+            "file system"
+        )
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    # Inside BEGIN IMMEDIATE, so two processes opening a fresh file never both migrate it.
+    write(conn, _migrate, path)
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise ChiefStoreError(
+            f"chief.db at {path} has schema version {version}, newer than this code's "
+            f"{SCHEMA_VERSION} — upgrade coop-notifier before opening it"
+        )
+    for migration in MIGRATIONS[version:]:
+        for statement in migration:
+            conn.execute(statement)
+    if version < SCHEMA_VERSION:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -1,0 +1,166 @@
+"""The door's Telegram tables: the queue the sender task rings in order (`telegram_queue`, with
+each send's in-flight record), the in-doubt events (`telegram_doubts`) and the sent marks
+(`coop_notify_sent`). Every function runs on the store's connection thread, inside the caller's
+transaction unless it says otherwise."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from chief.faults import fault
+from chief.store.sql import utc_now
+
+
+@dataclass(frozen=True)
+class QueuedRing:
+    """One entry of the Telegram queue, as the sender task reads it."""
+
+    seq: int
+    outbox_id: str | None
+    text: str
+    attempts: int
+    next_attempt_at: float  # unix seconds; 0 when never tried
+    repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
+
+
+@dataclass(frozen=True)
+class InDoubt:
+    """One in-doubt event: the send `send_id` and the entries it carried, in order."""
+
+    send_id: str
+    seqs: list[int]
+    outbox_ids: list[str]
+
+
+@dataclass(frozen=True)
+class TelegramQueueStatus:
+    """What an operator sees of the Telegram queue."""
+
+    depth: int
+    oldest_queued_at: str | None
+    last_error: str | None
+    next_attempt_at: float | None  # unix seconds of the head's next try, when it was deferred
+    in_doubt_events: int = 0  # sends whose outcome the door could not know, since chief.db began
+
+
+def insert_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) -> int:
+    """A new Telegram queue entry; its seq."""
+    cursor = conn.execute(
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
+        (outbox_id, text, utc_now()),
+    )
+    return int(cursor.lastrowid or 0)
+
+
+def queue_alone(conn: sqlite3.Connection, text: str) -> tuple[int, int]:
+    """A Telegram entry with no outbox row (nothing to deduplicate by): its seq and how many
+    entries are ahead of it."""
+    seq = insert_telegram(conn, None, text)
+    return seq, entries_ahead(conn, [seq])[seq]
+
+
+def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
+    """For each queue seq of `seqs`: how many Telegram entries are queued before it, read in
+    one pass from the earliest (not one COUNT per entry, each scanning the queue before it)."""
+    if not seqs:
+        return {}
+    first = min(seqs)
+    (before,) = conn.execute(
+        "SELECT COUNT(*) FROM telegram_queue WHERE seq < ?", (first,)
+    ).fetchone()
+    wanted = set(seqs)
+    ahead: dict[int, int] = {}
+    later = conn.execute("SELECT seq FROM telegram_queue WHERE seq >= ? ORDER BY seq", (first,))
+    for rank, (seq,) in enumerate(later):
+        if seq in wanted:
+            ahead[int(seq)] = int(before) + rank
+            if len(ahead) == len(wanted):
+                break
+    return ahead
+
+
+def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
+    rows = conn.execute(
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of FROM telegram_queue "
+        "ORDER BY seq LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [QueuedRing(int(a), b, str(c), int(d), float(e), f) for a, b, c, d, e, f in rows]
+
+
+def begin_send(conn: sqlite3.Connection, seqs: list[int], send_id: str) -> None:
+    """The in-flight record of a send, committed (FULL) before the send goes out."""
+    conn.executemany(
+        "UPDATE telegram_queue SET send_id = ? WHERE seq = ?", [(send_id, seq) for seq in seqs]
+    )
+
+
+def record_doubts(
+    conn: sqlite3.Connection, reason: str, next_attempt_at: float | None
+) -> list[InDoubt]:
+    """Every send still in flight becomes one in-doubt event: its entries are recorded in
+    telegram_doubts, keep the group they ring again with (`repeat_of`: the first in-doubt send
+    of the group) and lose the in-flight mark; with `next_attempt_at`, they are deferred to it
+    (a failed try) too."""
+    rows = conn.execute(
+        "SELECT send_id, seq, outbox_id FROM telegram_queue WHERE send_id IS NOT NULL ORDER BY seq"
+    ).fetchall()
+    events: dict[str, InDoubt] = {}
+    for send_id, seq, outbox_id in rows:
+        event = events.setdefault(str(send_id), InDoubt(str(send_id), [], []))
+        event.seqs.append(int(seq))
+        if outbox_id is not None:
+            event.outbox_ids.append(str(outbox_id))
+    now = utc_now()
+    conn.executemany(
+        "INSERT OR IGNORE INTO telegram_doubts (send_id, seq, outbox_id, reason, recorded_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(str(send_id), int(seq), outbox_id, reason, now) for send_id, seq, outbox_id in rows],
+    )
+    conn.execute(
+        "UPDATE telegram_queue SET repeat_of = COALESCE(repeat_of, send_id), send_id = NULL "
+        "WHERE send_id IS NOT NULL"
+    )
+    if next_attempt_at is not None and rows:
+        conn.executemany(
+            "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, "
+            "last_error = ? WHERE seq = ?",
+            [(next_attempt_at, reason, int(seq)) for _, seq, _ in rows],
+        )
+    return list(events.values())
+
+
+def mark_rung(
+    conn: sqlite3.Connection, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+) -> None:
+    """The sent mark of every row one Telegram message carried, and their queue entries gone."""
+    fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark
+    now = utc_now()
+    conn.executemany(
+        "INSERT OR IGNORE INTO coop_notify_sent (outbox_id, telegram_message_id, sent_at) "
+        "VALUES (?, ?, ?)",
+        [(outbox_id, telegram_message_id, now) for outbox_id in outbox_ids],
+    )
+    conn.executemany("DELETE FROM telegram_queue WHERE seq = ?", [(seq,) for seq in seqs])
+
+
+def defer_rings(
+    conn: sqlite3.Connection, seqs: list[int], next_attempt_at: float, error: str
+) -> None:
+    conn.executemany(
+        "UPDATE telegram_queue SET attempts = attempts + 1, next_attempt_at = ?, last_error = ?, "
+        "send_id = NULL WHERE seq = ?",
+        [(next_attempt_at, error, seq) for seq in seqs],
+    )
+
+
+def status(conn: sqlite3.Connection) -> TelegramQueueStatus:
+    depth, oldest = conn.execute("SELECT COUNT(*), MIN(queued_at) FROM telegram_queue").fetchone()
+    head = conn.execute(
+        "SELECT last_error, next_attempt_at, attempts FROM telegram_queue ORDER BY seq LIMIT 1"
+    ).fetchone()
+    last_error = head[0] if head else None
+    next_at = float(head[1]) if head and int(head[2]) > 0 else None
+    (doubts,) = conn.execute("SELECT COUNT(DISTINCT send_id) FROM telegram_doubts").fetchone()
+    return TelegramQueueStatus(int(depth), oldest, last_error, next_at, int(doubts))
