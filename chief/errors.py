@@ -7,8 +7,12 @@
     ├── ChiefStoreError         chief.db could not be opened, migrated, read or written
     │                           (sqlite3 errors are translated into this in chief/store/ only)
     ├── DoorError               the notify door refused or failed a request
-    │   └── PostureUnavailable  the security posture could not be read (chief.door.posture);
-    │                           the door answers 503 rather than guess
+    │   ├── PostureUnavailable  the security posture could not be read (chief.door.posture);
+    │   │                       the door answers 503 rather than guess
+    │   ├── ChannelUnavailable  a notify could not be queued for Telegram (not configured, no
+    │   │                       outbox id); 503 notification_channel_unavailable
+    │   └── ChiefUnavailable    the Chief could not take a report or an entry (chief.db failed);
+    │                           503 chief_unavailable
     └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
         │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
         │                       request went out and no answer came back (it may have rung)
@@ -49,6 +53,19 @@ class DoorError(ChiefError):
 
 class PostureUnavailable(DoorError):
     """The security posture could not be read; fix the posture file, then retry."""
+
+
+class ChannelUnavailable(DoorError):
+    """The notify could not be queued for Telegram; the engine keeps the row and retries later."""
+
+    def __init__(self, message: str | None = None, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        #: how long the caller should wait (the door's Retry-After), when the door knows
+        self.retry_after_s = retry_after_s
+
+
+class ChiefUnavailable(DoorError):
+    """The Chief could not take the report (chief.db failed); the engine retries the row later."""
 
 
 class TelegramUnavailable(ChiefError):

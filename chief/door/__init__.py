@@ -18,6 +18,6 @@ Layers, pointing inward:
     app.py       `chief serve`: the standalone app and its `main` (uvicorn through
                  `chief.loopback_http`)
 
-Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable` there too,
-`ChannelUnavailable` and `ChiefUnavailable` still in verbs.py).
+Errors are `chief.errors.DoorError` and its subclasses (`PostureUnavailable`,
+`ChannelUnavailable`, `ChiefUnavailable`), in the package's error tree.
 """

@@ -68,7 +68,8 @@ from pydantic import (
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
-from chief.door.verbs import ChannelUnavailable, ChiefUnavailable, DoorVerbs
+from chief.door.verbs import DoorVerbs
+from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")

@@ -28,9 +28,8 @@ This departs from seed 001's inline send on purpose: there a refused send answer
 the Chief line of every later row, behind Telegram. Now that 503 means only a door that cannot
 queue: a notify without an outbox id (Telegram alone) when Telegram is not configured.
 
-Errors (both `DoorError`, both answered 503 by the router):
-    ChannelUnavailable   the notify could not be queued for Telegram (not configured, no outbox id)
-    ChiefUnavailable     the Chief could not take the report or the entry (chief.db failed)
+Errors (both `chief.errors.DoorError`s, both answered 503 by the router): `ChannelUnavailable`
+(the notify could not be queued for Telegram) and `ChiefUnavailable` (chief.db failed).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import structlog
 from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
 from chief.door.ringer import Ringer
-from chief.errors import ChiefError, DoorError, TelegramRefused
+from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
 from chief.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
@@ -54,18 +53,6 @@ if TYPE_CHECKING:  # the store loads when the door starts
 log = structlog.get_logger("chief.door")
 
 CHANNEL = "telegram"
-
-
-class ChannelUnavailable(DoorError):
-    """The notify could not be queued for Telegram; the engine keeps the row and retries later."""
-
-    def __init__(self, message: str | None = None, *, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class ChiefUnavailable(DoorError):
-    """The Chief could not take the report (chief.db failed); the engine retries the row later."""
 
 
 class ChiefPort(Protocol):

@@ -25,9 +25,6 @@ OUTSIDE = {
     ("chief/telegram/sender.py", "AnswerLost"): "PTB's error type, at the Telegram seam",
     # Control flow inside the quick parse, never raised past it.
     ("engine/cli/tree.py", "_Unsure"): "the quick parse hands the line to argparse",
-    # Not yet moved into their package's error module (issue 20).
-    ("chief/door/verbs.py", "ChannelUnavailable"): "to move into chief.errors",
-    ("chief/door/verbs.py", "ChiefUnavailable"): "to move into chief.errors",
 }
 
 
