@@ -73,6 +73,25 @@ def resolve(db: str | os.PathLike[str] | None) -> Path:
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
 
 
+def enter_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
+    """`PRAGMA journal_mode = WAL`, asked again while another opener holds the file, up to
+    `timeout_s`; the journal mode it answers. Switching a fresh file to WAL takes an exclusive
+    lock, and SQLite refuses a second opener at the same instant ("database is locked") at once,
+    without its busy handler (two connections each holding SHARED and asking for EXCLUSIVE would
+    deadlock). Twin of `chief.store.schema.enter_wal` (tests/contract/test_shared_facts.py)."""
+    deadline = time.monotonic() + timeout_s
+    pause_s = 0.001
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(mode)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)  # the other opener is mid-switch: a few ms
+        pause_s = min(pause_s * 2, 0.05)
+
+
 def open_connection(
     path: str | os.PathLike[str], *, check_same_thread: bool = True, synchronous: str = "FULL"
 ) -> sqlite3.Connection:
@@ -95,7 +114,7 @@ def open_connection(
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        enter_wal(conn, BUSY_TIMEOUT_MS / 1000)
         # FULL: a committed `coop todo done` and its outbox row survive a power cut, not only
         # a process crash.
         conn.execute(f"PRAGMA synchronous = {synchronous}")
