@@ -9,8 +9,11 @@ verbs they count.
                                                           from chief.db at each scrape)
     coop_telegram_queue_depth                  gauge      rows queued for Telegram, not yet rung
     coop_telegram_queue_oldest_age_seconds     gauge      age of the oldest of them, 0 when none
-                                                          (both read from chief.db at each scrape;
-                                                          0 when Telegram is not configured)
+    coop_telegram_in_doubt_events              gauge      sends whose outcome the door could not
+                                                          know, each of whose rows may ring once
+                                                          more, marked, since chief.db began
+                                                          (the three read from chief.db at each
+                                                          scrape; 0 when Telegram is not configured)
 
 The outbox counts a row delivered once the door queued it for Telegram, so a Telegram outage
 shows only here: the queue's depth and age grow while every send fails.
@@ -110,6 +113,12 @@ class DoorMetrics:
         self.telegram_oldest_age = Gauge(
             "coop_telegram_queue_oldest_age_seconds",
             "Age of the oldest row queued for Telegram, 0 when none is (read at scrape).",
+            registry=self.registry,
+        )
+        self.telegram_in_doubt = Gauge(
+            "coop_telegram_in_doubt_events",
+            "Telegram sends whose outcome the door could not know; their rows may ring once more"
+            " (read at scrape).",
             registry=self.registry,
         )
 
@@ -232,13 +241,18 @@ async def _read_gauges(service: DoorVerbs, metrics: DoorMetrics) -> None:
     except ChiefError:
         metrics.undelivered.set(float("nan"))
     try:
-        depth, oldest_age_s = await service.telegram_queue()
+        depth, oldest_age_s, in_doubt = await service.telegram_queue()
     except ChiefError:
-        metrics.telegram_depth.set(float("nan"))
-        metrics.telegram_oldest_age.set(float("nan"))
+        for gauge in (
+            metrics.telegram_depth,
+            metrics.telegram_oldest_age,
+            metrics.telegram_in_doubt,
+        ):
+            gauge.set(float("nan"))
     else:
         metrics.telegram_depth.set(depth)
         metrics.telegram_oldest_age.set(oldest_age_s)
+        metrics.telegram_in_doubt.set(in_doubt)
 
 
 def metered(sender: TelegramSender, metrics: DoorMetrics) -> TelegramSender:

@@ -230,18 +230,19 @@ class DoorVerbs:
             "telegram_queue": self._queue_status(queue),
         }
 
-    async def telegram_queue(self) -> tuple[int, float]:
-        """The Telegram queue's depth and its oldest entry's age in seconds (0 when empty), as
-        monitoring reads them; (0, 0.0) when Telegram is not configured: nothing there rings,
-        so nothing there is an outage. Raises ChiefUnavailable when chief.db cannot be read."""
+    async def telegram_queue(self) -> tuple[int, float, int]:
+        """The Telegram queue's depth, its oldest entry's age in seconds (0 when empty) and the
+        in-doubt events chief.db recorded, as monitoring reads them; (0, 0.0, 0) when Telegram
+        is not configured: nothing there rings, so nothing there is an outage. Raises
+        ChiefUnavailable when chief.db cannot be read."""
         if self.ringer is None:
-            return 0, 0.0
+            return 0, 0.0, 0
         try:
             queue = await self._chief().telegram_status()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
         answer = self._queue_status(queue)
-        return answer["depth"], answer["oldest_age_s"] or 0.0
+        return answer["depth"], answer["oldest_age_s"] or 0.0, queue.in_doubt_events
 
     def _queue_status(self, queue: TelegramQueueStatus) -> dict[str, Any]:
         now = self._wall_clock()

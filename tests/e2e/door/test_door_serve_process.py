@@ -10,6 +10,7 @@ import threading
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from chief.door.pacing import REPEAT_MARKER
 from chief.telegram.emulator import parse_fault
@@ -53,6 +54,16 @@ def test_door_crash_between_send_and_mark_rings_again_but_chief_once(harness: Ha
     assert door.terminate() == 0
 
 
+def _in_doubt_gauge(url: str) -> float:
+    """`coop_telegram_in_doubt_events` from the door's /metrics."""
+    answer = httpx.get(url + "/metrics", headers=key_headers(), timeout=10)
+    assert answer.status_code == 200, answer.text
+    families = {f.name: f for f in text_string_to_metric_families(answer.text)}
+    assert "coop_telegram_in_doubt_events" in families, sorted(families)
+    [sample] = families["coop_telegram_in_doubt_events"].samples
+    return sample.value
+
+
 def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_marked_group(
     harness: Harness,
 ) -> None:
@@ -92,6 +103,7 @@ def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_m
         assert sum(f"row <{row}>" in text for text in texts) == 1, texts
     assert not any(text.startswith(REPEAT_MARKER) for text in texts[2:])
     assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
+    assert _in_doubt_gauge(door.url) == 1  # monitoring sees it too
     (event,) = door.events("door.send_in_doubt")
     assert event["entries"] == DIGEST_ROWS
     assert door.terminate() == 0
