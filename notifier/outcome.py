@@ -271,7 +271,7 @@ def classify_batch(
             text = json.dumps(item, sort_keys=True, separators=(",", ":"))
             outcomes.append(Delivered(answer=text[:MAX_ANSWER_CHARS]))
             continue
-        error, answer = _not_delivered(item, row)
+        error, answer, refused = _not_delivered(item, row)
         deferred = _deferred(
             error,
             None,
@@ -281,7 +281,6 @@ def classify_batch(
             rand=rand,
             answer=answer,
         )
-        refused = isinstance(item, dict) and error.startswith(_REFUSED)
         outcomes.append(dataclasses.replace(deferred, refused=refused))
         break
     return outcomes
@@ -295,20 +294,22 @@ def answers_row(item: dict[str, object], row: BatchRow) -> bool:
     return echoed == row.delivery_key or (echoed is None and item.get("delivered") is not True)
 
 
-_REFUSED = "refused by the door"
-
-
-def _not_delivered(item: object, row: BatchRow) -> tuple[str, str | None]:
-    """The `last_error` (and the answer kept) of the first row a batch did not deliver."""
+def _not_delivered(item: object, row: BatchRow) -> tuple[str, str | None, bool]:
+    """The `last_error`, the answer kept, and whether the door refused the row itself, for the
+    first row a batch did not deliver."""
     if item is None:
-        return "the door's batch answer has no item for this row", None
+        return "the door's batch answer has no item for this row", None, False
     shown = one_line(json.dumps(item), MAX_ANSWER_CHARS)
     if not isinstance(item, dict) or not answers_row(item, row):
-        return f"the door's batch answer for this row is about another: {shown[:200]}", shown
+        return (
+            f"the door's batch answer for this row is about another: {shown[:200]}",
+            shown,
+            False,
+        )
     refused = item.get("refused")
     if isinstance(refused, int) and not isinstance(refused, bool):
-        return f"{_REFUSED} ({refused}): {_reason(item.get('detail'))}", shown
-    return f"not delivered by the door: {shown[:200]}", shown
+        return f"refused by the door ({refused}): {_reason(item.get('detail'))}", shown, True
+    return f"not delivered by the door: {shown[:200]}", shown, False
 
 
 def door_batch_limit(reply: DoorReply) -> int | None:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -62,6 +61,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
 )
@@ -470,16 +470,18 @@ def _refused_and_held(items: list[Any], errors: list[Any]) -> list[dict[str, Any
     ]
 
 
-_OUTBOX_ID = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_OUTBOX_ID_CHARS}}}")
+# The very check an accepted item's outbox_id passes (`OutboxId`), so an echo is never looser.
+_OUTBOX_ID = TypeAdapter(OutboxId, config=ConfigDict(strict=True))
 
 
 def _echoed_id(item: object) -> str | None:
     """An item's outbox_id when it is one the door could have accepted, else None (the answer
     never echoes arbitrary input)."""
     outbox_id = item.get("outbox_id") if isinstance(item, dict) else None
-    if isinstance(outbox_id, str) and _OUTBOX_ID.fullmatch(outbox_id):
-        return outbox_id
-    return None
+    try:
+        return _OUTBOX_ID.validate_python(outbox_id)
+    except ValidationError:
+        return None
 
 
 def _status_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
