@@ -156,11 +156,6 @@ class Ringer:
         """The last failed send's words, for the door's status."""
         return None if self.failure is None else self.failure.message
 
-    @last_error.setter
-    def last_error(self, message: str | None) -> None:
-        # A send that went through clears the failure, a permanent refusal included.
-        self.failure = None if message is None else TelegramUnavailable(message)
-
     @property
     def refusal(self) -> TelegramRefused | None:
         """Telegram's permanent refusal of the last send (a bad token, an unknown chat, a bot
@@ -306,7 +301,7 @@ class Ringer:
                 return 0.0
             fault("door.after_telegram_send")
             self.sent_messages += 1
-            self.last_error = None
+            self.failure = None  # a send went through: a permanent refusal included
             bound.info("door.rung", telegram_message_id=telegram_id, silent=silent)
             # Telegram has the message: record it even if the door is stopping.
             with anyio.CancelScope(shield=True):
@@ -332,7 +327,7 @@ class Ringer:
         again after the backoff, as one group, marked."""
         wait_s = backoff_s(carried[0].attempts + 1)
         self._backing_off = True
-        self.last_error = exc.message
+        self.failure = exc
         await self._record_doubt(exc.message, self._wall_clock().timestamp() + wait_s)
 
     async def _record_doubt(self, reason: str, next_attempt_at: float | None) -> bool:
