@@ -253,3 +253,23 @@ def test_ctrl_c_is_one_line_exit_130_and_nothing_paired(setup: Setup) -> None:
     errors = [line for line in pairing.err if "waiting" not in line]
     assert errors == ["chief telegram pair: interrupted; nothing paired\n"]
     assert not (setup.home / PAIRING).exists()
+
+
+def test_a_door_started_while_pairing_waits_refuses_naming_the_pairing(setup: Setup) -> None:
+    write_key(setup.home)
+    pairing = setup.pair("--timeout", "60")
+    pairing.code()  # it holds the serve lock while it waits
+    door = Service(
+        "door",
+        ["chief", "serve"],
+        setup.home,
+        "door.listening",
+        setup.env(CHIEF_OWNER="owner", CHIEF_PORT="0"),
+        port_env="CHIEF_PORT",
+    )
+    door.start(wait=False)
+    assert door.popen is not None
+    assert door.popen.wait(EXIT_TIMEOUT_S) == 1
+    assert "`chief telegram pair` (pid" in door.log()
+    os.kill(pairing.popen.pid, signal.SIGINT)
+    assert pairing.finish() == 130
