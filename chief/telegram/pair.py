@@ -182,7 +182,8 @@ class Countdown:
         minute = math.ceil(left_s / 60)
         if minute != self._last_minute:
             self._last_minute = minute
-            self._stream.write(f"{self._prog}: waiting, {_minutes(minute)} left\n")
+            shown = _minutes(minute) if minute > 1 else f"{math.ceil(left_s)} s"
+            self._stream.write(f"{self._prog}: waiting, {shown} left\n")
             self._stream.flush()
         return left_s - (minute - 1) * 60  # until the next whole minute left
 

@@ -191,7 +191,7 @@ def test_a_wrong_code_a_stranger_and_a_group_pair_nothing_and_the_wait_times_out
     errors = [line for line in pairing.err if "waiting" not in line]
     assert len(errors) == 1, pairing.stderr()
     assert "no /start with the code came within 3 s; nothing paired" in errors[0]
-    assert "waiting, 1 minute left" in pairing.stderr()  # the countdown, a line per minute
+    assert "waiting, 3 s left" in pairing.stderr()  # the countdown, a line per minute
     assert setup.owner.pending_updates() == []  # all read, all confirmed
 
 
