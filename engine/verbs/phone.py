@@ -152,7 +152,7 @@ def phone_summary(unit: Unit) -> Row:
     oldest: list[Row] = []
     for kind, fields in (("todo", _TODO_FIELDS), ("request", _REQUEST_FIELDS)):
         count, rows = ledger_store.open_items(conn, kind, SUMMARY_ITEMS)
-        items = [{name: plain(row)[name] for name in fields} for row in rows]
+        items = [{name: each[name] for name in fields} for each in map(plain, rows)]
         answer[f"{kind}s"] = {"open": count, "items": items}
         if items:
             oldest.append({"kind": kind, **items[0]})
