@@ -64,13 +64,23 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    field_validator,
 )
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
-from chief.model import MAX_TEXT_CHARS
+from chief.model import (
+    MAX_CHOICE_CHARS,
+    MAX_CHOICES,
+    MAX_TEXT_CHARS,
+    NO_EXTRAS,
+    Ask,
+    Extras,
+    choice_refusal,
+    choices_refusal,
+)
 
 log = structlog.get_logger("chief.door")
 
@@ -105,8 +115,58 @@ def _has_content(value: str) -> str:
     return value
 
 
+def _choice(value: str) -> str:
+    refusal = choice_refusal(value)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return value
+
+
+def _distinct(values: list[str]) -> list[str]:
+    refusal = choices_refusal(values)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return values
+
+
+def _given(value: object) -> object:
+    # An extra is sent only when the row has it (SPEC: the notifier sends it or leaves it out),
+    # so an explicit null is a malformed body; a default is never validated, so absent passes.
+    if value is None:
+        raise ValueError("leave the field out instead of null")
+    return value
+
+
+# SQLite's INTEGER: a request id past it could not be stored.
+RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+Choice = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CHOICE_CHARS),
+    AfterValidator(_encodable),
+    AfterValidator(_choice),
+]
+
+
+class AskBody(BaseModel):
+    """The `ask` extra: this row files request `request_id` to the owner; one button per choice
+    (0 to 4 of them; none: a text reply answers it)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    request_id: RequestId
+    title: Annotated[
+        str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_encodable)
+    ]
+    choices: Annotated[list[Choice], Field(max_length=MAX_CHOICES), AfterValidator(_distinct)] = (
+        Field(default_factory=list)
+    )
+
+
 class NotifyBody(BaseModel):
-    """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`."""
+    """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`; the
+    optional extras (issue 21) with an outbox_id only: `ask` (ring it alone, with buttons),
+    `settles` (request N is closed: void its buttons, edit its ask message) and `ring` (false:
+    the Chief line only)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -126,6 +186,27 @@ class NotifyBody(BaseModel):
         str | None,
         Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS),
     ] = None
+    ask: Annotated[AskBody | None, AfterValidator(_given)] = None
+    settles: Annotated[RequestId | None, AfterValidator(_given)] = None
+    ring: Annotated[bool | None, AfterValidator(_given)] = None
+
+    @field_validator("ask", "settles", "ring")
+    @classmethod
+    def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
+        # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
+        # by its delivery key, and a notify without one has no Chief line to land.
+        if "outbox_id" in info.data and info.data["outbox_id"] is None:
+            raise ValueError(f"{info.field_name} is sent only with an outbox_id")
+        return value
+
+    def extras(self) -> Extras:
+        """The extras as the Chief takes them."""
+        if self.ask is None and self.settles is None and self.ring is None:
+            return NO_EXTRAS
+        ask = None
+        if self.ask is not None:
+            ask = Ask(self.ask.request_id, self.ask.title, tuple(self.ask.choices))
+        return Extras(ask, self.settles, self.ring is not False)
 
 
 OutboxId = Annotated[
@@ -190,7 +271,7 @@ class NotifyAnswer(BaseModel):
     channel: str
     outbox_id: str | None
     chief_message_id: int | None
-    telegram: Literal["sent", "queued", "not_configured"]
+    telegram: Literal["sent", "queued", "not_configured", "not_rung"]
     telegram_message_id: int | None = None
     already_sent: bool = False
 
@@ -367,7 +448,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> E
         except ValidationError as exc:
             return _invalid(request, exc)
         try:
-            answer = await service.notify(body.text, body.kind, body.outbox_id)
+            answer = await service.notify(body.text, body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
             headers = {}
             if exc.retry_after_s is not None:
@@ -412,7 +493,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
         if accepted:
             try:
                 answers = await service.notify_batch(
-                    [(item.text, item.kind, item.outbox_id) for item in accepted]
+                    [(item.text, item.kind, item.outbox_id, item.extras()) for item in accepted]
                 )
             except ChiefUnavailable:
                 return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
