@@ -37,6 +37,7 @@ import structlog
 
 from chief.door.pacing import backoff_s
 from chief.errors import ChiefError, ChiefInputError, TelegramUnavailable
+from chief.faults import fault
 from chief.model import Ask, choices_refusal
 
 if TYPE_CHECKING:  # the store loads when the door starts
@@ -183,6 +184,7 @@ class Asks:
         bound = log.bind(
             ask_request_id=edit.request_id, message_id=edit.message_id, attempt=edit.attempts + 1
         )
+        fault("door.before_ask_edit")  # test-only: the door dies between a settle and its edit
         try:
             await self.editor.edit(edit.chat_id, edit.message_id, edit.text)
         except TelegramUnavailable as exc:

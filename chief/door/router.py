@@ -1,6 +1,8 @@
 """The door's HTTP surface: a FastAPI router a host application mounts, or `chief serve` runs.
 
-    POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?}
+    POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
+                                   outbox_id, the optional extras (issue 21): ask {request_id,
+                                   title, choices: 0..4 labels}, settles: <request id>, ring
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -11,10 +13,14 @@
 Both run the guard first, on the raw peer and headers, before the body is read: an
 unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
 validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
-characters). Answers:
+characters, a malformed extra: a choice over 24 characters or with a comma or a control
+character, two choices alike ignoring case, more than 4, a request id below 1, an extra set to
+null or sent without an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
 
     200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..,
-         "telegram": "sent" | "queued" | "not_configured", "telegram_message_id": ..}
+         "telegram": "sent" | "queued" | "not_configured" | "not_rung",
+         "telegram_message_id": ..}   ("not_rung": `ring: false`, or an ask settled before
+        it rang)
         (+ "already_sent": true when this row had already rung). Accepted = the Chief line
         landed or queued and the Telegram entry queued, in one chief.db transaction.
     401/403/503 {"detail": <guard reason>}        422 {"detail": [validation errors]}
@@ -66,6 +72,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
@@ -137,6 +144,10 @@ def _given(value: object) -> object:
     return value
 
 
+def _absent_by_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)  # absent, never null
+
+
 # SQLite's INTEGER: a request id past it could not be stored.
 RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 Choice = Annotated[
@@ -186,9 +197,16 @@ class NotifyBody(BaseModel):
         str | None,
         Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS),
     ] = None
-    ask: Annotated[AskBody | None, AfterValidator(_given)] = None
-    settles: Annotated[RequestId | None, AfterValidator(_given)] = None
-    ring: Annotated[bool | None, AfterValidator(_given)] = None
+    # None stands for "absent" only (the schema does not offer null; `_given` refuses it).
+    ask: Annotated[AskBody | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    settles: Annotated[RequestId | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    ring: Annotated[bool | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra={"default": True}
+    )
 
     @field_validator("ask", "settles", "ring")
     @classmethod
@@ -366,7 +384,7 @@ def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
             **_REFUSALS,
             422: {"description": "the body is not exactly {text, kind, outbox_id?}"},
         },
-        openapi_extra=_openapi_body(NotifyBody.model_json_schema()),
+        openapi_extra=_openapi_body(inline_schema(NotifyBody.model_json_schema())),
     )
     router.add_api_route(
         NOTIFY_BATCH_PATH,
@@ -579,6 +597,26 @@ def _status_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
     return status
 
 
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` written in where they are referred to: a body schema set into
+    the OpenAPI document cannot keep `#/$defs/...` references, which would point at the
+    document's root."""
+    defs = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        return node
+
+    result: dict[str, Any] = inline(schema)
+    return result
+
+
 def _batch_schema(batch_max: int) -> dict[str, Any]:
     """The batch body's JSON schema, inline (no $refs), with this door's row limit."""
     return {
@@ -587,7 +625,7 @@ def _batch_schema(batch_max: int) -> dict[str, Any]:
         "properties": {
             "items": {
                 "type": "array",
-                "items": NotifyItem.model_json_schema(),
+                "items": inline_schema(NotifyItem.model_json_schema()),
                 "minItems": 1,
                 "maxItems": batch_max,
             }
