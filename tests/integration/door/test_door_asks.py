@@ -180,7 +180,8 @@ async def test_a_settle_edits_the_ask_message_and_removes_its_buttons(tmp_path: 
         assert len(message["edits"]) == 1
         for token in tokens:
             button = await stack.chief.ask_button(token)
-            assert button is not None and button[2] is True  # void
+            assert button is not None
+            assert button[2] is True
         assert stack.emulator.texts()[-1] == closed  # the settle's own line rang too
 
 
@@ -237,7 +238,8 @@ async def test_a_settle_before_a_deferred_ask_rang_means_it_never_rings(tmp_path
 
 async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Path) -> None:
     async with door_stack(tmp_path) as stack:
-        assert stack.chief is not None and stack.service.asks is not None
+        assert stack.chief is not None
+        assert stack.service.asks is not None
         await stack.notify(ask("ask", 7, CHOICES[2]))
         await rung(stack, 1)
         request = {"id": 7, "title": "order the bigger bag?", "choices": CHOICES[2]}
