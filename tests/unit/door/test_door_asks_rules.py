@@ -30,7 +30,7 @@ def entry(seq: int, ask: int | None = None, repeat: str | None = None) -> Queued
         ("a,b", True),
         ("tab\there", True),
         ("\x85next", True),
-        ("   ", True),
+        ("\u2003", False),  # an em space is text (the engine drops plain spaces only)
     ],
 )
 def test_a_choice_is_1_to_24_characters_without_comma_or_control(label: str, refused: bool) -> None:
