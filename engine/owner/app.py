@@ -22,7 +22,9 @@ compat endpoints answer 409. So a cutover or an undo needs no restart.
 One writer: compat calls run one at a time, each in one worker-thread call holding a lock, on
 the owner's connection (fence function registered). Domain refusals travel as a verdict in a
 200 answer, never as an HTTP error. After a committed call that queued or re-armed an outbox
-row, the owner kicks its in-process daemon.
+row, the owner kicks its in-process daemon; after one that settled a request, it wakes that
+request's waiters (`coop request wait`, `engine.kick.wake_waiters`), whose sockets are beside
+the store on this machine.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import keyfile, loopback, owner, store
+from engine import kick as wake
 from engine.errors import CoopError, StoreError
 from engine.faults import fault
 from engine.owner import commands, compat
@@ -172,6 +175,18 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
     return config
 
 
+def after_commit(db: Path, answer: object, kick: Callable[[], None] | None) -> None:
+    """What follows every commit of the owner service, once it has committed: the in-process
+    daemon's `kick` when the answer queued an outbox row, then the waiters of the request the
+    answer shows closed or abandoned (`engine.kick.wake_waiters`). Every route that commits
+    calls it (a routed call; an answer from the phone)."""
+    if kick is not None and isinstance(answer, dict) and answer.get("outbox_id"):
+        kick()
+    settled = wake.settled_request(answer)
+    if settled is not None:
+        wake.wake_waiters(db, settled)
+
+
 def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAPI:
     """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
@@ -197,8 +212,8 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
             raise _refuse(503, "store", exc.message) from exc
         bound.info("owner.call", outcome=filed.outcome, replayed=filed.replayed)
         result = filed.result if isinstance(filed.result, dict) else {}
-        if kick is not None and filed.outcome == commands.COMMITTED and result.get("outbox_id"):
-            kick()
+        if filed.outcome == commands.COMMITTED and body.method not in commands.READ_METHODS:
+            after_commit(service.db, result, kick)
         return filed.answer()
 
     @app.post("/compat/reconcile", dependencies=[Depends(owner_credential)])

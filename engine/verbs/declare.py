@@ -122,6 +122,15 @@ def reads(fn: F) -> F:
     return fn
 
 
+def waits(fn: F) -> F:
+    """Declare the verb below one look of a wait: its public function (`engine.api`) binds a
+    waiter's socket, then repeats the look, woken by each commit that settles what it waits
+    for, until the look's answer shows it settled or the timeout passes. The look itself is a
+    read (`@reads`) and never blocks, here or at the owner service."""
+    fn.__dict__["waits"] = True
+    return fn
+
+
 def cli_of(fn: Callable[..., Any]) -> Cli | None:
     """The command a verb declares, or None for a verb with no command of its own."""
     found = fn.__dict__.get("cli")
