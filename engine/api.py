@@ -33,6 +33,7 @@ import time
 from engine import kick, store
 from engine.config import EngineConfig
 from engine.errors import TimedOut, UsageError
+from engine.faults import fault
 from engine.owner_file import owner_config
 from engine.verbs.ledger import wait_timeout
 from engine.verbs.unit import Unit
@@ -100,10 +101,12 @@ def _wait(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
         raise UsageError(f"request id {request_id!r} is not a whole number")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with kick.Waiter(store.locate(kwargs.get("db")), request_id) as waiter:
+        fault("engine.wait.bound")  # test-only seam: a close between the bind and the look
         while True:
             answer = _run(verb, args, kwargs)
             if kick.settled_request(answer) == request_id:
                 return answer
+            fault("engine.wait.looked")  # test-only seam: a close between a look and the wait
             left = kick.Waiter.RECHECK_S if deadline is None else deadline - time.monotonic()
             if left <= 0 or (
                 not waiter.wait(left) and deadline is not None and time.monotonic() >= deadline

@@ -139,11 +139,14 @@ def waiters_folder(db: str | os.PathLike[str]) -> str:
     """The waiters' folder: `<db>.waiters` beside the store, or, where a socket path there
     would not fit in `sun_path`, a folder in /tmp named by a hash of that path."""
     folder = os.path.realpath(db) + ".waiters"
-    if len(os.fsencode(folder)) + 1 + MAX_WAITER_NAME_BYTES <= MAX_SOCKET_PATH_BYTES:
+    raw = os.fsencode(folder)
+    if len(raw) + 1 + MAX_WAITER_NAME_BYTES <= MAX_SOCKET_PATH_BYTES:
         return folder
-    import hashlib  # rare: a store this deep
+    # Every settling commit computes this: a checksum, not `hashlib` (~5 ms of a cold start).
+    # The name only has to be the same in every process; `_private_folder` checks its owner.
+    from binascii import crc32
 
-    digest = hashlib.sha256(os.fsencode(folder)).hexdigest()[:16]
+    digest = f"{crc32(raw):08x}{crc32(raw[::-1]):08x}"
     return f"/tmp/coop-waiters-{digest}"  # noqa: S108 - a name derived from the store
 
 
