@@ -19,7 +19,8 @@ Exit statuses, for every command:
        missing reason, an argument no command takes (not UTF-8, a NUL, an integer past 64
        bits, a nan or infinite number)
     3  `request wait --timeout S`: S seconds passed and the request is still open
-  130  interrupted (Ctrl-C): a wait's socket is removed on the way out
+  130  interrupted (Ctrl-C); 143 a `request wait` stopped by SIGTERM. A wait's socket is
+       removed on the way out either way
 
 Every refusal prints one line on stderr (two when the error has a detail) and changes nothing.
 """

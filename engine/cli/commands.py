@@ -65,11 +65,26 @@ def _call(verb: Callable[..., Any], args: Args) -> tuple[list[Any], dict[str, An
     return [given.pop(name) for name in positional if name in given], given
 
 
+def _stop_on_sigterm() -> None:
+    """A wait stopped by SIGTERM (`timeout 60 coop request wait 7`, a service manager) leaves
+    the way Ctrl-C does: its socket removed, exit 143. A SIGTERM the caller ignores stays
+    ignored."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, stop)
+
+
 def run_verb(command: Command, args: Args, emit: Emit) -> Any:
     """Run a verb's command: call its public function, print its answer."""
     verb = command.verb
     assert verb is not None
     positional, keywords = _call(verb, args)
+    if verb.__dict__.get("waits"):
+        _stop_on_sigterm()
     answer = api.public(verb)(*positional, **keywords)
     if getattr(args, "json", False):
         emit(json.dumps(answer, indent=2))

@@ -15,7 +15,9 @@ common `--as` (default `$COOP_ACTOR`) and `db` the common `--db`.
 
 `says` is what the command prints of the answer: a suffix to the row's line
 (`todo #3 taken by builder`) when the answer names a row, else a line formatted with the
-answer and the arguments. A read declares `json=True` for `--json`.
+answer and the arguments. A read declares `json=True` for `--json`. `@reads` marks a verb that
+changes nothing; `@waits` one that is a single look of a wait (`coop request wait`), which the
+public function repeats until the look shows what it waits for (`engine.api`).
 
 Standard library only, read at the CLI's cold start: no `inspect`, no `typing`.
 """

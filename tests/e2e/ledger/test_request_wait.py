@@ -167,16 +167,22 @@ def test_an_unknown_id_or_a_bad_timeout_is_one_line_exit_2(
     assert sockets(env) == []
 
 
-def test_ctrl_c_exits_130_and_removes_the_socket(
-    env: dict[str, str], waiters: list[Waiter]
+@pytest.mark.parametrize(
+    ("stop", "status", "said"),
+    [(signal.SIGINT, 130, "coop: interrupted\n"), (signal.SIGTERM, 143, "")],
+    ids=["Ctrl-C", "SIGTERM"],
+)
+def test_a_stopped_wait_exits_in_one_line_and_removes_its_socket(
+    env: dict[str, str], waiters: list[Waiter], stop: signal.Signals, status: int, said: str
 ) -> None:
     ok(env, "request", "add", "r")
     waiter = start(waiters, env, "1")
     bound(env)
-    waiter.proc.send_signal(signal.SIGINT)
+    waiter.proc.send_signal(stop)
     code, out, err = waiter.finish()
-    assert (code, out, err) == (130, "", "coop: interrupted\n")
+    assert (code, out, err) == (status, "", said)
     assert sockets(env) == []
+    assert not os.path.exists(kick.waiters_folder(env["COOP_DB"]))
 
 
 def test_every_waiter_of_a_request_wakes(env: dict[str, str], waiters: list[Waiter]) -> None:
