@@ -7,6 +7,7 @@ the engine that speaks SQL:
     engine.store.ledger    todos, requests and the append-only `coop_events`
     engine.store.queue     `coop_outbox` and `worker_lock`: producers, the notifier and status
     engine.store.commands  the owner's command log (`coop_commands`)
+    engine.store.answers   the phone's answers, each filed once by its key (`coop_answers`)
 
 Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in
 Python inside the transaction is sound, and nothing outside it decides anything. The modules
@@ -144,6 +145,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
             for statement in statements(script):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
+        if fence_triggers(conn):
+            # A ledger upgraded in service mode: a table the migration added is fenced as the
+            # others were at the cutover (the triggers are created only where missing).
+            install_fence(conn)
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)

@@ -2,19 +2,24 @@
 the owner (filed as `wait_request`, like `request show`), the waiter's socket stays beside the
 store on this machine, and the owner service's own post-commit wake ends the wait. A waiter
 that began in local mode keeps waiting across the cutover (it holds no connection while it
-waits) and is woken by the owner's close."""
+waits) and is woken by the owner's close. The owner's answer from the phone (`coop serve`'s
+phone route, in local mode and after a cutover) wakes it too."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from engine import kick
 from tests.e2e.owner.conftest import ServeProcess, ok, run_coop
+from tests.e2e.owner.test_phone_endpoints import post_answer
 from tests.support.procs import PROCESS_TIMEOUT_S, child_env
 from tests.support.waiting import wait_until_sync
 
@@ -85,3 +90,32 @@ def test_the_owner_services_close_wakes_a_routed_waiter(
     # The routed looks ran at the owner: #2's first look and the one after its wake, #1's look
     # after its wake, and the two single looks above.
     assert methods.count("wait_request") >= 5
+
+
+@pytest.mark.parametrize("mode", ["local", "service"])
+def test_the_owners_answer_from_the_phone_wakes_the_waiter(
+    serve: ServeProcess, stack_env: dict[str, str], tmp_path: Path, mode: str
+) -> None:
+    """The phone's route on `coop serve` closes the request (local mode: on a connection of its
+    own; after a cutover: on the owner's) and wakes its waiter, like any other close."""
+    env = stack_env
+    serve.start()
+    if mode == "service":
+        ok(env, "cutover", "--url", serve.url)
+    ok(env, "request", "add", "order the bigger bag?", "--to", "owner", "--choices", "yes,no")
+    # Held after its first look found #1 open: only the answer's wake can end this wait.
+    hold = tmp_path / "hold"
+    hold.touch()
+    waiter = start_waiter(
+        {**env, "COOP_TEST_FAULTS": f"engine.wait.looked:pause-while={hold}"}, "1"
+    )
+    try:
+        wait_until_sync(lambda: Path(f"{hold}.reached").exists(), what="the waiter's first look")
+        body = {"answer_key": "a-" + secrets.token_hex(16), "request_id": 1, "choice": "yes"}
+        answered = post_answer(serve, env, body)
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["outcome"] == "closed"
+        hold.unlink()
+        assert finish(waiter) == (0, "request #1 closed by owner: yes\n", "")
+    finally:
+        finish(waiter)
