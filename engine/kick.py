@@ -41,6 +41,7 @@ import sys
 # function that sends: with COOP_KICK=off a verb never loads it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from pathlib import Path
 
 KICK_MODES = ("auto", "datagram", "off")
@@ -245,7 +246,7 @@ class Waiter:
         self.folder = waiters_folder(db)
         self.request_id = request_id
         self.path: str | None = None
-        self._sock: object = None
+        self._sock: socket.socket | None = None
 
     def __enter__(self) -> Waiter:
         import socket
@@ -272,10 +273,8 @@ class Waiter:
     def wait(self, timeout_s: float) -> bool:
         """Block until a wake comes (True) or `timeout_s` passes (False); every wake already
         queued is read too, so a burst of commits costs one read of the request."""
-        import socket
-
         sock = self._sock
-        assert isinstance(sock, socket.socket), "wait() outside `with Waiter(...)`"
+        assert sock is not None, "wait() outside `with Waiter(...)`"
         sock.settimeout(max(0.0, min(timeout_s, self.RECHECK_S)))
         try:
             sock.recv(64)
@@ -290,9 +289,7 @@ class Waiter:
         return True
 
     def close(self) -> None:
-        import socket
-
-        if isinstance(self._sock, socket.socket):
+        if self._sock is not None:
             self._sock.close()
         self._sock = None
         if self.path is not None:
