@@ -10,9 +10,10 @@ The waiters. A `coop request wait N` (and `engine.ledger.wait_request`) binds a 
 socket of its own (`Waiter`) in the folder `<coop.db>.waiters/` (0700, made by the first waiter,
 removed by the last one out), named for its request (`<N>.<pid>.<random>`), and only THEN reads
 the request: a close that commits before the bind is seen by the read, one after it finds the
-socket. Every commit that settles a request (a close or an abandon: an amend changes a request
-no waiter waits for any more) is followed by `wake_waiters(db, N)`: one datagram to each socket
-named for N, and the waiter reads the request again. Cheap when nobody waits: one `listdir`
+socket. Every commit whose answer shows request N closed or abandoned is followed by
+`wake_waiters(db, N)`: one datagram to each socket named for N, and the waiter reads the
+request again. (An amend of a closed request wakes too, and nobody: no waiter waits for a
+closed request; a take or a release settles nothing and wakes nobody.) Cheap when nobody waits: one `listdir`
 that fails, and no `socket` import. A socket that refuses the datagram belongs to a waiter that
 died without cleaning up (SIGKILL); the waker removes it.
 
