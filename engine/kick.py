@@ -13,9 +13,10 @@ the request: a close that commits before the bind is seen by the read, one after
 socket. Every commit whose answer shows request N closed or abandoned is followed by
 `wake_waiters(db, N)`: one datagram to each socket named for N, and the waiter reads the
 request again. (An amend of a closed request wakes too, and nobody: no waiter waits for a
-closed request; a take or a release settles nothing and wakes nobody.) Cheap when nobody waits: one `listdir`
-that fails, and no `socket` import. A socket that refuses the datagram belongs to a waiter that
-died without cleaning up (SIGKILL); the waker removes it.
+closed request; a take or a release settles nothing and wakes nobody.) Cheap when nobody
+waits: one `listdir` that fails, and no `socket` import. A socket that refuses the datagram
+belongs to a waiter that died without cleaning up (SIGKILL); the waker removes it, and the
+folder if that leaves it empty.
 
 Who calls what, after the commit and never inside it:
 
@@ -191,6 +192,7 @@ def wake_waiters(db: str | os.PathLike[str], request_id: int | None = None) -> i
     import socket
 
     sent = 0
+    dead = False
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.setblocking(False)
         for name in names:
@@ -201,10 +203,16 @@ def wake_waiters(db: str | os.PathLike[str], request_id: int | None = None) -> i
                 pass  # its queue is full: it has wakes to read already
             except ConnectionRefusedError:
                 _remove(path)  # nobody reads there: its waiter died without cleaning up
+                dead = True
                 continue
             except OSError:
                 continue  # gone meanwhile (its waiter left), or not a socket
             sent += 1
+    if dead:
+        # The dead waiter may have been the last one: leave no empty folder behind (a waiter
+        # binding meanwhile finds it gone and makes it again).
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
     return sent
 
 

@@ -245,6 +245,7 @@ def test_a_killed_waiters_socket_is_removed_by_the_next_wake(
     assert sockets(env) == [name]  # SIGKILL runs no cleanup
     ok(env, "request", "close", "1")
     assert sockets(env) == []
+    assert not os.path.exists(kick.waiters_folder(env["COOP_DB"]))
 
 
 def test_the_python_api_waits_for_a_close_in_another_process(
