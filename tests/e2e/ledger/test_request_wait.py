@@ -23,6 +23,8 @@ from engine import kick
 from tests.support.procs import PROCESS_TIMEOUT_S, child_env, coop
 from tests.support.waiting import wait_until_sync
 
+#: How long a waiter process may take to start and bind, on a loaded machine.
+START_S = 30.0
 #: Far above what a wake takes: a waiter that needs it was not woken.
 LOST_WAKE_TIMEOUT_S = "30"
 #: A generous bound on close → waiter returned (the figure is the bench's: bench_wait.py).
@@ -95,7 +97,7 @@ def bound(env: dict[str, str], count: int = 1) -> list[str]:
         found = sockets(env)
         return found if len(found) >= count else []
 
-    return wait_until_sync(enough, what=f"{count} waiter socket(s)")
+    return wait_until_sync(enough, timeout_s=START_S, what=f"{count} waiter socket(s)")
 
 
 def start(waiters: list[Waiter], env: dict[str, str], *args: str) -> Waiter:
@@ -228,7 +230,9 @@ def test_a_close_in_the_gap_before_the_wait_blocks_still_wakes_it(
         "--timeout",
         LOST_WAKE_TIMEOUT_S,
     )
-    wait_until_sync(lambda: Path(f"{hold}.reached").exists(), what=f"the waiter at {seam}")
+    wait_until_sync(
+        lambda: Path(f"{hold}.reached").exists(), timeout_s=START_S, what=f"the waiter at {seam}"
+    )
     ok(env, "request", "close", "1", "--summary", "in the gap")
     hold.unlink()
     assert waiter.finish() == (0, "request #1 closed by agent: in the gap\n", "")

@@ -24,6 +24,8 @@ from tests.support.procs import PROCESS_TIMEOUT_S, child_env
 from tests.support.waiting import wait_until_sync
 
 WAIT = [sys.executable, "-m", "engine", "request", "wait"]
+#: How long a waiter process may take to start and bind, on a loaded machine.
+START_S = 30.0
 #: Far above what a wake takes: a waiter that needs it was not woken (exit 3).
 LOST_WAKE_TIMEOUT_S = "30"
 
@@ -42,6 +44,7 @@ def wait_bound(env: dict[str, str], count: int) -> None:
     folder = kick.waiters_folder(env["COOP_DB"])
     wait_until_sync(
         lambda: os.path.isdir(folder) and len(os.listdir(folder)) >= count,
+        timeout_s=START_S,
         what=f"{count} waiter socket(s) in {folder}",
     )
 
@@ -110,7 +113,11 @@ def test_the_owners_answer_from_the_phone_wakes_the_waiter(
         {**env, "COOP_TEST_FAULTS": f"engine.wait.looked:pause-while={hold}"}, "1"
     )
     try:
-        wait_until_sync(lambda: Path(f"{hold}.reached").exists(), what="the waiter's first look")
+        wait_until_sync(
+            lambda: Path(f"{hold}.reached").exists(),
+            timeout_s=START_S,
+            what="the waiter's first look",
+        )
         body = {"answer_key": "a-" + secrets.token_hex(16), "request_id": 1, "choice": "yes"}
         answered = post_answer(serve, env, body)
         assert answered.status_code == 200, answered.text
