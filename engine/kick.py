@@ -223,7 +223,10 @@ def _remove(path: str) -> None:
 
 def _private_folder(folder: str) -> None:
     """Make the waiters' folder (0700) unless it exists; refuse one that is not a folder of
-    this user's (in /tmp, anyone could have made it first)."""
+    this user's (in /tmp, anyone could have made it first). The store's own folder is made if
+    missing, as opening the store would: a wait on a ledger not yet made then answers as
+    `request show` does (no such request), not with a missing folder."""
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.mkdir(folder, 0o700)
     import stat

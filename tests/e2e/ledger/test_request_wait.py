@@ -10,9 +10,11 @@ between a look and the blocking wait, are held open with `engine.faults`' pause 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,6 +169,23 @@ def test_an_unknown_id_or_a_bad_timeout_is_one_line_exit_2(
     done = coop("request", "wait", *args, env=env)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
     assert sockets(env) == []
+
+
+def test_a_wait_on_a_ledger_not_yet_made_answers_as_show_does(env: dict[str, str]) -> None:
+    # A short folder, so that the waiters' folder is beside the store (pytest's are too deep).
+    folder = tempfile.mkdtemp(prefix="w", dir="/tmp")
+    try:
+        db = os.path.join(folder, "not", "yet", "coop.db")
+        assert os.path.dirname(kick.waiters_folder(db)) == os.path.dirname(db)
+        for verb in ("wait", "show"):
+            done = coop("request", verb, "1", "--db", db, env=env)
+            assert (done.returncode, done.stderr) == (
+                2,
+                "coop: request #1 does not exist — `coop list --all` shows the ids\n",
+            )
+        assert not os.path.exists(kick.waiters_folder(db))
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.mark.parametrize(
