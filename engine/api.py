@@ -9,8 +9,15 @@ then either
 - ships the call to the owner service (`engine.owner.compat.remote`) when an owner file governs the
   database (a broken one fails closed before anything is opened or sent), or
 - runs the verb here on one transaction of its own (`store.unit_of_work`), with the settings
-  read from the environment, and kicks the notifier after the commit when the answer names an
-  `outbox_id`: library callers wake it exactly as the CLI does.
+  read from the environment, and, after the commit, kicks the notifier when the answer names an
+  `outbox_id` and wakes the waiters of a request the answer shows settled
+  (`engine.kick.after_commit`): library callers wake both exactly as the CLI does.
+
+A waiting verb (`@waits`: `wait_request`) is one look, repeated here (`_wait`): the waiter's
+socket is bound beside the store first (`engine.kick.Waiter`), then each look runs as above
+(a read of its own, or a routed call after a cutover) and the wait between looks blocks on
+the socket, holding no transaction and no connection, until a settling commit's datagram or the
+timeout.
 
 The owner service never comes through here: its command log runs `engine.verbs` directly on
 its own connection, inside the transaction that files the command, and kicks its in-process
@@ -21,11 +28,14 @@ side effect of imports, no owner-file read inside the store) decides where code 
 from __future__ import annotations
 
 import sys
+import time
 
 from engine import kick, store
 from engine.config import EngineConfig
-from engine.errors import UsageError
+from engine.errors import TimedOut, UsageError
+from engine.faults import fault
 from engine.owner_file import owner_config
+from engine.verbs.ledger import wait_timeout
 from engine.verbs.unit import Unit
 
 # `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
@@ -62,23 +72,46 @@ def _run(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     with store.unit_of_work(path, writing=writing) as tx:
         unit = Unit(tx=tx, config=lambda: EngineConfig.from_env(db=path))
         result = verb(unit, *args, **shipped)
-    if mode is not None and isinstance(result, dict) and result.get("outbox_id"):
-        _kick(path, mode)
+    if mode is not None:
+        _kick(path, result, mode)
     return result
 
 
-def _kick(path: str, mode: str) -> None:
-    """Wake the notifier for the row just committed. A kick that fails does not turn a
-    committed change into an error: the row is durable, and the caller is told on stderr how
-    it will be delivered."""
+def _kick(path: str, result: Any, mode: str) -> None:
+    """Wake the notifier for the row just committed, and the waiters of a request it settled.
+    A kick that fails does not turn a committed change into an error: the row is durable, and
+    the caller is told on stderr how it will be delivered."""
     try:
-        kick.kick(path, mode)
+        kick.after_commit(path, result, mode)
     except OSError as exc:
         print(
             f"coop: committed, but the notifier could not be woken ({exc}); the row"
             " waits for the daemon or the next `coop-notifier drain`",
             file=sys.stderr,
         )
+
+
+def _wait(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a waiting verb: bind the waiter's socket, THEN look (a settling commit is either
+    before the look, which sees it, or after the bind, whose datagram ends the wait at once),
+    and look again after each wake until the request is settled or `timeout_s` has passed."""
+    timeout_s = wait_timeout(kwargs.get("timeout_s"))
+    request_id = args[0] if args else kwargs.get("request_id")
+    if not isinstance(request_id, int) or isinstance(request_id, bool):
+        raise UsageError(f"request id {request_id!r} is not a whole number")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with kick.Waiter(store.locate(kwargs.get("db")), request_id) as waiter:
+        fault("engine.wait.bound")  # test-only seam: a close between the bind and the look
+        while True:
+            answer = _run(verb, args, kwargs)
+            if kick.settled_request(answer) == request_id:
+                return answer
+            fault("engine.wait.looked")  # test-only seam: a close between a look and the wait
+            left = kick.Waiter.RECHECK_S if deadline is None else deadline - time.monotonic()
+            if left <= 0 or (
+                not waiter.wait(left) and deadline is not None and time.monotonic() >= deadline
+            ):
+                raise TimedOut(f"request #{request_id} still open after {timeout_s:g} s")
 
 
 class Public:
@@ -93,6 +126,8 @@ class Public:
         self.__doc__ = verb.__doc__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.verb.__dict__.get("waits"):
+            return _wait(self.verb, args, kwargs)
         return _run(self.verb, args, kwargs)
 
     @property

@@ -16,6 +16,8 @@
     │   │                           empty or too large (engine.keyfile)
     │   └── KeyFileNotPrivate       a group or world bit is set on it: `chmod 600` it
     ├── NeedsAPerson                `coop status --check` found something; exit 1
+    ├── TimedOut                    `coop request wait` gave up: the request is still open;
+    │                               exit 3
     └── ServiceError                `coop serve` cannot start (its port is taken, ...)
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
@@ -91,6 +93,13 @@ class KeyFileNotPrivate(KeyFileError):
 
 class NeedsAPerson(CoopError):
     """`coop status --check` found something that needs a person."""
+
+
+class TimedOut(CoopError):
+    """The wait ended before the request was closed; wait again, or look with `coop request
+    show`."""
+
+    exit_status = 3
 
 
 class ServiceError(CoopError):

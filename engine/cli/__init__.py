@@ -18,6 +18,9 @@ Exit statuses, for every command:
     2  usage: an unknown command or option, a missing actor, an unknown id, an empty title, a
        missing reason, an argument no command takes (not UTF-8, a NUL, an integer past 64
        bits, a nan or infinite number)
+    3  `request wait --timeout S`: S seconds passed and the request is still open
+  130  interrupted (Ctrl-C); 143 a `request wait` stopped by SIGTERM. A wait's socket is
+       removed on the way out either way
 
 Every refusal prints one line on stderr (two when the error has a detail) and changes nothing.
 """
@@ -88,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands.run(args, print)
     except CoopError as exc:
         return _fail(exc)
+    except KeyboardInterrupt:
+        # Ctrl-C, most likely during `request wait`: its socket is gone by now (a `finally`).
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     except OSError as exc:
         # A folder or file the command needs (the data folder, the receipts) is not usable.
         where = f": {exc.filename}" if exc.filename else ""

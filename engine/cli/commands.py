@@ -65,12 +65,40 @@ def _call(verb: Callable[..., Any], args: Args) -> tuple[list[Any], dict[str, An
     return [given.pop(name) for name in positional if name in given], given
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _wait_stoppable(call: Callable[[], Any]) -> Any:
+    """Run a wait so that SIGTERM (`timeout 60 coop request wait 7`, a service manager) stops it
+    the way Ctrl-C does: its socket removed, exit 143. A SIGTERM the caller ignores or handles
+    stays theirs, and the default comes back once the wait is over (an in-process caller of
+    `main`, the argv fuzz, keeps its own)."""
+    import signal
+
+    try:
+        ours = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        if ours:
+            signal.signal(signal.SIGTERM, _stop)
+    except ValueError:  # not the main thread: signals are the main thread's to handle
+        ours = False
+    try:
+        return call()
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_verb(command: Command, args: Args, emit: Emit) -> Any:
     """Run a verb's command: call its public function, print its answer."""
     verb = command.verb
     assert verb is not None
     positional, keywords = _call(verb, args)
-    answer = api.public(verb)(*positional, **keywords)
+    public = api.public(verb)
+    if verb.__dict__.get("waits"):
+        answer = _wait_stoppable(lambda: public(*positional, **keywords))
+    else:
+        answer = public(*positional, **keywords)
     if getattr(args, "json", False):
         emit(json.dumps(answer, indent=2))
         return answer

@@ -165,7 +165,7 @@ def _command(fn: Callable[..., Any], cli: Cli) -> Command:
 #: The help line of each group of several commands (a group that is one command has its own).
 _GROUPS: dict[str, str] = {
     "todo": "add, take, release, finish or abandon a todo",
-    "request": "add, take, release or close a request",
+    "request": "add, take, release, close or wait for a request",
     "outbox": "inspect, retry or cancel notification rows",
     "worker": "the notifier's worker lock: the owner clears a stuck holder",
 }

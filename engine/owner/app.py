@@ -26,7 +26,9 @@ compat endpoints answer 409. So a cutover or an undo needs no restart.
 One writer: compat calls run one at a time, each in one worker-thread call holding a lock, on
 the owner's connection (fence function registered). Domain refusals travel as a verdict in a
 200 answer, never as an HTTP error. After a committed call that queued or re-armed an outbox
-row, the owner kicks its in-process daemon.
+row, the owner kicks its in-process daemon; after one that settled a request, it wakes that
+request's waiters (`coop request wait`, `engine.kick.wake_waiters`), whose sockets are beside
+the store on this machine.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import keyfile, loopback, owner, store, verbs
+from engine import kick as wake
 from engine.config import EngineConfig
 from engine.errors import CoopError, OwnerUnavailable, StoreError
 from engine.faults import fault
@@ -204,6 +207,33 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
     return config
 
 
+def after_commit(db: Path, answer: object, kick: Callable[[], None] | None) -> None:
+    """What follows every commit of the owner service, once it has committed: the in-process
+    daemon's `kick` when the answer queued an outbox row, then the waiters of the request the
+    answer shows closed or abandoned (`engine.kick.wake_waiters`). Every route that commits
+    calls it (a routed call here; the phone's answer through `_phone_runner`)."""
+    if kick is not None and isinstance(answer, dict) and answer.get("outbox_id"):
+        kick()
+    settled = wake.settled_request(answer)
+    if settled is not None:
+        wake.wake_waiters(db, settled)
+
+
+def _phone_runner(service: Owner) -> phone.Runner:
+    """The phone's runner (`Owner.run_phone`), followed by the wake of the waiters of a request
+    its write settled (the phone's route kicks the daemon itself). A replayed answer wakes them
+    again, which costs a waiter one look: a service killed between the commit and the wake
+    woke nobody the first time."""
+
+    def run(use_case: Callable[..., Any], writing: bool) -> Any:
+        found = service.run_phone(use_case, writing)
+        if writing:
+            after_commit(service.db, found, None)
+        return found
+
+    return run
+
+
 def create_app(
     service: Owner,
     kick: Callable[[], None] | None = None,
@@ -235,8 +265,8 @@ def create_app(
             raise _refuse(503, "store", exc.message) from exc
         bound.info("owner.call", outcome=filed.outcome, replayed=filed.replayed)
         result = filed.result if isinstance(filed.result, dict) else {}
-        if kick is not None and filed.outcome == commands.COMMITTED and result.get("outbox_id"):
-            kick()
+        if filed.outcome == commands.COMMITTED and body.method not in commands.READ_METHODS:
+            after_commit(service.db, result, kick)
         return filed.answer()
 
     @app.post("/compat/reconcile", dependencies=[Depends(owner_credential)])
@@ -251,7 +281,7 @@ def create_app(
 
     # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
     key = phone.ServiceKey.from_env() if service_key is None else service_key
-    app.include_router(phone.make_router(service.run_phone, key, guard_request, kick))
+    app.include_router(phone.make_router(_phone_runner(service), key, guard_request, kick))
 
     @app.get("/status", dependencies=[Depends(guard_request)])
     async def status() -> dict[str, Any]:

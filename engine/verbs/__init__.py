@@ -2,10 +2,11 @@
 state change, its event row and, where the change is reportable, its outbox row.
 
     engine.verbs.unit     what a verb runs on (`Unit`: the transaction, the settings)
-    engine.verbs.declare  what the `coop` CLI needs beside a verb's signature (`@command`), and
-                          which verbs only read (`@reads`)
-    engine.verbs.ledger   todos and requests: add, take, release, done/close, abandon; list,
-                          history
+    engine.verbs.declare  what the `coop` CLI needs beside a verb's signature (`@command`),
+                          which verbs only read (`@reads`) and which are a wait's look
+                          (`@waits`)
+    engine.verbs.ledger   todos and requests: add, take, release, done/close, abandon; show,
+                          list, history; one look of a request's wait (`@waits`)
     engine.verbs.outbox   notify, cancel, retry, the owner's worker unlock; the rows and the
                           snapshot `coop status` shows
     engine.verbs.phone    the owner's answer from the phone and the phone's summary: run by

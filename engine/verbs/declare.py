@@ -15,7 +15,9 @@ common `--as` (default `$COOP_ACTOR`) and `db` the common `--db`.
 
 `says` is what the command prints of the answer: a suffix to the row's line
 (`todo #3 taken by builder`) when the answer names a row, else a line formatted with the
-answer and the arguments. A read declares `json=True` for `--json`.
+answer and the arguments. A read declares `json=True` for `--json`. `@reads` marks a verb that
+changes nothing; `@waits` one that is a single look of a wait (`coop request wait`), which the
+public function repeats until the look shows what it waits for (`engine.api`).
 
 Standard library only, read at the CLI's cold start: no `inspect`, no `typing`.
 """
@@ -119,6 +121,15 @@ def reads(fn: F) -> F:
     """Declare the verb below a read: it changes nothing, runs outside a write transaction, and
     the owner's command log keeps no answer for it."""
     fn.__dict__["reads"] = True
+    return fn
+
+
+def waits(fn: F) -> F:
+    """Declare the verb below one look of a wait: its public function (`engine.api`) binds a
+    waiter's socket, then repeats the look, woken by each commit that settles what it waits
+    for, until the look's answer shows it settled or the timeout passes. The look itself is a
+    read (`@reads`) and never blocks, here or at the owner service."""
+    fn.__dict__["waits"] = True
     return fn
 
 

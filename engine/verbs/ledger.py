@@ -17,7 +17,7 @@ from engine import lifecycle, store
 from engine.errors import LifecycleError, NotFound, UsageError
 from engine.store import ledger as ledger_store
 from engine.store import queue
-from engine.verbs.declare import command, one_of, opt, pos, reads
+from engine.verbs.declare import command, one_of, opt, pos, reads, waits
 from engine.verbs.unit import Db, Row, Unit
 
 # `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
@@ -519,3 +519,59 @@ def history(unit: Unit, kind: str, item_id: int, *, db: Db = None) -> list[Row]:
     conn = unit.tx()
     _load(conn, kind, item_id)
     return ledger_store.events(conn, kind, item_id)
+
+
+_INFINITY = float("inf")  # without `math`: the CLI's cold path reads this module
+
+
+def wait_timeout(timeout_s: float | None) -> float | None:
+    """A wait's timeout in seconds, checked: None (no limit), or a finite number, 0 or more
+    (0 looks once). Refused in one line otherwise, before anything is bound or read."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float):
+        raise UsageError(f"timeout {timeout_s!r} is not a number of seconds")
+    if timeout_s != timeout_s or timeout_s in (_INFINITY, -_INFINITY):
+        raise UsageError("timeout must be a finite number of seconds; leave it out to wait on")
+    if timeout_s < 0:
+        raise UsageError(f"timeout {timeout_s:g} is not a duration: give 0 or more seconds")
+    return float(timeout_s)
+
+
+def _waited(answer: Row, arguments: dict[str, Any]) -> str:
+    """What `coop request wait` prints after `request #N `: who settled it, and how."""
+    row = answer["request"]
+    if row["status"] == "abandoned":
+        return f"abandoned by {row['closed_by']}" + (f": {row['reason']}" if row["reason"] else "")
+    line = f"closed by {row['closed_by']}"
+    if row["result_summary"]:
+        line += f": {row['result_summary']}"
+    if row["commit_sha"]:
+        line += f" (commit {row['commit_sha']})"
+    return line
+
+
+# One look of the wait: `engine.api` binds the waiter's socket first, then repeats this read
+# (here, or routed to the owner service after a cutover), woken by each commit that settles
+# the request (`engine.kick`), until it shows the request closed or abandoned. The look never
+# blocks, and no transaction is held while the wait blocks.
+@waits
+@reads
+@command(
+    "request wait",
+    "wait until a request is closed or abandoned",
+    says=_waited,
+    json=True,
+    request_id=ID,
+    timeout_s=opt(
+        "--timeout", metavar="S", help="give up after S seconds: exit 3 (default: never)"
+    ),
+)
+def wait_request(
+    unit: Unit, request_id: int, *, timeout_s: float | None = None, db: Db = None
+) -> Row:
+    """Wait until a request is closed or abandoned, woken by the commit that settles it; answer
+    its row (`{"request": {...}}`) at once if it already is. `timeout_s` (None: no limit; 0:
+    look once) bounds the wait: past it, `TimedOut` (exit 3)."""
+    wait_timeout(timeout_s)
+    return _result(unit.tx(), "request", request_id)

@@ -62,6 +62,9 @@ VERBS: dict[str, tuple[list[str], list[list[str]]]] = {
     "todo take": (["todo", "take", "1"], [["todo", "add", "x"]]),
     "todo done": (["todo", "done", "1", "--summary", "watered"], [["todo", "add", "x"]]),
     "request add": (["request", "add", "Review", "--to", "reviewer"], []),
+    # A close wakes the waiters of `coop request wait`: with nobody waiting that is one failed
+    # listdir, and no `socket` import.
+    "request close": (["request", "close", "1", "--summary", "ok"], [["request", "add", "x"]]),
     "list": (["list", "--all"], []),
     "history": (["history", "todo", "1"], [["todo", "add", "x"]]),
     "notify": (["notify", "hello"], []),

@@ -136,6 +136,25 @@ def seed(tmp_path_factory: pytest.TempPathFactory, refused_port: int) -> Path:
     return folder
 
 
+#: The commands that block while a request is open (`coop request wait`, with no timeout or a
+#: huge one): fuzzed on a copy of the seed where request #1 is closed, so every run answers at
+#: once (0 for #1, 2 for an unknown id or a bad timeout).
+WAITING = {("request", "wait")}
+
+
+@pytest.fixture(scope="module")
+def settled_seed(seed: Path, tmp_path_factory: pytest.TempPathFactory, refused_port: int) -> Path:
+    """The seed with no open request: request #1 closed."""
+    folder = tmp_path_factory.mktemp("settled") / "seed"
+    shutil.copytree(seed, folder)
+    with pytest.MonkeyPatch.context() as mp:
+        set_environment(mp, folder, refused_port)
+        assert run_in_process(engine.cli.main, ["request", "close", "1"]).code == 0
+        listed = run_in_process(engine.cli.main, ["list", "--requests"])
+    assert listed.out == "nothing open\n", listed.out
+    return folder
+
+
 @contextlib.contextmanager
 def restored_logging() -> Iterator[None]:
     """The chief commands configure structlog for their process; the test process keeps its own."""
@@ -219,8 +238,10 @@ def coop_required(verb: tuple[str, str | None]) -> list[Arg]:
 
 @pytest.mark.parametrize("verb", COOP_VERBS, ids=lambda key: " ".join(coop_words(key)))
 def test_every_coop_verb_takes_any_argv_with_a_documented_exit_and_one_line(
-    verb: tuple[str, str | None], examples: Examples
+    verb: tuple[str, str | None], examples: Examples, settled_seed: Path
 ) -> None:
+    if verb in WAITING:
+        examples = Examples(settled_seed, examples.root)
     args = [*COOP_COMMANDS[verb].arguments(), *COOP_COMMON_ARGS]
     for argv in sweep(coop_words(verb), args, coop_required(verb), common=list(COMMON)):
         run_example(examples.fresh(), engine.cli.main, argv)
