@@ -177,7 +177,9 @@ class DoorConfig:
                 env.get("CHIEF_NOTIFY_BATCH_MAX", str(DEFAULT_NOTIFY_BATCH_MAX))
             ),
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
-            service_url=_service_url(env.get("COOP_SERVICE_URL", "") or DEFAULT_SERVICE_URL),
+            service_url=_service_url(
+                env.get("COOP_SERVICE_URL", "").strip() or DEFAULT_SERVICE_URL
+            ),
             service_key=key.decode("utf-8", "surrogateescape"),
         )
 

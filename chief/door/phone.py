@@ -32,6 +32,7 @@ replies) are idempotent on update_id; a command may answer twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -63,6 +64,18 @@ REFUSED_RETRY_S = 60.0
 # A handler or chief.db failed on an update: poll it again after this long, this many times.
 UPDATE_RETRY_S = 1.0
 MAX_UPDATE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """How long the phone waits after each kind of failure (the constants above; tests
+    shorten them)."""
+
+    backoff_first_s: float = BACKOFF_FIRST_S
+    backoff_max_s: float = BACKOFF_MAX_S
+    conflict_s: float = CONFLICT_RETRY_S
+    refused_s: float = REFUSED_RETRY_S
+    update_retry_s: float = UPDATE_RETRY_S
 
 
 class UpdateHandlers(Protocol):
@@ -98,6 +111,7 @@ class PhoneLoop:
         on_stranger: Callable[[], None] = lambda: None,
         poll_timeout_s: float = POLL_TIMEOUT_S,
         command_list: Sequence[tuple[str, str]] = COMMANDS,
+        pauses: Pauses = Pauses(),
     ) -> None:
         self.phone = phone
         self.store = store
@@ -108,6 +122,7 @@ class PhoneLoop:
         self.on_stranger = on_stranger
         self.poll_timeout_s = poll_timeout_s
         self.command_list = command_list
+        self.pauses = pauses
         #: the next getUpdates offset (None: from whatever Telegram still holds)
         self.offset: int | None = None
         #: updates handled (strangers included) since the start
@@ -144,7 +159,7 @@ class PhoneLoop:
                     pause_s = await self._turn()
                 except Exception as exc:  # the phone must outlive any one failure
                     log.exception("door.phone_failed", error=str(exc))
-                    pause_s = UPDATE_RETRY_S
+                    pause_s = self.pauses.update_retry_s
                 if pause_s > 0 and not self._stopping:
                     await self._pause(pause_s)
         finally:
@@ -187,18 +202,19 @@ class PhoneLoop:
             if self._stopping:
                 break
             if not await self._handle(update):
-                return UPDATE_RETRY_S
+                return self.pauses.update_retry_s
         return 0.0
 
     def _failed(self, exc: TelegramUnavailable) -> float:
         """The pause after a failed poll; its outage logged once."""
+        pauses = self.pauses
         if isinstance(exc, TelegramConflict):
-            kind, pause_s = "conflict", CONFLICT_RETRY_S
+            kind, pause_s = "conflict", pauses.conflict_s
         elif isinstance(exc, TelegramRefused):
-            kind, pause_s = exc.kind, REFUSED_RETRY_S
+            kind, pause_s = exc.kind, pauses.refused_s
         else:
             self._backoff_s = min(
-                BACKOFF_MAX_S, self._backoff_s * BACKOFF_FACTOR or BACKOFF_FIRST_S
+                pauses.backoff_max_s, self._backoff_s * BACKOFF_FACTOR or pauses.backoff_first_s
             )
             kind, pause_s = "unavailable", max(self._backoff_s, exc.retry_after_s or 0.0)
         if self._outage != kind:
