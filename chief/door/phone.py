@@ -6,6 +6,8 @@
       poll           getUpdates(offset, POLL_TIMEOUT_S): Telegram holds it open until an
                      update arrives or the poll times out; a stop cancels it at once
       for each update, in order:
+        seen before  its id below the committed offset (Telegram delivered it again, the
+                     emulator replayed it): skipped, nothing applied twice
         a stranger   not the obeyed user in the obeyed chat: nothing changes, nothing is
                      answered; counted (`coop_telegram_strangers_total`), logged once per
                      sender (chief.db remembers who was logged), its offset committed with it
@@ -43,6 +45,7 @@ from telegram import Update
 from chief.door.commands import Commands
 from chief.door.commands_text import COMMANDS
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
+from chief.faults import fault
 from chief.telegram.phone import TelegramPhone
 
 if TYPE_CHECKING:  # the store loads when the door starts
@@ -232,6 +235,10 @@ class PhoneLoop:
     async def _handle(self, update: Update) -> bool:
         """Route one update and commit its offset; False when it must come again."""
         next_offset = update.update_id + 1
+        if self.offset is not None and update.update_id < self.offset:
+            # Handled before (a redelivery, a replay): its offset is committed; nothing again.
+            log.info("door.phone_seen_before", update_id=update.update_id, offset=self.offset)
+            return True
         user, chat = update.effective_user, update.effective_chat
         if user is None or chat is None or (user.id, chat.id) != (self.user_id, self.chat_id):
             await self._stranger(update, next_offset)
@@ -297,3 +304,4 @@ class PhoneLoop:
                 await self.store.commit_offset(next_offset)
         except ChiefError as exc:
             log.error("door.phone_offset_failed", error=str(exc))
+        fault("door.phone_after_offset")  # test-only: a crash before Telegram hears the offset

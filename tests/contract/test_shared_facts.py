@@ -309,7 +309,7 @@ def test_the_doors_ledger_service_url_is_where_coop_serve_listens(tmp_path: Path
     # The door's phone asks `coop serve` (COOP_SERVICE_URL) where it listens by default
     # (COOP_SERVICE_HOST:COOP_SERVICE_PORT), with the key the door itself checks.
     served = f"http://{engine_serve.DEFAULT_HOST}:{engine_serve.DEFAULT_PORT}"
-    assert door_config.DEFAULT_SERVICE_URL == served
+    assert served == door_config.DEFAULT_SERVICE_URL
     key_file = tmp_path / "service.key"
     key_file.write_text("shared-key\n")
     key_file.chmod(0o600)

@@ -289,3 +289,20 @@ async def test_a_stop_ends_the_loop_at_once(tmp_path: Path, during: str) -> None
         with anyio.fail_after(1.0):
             await loop.stopped.wait()
     assert telegram.cancelled.is_set() == (during == "poll")
+
+
+async def test_an_update_below_the_offset_is_never_applied_again(tmp_path: Path) -> None:
+    # Telegram (or the emulator's replay) may deliver an update the door already handled: its
+    # id is below the committed offset, and it changes nothing, answers nothing.
+    telegram = ScriptedTelegram(
+        [tap_update(60), text_update(61, "/help")],
+        [tap_update(60), text_update(61, "/help")],
+        [text_update(62, "/help")],
+    )
+    handlers = RecordingHandlers()
+    async with running_loop(tmp_path, telegram, handlers) as (loop, store, _):
+        await _idle(telegram)
+        assert handlers.calls == [("tap", 60)]
+        assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP)]
+        assert (await store.inbox_state()).next_offset == 63
+        assert loop.offset == 63
