@@ -2,8 +2,9 @@
 
 Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
-then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, and the
-sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left);
+then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
+sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
+and the ask task that performs the edits settles owe (`chief.door.asks`, the same);
 with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
 configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
 starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
@@ -32,7 +33,8 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
-from chief.door.commands import Asker, Commands
+from chief.door.asks import Asks
+from chief.door.commands import Commands
 from chief.door.commands_text import QuietOverride
 from chief.door.config import DoorConfig
 from chief.door.engine_link import EngineLink
@@ -76,12 +78,11 @@ def create_app(
     *,
     wall_clock: Callable[[], datetime] | None = None,
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None,
-    asks: Callable[[PhoneParts], Asker] | None = None,
 ) -> FastAPI:
     """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests).
-    `handlers` builds what answers taps and replies, `asks` what rings a request again (for
-    /requests); without them taps and replies are logged and left, and /requests lists every
-    request as text."""
+    `handlers` builds what answers the owner's taps and replies from the phone's parts; without
+    it they are logged and left. /requests asks again through the door's asks
+    (`chief.door.asks`)."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -95,9 +96,7 @@ def create_app(
         posture=posture_source(door_config.posture_file),
         wall_clock=wall_clock,
     )
-    parts = _DoorParts(
-        door_config, chief_config, service, sender, metrics, wall_clock, handlers, asks
-    )
+    parts = _DoorParts(door_config, chief_config, service, sender, metrics, wall_clock, handlers)
     app = FastAPI(
         title="Coop notify door",
         version="1",
@@ -128,7 +127,6 @@ class _DoorParts:
     metrics: DoorMetrics
     wall_clock: Callable[[], datetime] | None
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None
-    asks: Callable[[PhoneParts], Asker] | None = None
     #: the phone's poller while it runs
     phone: PhoneLoop | None = None
 
@@ -183,10 +181,13 @@ class _DoorParts:
             )
             await stack.enter_async_context(running(ringer, self.door_config))
             self.service.ringer = ringer
-            await self._start_phone(stack, chief, ringer, inbox)
+            asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
+            await stack.enter_async_context(running_asks(asks, self.door_config))
+            self.service.asks = asks
+            await self._start_phone(stack, chief, ringer, inbox, asks)
 
     async def _start_phone(
-        self, stack: AsyncExitStack, chief: Chief, ringer: Ringer, inbox: ChiefStore
+        self, stack: AsyncExitStack, chief: Chief, ringer: Ringer, inbox: ChiefStore, asks: Asks
     ) -> None:
         """Start the phone when there is someone to obey (see the module docstring)."""
         config = self.door_config
@@ -210,7 +211,7 @@ class _DoorParts:
             store=inbox,
             quiet=ringer.quiet,
             telegram_queue=self._telegram_queue,
-            asks=None if self.asks is None else self.asks(parts),
+            asks=asks,
         )
         loop = PhoneLoop(
             phone,
@@ -274,6 +275,33 @@ def build_ringer(
         slow_after_s=config.telegram_timeout_s,
         **options,
     )
+
+
+def build_asks(
+    chief: Chief,
+    sender: BotSender,
+    ringer: Ringer,
+    *,
+    wall_clock: Callable[[], datetime] | None = None,
+) -> Asks:
+    """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
+    options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
+    return Asks(chief, sender, ringer, **options)
+
+
+@asynccontextmanager
+async def running_asks(asks: Asks, config: DoorConfig) -> AsyncIterator[Asks]:
+    """Run the ask task for the block; on exit let an edit in flight finish (bounded by the
+    Telegram deadline), then stop it. An edit not done stays queued for the next start."""
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(asks.run)
+        try:
+            yield asks
+        finally:
+            asks.stop()
+            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
+                await asks.stopped.wait()
+            tasks.cancel_scope.cancel()
 
 
 @asynccontextmanager
