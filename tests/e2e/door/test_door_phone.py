@@ -38,6 +38,12 @@ class Phone:
         self.stack = stack
         self.owner = EmulatorOwner(stack.emulator.url)
 
+    def __enter__(self) -> Phone:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.owner.close()
+
     def bot_messages(self, chat: int = OWNER_ID) -> list[dict[str, Any]]:
         return [m for m in self.owner.messages() if m["chat_id"] == chat]
 
@@ -110,10 +116,9 @@ def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phone]:
     """One stack for the module's tests that leave it as they found it."""
     stack = _stack(tmp_path_factory.mktemp("phone"))
     try:
-        started = _started(stack)
-        stack.start_engine()
-        yield started
-        started.owner.close()
+        with _started(stack) as started:
+            stack.start_engine()
+            yield started
         assert set(stack.stop().values()) == {0}
     finally:
         stack.close()
@@ -236,26 +241,24 @@ def test_an_update_handled_before_a_crash_is_not_applied_again(own_stack: Stack)
     own_stack.door.env["TELEGRAM_API_BASE"] = f"{own_stack.emulator.url}/bot"
     own_stack.door.start(faults="door.phone_after_offset")
     own_stack.started.append(own_stack.door)  # stopped with the stack, whatever happens
-    phone = Phone(own_stack)
-    phone.say("/quiet 2h")
-    assert own_stack.door.wait_exit() == 86
-    assert phone.owner.pending_updates() != []  # Telegram was never told
-    own_stack.door.start()
-    assert phone.ask("/help") == HELP
-    texts = [m["text"] for m in phone.bot_messages()]
-    assert [t for t in texts if t.startswith("Quiet for")] == [texts[0]]
-    assert texts[0].startswith("Quiet for 2h")
-    phone.owner.wait_for(lambda o: o.pending_updates() == [], ANSWER_S, "every update confirmed")
-    phone.owner.close()
+    with Phone(own_stack) as phone:
+        phone.say("/quiet 2h")
+        assert own_stack.door.wait_exit() == 86
+        assert phone.owner.pending_updates() != []  # Telegram was never told
+        own_stack.door.start()
+        assert phone.ask("/help") == HELP
+        texts = [m["text"] for m in phone.bot_messages()]
+        assert [t for t in texts if t.startswith("Quiet for")] == [texts[0]]
+        assert texts[0].startswith("Quiet for 2h")
+        phone.owner.wait_for(lambda o: o.pending_updates() == [], ANSWER_S, "all confirmed")
 
 
 @pytest.mark.slow
 def test_a_stop_while_a_long_poll_is_open_is_prompt(own_stack: Stack) -> None:
-    phone = _started(own_stack)
-    phone.ask("/help")  # the loop is in its next long poll now
+    with _started(own_stack) as phone:
+        phone.ask("/help")  # the loop is in its next long poll now
     began = time.monotonic()
     assert own_stack.door.terminate() == 0
     took_s = time.monotonic() - began
     assert took_s < POLL_TIMEOUT_S / 2, f"the stop waited {took_s:.1f}s for the poll"
     assert own_stack.door.events("door.stopped")
-    phone.owner.close()
