@@ -63,13 +63,15 @@ STOP_MARGIN_S = 1.0
 @dataclass
 class PhoneParts:
     """What the phone's helpers are built from, once the phone runs: the Telegram seam, the
-    ledger service's link, chief.db (the phone's own connection), the Chief and the sender."""
+    ledger service's link, chief.db (the phone's own connection), the Chief, the sender and the
+    asks."""
 
     phone: BotPhone
     engine: EngineLink
     store: ChiefStore
     chief: Chief
     ringer: Ringer
+    asks: Asks
 
 
 def create_app(
@@ -204,7 +206,7 @@ class _DoorParts:
         stack.push_async_callback(phone.aclose)
         link = EngineLink(config.service_url, config.service_key)
         engine = await stack.enter_async_context(link.open())
-        parts = PhoneParts(phone, engine, inbox, chief, ringer)
+        parts = PhoneParts(phone, engine, inbox, chief, ringer, asks)
         commands = Commands(
             phone,
             engine=engine,
