@@ -41,6 +41,11 @@ def wakeups(pid: int) -> int:
     return total
 
 
+def polls_so_far(stack: Stack) -> int:
+    """getUpdates calls the emulator has answered (or is holding open) so far."""
+    return int(stack.telegram_calls()["calls"].get("getupdates", 0))
+
+
 def sample(door: Service) -> tuple[float, int]:
     return door.cpu_s(), wakeups(door.pid)
 
@@ -65,13 +70,13 @@ def start(stack: Stack, folder: Path) -> Service:
 def measure(stack: Stack, off: Service, window_s: float) -> dict[str, tuple[float, float]]:
     """(CPU ms per minute, wakeups per minute) of each door over one window."""
     on = stack.door
-    calls_before = int(stack.telegram_calls().get("getupdates", 0))
+    calls_before = polls_so_far(stack)
     before = {"on": sample(on), "off": sample(off)}
     began = time.monotonic()
     time.sleep(window_s)  # the window itself: idle doors, nothing to wait for
     elapsed_s = time.monotonic() - began
     after = {"on": sample(on), "off": sample(off)}
-    polls = int(stack.telegram_calls().get("getupdates", 0)) - calls_before
+    polls = polls_so_far(stack) - calls_before
     per_min = 60.0 / elapsed_s
     figures = {
         name: (
@@ -80,7 +85,7 @@ def measure(stack: Stack, off: Service, window_s: float) -> dict[str, tuple[floa
         )
         for name in ("on", "off")
     }
-    print(f"window {elapsed_s:.1f} s, getUpdates calls in it: {polls}")
+    print(f"window {elapsed_s:.1f} s, getUpdates calls in it: {polls}", flush=True)
     return figures
 
 
@@ -101,7 +106,8 @@ def main() -> None:
                 figures = measure(stack, off, args.window_s)
                 for name, label in (("on", "phone on (long poll)"), ("off", "phone off (before)")):
                     cpu, woke = figures[name]
-                    print(f"{label:<21} {cpu:>10.1f}   {woke:>11.1f}   (round {round_no})")
+                    line = f"{label:<21} {cpu:>10.1f}   {woke:>11.1f}   (round {round_no})"
+                    print(line, flush=True)
         finally:
             stack.stop()
             stack.close()
