@@ -188,8 +188,8 @@ class DoorConfig:
                 "TELEGRAM_CHAT_ID is set but TELEGRAM_BOT_TOKEN is not; set the bot's token "
                 "too, or unset both"
             )
-        pairing_file = data_home(env) / PAIRING_FILE_NAME
-        pairing = _pairing(pairing_file) if token is not None else None
+        pairing_path = pairing_file(env)
+        pairing = _pairing(pairing_path) if token is not None else None
         chat_id, user_id = obeyed(chat_id, pairing)
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
@@ -207,7 +207,7 @@ class DoorConfig:
                 env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
                 env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
             ),
-            pairing_file=pairing_file,
+            pairing_file=pairing_path,
             telegram_user_id=user_id,
             telegram_pairing=pairing,
             telegram_quiet_hours=_quiet_hours(
@@ -222,6 +222,44 @@ class DoorConfig:
             ),
             service_key=key.decode("utf-8", "surrogateescape"),
         )
+
+
+@dataclass(frozen=True)
+class PairSettings:
+    """What `chief telegram pair` reads: the bot's token, the Bot API, the Telegram deadline,
+    where the pairing goes, and `TELEGRAM_CHAT_ID` (which wins over a pairing while set)."""
+
+    token: str = field(repr=False)
+    api_base: str
+    timeout_s: float
+    pairing_file: Path
+    chat_setting: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PairSettings:
+        """Read and check them; DoorError naming the first wrong one (no token included)."""
+        env = os.environ if environ is None else environ
+        token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
+        if not token:
+            raise DoorError(
+                "TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather in Telegram, "
+                "export its token as TELEGRAM_BOT_TOKEN, then run `chief telegram pair` again"
+            )
+        return cls(
+            token=token,
+            api_base=_api_base(env.get("TELEGRAM_API_BASE", DEFAULT_TELEGRAM_API_BASE)),
+            timeout_s=_timeout(
+                env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
+                env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
+            ),
+            pairing_file=pairing_file(env),
+            chat_setting=env.get("TELEGRAM_CHAT_ID", "").strip() or None,
+        )
+
+
+def pairing_file(env: Mapping[str, str]) -> Path:
+    """Where `chief telegram pair` writes the pairing: `<COOP_HOME>/telegram-pairing.json`."""
+    return data_home(env) / PAIRING_FILE_NAME
 
 
 def obeyed(chat_setting: str | None, pairing: Pairing | None) -> tuple[str | None, int | None]:

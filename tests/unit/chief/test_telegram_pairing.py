@@ -4,7 +4,9 @@ and a token with neither starts a door that rings nothing and says to pair."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 from chief.door.config import DoorConfig
 from chief.errors import ChiefConfigError, DoorError
+from chief.telegram.pair import Countdown, new_code
 from chief.telegram.pairing import (
     PAIRING_FILE_NAME,
     Pairing,
@@ -148,3 +151,39 @@ def test_a_broken_pairing_stops_the_door_naming_the_file(home: Path) -> None:
 def test_a_chat_without_a_token_is_still_refused(home: Path) -> None:
     with pytest.raises(DoorError, match="TELEGRAM_BOT_TOKEN is not"):
         config(home, TELEGRAM_CHAT_ID="4242")
+
+
+class _Stream(io.StringIO):
+    def __init__(self, terminal: bool) -> None:
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+def test_the_countdown_is_a_line_per_minute_off_a_terminal_and_one_line_on_it() -> None:
+    piped = _Stream(terminal=False)
+    countdown = Countdown(piped, "pair")
+    assert countdown.tick(600.0) == pytest.approx(60.0)  # until 9 minutes are left
+    assert countdown.tick(599.0) == pytest.approx(59.0)  # the same minute: no new line
+    countdown.tick(540.0)
+    countdown.tick(42.0)
+    countdown.finish()
+    assert piped.getvalue().splitlines() == [
+        "pair: waiting, 10 minutes left",
+        "pair: waiting, 9 minutes left",
+        "pair: waiting, 42 s left",
+    ]
+    terminal = _Stream(terminal=True)
+    countdown = Countdown(terminal, "pair")
+    assert countdown.tick(125.0) == 1.0
+    countdown.tick(124.2)
+    countdown.finish()
+    assert terminal.getvalue() == "\rpair: waiting, 2:05 left \rpair: waiting, 2:05 left \n"
+
+
+def test_a_one_time_code_is_eight_base32_characters_and_differs_each_time() -> None:
+    codes = {new_code() for _ in range(50)}
+    assert len(codes) == 50
+    assert all(re.fullmatch(r"[A-Z2-7]{8}", code) for code in codes)
