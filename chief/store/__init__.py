@@ -2,9 +2,10 @@
 
 Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
-requests rung with buttons: their tokens, their messages, the edits their settles owe), `sql`
-(the transaction and small reads). What a report does with these transactions (accept, then
-land when the caller may, in one hop) is the use case of chief.landing.
+requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
+(the door's phone: the update offset, the /quiet override, the strangers), `sql` (the
+transaction and small reads). What a report does with these transactions (accept, then land
+when the caller may, in one hop) is the use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -26,6 +27,11 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
+    telegram_inbox       one row: the next getUpdates offset (update_id + 1 of the last update
+                         the door's phone handled, committed after each) and the owner's
+                         /quiet override (unix seconds it holds until)
+    telegram_strangers   senders the phone does not obey, each counted and logged once (at
+                         most inbox.MAX_STRANGERS, the longest unseen forgotten first)
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -65,8 +71,9 @@ import anyio
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import asks, reports, schema, telegram
+from chief.store import asks, inbox, reports, schema, telegram
 from chief.store.asks import AskEdit, AskMessage
+from chief.store.inbox import InboxState
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -80,6 +87,7 @@ __all__ = [
     "AskMessage",
     "ChiefStore",
     "InDoubt",
+    "InboxState",
     "QueuedRing",
     "ReportRow",
     "TelegramQueueStatus",
@@ -320,3 +328,22 @@ class ChiefStore:
     async def sent_count(self) -> int:
         """Coop outbox rows the door has rung Telegram for."""
         return int(await self._hop(scalar, "SELECT COUNT(*) FROM coop_notify_sent", ()))
+
+    # -- the door's phone (chief.store.inbox) ------------------------------------------------
+
+    async def inbox_state(self) -> InboxState:
+        """The next getUpdates offset and the /quiet override."""
+        return await self._hop(inbox.state)
+
+    async def commit_offset(self, next_offset: int) -> None:
+        """Record that every update below `next_offset` was handled."""
+        await self._hop(write, inbox.commit_offset, next_offset)
+
+    async def set_quiet_until(self, until: float | None) -> None:
+        """The /quiet override: silent until `until` (unix seconds), or off (None)."""
+        await self._hop(write, inbox.set_quiet_until, until)
+
+    async def note_stranger(self, sender_id: int, chat_id: int | None, next_offset: int) -> bool:
+        """One transaction: count a stranger's update and commit the offset past it; True when
+        the sender is new (log it once)."""
+        return bool(await self._hop(write, inbox.note_stranger, sender_id, chat_id, next_offset))
