@@ -82,6 +82,11 @@ class Chief:
         self._landings = Landings()
         self._log = log.bind(chief_id=chief_id)
 
+    @property
+    def store(self) -> ChiefStore:
+        """chief.db, for the door's own tables beside the conversation (the phone's answers)."""
+        return self._store
+
     @classmethod
     @asynccontextmanager
     async def open(cls, config: ChiefConfig) -> AsyncIterator[Chief]:

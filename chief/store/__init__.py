@@ -1,9 +1,10 @@
 """chief.db: the only package that speaks SQL, and only SQL and transactions.
 
 Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
-report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `sql` (the
-transaction and small reads). What a report does with these transactions (accept, then land when
-the caller may, in one hop) is the use case of chief.landing.
+report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `answers`
+(the owner's answers from the phone), `sql` (the transaction and small reads). What a report
+does with these transactions (accept, then land when the caller may, in one hop) is the use
+case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -23,6 +24,9 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          outcome the door could not know (it died between send and mark, the
                          answer was lost, the late-reply bound passed); kept as the record an
                          operator and the proof suite compare the repeats with
+    telegram_answers     the owner's answers from the phone, one per tap or reply that became
+                         one: recorded (FULL) before the tap is acknowledged, `pending` until
+                         the ledger answers, then `applied` or `refused`; `update_id` UNIQUE
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -59,10 +63,12 @@ from typing import Any, TypeVar
 
 import anyio
 
+from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Message
-from chief.store import reports, schema, telegram
+from chief.store import answers, reports, schema, telegram
+from chief.store.answers import AskOf, ButtonOf
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -267,3 +273,39 @@ class ChiefStore:
     async def sent_count(self) -> int:
         """Coop outbox rows the door has rung Telegram for."""
         return int(await self._hop(scalar, "SELECT COUNT(*) FROM coop_notify_sent", ()))
+
+    # The owner's answers from the phone (chief.store.answers), one hop each.
+
+    async def record_tap(
+        self, tap: Tap, answer_key: str, button_of: ButtonOf, decide: Callable[..., Any]
+    ) -> Answer | Seen | Refused:
+        """One FULL commit: the tap's facts read, `decide` (chief.answer_rules.decide_tap)
+        asked, and a new pending answer recorded under `answer_key` when it says so."""
+        return await self._hop(write, answers.record_tap, tap, answer_key, button_of, decide)
+
+    async def record_reply(
+        self, reply: Reply, answer_key: str, ask_of: AskOf, decide: Callable[..., Any]
+    ) -> Answer | Seen | None:
+        """`record_tap`'s twin for a text reply to an ask message."""
+        return await self._hop(write, answers.record_reply, reply, answer_key, ask_of, decide)
+
+    async def settle_answer(self, answer_key: str, outcome: str, detail: str) -> Answer | None:
+        """Record the ledger's answer to a pending answer (once); the row as it now stands."""
+        return await self._hop(write, answers.settle, answer_key, outcome, detail)
+
+    async def defer_answer(self, answer_key: str, next_attempt_at: float, error: str) -> None:
+        await self._hop(write, answers.defer, answer_key, next_attempt_at, error)
+
+    async def mark_answer_edited(self, answer_key: str) -> None:
+        await self._hop(write, answers.mark_edited, answer_key)
+
+    async def open_answers(self, limit: int) -> list[Answer]:
+        """Answers still pending, or settled with their ask message not yet edited."""
+        return await self._hop(answers.open_answers, limit)
+
+    async def answer_by_key(self, answer_key: str) -> Answer | None:
+        return await self._hop(answers.by_key, answer_key)
+
+    async def pending_answers(self) -> int:
+        """Answers still waiting for the ledger."""
+        return await self._hop(answers.pending_count)

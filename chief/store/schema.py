@@ -77,6 +77,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (send_id, seq)
         )""",
     ),
+    (
+        # The owner's answers from the phone (chief.store.answers): one row per tap or reply
+        # that became an answer, recorded before the tap is acknowledged; `answer_key` is the
+        # ledger's exactly-once key, `update_id` finds a replayed update's row.
+        """CREATE TABLE telegram_answers (
+            answer_key TEXT PRIMARY KEY,
+            update_id INTEGER NOT NULL UNIQUE,
+            request_id INTEGER NOT NULL,
+            choice TEXT,
+            text TEXT,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            ask_text TEXT NOT NULL DEFAULT '',
+            callback_query_id TEXT,
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'applied', 'refused')),
+            outcome TEXT,
+            detail TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            recorded_at TEXT NOT NULL,
+            settled_at TEXT,
+            edited_at TEXT,
+            CHECK ((choice IS NULL) <> (text IS NULL))
+        )""",
+        "CREATE INDEX telegram_answers_by_request ON telegram_answers (request_id)",
+        # What the forwarder still has work on: an answer waiting for the ledger, or settled
+        # and its ask message not yet edited.
+        """CREATE INDEX telegram_answers_open ON telegram_answers (recorded_at)
+        WHERE state = 'pending' OR edited_at IS NULL""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
