@@ -1,0 +1,294 @@
+"""The owner's answers from the phone: the tap path and the forwarder (the door's half of the
+second path, the reverse of the notify door).
+
+A tap on an ask message's button, or a text reply to it, from the obeyed user (the phone loop,
+`chief.door.phone`, has already turned strangers away) goes:
+
+    record      chief.db, one FULL commit (chief.store.answers, ruled by chief.answer_rules):
+                a new pending answer, or nothing (a replay, a double tap, a void token)
+    [crash]     fault point `door.answer_recorded`: the answer is durable and not yet sent;
+                the next start's forwarder sends it (the offset was not committed either, so
+                the same update comes again and finds its row)
+    forward     the forwarder posts it to the ledger (`EngineLink.answer`, POST
+                /api/coop/phone/answer with the answer's key); the tap waits for that at most
+                TAP_WAIT_S, so its toast goes within a second
+    toast       answerCallbackQuery: what the ledger said, or, if it has not answered yet,
+                that the answer is saved and will be applied when the ledger answers
+    settle      the ledger's answer is written once on the row (applied | refused); a closed,
+                already-closed or unknown request leaves the ask message edited to say so,
+                its buttons removed (a text kept as a note leaves it as it is)
+
+Exactly once rests on the ledger: it keeps each answer's key (`coop_answers`), so a retry with
+the same key (after a lost reply, a killed door, a killed `coop serve`) answers its recorded
+outcome and closes nothing twice. The forwarder retries each pending answer with a bounded
+backoff; an unreachable ledger is logged once per outage, and the answers waiting for it are
+counted (`pending`, in the door's status and /metrics). An edit that fails is tried again
+later; one Telegram refuses for good (the message is gone) is given up, logged.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.abc
+import structlog
+
+from chief.answer_rules import (
+    ANSWER_KEY_PREFIX,
+    Answer,
+    Refused,
+    Reply,
+    Seen,
+    Tap,
+    backoff_s,
+    decide_reply,
+    decide_tap,
+    settled_text,
+    toast_for,
+)
+from chief.errors import ChiefError
+from chief.faults import fault
+
+if TYPE_CHECKING:
+    import telegram
+
+    from chief.store import ChiefStore
+    from chief.store.answers import AskOf, ButtonOf
+
+log = structlog.get_logger("chief.door.answers")
+
+# How long a tap waits for the ledger before its toast says "saved": the toast must go within
+# a second of the tap, and answerCallbackQuery itself takes a round trip.
+TAP_WAIT_S = 0.7
+# One forwarder pass looks at this many open answers at most (the rest come next pass).
+OPEN_BATCH = 50
+# An edit that failed for a passing reason is tried again this often.
+EDIT_RETRY_S = 2.0
+# With nothing due, the forwarder still looks again this often (a cheap read).
+IDLE_RECHECK_S = 30.0
+
+
+class AnswerLink(Protocol):
+    """The ledger's answer route (`chief.door.engine_link.EngineLink.answer`)."""
+
+    async def answer(
+        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+class AnswerPhone(Protocol):
+    """What the answers need of Telegram (`chief.telegram.phone.TelegramPhone`)."""
+
+    async def answer_callback(self, query_id: str, text: str) -> None: ...
+
+    async def edit(
+        self,
+        chat_id: int,
+        message_id: int,
+        text: str,
+        *,
+        buttons: Sequence[Sequence[tuple[str, str]]] | None = None,
+    ) -> None: ...
+
+
+# Settles an ask message (chat id, message id, new text) durably, when the asks' code offers
+# it; else the answers edit through the phone themselves.
+EditAsk = Callable[[int, int, str], Awaitable[None]]
+
+
+def new_answer_key() -> str:
+    """`a-` and 16 random bytes in hex: the ledger's exactly-once key of one answer."""
+    return ANSWER_KEY_PREFIX + secrets.token_hex(16)
+
+
+@dataclass
+class Answers:
+    """The door's `UpdateHandlers` for taps and replies, and the forwarder task (`run`)."""
+
+    store: ChiefStore
+    phone: AnswerPhone
+    link: AnswerLink
+    button_of: ButtonOf
+    ask_of: AskOf
+    edit_ask: EditAsk | None = None
+    clock: Callable[[], float] = time.time
+    _wake: anyio.Event = field(default_factory=anyio.Event)
+    _settled: dict[str, anyio.Event] = field(default_factory=dict)
+    _edit_after: dict[str, float] = field(default_factory=dict)
+    _outage: bool = False
+
+    # -- the handlers the phone loop calls -------------------------------------------------
+
+    async def on_tap(self, update: telegram.Update) -> None:
+        """A button pressed by the obeyed user: record, forward (bounded), toast."""
+        query = update.callback_query
+        if query is None or query.message is None:
+            return
+        message = query.message
+        tap = Tap(
+            update_id=update.update_id,
+            token=query.data or "",
+            callback_query_id=query.id,
+            chat_id=message.chat.id,
+            message_id=message.message_id,
+            ask_text=getattr(message, "text", None) or "",
+        )
+        recorded = await self.store.record_tap(tap, new_answer_key(), self.button_of, decide_tap)
+        if isinstance(recorded, Refused):
+            await self._toast(query.id, recorded.toast)
+            return
+        answer = recorded.answer if isinstance(recorded, Seen) else recorded
+        if not isinstance(recorded, Seen):
+            fault("door.answer_recorded")
+            log.info("answers.recorded", answer_key=answer.answer_key, request_id=answer.request_id)
+        answer = await self._wait_settled(answer)
+        await self._toast(query.id, toast_for(answer))
+
+    async def on_reply(self, update: telegram.Update) -> None:
+        """A text reply by the obeyed user: an answer when it replies to an ask message."""
+        message = update.message
+        if message is None or message.reply_to_message is None or not message.text:
+            return
+        replied = message.reply_to_message
+        reply = Reply(
+            update_id=update.update_id,
+            text=message.text,
+            chat_id=message.chat.id,
+            message_id=replied.message_id,
+            ask_text=replied.text or "",
+        )
+        recorded = await self.store.record_reply(reply, new_answer_key(), self.ask_of, decide_reply)
+        if recorded is None or isinstance(recorded, Seen):
+            return
+        fault("door.answer_recorded")
+        log.info("answers.recorded", answer_key=recorded.answer_key, request_id=recorded.request_id)
+        await self._wait_settled(recorded)
+
+    async def _wait_settled(self, answer: Answer) -> Answer:
+        """Hand a pending answer to the forwarder and wait for the ledger's answer, at most
+        TAP_WAIT_S; the row as it then stands."""
+        if answer.state != "pending":
+            return answer
+        settled = self._settled.setdefault(answer.answer_key, anyio.Event())
+        self._wake.set()
+        with anyio.move_on_after(TAP_WAIT_S):
+            await settled.wait()
+        self._settled.pop(answer.answer_key, None)
+        return await self.store.answer_by_key(answer.answer_key) or answer
+
+    async def _toast(self, query_id: str, text: str) -> None:
+        try:
+            await self.phone.answer_callback(query_id, text)
+        except ChiefError as exc:  # a replayed query is too old to answer: nothing to tell
+            log.info("answers.toast_failed", query_id=query_id, error=str(exc))
+
+    # -- the forwarder ------------------------------------------------------------------
+
+    async def pending(self) -> int:
+        """Answers still waiting for the ledger (the door's status and /metrics)."""
+        return await self.store.pending_answers()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Forward pending answers and finish settled ones, until cancelled."""
+        task_status.started()
+        while True:
+            wait_s = IDLE_RECHECK_S
+            try:
+                wait_s = await self._pass()
+            except ChiefError as exc:  # chief.db failed: try again shortly
+                log.error("answers.pass_failed", error=str(exc))
+                wait_s = EDIT_RETRY_S
+            with anyio.move_on_after(max(0.0, wait_s)):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+
+    async def _pass(self) -> float:
+        """One pass over the open answers; how long until the next one is due."""
+        wait_s = IDLE_RECHECK_S
+        for answer in await self.store.open_answers(OPEN_BATCH):
+            now = self.clock()
+            if answer.state == "pending":
+                if answer.next_attempt_at > now:
+                    wait_s = min(wait_s, answer.next_attempt_at - now)
+                    continue
+                settled = await self._forward(answer)
+                if settled is None:
+                    wait_s = min(wait_s, backoff_s(answer.attempts + 1))
+                    continue
+                answer = settled
+            due_at = self._edit_after.get(answer.answer_key, 0.0)
+            if due_at > now:
+                wait_s = min(wait_s, due_at - now)
+                continue
+            await self._finish(answer)
+            if answer.answer_key in self._edit_after:  # failed: tried again after a while
+                wait_s = min(wait_s, EDIT_RETRY_S)
+        return wait_s
+
+    async def _forward(self, answer: Answer) -> Answer | None:
+        """One try at the ledger; the settled row, or None (deferred with a backoff)."""
+        try:
+            reply = await self.link.answer(
+                answer.answer_key, answer.request_id, choice=answer.choice, text=answer.text
+            )
+        except ChiefError as exc:
+            self._note_outage(exc, answer)
+            next_at = self.clock() + backoff_s(answer.attempts + 1)
+            await self.store.defer_answer(answer.answer_key, next_at, str(exc))
+            return None
+        if self._outage:
+            self._outage = False
+            log.info("answers.engine_back", pending=await self.store.pending_answers())
+        outcome, detail = str(reply.get("outcome")), str(reply.get("detail") or "")
+        with anyio.CancelScope(shield=True):  # the ledger has applied it: record that
+            settled = await self.store.settle_answer(answer.answer_key, outcome, detail)
+        log.info(
+            "answers.applied" if settled and settled.state == "applied" else "answers.refused",
+            answer_key=answer.answer_key,
+            request_id=answer.request_id,
+            outcome=outcome,
+        )
+        event = self._settled.pop(answer.answer_key, None)
+        if event is not None:
+            event.set()
+        return settled
+
+    def _note_outage(self, exc: ChiefError, answer: Answer) -> None:
+        if not self._outage:
+            self._outage = True
+            log.warning("answers.engine_unreachable", error=str(exc), answer_key=answer.answer_key)
+
+    async def _finish(self, answer: Answer) -> None:
+        """Edit the ask message to the answer's outcome, buttons removed (once)."""
+        text = settled_text(answer)
+        if text is not None:
+            try:
+                if self.edit_ask is not None:
+                    await self.edit_ask(answer.chat_id, answer.message_id, text)
+                else:
+                    await self.phone.edit(answer.chat_id, answer.message_id, text, buttons=None)
+            except ChiefError as exc:
+                if not _gone_for_good(exc):
+                    self._edit_after[answer.answer_key] = self.clock() + EDIT_RETRY_S
+                    log.info("answers.edit_deferred", answer_key=answer.answer_key, error=str(exc))
+                    return
+                log.warning("answers.edit_given_up", answer_key=answer.answer_key, error=str(exc))
+        self._edit_after.pop(answer.answer_key, None)
+        await self.store.mark_answer_edited(answer.answer_key)
+
+
+def _gone_for_good(exc: ChiefError) -> bool:
+    """An edit Telegram will never take: the message is gone, or already says this."""
+    words = str(exc).lower()
+    return (
+        "not modified" in words
+        or "message to edit not found" in words
+        or (type(exc).__name__ == "TelegramRefused")
+    )
