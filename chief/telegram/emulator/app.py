@@ -1,0 +1,270 @@
+"""The emulator's ASGI app (`create_emulator`) and its process (`main`): the Bot API endpoint,
+the control endpoints, and the receipt file closed at shutdown. See the package docstring."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import anyio
+import structlog
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from chief.telegram.emulator import owner
+from chief.telegram.emulator.methods import BotMethods
+from chief.telegram.emulator.shapes import Refusal
+from chief.telegram.emulator.state import REFUSALS, EmulatorState, FloodLimits, parse_fault
+
+log = structlog.get_logger("chief.telegram.emulator")
+
+DEFAULT_PORT = 8081
+
+
+def _ok(result: Any) -> JSONResponse:
+    return JSONResponse({"ok": True, "result": result})
+
+
+def _error(code: int, description: str, **parameters: Any) -> JSONResponse:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return JSONResponse(body, status_code=code)
+
+
+async def _params(request: Request) -> dict[str, Any]:
+    params: dict[str, Any] = dict(request.query_params)
+    raw = await request.body()
+    if not raw:
+        return params
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        document = json.loads(raw)
+        if not isinstance(document, dict):
+            raise ValueError("the JSON body must be an object")
+        params.update(document)
+    else:
+        params.update(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+    return params
+
+
+async def _delay(request: Request, delay_s: float) -> None:
+    """Hold the answer `delay_s` seconds, or until the client hangs up (a client that timed
+    out will never read it), so a long delay never outlives its caller."""
+    with anyio.move_on_after(delay_s):
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+
+def create_emulator(
+    *, token: str | None = None, log_path: Path | None = None, flood_limits: bool = False
+) -> tuple[Starlette, EmulatorState]:
+    """The emulator's ASGI app and its state (`token=None` accepts any token; `flood_limits`:
+    answer 429 past Telegram's flood limits)."""
+    state = EmulatorState(
+        token=token, log_path=log_path, flood=FloodLimits() if flood_limits else None
+    )
+    routes = _Routes(state)
+    controls = _Controls(state)
+    app = Starlette(
+        lifespan=routes.lifespan,
+        routes=[
+            Route("/bot{token}/{method}", routes.api, methods=["GET", "POST"]),
+            Route("/emulator/messages", controls.messages, methods=["GET"]),
+            Route("/emulator/calls", controls.calls, methods=["GET"]),
+            Route("/emulator/faults", controls.faults, methods=["GET", "POST"]),
+            Route("/emulator/reset", controls.reset, methods=["POST"]),
+            Route("/emulator/owner/text", controls.owner_text, methods=["POST"]),
+            Route("/emulator/owner/press", controls.owner_press, methods=["POST"]),
+            Route("/emulator/owner/replay", controls.owner_replay, methods=["POST"]),
+            Route("/emulator/callback_answers", controls.callback_answers, methods=["GET"]),
+            Route("/emulator/commands", controls.commands, methods=["GET"]),
+            Route("/emulator/updates", controls.updates, methods=["GET"]),
+        ],
+    )
+    return app, state
+
+
+class _Routes:
+    """The Bot API endpoint over one `EmulatorState` (`api`: the token, the body, an armed
+    fault, then the method), plus the lifespan that closes the receipt file."""
+
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+        self.methods = BotMethods(state)
+
+    async def api(self, request: Request) -> JSONResponse:
+        """`/bot{token}/{method}`: the token, the body, an armed fault, then the method."""
+        state = self.state
+        if state.token is not None and request.path_params["token"] != state.token:
+            return _error(401, "Unauthorized")
+        method = request.path_params["method"].lower()
+        state.calls[method] += 1
+        try:
+            params = await _params(request)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _error(400, f"Bad Request: can't parse request body: {exc}")
+        fault = state.take_fault(method)
+        if fault is not None and fault.mode == "429":
+            return _error(
+                429,
+                f"Too Many Requests: retry after {fault.retry_after_s}",
+                retry_after=fault.retry_after_s,
+            )
+        if fault is not None and fault.mode == "5xx":
+            return _error(fault.status, "Internal Server Error")
+        if fault is not None and fault.mode in REFUSALS:
+            return _error(*REFUSALS[fault.mode])
+        answer = await self._answer(method, params, request)
+        if fault is not None and fault.mode == "delay":
+            await _delay(request, fault.delay_s)
+        return answer
+
+    async def _answer(self, method: str, params: dict[str, Any], request: Request) -> JSONResponse:
+        handler = self.methods.table.get(method)
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        try:
+            result = await handler(params, request)
+        except Refusal as exc:
+            if exc.retry_after_s is not None:
+                return _error(exc.status, exc.description, retry_after=exc.retry_after_s)
+            return _error(exc.status, exc.description)
+        answer = _ok(result)
+        if method == "sendmessage":
+            answer.background = BackgroundTask(self._after_send, self.state.messages[-1])
+        return answer
+
+    async def _after_send(self, record: dict[str, Any]) -> None:
+        """The receipt line and log event of a kept message, written after its answer went
+        out, so the sender does not wait for them."""
+        self.state.write_log(record)
+        log.info("emulator.message", message_id=record["message_id"], chat_id=record["chat_id"])
+
+    @asynccontextmanager
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self.state.close_log()
+
+
+async def _document(request: Request) -> dict[str, Any]:
+    """A control endpoint's JSON object, or ValueError."""
+    try:
+        document = json.loads(await request.body())
+    except ValueError as exc:
+        raise ValueError("the body must be a JSON object") from exc
+    if not isinstance(document, dict):
+        raise ValueError("the body must be a JSON object")
+    return document
+
+
+def _refused(reason: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "description": reason}, status_code=400)
+
+
+class _Controls:
+    """The control endpoints, for tests and demos (see the package docstring)."""
+
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+
+    async def messages(self, _: Request) -> JSONResponse:
+        return JSONResponse({"messages": self.state.messages})
+
+    async def calls(self, _: Request) -> JSONResponse:
+        return JSONResponse(
+            {"calls": dict(self.state.calls), "too_many_requests": self.state.too_many_requests}
+        )
+
+    async def faults(self, request: Request) -> JSONResponse:
+        state = self.state
+        if request.method == "GET":
+            return JSONResponse({"faults": [fault.as_dict() for fault in state.faults]})
+        try:
+            document = json.loads(await request.body())
+            fault = parse_fault(document)
+        except (ValueError, TypeError) as exc:
+            return JSONResponse({"ok": False, "description": str(exc)}, status_code=400)
+        if document.get("replace") is True:
+            state.faults.clear()
+        state.arm(fault)
+        log.info("emulator.fault_armed", **fault.as_dict())
+        return JSONResponse({"ok": True, "faults": [f.as_dict() for f in state.faults]})
+
+    async def reset(self, _: Request) -> JSONResponse:
+        self.state.reset()
+        return JSONResponse({"ok": True})
+
+    async def owner_text(self, request: Request) -> JSONResponse:
+        return await self._play(request, owner.text)
+
+    async def owner_press(self, request: Request) -> JSONResponse:
+        return await self._play(request, owner.press)
+
+    async def owner_replay(self, request: Request) -> JSONResponse:
+        return await self._play(request, owner.replay)
+
+    async def _play(self, request: Request, act: Any) -> JSONResponse:
+        try:
+            return JSONResponse(act(self.state, await _document(request)))
+        except ValueError as exc:
+            return _refused(str(exc))
+
+    async def callback_answers(self, _: Request) -> JSONResponse:
+        return JSONResponse({"callback_answers": self.state.callback_answers})
+
+    async def commands(self, _: Request) -> JSONResponse:
+        return JSONResponse({"commands": self.state.commands})
+
+    async def updates(self, _: Request) -> JSONResponse:
+        return JSONResponse({"pending": self.state.updates.pending_ids()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
+    from chief.args import OneLineParser, port_number
+    from chief.logs import configure_logging
+    from chief.loopback_http import is_loopback_host, run_server
+
+    parser = OneLineParser(
+        prog="chief telegram-emulator",
+        description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
+    )
+    parser.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help="0 picks a free port"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
+    parser.add_argument("--log", type=Path, help="append every received message as JSON lines")
+    parser.add_argument("--token", help="accept only this bot token (default: any)")
+    parser.add_argument(
+        "--flood-limits",
+        action="store_true",
+        help="answer 429 past Telegram's flood limits (1/s per chat, 20/min per group, 30/s)",
+    )
+    args = parser.checked(parser.parse_args(argv))
+    configure_logging()
+    if not is_loopback_host(args.host):
+        print(
+            f"chief telegram-emulator: --host {args.host} is not loopback; use 127.0.0.1 or ::1",
+            file=sys.stderr,
+        )
+        return 2
+    app, _ = create_emulator(token=args.token, log_path=args.log, flood_limits=args.flood_limits)
+    started = run_server(app, host=args.host, port=args.port, event="emulator.listening")
+    if not started:
+        print(
+            "chief telegram-emulator: the emulator did not start; see the log above",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,125 @@
+"""The emulator plays the owner (or anyone): a text sent as a given user in a given chat (a reply
+when it names the message it answers), a press of a button on a bot message as it is now, and a
+replay of an update already made. Each makes the update Telegram would make and wakes the long
+poll. A request that cannot be played raises `ValueError` with the reason."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import structlog
+
+from chief.telegram.emulator import shapes
+from chief.telegram.emulator.state import EmulatorState
+
+log = structlog.get_logger("chief.telegram.emulator")
+
+_QUERY_IDS = itertools.count(1)
+
+
+def _whole(document: dict[str, Any], name: str) -> int:
+    value = document.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer")
+    return value
+
+
+def _optional_whole(document: dict[str, Any], name: str) -> int | None:
+    return None if document.get(name) is None else _whole(document, name)
+
+
+def _name(document: dict[str, Any], name: str) -> str | None:
+    value = document.get(name)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"{name} must be a non-empty string when given")
+    return value
+
+
+def text(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
+    """`{"chat_id", "user_id", "text", "reply_to_message_id"?, "username"?, "first_name"?}`:
+    a message from that user in that chat (private when chat_id == user_id), with a
+    `bot_command` entity for a leading `/command`."""
+    chat_id, user_id = _whole(document, "chat_id"), _whole(document, "user_id")
+    body = document.get("text")
+    if not isinstance(body, str) or not body.strip():
+        raise ValueError("text must be a non-empty string")
+    try:
+        shapes.checked_text(body)
+    except shapes.Refusal as exc:
+        raise ValueError(exc.description) from exc
+    reply_id = _optional_whole(document, "reply_to_message_id")
+    replied = None
+    if reply_id is not None:
+        replied = state.find(chat_id, reply_id)
+        if replied is None:
+            raise ValueError(f"chat {chat_id} has no message {reply_id} to reply to")
+    user = shapes.user_json(user_id, _name(document, "username"), _name(document, "first_name"))
+    message: dict[str, Any] = {
+        "from": user,
+        "chat": shapes.chat_json(chat_id, user),
+        "date": shapes.now_s(),
+        "text": body,
+    }
+    entities = shapes.command_entities(body)
+    if entities:
+        message["entities"] = entities
+    message["reply_to_message_id"] = reply_id
+    record = state.keep_owner(message)
+    update = state.updates.add({"message": shapes.message_json(record, replied)})
+    log.info("emulator.owner_text", chat_id=chat_id, user_id=user_id, update=update["update_id"])
+    return {"update_id": update["update_id"], "message_id": record["message_id"]}
+
+
+def press(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
+    """`{"chat_id", "user_id", "message_id", "text"? | "index"?}`: press a button (by label,
+    or by its index counted row by row; the first button when neither is given) on a bot
+    message as it is now: a callback query whose answer is awaited by answerCallbackQuery."""
+    chat_id, user_id = _whole(document, "chat_id"), _whole(document, "user_id")
+    message_id = _whole(document, "message_id")
+    record = state.find(chat_id, message_id)
+    if record is None or not state.is_bot_message(record):
+        raise ValueError(f"chat {chat_id} has no bot message {message_id}")
+    button = _button(shapes.buttons(record["reply_markup"]), document)
+    data = button.get("callback_data")
+    if data is None:
+        raise ValueError(f"the button {button['text']!r} carries no callback_data")
+    query_id = f"{next(_QUERY_IDS)}{message_id:06d}"
+    state.callback_queries[query_id] = False
+    user = shapes.user_json(user_id, _name(document, "username"), _name(document, "first_name"))
+    query = {
+        "id": query_id,
+        "from": user,
+        "chat_instance": f"ci{chat_id}",
+        "message": shapes.message_json(record),
+        "data": data,
+    }
+    update = state.updates.add({"callback_query": query})
+    log.info("emulator.owner_press", chat_id=chat_id, user_id=user_id, update=update["update_id"])
+    return {"update_id": update["update_id"], "callback_query_id": query_id, "data": data}
+
+
+def _button(buttons: list[dict[str, Any]], document: dict[str, Any]) -> dict[str, Any]:
+    if not buttons:
+        raise ValueError("the message has no inline buttons (now)")
+    label, index = _name(document, "text"), _optional_whole(document, "index")
+    if label is not None and index is not None:
+        raise ValueError("give text or index, not both")
+    if label is not None:
+        for button in buttons:
+            if button["text"] == label:
+                return button
+        raise ValueError(f"the message has no button {label!r}")
+    index = index or 0
+    if not 0 <= index < len(buttons):
+        raise ValueError(f"index must be 0..{len(buttons) - 1}")
+    return buttons[index]
+
+
+def replay(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
+    """`{"update_id"}`: deliver that update again, the same object."""
+    update_id = _whole(document, "update_id")
+    update = state.updates.replay(update_id)
+    if update is None:
+        raise ValueError(f"no update {update_id} was made")
+    return {"update_id": update_id}

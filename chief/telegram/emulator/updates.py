@@ -1,0 +1,115 @@
+"""The emulator's update queue, as `getUpdates` sees it.
+
+An update waits until it is confirmed: a getUpdates whose `offset` is above its `update_id`
+after it was delivered at least once (Telegram forgets every update below the offset; a replayed
+update, delivered again under its old id, is kept until it has been delivered again). A long
+poll waits on an anyio event set by each new update, bounded by its timeout; `polling` says one
+is waiting, so a second concurrent getUpdates can be refused as Telegram refuses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+#: the kinds of update the emulator makes (`allowed_updates` filters on them)
+UPDATE_KINDS = ("message", "callback_query")
+
+
+@dataclass
+class _Pending:
+    update: dict[str, Any]
+    delivered: bool = False
+
+    @property
+    def kind(self) -> str:
+        return next(key for key in self.update if key != "update_id")
+
+
+class UpdateQueue:
+    """Updates not yet confirmed, every update ever made (for a replay), and the long poll's
+    wake-up. Used from the emulator's event loop only."""
+
+    def __init__(self) -> None:
+        self._pending: list[_Pending] = []
+        self._made: dict[int, dict[str, Any]] = {}
+        self._next_id = 1
+        self._arrived: anyio.Event | None = None
+        #: a long poll is waiting (a second one is refused 409)
+        self.polling = False
+        #: the last `allowed_updates` a getUpdates gave (None or empty: every kind)
+        self.allowed: frozenset[str] | None = None
+
+    def add(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Make an update from `body` (`{"message": ...}` or `{"callback_query": ...}`)."""
+        update = {"update_id": self._next_id, **body}
+        self._next_id += 1
+        self._made[update["update_id"]] = update
+        self._pending.append(_Pending(update))
+        self._wake()
+        return update
+
+    def replay(self, update_id: int) -> dict[str, Any] | None:
+        """Deliver update `update_id` again, the same object; None when it was never made."""
+        update = self._made.get(update_id)
+        if update is not None:
+            self._pending.append(_Pending(update))
+            self._wake()
+        return update
+
+    def confirm(self, offset: int | None) -> None:
+        """`offset` > 0 forgets every delivered update below it; a negative one keeps only the
+        last -offset updates (Telegram's "from the end of the queue")."""
+        if offset is None or offset == 0:
+            return
+        if offset < 0:
+            self._pending = self._pending[offset:]
+            return
+        self._pending = [
+            entry
+            for entry in self._pending
+            if entry.update["update_id"] >= offset or not entry.delivered
+        ]
+
+    def allow(self, allowed: frozenset[str] | None) -> None:
+        """Remember `allowed_updates` (None: keep the last); drop waiting updates of other
+        kinds, which Telegram would not have made."""
+        if allowed is not None:
+            self.allowed = allowed or None
+        if self.allowed is not None:
+            self._pending = [entry for entry in self._pending if entry.kind in self.allowed]
+
+    def ready(self) -> bool:
+        return bool(self._pending)
+
+    def take(self, limit: int) -> list[dict[str, Any]]:
+        """The first `limit` waiting updates, marked delivered (they stay until confirmed)."""
+        entries = self._pending[:limit]
+        for entry in entries:
+            entry.delivered = True
+        return [entry.update for entry in entries]
+
+    async def wait(self, timeout_s: float) -> None:
+        """Return when an update arrives or after `timeout_s`."""
+        if self._arrived is None:
+            self._arrived = anyio.Event()
+        arrived = self._arrived
+        with anyio.move_on_after(timeout_s):
+            await arrived.wait()
+
+    def pending_ids(self) -> list[int]:
+        return [entry.update["update_id"] for entry in self._pending]
+
+    def reset(self) -> None:
+        self._pending.clear()
+        self._made.clear()
+        # update ids keep counting, as Telegram's do: a poller's stored offset stays valid
+        self.allowed = None
+        self._wake()
+
+    def _wake(self) -> None:
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None:
+            arrived.set()
