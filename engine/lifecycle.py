@@ -21,7 +21,7 @@ from engine.errors import LifecycleError, UsageError
 # `TYPE_CHECKING` as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Literal
+    from typing import Any, Literal
 
     Kind = Literal["todo", "request"]
 
@@ -50,6 +50,12 @@ MAX_TITLE_CHARS = 500
 # The door refuses longer text (chief.model.MAX_TEXT_CHARS, a twin pinned by
 # tests/contract/test_shared_facts.py), so the cut happens here, at write time.
 MAX_TEXT_CHARS = 4000
+#: A request to the owner may offer 1 to this many answers, each a short label (one button
+#: each on the phone; a Telegram button's data is an opaque token, its label is this text).
+MAX_CHOICES = 4
+MAX_CHOICE_CHARS = 24
+#: A text answer from the phone, as long as a notification may be.
+MAX_ANSWER_CHARS = MAX_TEXT_CHARS
 KIND_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 ACTOR_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:-]{0,63}")
 
@@ -146,3 +152,95 @@ def ago(since_iso: str, now: datetime | None = None) -> str:
 def clock(since_iso: str) -> str:
     """`2026-11-29 09:14 UTC` for refusal messages naming since when."""
     return since_iso[:10] + " " + since_iso[11:16] + " UTC"
+
+
+# ---- requests the owner answers from the phone (issue 21) ---------------------------------
+
+
+def _control(text: str) -> bool:
+    """A C0 or C1 control character, or DEL (Unicode's category Cc, without `unicodedata`)."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in text)
+
+
+def require_choices(raw: str | None, addressed_to: str | None, owner: str) -> list[str] | None:
+    """The labels of `--choices a,b` (None when not given), or refuse in one line naming the
+    bad label: 1 to `MAX_CHOICES` labels, each 1 to `MAX_CHOICE_CHARS` characters once its
+    surrounding spaces are dropped, with no control character, unique ignoring case, and only
+    on a request addressed to the owner (only the owner's phone shows the buttons)."""
+    if raw is None:
+        return None
+    if addressed_to != owner:
+        whom = f"to {addressed_to}" if addressed_to else "to anyone"
+        raise UsageError(
+            f"--choices is only for a request to the owner ({owner}); this one is {whom}:"
+            f" add --to {owner}, or drop --choices"
+        )
+    labels = [label.strip() for label in raw.split(",")]
+    if not 1 <= len(labels) <= MAX_CHOICES or labels == [""]:
+        raise UsageError(
+            f"--choices takes 1 to {MAX_CHOICES} labels separated by commas"
+            f" (approve,decline), not {len(labels) if labels != [''] else 0}"
+        )
+    seen: dict[str, str] = {}
+    for number, label in enumerate(labels, start=1):
+        if not label:
+            raise UsageError(f"choice {number} is empty: separate labels with single commas")
+        if _control(label):
+            raise UsageError(f"choice {label!r} has a control character: use plain text")
+        if len(label) > MAX_CHOICE_CHARS:
+            raise UsageError(
+                f"choice {label!r} is {len(label)} characters; keep each to {MAX_CHOICE_CHARS}"
+            )
+        folded = label.casefold()
+        if folded in seen:
+            raise UsageError(
+                f"choice {label!r} repeats {seen[folded]!r}: choices differ by more than case"
+            )
+        seen[folded] = label
+    return labels
+
+
+def ask_text(request_id: int, actor: str, title: str, choices: list[str] | None) -> str:
+    """The line the owner reads when a request to them is filed:
+    `request #7 from agent: order the bigger bag? (approve / decline)`."""
+    text = f"request #{request_id} from {actor}: {title}"
+    return text + (f" ({' / '.join(choices)})" if choices else " (reply to answer)")
+
+
+def ask_extra(request_id: int, title: str, choices: list[str] | None) -> dict[str, Any]:
+    """The outbox row's extra for a request filed to the owner: the door rings it alone, with
+    one button per choice (none: the owner answers with a text reply)."""
+    return {"ask": {"request_id": request_id, "title": title, "choices": list(choices or [])}}
+
+
+def settles_extra(request_id: int, *, ring: bool = True) -> dict[str, Any]:
+    """The outbox row's extra for a request to the owner closed or abandoned: the door voids
+    its buttons and edits its ask. `ring=False`: the owner's own answer from the phone, which
+    lands in the Chief's conversation and never rings the phone back."""
+    return {"settles": request_id} | ({} if ring else {"ring": False})
+
+
+def require_answer_text(text: str) -> str:
+    """A text answer from the phone: 1 to `MAX_ANSWER_CHARS` characters, not blank."""
+    if not text.strip():
+        raise UsageError("the answer is empty: say something")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise UsageError(f"the answer is {len(text)} characters; keep it to {MAX_ANSWER_CHARS}")
+    return text.strip()
+
+
+def match_choice(choice: str, choices: list[str]) -> str | None:
+    """The request's own label for `choice` (compared ignoring case), or None."""
+    folded = choice.strip().casefold()
+    return next((label for label in choices if label.casefold() == folded), None)
+
+
+def closed_how(payload: dict[str, Any] | None) -> str:
+    """How a closing event came: `from Telegram` (its payload says so) or `at a terminal`."""
+    return "from Telegram" if (payload or {}).get("via") == "telegram" else "at a terminal"
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line of at most `limit` characters (a toast shows one short line)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -2,6 +2,7 @@
 
     POST {door_url}   X-Coop-Service-Key: <key>
     {"text": ..., "kind": ..., "outbox_id": "<the row's delivery key>"}
+    and the row's extra fields, when it has them: "ask", "settles", "ring"
 
 `HttpDoorClient` keeps one keep-alive httpx transport (its connection pool) for the worker's
 life (a connection per row would cost a TCP handshake each) and hands it each request
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -46,10 +47,16 @@ class DoorClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def payload(row: OutboxRow) -> dict[str, str]:
+def payload(row: OutboxRow) -> dict[str, Any]:
     """The door's body for one row. Its `outbox_id` is the row's delivery key, never its id:
-    the door deduplicates by it, and a restored or fresh coop.db reuses ids."""
-    return {"text": row.text, "kind": row.kind, "outbox_id": row.delivery_key}
+    the door deduplicates by it, and a restored or fresh coop.db reuses ids. The row's extra
+    fields (`ask`, `settles`, `ring`: a request the owner may answer, a request settled, an
+    answer that must not ring back) follow when it has them; an ordinary row's body is the
+    three fields alone, as it always was."""
+    body: dict[str, Any] = {"text": row.text, "kind": row.kind, "outbox_id": row.delivery_key}
+    for name, value in (row.extra or {}).items():
+        body.setdefault(name, value)  # never over the three fields the door dedupes by
+    return body
 
 
 class HttpDoorClient:
@@ -150,8 +157,8 @@ class FakeDoorClient:
     ) -> None:
         self.answer = answer or (lambda row: DoorReply(status=200, body=b'{"delivered":true}'))
         self.batch = batch or (lambda rows: DoorReply(status=404, body=b'{"detail":"Not Found"}'))
-        self.sent: list[dict[str, str]] = []
-        self.batches: list[list[dict[str, str]]] = []
+        self.sent: list[dict[str, Any]] = []
+        self.batches: list[list[dict[str, Any]]] = []
         self.closed = False
 
     async def send(self, row: OutboxRow) -> DoorReply:

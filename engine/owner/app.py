@@ -5,6 +5,10 @@
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
     GET  /status            mode (service|local|invalid) and whether the daemon runs; nothing
                             about the database (it needs no credential)
+    POST /api/coop/phone/answer, GET /api/coop/phone/summary
+                            the phone's routes (`engine.owner.phone`): the owner's answers from
+                            Telegram, relayed by the Chief's door with the service key, and what
+                            its `/status` shows; in local mode and after a cutover alike
 
 Guard, before anything else runs (the same checks as the Chief's notify door, pinned by the
 contract test): the peer is loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
@@ -40,10 +44,11 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import keyfile, loopback, owner, store
-from engine.errors import CoopError, StoreError
+from engine import keyfile, loopback, owner, store, verbs
+from engine.config import EngineConfig
+from engine.errors import CoopError, OwnerUnavailable, StoreError
 from engine.faults import fault
-from engine.owner import commands, compat
+from engine.owner import commands, compat, phone
 
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
 # purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.
@@ -111,6 +116,30 @@ class Owner:
                 metadata=body.metadata,
             )
 
+    def run_phone(self, use_case: Callable[[verbs.Unit], Any], writing: bool) -> Any:
+        """One use case of the phone's routes (`engine.owner.phone`), where the owner file says:
+        in local mode on a connection of its own, like any local writer (a fenced ledger
+        without an owner file refuses it); after a cutover on the owner's connection, under its
+        lock. A write commits before this returns."""
+        try:
+            route = owner.owner_config(self.db)
+        except (CoopError, ValueError, KeyError) as exc:
+            log.error("owner.owner_file_invalid", detail=str(exc))
+            raise OwnerUnavailable(owner.INVALID_OWNER) from exc
+        settings = lambda: EngineConfig.from_env(db=self.db)  # noqa: E731 - read per call
+        if route is None:
+            with store.unit_of_work(self.db, writing=writing) as tx:
+                found = use_case(verbs.Unit(tx=tx, config=settings))
+        else:
+            with self._lock:
+                conn = self._connection()
+                with store.write(conn) if writing else store.snapshot(conn):
+                    found = use_case(verbs.Unit(tx=lambda: conn, config=settings))
+        if writing:
+            # Test-only seam: the answer committed, the service dies before it replies.
+            fault("engine.phone.after_commit")
+        return found
+
     def reconcile(self, key: str) -> dict[str, Any]:
         with self._lock:
             return commands.reconcile(self._connection(), key)
@@ -172,8 +201,14 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
     return config
 
 
-def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAPI:
-    """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon."""
+def create_app(
+    service: Owner,
+    kick: Callable[[], None] | None = None,
+    *,
+    service_key: phone.ServiceKey | None = None,
+) -> FastAPI:
+    """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon.
+    `service_key`: the phone routes' key (default: read now from `COOP_SERVICE_KEY_FILE`)."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
 
     def owner_credential(request: Request) -> dict[str, Any]:
@@ -210,6 +245,10 @@ def create_app(service: Owner, kick: Callable[[], None] | None = None) -> FastAP
             raise _refuse(503, "store", exc.message) from exc
         log.info("owner.reconcile", key=body.key, outcome=answer["outcome"])
         return answer
+
+    # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
+    key = phone.ServiceKey.from_env() if service_key is None else service_key
+    app.include_router(phone.make_router(service.run_phone, key, guard_request, kick))
 
     @app.get("/status", dependencies=[Depends(guard_request)])
     async def status() -> dict[str, Any]:

@@ -144,6 +144,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
             for statement in statements(script):
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
+        if fence_triggers(conn):
+            # A ledger upgraded in service mode: a table the migration added is fenced as the
+            # others were at the cutover (the triggers are created only where missing).
+            install_fence(conn)
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)

@@ -70,8 +70,9 @@ def insert(
     addressed_to: str | None,
     actor: str,
     at: str,
+    choices: list[str] | None = None,
 ) -> int:
-    """A new open todo or request; its id."""
+    """A new open todo or request (a request's `choices` stored as a JSON list); its id."""
     if kind == "todo":
         cur = conn.execute(
             "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
@@ -81,8 +82,16 @@ def insert(
     else:
         cur = conn.execute(
             "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (title, body, addressed_to, actor, at, at),
+            " updated_at, choices) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                title,
+                body,
+                addressed_to,
+                actor,
+                at,
+                at,
+                None if not choices else json.dumps(choices),
+            ),
         )
     return int(cur.lastrowid or 0)
 
@@ -185,3 +194,33 @@ def taken(conn: sqlite3.Connection, kind: str) -> list[sqlite3.Row]:
     return conn.execute(
         f"SELECT id, title, taken_by, taken_at FROM {TABLES[kind]} WHERE status = 'taken'"
     ).fetchall()
+
+
+def last_event(
+    conn: sqlite3.Connection, kind: str, item_id: int, names: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """One row's latest event among `names` (its payload decoded), or None."""
+    marks = ", ".join("?" for _ in names)
+    found = conn.execute(
+        f"SELECT * FROM coop_events WHERE item_kind = ? AND item_id = ? AND event IN ({marks})"
+        " ORDER BY id DESC LIMIT 1",
+        (kind, item_id, *names),
+    ).fetchone()
+    if found is None:
+        return None
+    event = dict(found)
+    event["payload"] = json.loads(event["payload"]) if event["payload"] else None
+    return event
+
+
+def open_items(conn: sqlite3.Connection, kind: str, limit: int) -> tuple[int, list[sqlite3.Row]]:
+    """How many of one kind are open or taken, and the oldest `limit` of them, oldest first."""
+    table = TABLES[kind]
+    (count,) = conn.execute(
+        f"SELECT COUNT(*) FROM {table} WHERE status IN ('open', 'taken')"
+    ).fetchone()
+    rows = conn.execute(
+        f"SELECT * FROM {table} WHERE status IN ('open', 'taken') ORDER BY created_at, id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return int(count), rows

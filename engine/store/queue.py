@@ -23,6 +23,7 @@ clock lags a producer's (another process, a clock step) still never strands a fr
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -45,11 +46,11 @@ STATES = ("pending", "delivered", "cancelled")
 Clock = Callable[[], float]
 
 _HEAD_SQL = (
-    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key FROM coop_outbox"
+    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key, extra FROM coop_outbox"
     " WHERE state = 'pending' ORDER BY id LIMIT 1"
 )
 _RUN_SQL = (
-    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key FROM coop_outbox"
+    "SELECT id, kind, text, attempts, next_attempt_at, delivery_key, extra FROM coop_outbox"
     " WHERE state = 'pending' ORDER BY id LIMIT ?"
 )
 _HOLDER_SQL = (
@@ -65,13 +66,22 @@ def new_delivery_key() -> str:
     return DELIVERY_KEY_PREFIX + os.urandom(DELIVERY_KEY_BYTES).hex()
 
 
-def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None = None) -> int:
+def enqueue(
+    conn: sqlite3.Connection,
+    kind: str,
+    text: str,
+    source: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+) -> int:
     """Insert one pending row, due now, with its delivery key; the text is cut to the door's
-    limit here, never later."""
+    limit here, never later. `extra` holds the fields the door needs beside the text (`ask`,
+    `settles`, `ring`: `engine.lifecycle.outbox_extra` builds them); the notifier sends them in
+    the row's body, and a row without them sends exactly the ordinary body."""
     cur = conn.execute(
         "INSERT INTO coop_outbox"
-        " (kind, text, source, state, created_at, next_attempt_at, delivery_key)"
-        " VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+        " (kind, text, source, state, created_at, next_attempt_at, delivery_key, extra)"
+        " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)",
         (
             lifecycle.require_kind(kind),
             lifecycle.cut_text(text),
@@ -79,6 +89,7 @@ def enqueue(conn: sqlite3.Connection, kind: str, text: str, source: str | None =
             now_iso(),
             now_epoch(),
             new_delivery_key(),
+            None if not extra else json.dumps(extra, sort_keys=True, separators=(",", ":")),
         ),
     )
     # A crash here must leave neither the change nor this row (see the atomicity tests). The
@@ -133,7 +144,13 @@ def _head(found: sqlite3.Row | tuple[Any, ...] | None) -> Head | None:
     from engine.store.rows import Head
 
     return Head(
-        int(found[0]), str(found[1]), str(found[2]), int(found[3]), float(found[4]), str(found[5])
+        int(found[0]),
+        str(found[1]),
+        str(found[2]),
+        int(found[3]),
+        float(found[4]),
+        str(found[5]),
+        None if found[6] is None else json.loads(found[6]),
     )
 
 

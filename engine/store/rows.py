@@ -7,7 +7,7 @@ reads a head) does not load `typing` to build them.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Head(NamedTuple):
@@ -19,6 +19,9 @@ class Head(NamedTuple):
     attempts: int
     next_attempt_at: float
     delivery_key: str  # what the door deduplicates the row by: its `outbox_id`
+    # The fields the door needs beside the text (`ask`, `settles`, `ring`), or None: an
+    # ordinary row, whose body is exactly the three fields above.
+    extra: dict[str, Any] | None = None
 
 
 class LockRow(NamedTuple):

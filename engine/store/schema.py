@@ -130,6 +130,23 @@ MIGRATIONS: list[str] = [
         WHERE id = NEW.id;
     END;
     """,
+    # 4: the phone answers back (issue 21). A request to the owner may carry the labels of its
+    # answers (`choices`, a JSON list, NULL for none); an outbox row may carry the fields the
+    # door needs beside its text (`extra`, a JSON object: `ask`, `settles`, `ring`; NULL for an
+    # ordinary row, whose body stays exactly as before); and every answer from the phone is
+    # filed once by the key the door gave it (`coop_answers`), in the transaction that applies
+    # it, so a retried answer finds its outcome instead of applying again.
+    """
+    ALTER TABLE requests ADD COLUMN choices TEXT;
+    ALTER TABLE coop_outbox ADD COLUMN extra TEXT;
+    CREATE TABLE coop_answers (
+        answer_key TEXT PRIMARY KEY,
+        request_id INTEGER NOT NULL,
+        outcome    TEXT NOT NULL,
+        detail     TEXT NOT NULL,
+        at         TEXT NOT NULL
+    );
+    """,
 ]
 
 # The fence: while the ledger is in service mode, every write to these tables needs the SQL
@@ -140,7 +157,15 @@ DIRECT_SQL_DISABLED = "Direct SQL is disabled; use the Coop service API"
 #: The SQL function the fence triggers call. Only connections the owner opens register it, so a
 #: raw writer elsewhere fails with `no such function: coop_owner_service_required`.
 FENCE_FUNCTION = "coop_owner_service_required"
-FENCED_TABLES = ("todos", "requests", "coop_events", "coop_outbox", "worker_lock", "coop_commands")
+FENCED_TABLES = (
+    "todos",
+    "requests",
+    "coop_events",
+    "coop_outbox",
+    "worker_lock",
+    "coop_commands",
+    "coop_answers",
+)
 FENCED_OPERATIONS = ("INSERT", "UPDATE", "DELETE")
 FENCE_TRIGGER_PREFIX = "coop_fence_"
 
@@ -158,8 +183,8 @@ def statements(script: str) -> Iterator[str]:
         yield buffer.strip()
 
 
-def _fence_triggers() -> Iterator[tuple[str, str]]:
-    for table in FENCED_TABLES:
+def _fence_triggers(tables: tuple[str, ...] = FENCED_TABLES) -> Iterator[tuple[str, str]]:
+    for table in tables:
         for operation in FENCED_OPERATIONS:
             name = f"{FENCE_TRIGGER_PREFIX}{table}_{operation.lower()}"
             yield (
@@ -184,9 +209,14 @@ def _owner_marker() -> int:
 
 
 def install_fence(conn: sqlite3.Connection) -> list[str]:
-    """Create the fence triggers (inside the caller's write); return their names."""
+    """Create the fence triggers (inside the caller's write), where missing, on every fenced
+    table the file has (one at an older schema lacks the later ones; the migration that adds
+    a table to a fenced file fences it: `engine.store._migrate`); return their names."""
+    present = {
+        str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
     names = []
-    for name, ddl in _fence_triggers():
+    for name, ddl in _fence_triggers(tuple(t for t in FENCED_TABLES if t in present)):
         conn.execute(ddl)
         names.append(name)
     return names

@@ -10,6 +10,7 @@ sound because it runs inside the write transaction.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from engine import lifecycle, store
@@ -40,22 +41,51 @@ def _applied(applied: bool, kind: str, item_id: int, verb: str) -> None:
         raise LifecycleError(f"{kind} #{item_id} changed under this {verb} — re-read and retry")
 
 
+def plain(row: sqlite3.Row) -> Row:
+    """A row as callers read it: a request's `choices` as the list it is (NULL: None)."""
+    found = dict(row)
+    if found.get("choices") is not None:
+        found["choices"] = json.loads(found["choices"])
+    return found
+
+
 def _result(conn: sqlite3.Connection, kind: str, item_id: int, **extra: Any) -> Row:
-    answer: Row = {kind: dict(_load(conn, kind, item_id))}
+    answer: Row = {kind: plain(_load(conn, kind, item_id))}
     answer.update(extra)
     return answer
 
 
 def _add(
-    kind: str, title: str, actor: str, body: str | None, addressed_to: str | None, unit: Unit
+    kind: str,
+    title: str,
+    actor: str,
+    body: str | None,
+    addressed_to: str | None,
+    unit: Unit,
+    choices: list[str] | None = None,
 ) -> Row:
     actor = lifecycle.require_actor(actor)
     title = lifecycle.require_title(title)
     at = store.now_iso()
     conn = unit.tx()
-    item_id = ledger_store.insert(conn, kind, title, body, addressed_to, actor, at)
-    payload = {"title": title, **({"addressed_to": addressed_to} if addressed_to else {})}
+    item_id = ledger_store.insert(conn, kind, title, body, addressed_to, actor, at, choices)
+    payload: dict[str, Any] = {"title": title}
+    if addressed_to:
+        payload["addressed_to"] = addressed_to
+    if choices:
+        payload["choices"] = choices
     ledger_store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
+    outbox_id = None
+    if kind == "request" and addressed_to is not None and addressed_to == unit.config().owner:
+        # Reported when filed, not only when closed: the owner's phone asks the question.
+        outbox_id = queue.enqueue(
+            conn,
+            "request_added",
+            lifecycle.ask_text(item_id, actor, title, choices),
+            source=f"request:{item_id}",
+            extra=lifecycle.ask_extra(item_id, title, choices),
+        )
+        return _result(conn, kind, item_id, outbox_id=outbox_id)
     return _result(conn, kind, item_id)
 
 
@@ -152,8 +182,11 @@ def _finish(
     result_summary: str | None,
     commit_sha: str | None,
     unit: Unit,
+    said: dict[str, Any] | None = None,
 ) -> Row:
-    """done (todos) or close (requests), with the amend, fast-path and owner rules."""
+    """done (todos) or close (requests), with the amend, fast-path and owner rules. `said` is
+    what an answer from the phone adds to the close's event (`via`, its key, the choice or the
+    text); such a close's outbox row lands in the Chief's conversation and rings nothing."""
     actor = lifecycle.require_actor(actor)
     verb = lifecycle.CLOSING_VERB[kind]
     target = lifecycle.MOVES[kind][verb][1]
@@ -167,7 +200,7 @@ def _finish(
                 f" they or the owner may amend its outcome; --force to amend it anyway"
             )
         return _amend(conn, kind, row, actor, result_summary, commit_sha)
-    payload = _closing_payload(kind, item_id, verb, row, actor, force, owner)
+    payload = _closing_payload(kind, item_id, verb, row, actor, force, owner) | (said or {})
     at = store.now_iso()
     applied = ledger_store.finish(conn, kind, row, target, actor, at, result_summary, commit_sha)
     _applied(applied, kind, item_id, verb)
@@ -178,8 +211,21 @@ def _finish(
         text += f"\n{result_summary}"
     if commit_sha:
         text += f"\n(commit {commit_sha})"
-    outbox_id = queue.enqueue(conn, f"{kind}_{target}", text, source=f"{kind}:{item_id}")
+    outbox_id = queue.enqueue(
+        conn,
+        f"{kind}_{target}",
+        text,
+        source=f"{kind}:{item_id}",
+        extra=_settles(kind, row, owner, ring=said is None),
+    )
     return _result(conn, kind, item_id, changed=True, outbox_id=outbox_id)
+
+
+def _settles(kind: str, row: sqlite3.Row, owner: str, *, ring: bool) -> dict[str, Any] | None:
+    """A request to the owner that closes (or is abandoned) settles its ask on the phone."""
+    if kind != "request" or row["addressed_to"] != owner:
+        return None
+    return lifecycle.settles_extra(row["id"], ring=ring)
 
 
 def _closing_payload(
@@ -235,6 +281,7 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, unit
         f"{kind}_abandoned",
         f"{kind} #{item_id} abandoned by {actor}: {row['title']}\nreason: {reason}",
         source=f"{kind}:{item_id}",
+        extra=_settles(kind, row, unit.config().owner, ring=True) if kind == "request" else None,
     )
     return _result(conn, kind, item_id, outbox_id=outbox_id)
 
@@ -328,6 +375,11 @@ def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row
     title=pos("title"),
     addressed_to=opt("--to", metavar="ADDRESSED_TO", help="the actor it is for"),
     body=opt("--body"),
+    choices=opt(
+        "--choices",
+        metavar="A,B",
+        help="1 to 4 answers the owner may tap on the phone (a request --to the owner)",
+    ),
 )
 def add_request(
     unit: Unit,
@@ -336,12 +388,18 @@ def add_request(
     actor: str,
     addressed_to: str | None = None,
     body: str | None = None,
+    choices: str | None = None,
     db: Db = None,
 ) -> Row:
-    """Add an open request, for someone in particular or anyone."""
+    """Add an open request, for someone in particular or anyone. A request to the owner is
+    reported when filed, and `choices` ("approve,decline": 1 to 4 short labels, a request to
+    the owner only) are the answers the owner may tap on the phone."""
     if addressed_to is not None:
         addressed_to = lifecycle.require_actor(addressed_to)
-    return _add("request", title, actor, body, addressed_to, unit)
+    labels = None
+    if choices is not None:
+        labels = lifecycle.require_choices(choices, addressed_to, unit.config().owner)
+    return _add("request", title, actor, body, addressed_to, unit, labels)
 
 
 @command("request take", "take a request", says="taken by {actor}", request_id=ID, force=TAKE_OVER)
@@ -437,7 +495,7 @@ def list_items(
     conn = unit.tx()
     for each in ("todo", "request") if kind is None else (kind,):
         for row in ledger_store.items(conn, each, include_closed):
-            item = dict(row, kind=each)
+            item = plain(row) | {"kind": each}
             item["stale"] = bool(
                 row["status"] == "taken"
                 and now - store.parse_iso(row["taken_at"]).timestamp() > config.stale_after_s

@@ -75,12 +75,14 @@ def test_migrations_are_recorded_and_reopening_is_a_no_op(db):
         assert conn.execute("PRAGMA user_version").fetchone()[0] == version
 
 
-def test_a_request_has_a_todos_columns_plus_whom_it_is_addressed_to(db):
+def test_a_request_has_a_todos_columns_plus_whom_it_is_for_and_its_choices(db):
     """The two item tables are twins in migration 1 (`engine.store.schema`, written out in
     full: a migration is never edited); the verbs and `engine.store.ledger` read both alike."""
     store.open_connection(db).close()
     with sqlite3.connect(db) as conn:
         todos = [row[1:] for row in conn.execute("PRAGMA table_info(todos)")]
         requests = [row[1:] for row in conn.execute("PRAGMA table_info(requests)")]
-    assert [column for column in requests if column[0] != "addressed_to"] == todos
+    only_requests = ("addressed_to", "choices")  # whom it is for; the answers it offers
+    assert [column for column in requests if column[0] not in only_requests] == todos
     assert ("addressed_to", "TEXT", 0, None, 0) in requests
+    assert ("choices", "TEXT", 0, None, 0) in requests

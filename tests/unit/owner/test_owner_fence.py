@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine import owner, store
+from engine.store import schema
 
 WRITES = {
     "todos": (
@@ -44,14 +45,26 @@ WRITES = {
         "UPDATE coop_commands SET outcome = 'rejected'",
         "DELETE FROM coop_commands",
     ),
+    "coop_answers": (
+        "INSERT INTO coop_answers (answer_key, request_id, outcome, detail, at)"
+        " VALUES ('a-1', 1, 'closed', 'd', 'x')",
+        "UPDATE coop_answers SET outcome = 'noted'",
+        "DELETE FROM coop_answers",
+    ),
 }
+#: Every write to every fenced table: the fence covers each table the schema has.
+TRIGGERS = len(WRITES) * 3
+
+
+def test_every_fenced_table_has_its_writes_listed_here() -> None:
+    assert set(WRITES) == set(schema.FENCED_TABLES)
 
 
 def _fenced(path: Path) -> None:
     conn = owner.register_fence_function(store.open_connection(path))
     try:
         with store.write(conn):
-            assert len(store.install_fence(conn)) == 18
+            assert len(store.install_fence(conn)) == TRIGGERS
     finally:
         conn.close()
 
@@ -96,7 +109,7 @@ def test_removing_the_fence_lets_every_writer_back_in(
     home: Path, owners_connection: sqlite3.Connection
 ) -> None:
     with store.write(owners_connection):
-        assert len(store.remove_fence(owners_connection)) == 18
+        assert len(store.remove_fence(owners_connection)) == TRIGGERS
     assert store.fence_triggers(owners_connection) == []
     raw = sqlite3.connect(home / "coop.db")
     try:
