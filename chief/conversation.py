@@ -38,6 +38,9 @@ from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefError
 from chief.landing import DRAIN_BATCH_ROWS, Landings, ReportHop, accept_and_land
 from chief.model import (
+    NO_EXTRAS,
+    Ask,
+    Extras,
     Message,
     check_message,
     check_report_text,
@@ -46,6 +49,8 @@ from chief.model import (
 )
 from chief.store import (
     Accepted,
+    AskEdit,
+    AskMessage,
     ChiefStore,
     InDoubt,
     QueuedRing,
@@ -137,27 +142,42 @@ class Chief:
         return message_id
 
     async def report_notify(
-        self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
+        self,
+        text: str,
+        outbox_id: str,
+        *,
+        wait: float | None,
+        queue_telegram: bool,
+        extras: Extras = NO_EXTRAS,
     ) -> tuple[int | None, Accepted]:
         """`report(text, 'coop-notify:<outbox_id>', wait)` for the door. In the same transaction
         as the report row: whether the door already rang Telegram for that row and, with
-        `queue_telegram`, its Telegram entry queued unless it was rung (or is queued already)."""
+        `queue_telegram`, its Telegram entry queued unless it was rung (or is queued already)
+        or `extras` says not to ring; an ask's buttons, a settle's void buttons and edits."""
         [answer] = await self.report_notify_batch(
-            [(text, outbox_id)], wait=wait, queue_telegram=queue_telegram
+            [(text, outbox_id)], wait=wait, queue_telegram=queue_telegram, extras=[extras]
         )
         return answer
 
     async def report_notify_batch(
-        self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
+        self,
+        rows: list[tuple[str, str]],
+        *,
+        wait: float | None,
+        queue_telegram: bool,
+        extras: list[Extras] | None = None,
     ) -> list[tuple[int | None, Accepted]]:
         """`report_notify` for several `(text, outbox_id)` rows, in order, in ONE chief.db
         transaction: every row's report row and Telegram entry are durable, or none is. `wait`
-        bounds the whole batch's wait to land. One (message id or None, Accepted) per row."""
+        bounds the whole batch's wait to land. `extras`: each row's, in order (none: none).
+        One (message id or None, Accepted) per row."""
         for text, _ in rows:
             check_report_text(text)
         report_rows = [
-            ReportRow(report_key(NOTIFY_SOURCE_PREFIX + outbox_id), text, outbox_id)
-            for text, outbox_id in rows
+            ReportRow(report_key(NOTIFY_SOURCE_PREFIX + outbox_id), text, outbox_id, None, extra)
+            for (text, outbox_id), extra in zip(
+                rows, extras or [NO_EXTRAS] * len(rows), strict=True
+            )
         ]
         return await self._report_rows(report_rows, wait, queue_telegram)
 
@@ -243,10 +263,15 @@ class Chief:
         return await self._store.telegram_head(limit)
 
     async def mark_rung(
-        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+        self,
+        seqs: list[int],
+        outbox_ids: list[str],
+        telegram_message_id: int,
+        chat_id: int | str | None = None,
     ) -> None:
-        """Mark the rows one Telegram message carried as sent and take them off the queue."""
-        await self._store.mark_rung(seqs, outbox_ids, telegram_message_id)
+        """Mark the rows one Telegram message carried as sent and take them off the queue; an
+        ask it rang is remembered as (chat_id, message id) against its request."""
+        await self._store.mark_rung(seqs, outbox_ids, telegram_message_id, chat_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
         """Record a failed try of these entries and when to try again."""
@@ -264,6 +289,43 @@ class Chief:
     async def telegram_status(self) -> TelegramQueueStatus:
         """The Telegram queue as an operator sees it."""
         return await self._store.telegram_status()
+
+    # -- the door's asks (chief.store.asks: tokens, ask messages, the edits settles owe)
+
+    async def queue_ask(self, ask: Ask, text: str) -> tuple[int, int]:
+        """Ring `ask` again: its request open with live buttons and an ask entry queued; the
+        entry's seq and the entries ahead of it."""
+        return await self._store.queue_ask(ask, text)
+
+    async def due_ask_edits(self, now: float, limit: int) -> list[AskEdit]:
+        """The edits settles owe that are due at `now` (unix seconds), oldest first."""
+        return await self._store.due_ask_edits(now, limit)
+
+    async def next_ask_edit_at(self) -> float | None:
+        """When the earliest owed edit is due (unix seconds), or None."""
+        return await self._store.next_ask_edit_at()
+
+    async def ask_edit_done(self, seq: int) -> None:
+        """An owed edit happened (or there is nothing left to edit)."""
+        await self._store.ask_edit_done(seq)
+
+    async def defer_ask_edit(self, seq: int, next_attempt_at: float, error: str) -> None:
+        """Record a failed try of an owed edit and when to try again."""
+        await self._store.defer_ask_edit(seq, next_attempt_at, error)
+
+    async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
+        """(request id, choice, void) of a button token, or None."""
+        return await self._store.ask_button(token)
+
+    async def ask_by_message(
+        self, chat_id: int, message_id: int
+    ) -> tuple[int, list[str], bool] | None:
+        """(request id, choices, void) of the ask a Telegram message rang, or None."""
+        return await self._store.ask_by_message(chat_id, message_id)
+
+    async def asks_of_request(self, request_id: int) -> list[AskMessage]:
+        """Every message that rang the request, oldest first (the last is its newest ask)."""
+        return await self._store.asks_of_request(request_id)
 
     # -- the drainer -------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ are assistant rows with origin `scheduled_task`, never a turn of the assistant's
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -95,3 +96,59 @@ def check_message(role: str, content: str, turn_kind: str, origin: str) -> None:
             raise ChiefInputError(f"{field}={value!r} is not accepted — use one of {accepted}")
     if not isinstance(content, str):
         raise ChiefInputError("message content must be text")
+
+
+# An ask's choices (issue 21, the notify extras): 0 to 4 labels of 1 to 24 characters, no
+# control character, no comma, unique ignoring case. Twin of the engine's `--choices` rule.
+MAX_CHOICES = 4
+MAX_CHOICE_CHARS = 24
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A notify row that files a request to the owner: ring it alone, one button per choice (no
+    choices: a request a text reply answers)."""
+
+    request_id: int
+    title: str
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Extras:
+    """A notify row's optional extras: `ask` (it files a request), `settles` (it reports request
+    N closed or abandoned: void N's buttons, edit N's ask message) and `ring` (False: the Chief
+    line only, nothing for Telegram)."""
+
+    ask: Ask | None = None
+    settles: int | None = None
+    ring: bool = True
+
+
+NO_EXTRAS = Extras()
+
+
+def choice_refusal(label: str) -> str | None:
+    """Why `label` cannot be a choice, or None when it can."""
+    if not 1 <= len(label) <= MAX_CHOICE_CHARS:
+        return f"a choice is 1 to {MAX_CHOICE_CHARS} characters"
+    if not label.strip():
+        return "a choice must contain something other than whitespace"
+    if "," in label:
+        return "a choice has no comma"
+    if any(unicodedata.category(char) == "Cc" for char in label):
+        return "a choice has no control character"
+    return None
+
+
+def choices_refusal(labels: list[str]) -> str | None:
+    """Why `labels` cannot be an ask's choices, or None when they can."""
+    if len(labels) > MAX_CHOICES:
+        return f"an ask has at most {MAX_CHOICES} choices"
+    for label in labels:
+        if (refusal := choice_refusal(label)) is not None:
+            return f"{label!r}: {refusal}"
+    folded = [label.casefold() for label in labels]
+    if len(set(folded)) != len(folded):
+        return "the choices must differ (ignoring case)"
+    return None

@@ -2,8 +2,9 @@
 
 Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
-then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, and the
-sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left);
+then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
+sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
+and the ask task that performs the edits settles owe (`chief.door.asks`, the same);
 with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM (any
 number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
 in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
@@ -28,6 +29,7 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
+from chief.door.asks import Asks
 from chief.door.config import DoorConfig
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
@@ -140,6 +142,9 @@ class _DoorParts:
             )
             await stack.enter_async_context(running(ringer, self.door_config))
             self.service.ringer = ringer
+            asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
+            await stack.enter_async_context(running_asks(asks, self.door_config))
+            self.service.asks = asks
 
 
 def build_ringer(
@@ -160,6 +165,33 @@ def build_ringer(
         slow_after_s=config.telegram_timeout_s,
         **options,
     )
+
+
+def build_asks(
+    chief: Chief,
+    sender: BotSender,
+    ringer: Ringer,
+    *,
+    wall_clock: Callable[[], datetime] | None = None,
+) -> Asks:
+    """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
+    options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
+    return Asks(chief, sender, ringer, **options)
+
+
+@asynccontextmanager
+async def running_asks(asks: Asks, config: DoorConfig) -> AsyncIterator[Asks]:
+    """Run the ask task for the block; on exit let an edit in flight finish (bounded by the
+    Telegram deadline), then stop it. An edit not done stays queued for the next start."""
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(asks.run)
+        try:
+            yield asks
+        finally:
+            asks.stop()
+            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
+                await asks.stopped.wait()
+            tasks.cancel_scope.cancel()
 
 
 @asynccontextmanager

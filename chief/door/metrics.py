@@ -45,7 +45,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
-from chief.telegram.sender import TelegramSender
+from chief.telegram.sender import Buttons, TelegramSender
 
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
@@ -186,9 +186,11 @@ class _MeteredSender:
         self._inner = inner
         self._metrics = metrics
 
-    async def send(self, text: str, *, silent: bool = False) -> int:
+    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
+        # `buttons` passed on only when given: a sender double without them still serves rows.
+        options = {} if buttons is None else {"buttons": buttons}
         try:
-            message_id: int = await self._inner.send(text, silent=silent)
+            message_id: int = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:
             self._metrics.count_send_failure(exc)
             raise

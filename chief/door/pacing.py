@@ -14,6 +14,9 @@ its own text, with no header. A repeat after an in-doubt send (the door could no
 Telegram took it) is the same group's message behind `REPEAT_MARKER`; every message leaves room
 for the marker, so the repeat of a group always fits one message, as the group did.
 
+An ask (a request filed to the owner) never joins a digest: it rings alone, as its own text,
+with its buttons (`keyboard_rows`), so a tap or a reply names one request.
+
 Quiet hours: a window in the owner's time zone (`22:00-07:00` crosses midnight) inside which
 messages go out with `disable_notification`: delivered, in order, silently.
 """
@@ -116,6 +119,18 @@ def _compose(texts: list[str]) -> tuple[int, str]:
     if count <= 1:
         return 1, texts[0]
     return count, DIGEST_SEPARATOR.join([digest_header(count), *texts[:count]])
+
+
+# An ask's buttons side by side, this many to a row (two rows for four choices).
+BUTTONS_PER_ROW = 2
+
+
+def keyboard_rows(buttons: tuple[tuple[str, str], ...]) -> list[list[tuple[str, str]]]:
+    """An ask's (label, token) buttons laid out as an inline keyboard's rows, in order."""
+    return [
+        list(buttons[start : start + BUTTONS_PER_ROW])
+        for start in range(0, len(buttons), BUTTONS_PER_ROW)
+    ]
 
 
 def backoff_s(attempts: int, rng: random.Random | None = None) -> float:

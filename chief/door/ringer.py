@@ -8,12 +8,14 @@
                                    deferred: sleep until its next attempt
       a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
       compose                      one entry alone, or a digest of as many as fit (pacing.py);
-                                   a group in doubt alone, the same entries, behind the marker
+                                   a group in doubt alone, the same entries, behind the marker;
+                                   an ask always alone, with its live buttons (one per choice)
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours; under the row locks of every entry it carries
       mark                         every carried row sent with the message's id and off the
-                                   queue, one transaction, shielded from cancellation
+                                   queue, one transaction, shielded from cancellation; an ask's
+                                   (chat, message id) remembered against its request in it
       on failure                   nothing rang: the carried entries deferred (backoff, or
                                    Telegram's own Retry-After when longer); the head waits
       in doubt                     the request went out, no answer came: one in-doubt event,
@@ -58,6 +60,7 @@ from chief.door.pacing import (
     TokenBucket,
     backoff_s,
     compose,
+    keyboard_rows,
     pacing_for,
 )
 from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
@@ -88,7 +91,11 @@ class RingQueue(Protocol):
 
     async def telegram_head(self, limit: int) -> list[QueuedRing]: ...
     async def mark_rung(
-        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+        self,
+        seqs: list[int],
+        outbox_ids: list[str],
+        telegram_message_id: int,
+        chat_id: int | str | None = None,
     ) -> None: ...
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None: ...
     async def begin_send(self, seqs: list[int], send_id: str) -> None: ...
@@ -100,6 +107,7 @@ class _Unmarked:
     seqs: list[int]
     outbox_ids: list[str]
     telegram_message_id: int
+    chat_id: int | str | None = None  # set when the message rang an ask: it is remembered
 
 
 @dataclass
@@ -282,7 +290,10 @@ class Ringer:
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
         silent = self.quiet_hours is not None and self.quiet_hours.is_quiet(self._wall_clock())
         repeat = carried[0].repeat_of is not None
+        asked = carried[0].ask_request_id
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
+        if asked is not None:
+            bound = bound.bind(ask_request_id=asked)
         try:
             # The in-flight record: a death from here to the mark is known at the next start.
             await self.queue.begin_send(seqs, uuid.uuid4().hex)
@@ -291,7 +302,7 @@ class Ringer:
             return READ_RETRY_S
         async with self._hold(outbox_ids):
             try:
-                telegram_id = await self._send(text, silent, bound)
+                telegram_id = await self._send(text, silent, bound, ask_buttons(carried))
             except TelegramUnavailable as exc:
                 if exc.in_doubt:
                     await self._in_doubt(carried, exc)
@@ -305,15 +316,20 @@ class Ringer:
             bound.info("door.rung", telegram_message_id=telegram_id, silent=silent)
             # Telegram has the message: record it even if the door is stopping.
             with anyio.CancelScope(shield=True):
-                await self._mark(_Unmarked(seqs, outbox_ids, telegram_id))
+                chat = None if asked is None else chat_key(self.chat_id)
+                await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
         self._answer_waiters(seqs, telegram_id)
         return 0.0
 
-    async def _send(self, text: str, silent: bool, bound: Any) -> int:
+    async def _send(
+        self, text: str, silent: bool, bound: Any, buttons: list[list[tuple[str, str]]] | None
+    ) -> int:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
+        # `buttons` passed only for an ask: a sender without them still rings every other row.
+        options = {} if buttons is None else {"buttons": buttons}
         try:
-            return await self.sender.send(text, silent=silent)
+            return await self.sender.send(text, silent=silent, **options)
         finally:
             self._sending_since = None
             waited_s = self._monotonic() - started
@@ -396,7 +412,12 @@ class Ringer:
 
     async def _mark(self, sent: _Unmarked) -> bool:
         try:
-            await self.queue.mark_rung(sent.seqs, sent.outbox_ids, sent.telegram_message_id)
+            if sent.chat_id is None:
+                await self.queue.mark_rung(sent.seqs, sent.outbox_ids, sent.telegram_message_id)
+            else:
+                await self.queue.mark_rung(
+                    sent.seqs, sent.outbox_ids, sent.telegram_message_id, sent.chat_id
+                )
         except ChiefError as exc:
             # Sent, not marked: kept here and marked before anything else rings, so a full disk
             # never rings the phone twice. Only a crash loses it.
@@ -413,13 +434,32 @@ class Ringer:
 
 
 def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
-    """The entries the next message carries, from the head, and its text: a group in doubt
-    alone and whole (never grown), behind the repeat marker; else as many fresh entries as fit
-    one message (none in doubt: those wait at the head)."""
+    """The entries the next message carries, from the head, and its text: an ask alone (a
+    repeat of it behind the repeat marker); a group in doubt alone and whole (never grown),
+    behind the repeat marker; else as many fresh entries as fit one message (none in doubt,
+    no ask: those wait at the head)."""
     group = head[0].repeat_of
-    same = list(itertools.takewhile(lambda entry: entry.repeat_of == group, head))
+    if head[0].ask_request_id is not None:
+        return head[:1], compose([head[0].text], repeat=group is not None)[1]
+    same = list(
+        itertools.takewhile(
+            lambda entry: entry.repeat_of == group and entry.ask_request_id is None, head
+        )
+    )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text
+
+
+def ask_buttons(carried: list[QueuedRing]) -> list[list[tuple[str, str]]] | None:
+    """The inline keyboard of a message that carries an ask with live buttons, else None."""
+    if len(carried) != 1 or carried[0].ask_request_id is None or not carried[0].buttons:
+        return None
+    return keyboard_rows(carried[0].buttons)
+
+
+def chat_key(chat_id: str) -> int | str:
+    """The configured chat as Telegram names it in a message: an integer id, or an @name."""
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
 
 
 class _Holding:

@@ -1,6 +1,8 @@
 """The door's HTTP surface: a FastAPI router a host application mounts, or `chief serve` runs.
 
-    POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?}
+    POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
+                                   outbox_id, the optional extras (issue 21): ask {request_id,
+                                   title, choices: 0..4 labels}, settles: <request id>, ring
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -11,10 +13,14 @@
 Both run the guard first, on the raw peer and headers, before the body is read: an
 unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
 validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
-characters). Answers:
+characters, a malformed extra: a choice over 24 characters or with a comma or a control
+character, two choices alike ignoring case, more than 4, a request id below 1, an extra set to
+null or sent without an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
 
     200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..,
-         "telegram": "sent" | "queued" | "not_configured", "telegram_message_id": ..}
+         "telegram": "sent" | "queued" | "not_configured" | "not_rung",
+         "telegram_message_id": ..}   ("not_rung": `ring: false`, or an ask settled before
+        it rang)
         (+ "already_sent": true when this row had already rung). Accepted = the Chief line
         landed or queued and the Telegram entry queued, in one chief.db transaction.
     401/403/503 {"detail": <guard reason>}        422 {"detail": [validation errors]}
@@ -64,13 +70,24 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     ValidationInfo,
+    field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
-from chief.model import MAX_TEXT_CHARS
+from chief.model import (
+    MAX_CHOICE_CHARS,
+    MAX_CHOICES,
+    MAX_TEXT_CHARS,
+    NO_EXTRAS,
+    Ask,
+    Extras,
+    choice_refusal,
+    choices_refusal,
+)
 
 log = structlog.get_logger("chief.door")
 
@@ -105,8 +122,62 @@ def _has_content(value: str) -> str:
     return value
 
 
+def _choice(value: str) -> str:
+    refusal = choice_refusal(value)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return value
+
+
+def _distinct(values: list[str]) -> list[str]:
+    refusal = choices_refusal(values)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return values
+
+
+def _given(value: object) -> object:
+    # An extra is sent only when the row has it (SPEC: the notifier sends it or leaves it out),
+    # so an explicit null is a malformed body; a default is never validated, so absent passes.
+    if value is None:
+        raise ValueError("leave the field out instead of null")
+    return value
+
+
+def _absent_by_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)  # absent, never null
+
+
+# SQLite's INTEGER: a request id past it could not be stored.
+RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+Choice = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CHOICE_CHARS),
+    AfterValidator(_encodable),
+    AfterValidator(_choice),
+]
+
+
+class AskBody(BaseModel):
+    """The `ask` extra: this row files request `request_id` to the owner; one button per choice
+    (0 to 4 of them; none: a text reply answers it)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    request_id: RequestId
+    title: Annotated[
+        str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_encodable)
+    ]
+    choices: Annotated[list[Choice], Field(max_length=MAX_CHOICES), AfterValidator(_distinct)] = (
+        Field(default_factory=list)
+    )
+
+
 class NotifyBody(BaseModel):
-    """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`."""
+    """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`; the
+    optional extras (issue 21) with an outbox_id only: `ask` (ring it alone, with buttons),
+    `settles` (request N is closed: void its buttons, edit its ask message) and `ring` (false:
+    the Chief line only)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -126,6 +197,34 @@ class NotifyBody(BaseModel):
         str | None,
         Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS),
     ] = None
+    # None stands for "absent" only (the schema does not offer null; `_given` refuses it).
+    ask: Annotated[AskBody | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    settles: Annotated[RequestId | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    ring: Annotated[bool | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+        default=None, json_schema_extra={"default": True}
+    )
+
+    @field_validator("ask", "settles", "ring")
+    @classmethod
+    def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
+        # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
+        # by its delivery key, and a notify without one has no Chief line to land.
+        if "outbox_id" in info.data and info.data["outbox_id"] is None:
+            raise ValueError(f"{info.field_name} is sent only with an outbox_id")
+        return value
+
+    def extras(self) -> Extras:
+        """The extras as the Chief takes them."""
+        if self.ask is None and self.settles is None and self.ring is None:
+            return NO_EXTRAS
+        ask = None
+        if self.ask is not None:
+            ask = Ask(self.ask.request_id, self.ask.title, tuple(self.ask.choices))
+        return Extras(ask, self.settles, self.ring is not False)
 
 
 OutboxId = Annotated[
@@ -190,7 +289,7 @@ class NotifyAnswer(BaseModel):
     channel: str
     outbox_id: str | None
     chief_message_id: int | None
-    telegram: Literal["sent", "queued", "not_configured"]
+    telegram: Literal["sent", "queued", "not_configured", "not_rung"]
     telegram_message_id: int | None = None
     already_sent: bool = False
 
@@ -285,7 +384,7 @@ def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
             **_REFUSALS,
             422: {"description": "the body is not exactly {text, kind, outbox_id?}"},
         },
-        openapi_extra=_openapi_body(NotifyBody.model_json_schema()),
+        openapi_extra=_openapi_body(inline_schema(NotifyBody.model_json_schema())),
     )
     router.add_api_route(
         NOTIFY_BATCH_PATH,
@@ -367,7 +466,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> E
         except ValidationError as exc:
             return _invalid(request, exc)
         try:
-            answer = await service.notify(body.text, body.kind, body.outbox_id)
+            answer = await service.notify(body.text, body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
             headers = {}
             if exc.retry_after_s is not None:
@@ -412,7 +511,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
         if accepted:
             try:
                 answers = await service.notify_batch(
-                    [(item.text, item.kind, item.outbox_id) for item in accepted]
+                    [(item.text, item.kind, item.outbox_id, item.extras()) for item in accepted]
                 )
             except ChiefUnavailable:
                 return JSONResponse({"detail": "chief_unavailable"}, status_code=503)
@@ -498,6 +597,26 @@ def _status_endpoint(refused: Refuser, service: DoorVerbs) -> Endpoint:
     return status
 
 
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$defs` written in where they are referred to: a body schema set into
+    the OpenAPI document cannot keep `#/$defs/...` references, which would point at the
+    document's root."""
+    defs = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        return node
+
+    result: dict[str, Any] = inline(schema)
+    return result
+
+
 def _batch_schema(batch_max: int) -> dict[str, Any]:
     """The batch body's JSON schema, inline (no $refs), with this door's row limit."""
     return {
@@ -506,7 +625,7 @@ def _batch_schema(batch_max: int) -> dict[str, Any]:
         "properties": {
             "items": {
                 "type": "array",
-                "items": NotifyItem.model_json_schema(),
+                "items": inline_schema(NotifyItem.model_json_schema()),
                 "minItems": 1,
                 "maxItems": batch_max,
             }

@@ -3,13 +3,16 @@ durably) and `status` (with the Telegram queue: depth, oldest age, last error, n
 Telegram's permanent refusal when there is one; `telegram_queue` is its depth and age for
 monitoring).
 
-    notify(text, kind, outbox_id):
+    notify(text, kind, outbox_id, extras):
       with an outbox id:  one transaction in chief.db: the report row (keyed INSERT OR IGNORE),
-                          and, unless the row already rang, its Telegram queue entry; then the
+                          and, unless the row already rang or its extras say `ring: false`, its
+                          Telegram queue entry (an ask's with its button tokens; a `settles`
+                          voids the request's buttons and queues the edit of its ask message,
+                          taken by the ask task, `chief.door.asks`); then the
                           report's bounded wait to land (REPORT_WAIT_S) and, when the entry
                           could ring at once, a short wait for the ring (ringer.RING_WAIT_S)
       without one:        the Telegram entry alone (nothing to deduplicate by)
-    notify_batch([(text, kind, outbox_id), ...]):
+    notify_batch([(text, kind, outbox_id, extras), ...]):
                           the rows the router accepted (those before a batch's first refused
                           item), every row as `notify` with an outbox id, in ONE accept
                           transaction (all durable, or none: 503 chief_unavailable), one report wait
@@ -19,7 +22,8 @@ monitoring).
 
 Accepted means durable: the Chief line is landed or queued and the Telegram entry is queued.
 The answer is 200 with "telegram": "sent" and its message id when the ring completed within the
-short wait, "queued" otherwise, "not_configured" when the door has no Telegram. The sender task
+short wait, "queued" otherwise, "not_configured" when the door has no Telegram, "not_rung" when
+nothing is to ring (`ring: false`, or an ask settled before it rang). The sender task
 (`chief.door.ringer`) drains the queue in order, paced, with digests and quiet hours. Telegram
 failures never reach the engine and never hold back the Chief.
 
@@ -46,8 +50,10 @@ from chief.door.posture import PostureSource, PostureUnavailable
 from chief.door.ringer import Ringer
 from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
 from chief.faults import fault
+from chief.model import NO_EXTRAS, Extras
 
 if TYPE_CHECKING:  # the store loads when the door starts
+    from chief.door.asks import Asks
     from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
@@ -59,10 +65,21 @@ class ChiefPort(Protocol):
     """What the door needs of `chief.conversation.Chief`."""
 
     async def report_notify(
-        self, text: str, outbox_id: str, *, wait: float | None, queue_telegram: bool
+        self,
+        text: str,
+        outbox_id: str,
+        *,
+        wait: float | None,
+        queue_telegram: bool,
+        extras: Extras = NO_EXTRAS,
     ) -> tuple[int | None, Accepted]: ...
     async def report_notify_batch(
-        self, rows: list[tuple[str, str]], *, wait: float | None, queue_telegram: bool
+        self,
+        rows: list[tuple[str, str]],
+        *,
+        wait: float | None,
+        queue_telegram: bool,
+        extras: list[Extras] | None = None,
     ) -> list[tuple[int | None, Accepted]]: ...
     async def queue_telegram(self, text: str) -> tuple[int, int]: ...
     async def undelivered_count(self) -> int: ...
@@ -83,6 +100,8 @@ class DoorVerbs:
     ) -> None:
         self.chief = chief
         self.ringer = ringer
+        #: the ask task (settles' edits, reask), when Telegram is configured and the Chief open
+        self.asks: Asks | None = None
         self.posture = posture
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         #: notify requests inside the door right now: bounded by the report wait and the ring
@@ -94,25 +113,34 @@ class DoorVerbs:
     def telegram_configured(self) -> bool:
         return self.ringer is not None
 
-    async def notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
+    async def notify(
+        self, text: str, kind: str, outbox_id: str | None, extras: Extras = NO_EXTRAS
+    ) -> dict[str, Any]:
         self.in_flight += 1
         try:
-            return await self._notify(text, kind, outbox_id)
+            return await self._notify(text, kind, outbox_id, extras)
         finally:
             self.in_flight -= 1
 
-    async def _notify(self, text: str, kind: str, outbox_id: str | None) -> dict[str, Any]:
+    async def _notify(
+        self, text: str, kind: str, outbox_id: str | None, extras: Extras
+    ) -> dict[str, Any]:
         bound = log.bind(outbox_id=outbox_id, kind=kind)
         chief = self._chief()
-        if outbox_id is None:
+        if outbox_id is None:  # the router takes extras only with an outbox id
             return await self._notify_telegram_alone(chief, text, bound)
         try:
             chief_message_id, reported = await chief.report_notify(
-                text, outbox_id, wait=REPORT_WAIT_S, queue_telegram=self.ringer is not None
+                text,
+                outbox_id,
+                wait=REPORT_WAIT_S,
+                queue_telegram=self.ringer is not None,
+                extras=extras,
             )
         except ChiefError as exc:
             bound.error("door.chief_failed", error=str(exc))
             raise ChiefUnavailable(f"the Chief could not take the report: {exc}") from exc
+        self._after_settles([extras])
         fault("door.after_report")
         answer = _answer(outbox_id, chief_message_id)
         telegram = self._telegram_known(outbox_id, reported)
@@ -126,10 +154,10 @@ class DoorVerbs:
         _log_answer(bound, answer)
         return answer
 
-    async def notify_batch(self, items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
-        """`notify` for every `(text, kind, outbox_id)` of a batch, in order, with ONE accept
-        transaction: every row's Chief line is landed or queued and its Telegram entry queued,
-        or (ChiefUnavailable) none is. One answer per row, each what `notify` answers for it
+    async def notify_batch(self, items: list[tuple[str, str, str, Extras]]) -> list[dict[str, Any]]:
+        """`notify` for every `(text, kind, outbox_id, extras)` of a batch, in order, with ONE
+        accept transaction: every row's Chief line is landed or queued and its Telegram entry
+        queued, or (ChiefUnavailable) none is. One answer per row, each what `notify` answers for it
         alone (a row already rung answers already_sent). The bounded waits are the batch's: one
         report wait, and one short ring wait for the message that carries its earliest entry."""
         self.in_flight += 1
@@ -138,18 +166,23 @@ class DoorVerbs:
         finally:
             self.in_flight -= 1
 
-    async def _notify_batch(self, items: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    async def _notify_batch(
+        self, items: list[tuple[str, str, str, Extras]]
+    ) -> list[dict[str, Any]]:
         chief = self._chief()
-        outbox_ids = [outbox_id for _, _, outbox_id in items]
+        outbox_ids = [outbox_id for _, _, outbox_id, _ in items]
+        extras = [extra for _, _, _, extra in items]
         try:
             reported = await chief.report_notify_batch(
-                [(text, outbox_id) for text, _, outbox_id in items],
+                [(text, outbox_id) for text, _, outbox_id, _ in items],
                 wait=REPORT_WAIT_S,
                 queue_telegram=self.ringer is not None,
+                extras=extras,
             )
         except ChiefError as exc:
             log.error("door.chief_failed", outbox_ids=outbox_ids, error=str(exc))
             raise ChiefUnavailable(f"the Chief could not take the batch: {exc}") from exc
+        self._after_settles(extras)
         fault("door.after_report")
         answers = []
         to_ring: list[tuple[int, tuple[int, int]]] = []  # (answer index, (seq, ahead))
@@ -172,9 +205,15 @@ class DoorVerbs:
         _log_batch(outbox_ids, answers)
         return answers
 
+    def _after_settles(self, extras: list[Extras]) -> None:
+        """Wake the ask task when a settle queued edits (committed with the report)."""
+        if self.asks is not None and any(extra.settles is not None for extra in extras):
+            self.asks.nudge()
+
     def _telegram_known(self, outbox_id: str, reported: Accepted) -> dict[str, Any] | None:
         """The Telegram part of a row's answer when it is known without waiting (not
-        configured, already rung); None when the row's entry is queued and may ring now."""
+        configured, already rung, not to ring: `ring: false`, or an ask settled before it
+        rang); None when the row's entry is queued and may ring now."""
         if self.ringer is None:
             return {"telegram": "not_configured"}
         if reported.already_sent:
@@ -187,6 +226,8 @@ class DoorVerbs:
             # Rang, its mark not written yet (a full disk): the sender writes it before
             # anything else rings.
             return {"telegram": "sent", "telegram_message_id": unmarked, "already_sent": True}
+        if reported.telegram_seq is None:
+            return {"telegram": "not_rung"}
         return None
 
     async def _notify_telegram_alone(

@@ -1,10 +1,11 @@
 """chief.db: the only package that speaks SQL, and only SQL and transactions.
 
 Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
-report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `answers`
-(the owner's answers from the phone), `sql` (the transaction and small reads). What a report
-does with these transactions (accept, then land when the caller may, in one hop) is the use
-case of chief.landing.
+report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
+requests rung with buttons: their tokens, their messages, the edits their settles owe),
+`answers` (the owner's answers from the phone), `sql` (the transaction and small reads). What a
+report does with these transactions (accept, then land when the caller may, in one hop) is the
+use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -24,6 +25,8 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          outcome the door could not know (it died between send and mark, the
                          answer was lost, the late-reply bound passed); kept as the record an
                          operator and the proof suite compare the repeats with
+    asks, ask_buttons, ask_messages, ask_edits
+                         requests to the owner rung alone with buttons (`chief.store.asks`)
     telegram_answers     the owner's answers from the phone, one per tap or reply that became
                          one: recorded (FULL) before the tap is acknowledged, `pending` until
                          the ledger answers, then `applied` or `refused`; `update_id` UNIQUE
@@ -66,9 +69,10 @@ import anyio
 from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
-from chief.model import Message
-from chief.store import answers, reports, schema, telegram
+from chief.model import Ask, Message
+from chief.store import answers, asks, reports, schema, telegram
 from chief.store.answers import AskOf, ButtonOf
+from chief.store.asks import AskEdit, AskMessage
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -78,6 +82,8 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Accepted",
+    "AskEdit",
+    "AskMessage",
     "ChiefStore",
     "InDoubt",
     "QueuedRing",
@@ -241,15 +247,62 @@ class ChiefStore:
         return await self._hop(write, telegram.queue_alone, text)
 
     async def telegram_head(self, limit: int) -> list[QueuedRing]:
-        """The first `limit` entries of the Telegram queue, oldest first."""
-        return await self._hop(telegram.head, limit)
+        """The first `limit` entries of the Telegram queue, oldest first (an ask's with its
+        live buttons)."""
+        return await self._hop(asks.head, limit)
+
+    # -- asks (chief.store.asks) ------------------------------------------------------------
+
+    async def queue_ask(self, ask: Ask, text: str) -> tuple[int, int]:
+        """One transaction: the request open with live buttons (minted when this chief.db
+        never saw it) and an ask entry queued; its seq and the entries ahead of it."""
+        return await self._hop(write, asks.queue_ask, ask, text)
+
+    async def due_ask_edits(self, now: float, limit: int) -> list[AskEdit]:
+        """The settles' edits due at `now` (unix seconds), oldest first."""
+        return await self._hop(asks.due_edits, now, limit)
+
+    async def next_ask_edit_at(self) -> float | None:
+        """When the earliest queued edit is due, or None."""
+        return await self._hop(asks.next_edit_at)
+
+    async def ask_edit_done(self, seq: int) -> None:
+        """The edit happened, or there is nothing left to edit."""
+        await self._hop(write, asks.edit_done, seq)
+
+    async def defer_ask_edit(self, seq: int, next_attempt_at: float, error: str) -> None:
+        """Count a failed try of an edit and when to try again."""
+        await self._hop(write, asks.defer_edit, seq, next_attempt_at, error)
+
+    async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
+        """(request id, choice, void) of a button token, or None."""
+        return await self._hop(asks.button, token)
+
+    async def ask_by_message(
+        self, chat_id: int, message_id: int
+    ) -> tuple[int, list[str], bool] | None:
+        """(request id, choices, void) of the ask a message rang, or None."""
+        return await self._hop(asks.ask_by_message, chat_id, message_id)
+
+    async def asks_of_request(self, request_id: int) -> list[AskMessage]:
+        """Every message that rang the request, oldest first."""
+        return await self._hop(asks.asks_of_request, request_id)
+
+    async def void_request(self, request_id: int) -> None:
+        """One transaction: the request's buttons void; its unsent asks never ring."""
+        await self._hop(write, asks.void_request, request_id)
 
     async def mark_rung(
-        self, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+        self,
+        seqs: list[int],
+        outbox_ids: list[str],
+        telegram_message_id: int,
+        chat_id: int | str | None = None,
     ) -> None:
         """One transaction: mark every outbox row the message carried as sent (a repeat writes
-        nothing) and take their entries off the queue."""
-        await self._hop(write, telegram.mark_rung, seqs, outbox_ids, telegram_message_id)
+        nothing) and take their entries off the queue; an ask it rang is remembered as
+        (chat_id, message id) against its request."""
+        await self._hop(write, asks.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
         """Count a failed try of these entries and when to try again (nothing rang: their

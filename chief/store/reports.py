@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chief.faults import fault
-from chief.model import Message
+from chief.model import NO_EXTRAS, Extras, Message
+from chief.store import asks
 from chief.store.sql import found, utc_now, write
 from chief.store.telegram import entries_ahead, insert_telegram
 
@@ -32,12 +33,14 @@ def owners(conn: sqlite3.Connection) -> list[str]:
 @dataclass(frozen=True)
 class ReportRow:
     """One report to accept: its key, its text, the Coop outbox id it rings for (a notify row;
-    None for a cron line) and the conversation it came from, when known."""
+    None for a cron line), the conversation it came from, when known, and a notify row's
+    extras (an ask, a settle, no ring)."""
 
     key: str
     text: str
     outbox_id: str | None = None
     source_conversation_id: str | None = None
+    extras: Extras = NO_EXTRAS
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,9 @@ def accept(
 ) -> list[Accepted]:
     """The accept transaction's statements (the caller's `write`), for every row in order: the
     report row of a key not landed yet and, with `queue_telegram`, the Telegram entry of an
-    outbox id not rung yet (reused when queued already). A failure at any row rolls back every
+    outbox id not rung yet (reused when queued already; none for a row that asks not to ring;
+    an ask's with its buttons), and a settle's voided buttons and queued edits
+    (`chief.store.asks`). A failure at any row rolls back every
     row before it: none is half-recorded.
 
     The reads are done once for the whole list (the rows' keys and outbox ids are distinct, so no
@@ -72,7 +77,12 @@ def accept(
         [row.key for row in rows],
         "external_request_id",
     )
-    ring = [outbox_id for outbox_id in outbox_ids if queue_telegram and outbox_id not in sent]
+    ring = [
+        row.outbox_id
+        for row in rows
+        if queue_telegram and row.extras.ring and row.outbox_id is not None
+        if row.outbox_id not in sent
+    ]
     queued = found(conn, "SELECT outbox_id, seq FROM telegram_queue", ring)
     seqs: list[int | None] = []
     for index, row in enumerate(rows):
@@ -84,10 +94,25 @@ def accept(
         if row.outbox_id in ring:
             seq = queued.get(row.outbox_id)
             if seq is None:
-                seq = insert_telegram(conn, row.outbox_id, row.text)
+                seq = _insert_entry(conn, row)
+        if row.extras.settles is not None:
+            asks.settle(conn, row.extras.settles, row.text)
         seqs.append(None if seq is None else int(seq))
+    # A settle takes an unsent ask of its request off the queue: that entry is no longer there.
     ahead = entries_ahead(conn, [seq for seq in seqs if seq is not None])
+    seqs = [seq if seq in ahead else None for seq in seqs]
     return [_accepted(row, landed, sent, seq, ahead) for row, seq in zip(rows, seqs, strict=True)]
+
+
+def _insert_entry(conn: sqlite3.Connection, row: ReportRow) -> int | None:
+    """The Telegram entry of a row to ring: an ask's names its request (its buttons live);
+    an ask its settle voided before it rang gets none."""
+    ask = row.extras.ask
+    if ask is None:
+        return insert_telegram(conn, row.outbox_id, row.text)
+    if not asks.open_ask(conn, ask, row.outbox_id):
+        return None
+    return insert_telegram(conn, row.outbox_id, row.text, ask.request_id)
 
 
 def _accepted(

@@ -78,6 +78,51 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
     ),
     (
+        # Asks (issue 21): a request to the owner rung alone with one button per choice. The
+        # queue entry that rings it names its request; `chief.store.asks` owns the rest.
+        "ALTER TABLE telegram_queue ADD COLUMN ask_request_id INTEGER",
+        """CREATE TABLE asks (
+            request_id INTEGER PRIMARY KEY,
+            title TEXT NOT NULL,
+            choices TEXT NOT NULL,
+            outbox_id TEXT,
+            opened_at TEXT NOT NULL,
+            voided_at TEXT,
+            settled_at TEXT,
+            settle_text TEXT
+        )""",
+        """CREATE TABLE ask_buttons (
+            token TEXT PRIMARY KEY,
+            request_id INTEGER NOT NULL REFERENCES asks(request_id),
+            choice TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            void INTEGER NOT NULL DEFAULT 0,
+            minted_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX ask_buttons_by_request ON ask_buttons (request_id, void, position)",
+        """CREATE TABLE ask_messages (
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            request_id INTEGER NOT NULL REFERENCES asks(request_id),
+            text TEXT NOT NULL,
+            sent_at TEXT NOT NULL,
+            PRIMARY KEY (chat_id, message_id)
+        )""",
+        "CREATE INDEX ask_messages_by_request ON ask_messages (request_id, sent_at)",
+        """CREATE TABLE ask_edits (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            request_id INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            queued_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            UNIQUE (chat_id, message_id)
+        )""",
+    ),
+    (
         # The owner's answers from the phone (chief.store.answers): one row per tap or reply
         # that became an answer, recorded before the tap is acknowledged; `answer_key` is the
         # ledger's exactly-once key, `update_id` finds a replayed update's row.

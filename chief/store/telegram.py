@@ -1,6 +1,7 @@
 """The door's Telegram tables: the queue the sender task rings in order (`telegram_queue`, with
 each send's in-flight record), the in-doubt events (`telegram_doubts`) and the sent marks
-(`coop_notify_sent`). Every function runs on the store's connection thread, inside the caller's
+(`coop_notify_sent`); an ask's entry names its request (`ask_request_id`, see
+`chief.store.asks`). Every function runs on the store's connection thread, inside the caller's
 transaction unless it says otherwise."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 
 from chief.faults import fault
 from chief.store.sql import utc_now
+
+Buttons = tuple[tuple[str, str], ...]  # (label, callback token), in the choices' order
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,8 @@ class QueuedRing:
     attempts: int
     next_attempt_at: float  # unix seconds; 0 when never tried
     repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
+    ask_request_id: int | None = None  # an ask: rung alone, with its request's buttons
+    buttons: Buttons = ()  # an ask's live buttons, (label, token) (`chief.store.asks.head`)
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,14 @@ class TelegramQueueStatus:
     in_doubt_events: int = 0  # sends whose outcome the door could not know, since chief.db began
 
 
-def insert_telegram(conn: sqlite3.Connection, outbox_id: str | None, text: str) -> int:
-    """A new Telegram queue entry; its seq."""
+def insert_telegram(
+    conn: sqlite3.Connection, outbox_id: str | None, text: str, ask_request_id: int | None = None
+) -> int:
+    """A new Telegram queue entry (an ask's, with `ask_request_id`); its seq."""
     cursor = conn.execute(
-        "INSERT INTO telegram_queue (outbox_id, text, queued_at) VALUES (?, ?, ?)",
-        (outbox_id, text, utc_now()),
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_request_id) "
+        "VALUES (?, ?, ?, ?)",
+        (outbox_id, text, utc_now(), ask_request_id),
     )
     return int(cursor.lastrowid or 0)
 
@@ -82,11 +90,37 @@ def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
 
 def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
     rows = conn.execute(
-        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of FROM telegram_queue "
-        "ORDER BY seq LIMIT ?",
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_request_id "
+        "FROM telegram_queue ORDER BY seq LIMIT ?",
         (limit,),
     ).fetchall()
-    return [QueuedRing(int(a), b, str(c), int(d), float(e), f) for a, b, c, d, e, f in rows]
+    return [
+        QueuedRing(int(a), b, str(c), int(d), float(e), f, None if g is None else int(g))
+        for a, b, c, d, e, f, g in rows
+    ]
+
+
+def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[int, str]]:
+    """(request id, text) of the ask entries among `seqs`, in queue order."""
+    if not seqs:
+        return []
+    marks = ", ".join("?" * len(seqs))
+    rows = conn.execute(
+        "SELECT ask_request_id, text FROM telegram_queue "
+        f"WHERE seq IN ({marks}) AND ask_request_id IS NOT NULL ORDER BY seq",
+        seqs,
+    ).fetchall()
+    return [(int(request_id), str(text)) for request_id, text in rows]
+
+
+def drop_void_asks(conn: sqlite3.Connection) -> None:
+    """Take off the queue every ask entry whose request's buttons are void (settled, or
+    answered) that no send carries now: it never rings. One in flight is marked when it rang,
+    and its message edited (`chief.store.asks.remember`)."""
+    conn.execute(
+        "DELETE FROM telegram_queue WHERE send_id IS NULL AND ask_request_id IN "
+        "(SELECT request_id FROM asks WHERE voided_at IS NOT NULL)"
+    )
 
 
 def begin_send(conn: sqlite3.Connection, seqs: list[int], send_id: str) -> None:
@@ -128,6 +162,7 @@ def record_doubts(
             "last_error = ? WHERE seq = ?",
             [(next_attempt_at, reason, int(seq)) for _, seq, _ in rows],
         )
+    drop_void_asks(conn)  # a settled ask in doubt is not repeated
     return list(events.values())
 
 
@@ -153,6 +188,7 @@ def defer_rings(
         "send_id = NULL WHERE seq = ?",
         [(next_attempt_at, error, seq) for seq in seqs],
     )
+    drop_void_asks(conn)  # an ask settled while its failed send was out never rings
 
 
 def status(conn: sqlite3.Connection) -> TelegramQueueStatus:

@@ -1,4 +1,5 @@
-"""The Telegram sender seam: one verb, `send(text) -> message id`, or `TelegramUnavailable`.
+"""The Telegram sender seam: one verb, `send(text, buttons=...) -> message id`, or
+`TelegramUnavailable`; `BotSender.edit` replaces a settled ask's text and removes its buttons.
 
 `BotSender` is the real one, on python-telegram-bot's `Bot` pointed at `base_url` (the real Bot
 API or the project's emulator). One `Bot` (and its HTTP connection pool) stays open from
@@ -41,13 +42,14 @@ import datetime as dtm
 import os
 import urllib.request
 import warnings
+from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import urlsplit
 
 import anyio
 import httpx
 import structlog
-from telegram import Bot
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import (
     BadRequest,
     Forbidden,
@@ -80,14 +82,30 @@ class AnswerLost(NetworkError):
 MAX_TELEGRAM_UTF16_UNITS = 4096
 
 
+# An inline keyboard: rows of (label, callback_data).
+Buttons = Sequence[Sequence[tuple[str, str]]]
+
+
 class TelegramSender(Protocol):
-    async def send(self, text: str, *, silent: bool = False) -> int:
-        """Send `text` to the owner's chat (`silent`: with disable_notification); return
-        Telegram's message id.
+    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
+        """Send `text` to the owner's chat (`silent`: with disable_notification; `buttons`: an
+        inline keyboard under it); return Telegram's message id.
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure, with
         `in_doubt` when the request went out and its answer never came (it may have rung)."""
         ...
+
+
+def inline_keyboard(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
+    """PTB's inline keyboard for `buttons` (None for none)."""
+    if buttons is None:
+        return None
+    return InlineKeyboardMarkup(
+        [
+            [InlineKeyboardButton(label, callback_data=data) for label, data in row]
+            for row in buttons
+        ]
+    )
 
 
 def fit_for_telegram(text: str) -> str:
@@ -244,7 +262,7 @@ class BotSender:
         except TelegramError as exc:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
-    async def send(self, text: str, *, silent: bool = False) -> int:
+    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
         # One deadline over each call, not PTB's per-phase timeouts alone (each read, each
         # phase): a slow getMe followed by a stuck sendMessage once took the door past the
         # engine's client timeout. getMe touches no chat: its deadline is TELEGRAM_TIMEOUT_S.
@@ -256,7 +274,7 @@ class BotSender:
                 "(TELEGRAM_TIMEOUT_S); retry later"
             )
         with anyio.move_on_after(self.late_bound_s) as bound:
-            return await self._send(text, silent)
+            return await self._send(text, silent, inline_keyboard(buttons))
         if bound.cancelled_caught:
             raise TelegramUnavailable(
                 f"Telegram did not answer sendMessage within {self.late_bound_s:g} s (the "
@@ -266,7 +284,7 @@ class BotSender:
             )
         raise AssertionError("unreachable: the send returned or its bound passed")
 
-    async def _send(self, text: str, silent: bool) -> int:
+    async def _send(self, text: str, silent: bool, markup: InlineKeyboardMarkup | None) -> int:
         try:
             # The public Bot.send_message, not the private Bot._post under it: parsing the whole
             # Message costs ~0.15 ms per send, cheaper than a door that breaks on a library
@@ -276,6 +294,7 @@ class BotSender:
                 chat_id=self._chat_id,
                 text=fit_for_telegram(text),
                 disable_notification=silent,
+                reply_markup=markup,
                 read_timeout=self.late_bound_s,
             )
         except AnswerLost as exc:
@@ -293,12 +312,48 @@ class BotSender:
             ) from exc
         return message.message_id
 
+    async def edit(self, chat_id: int | str, message_id: int, text: str) -> None:
+        """Replace a message's text and remove its buttons (a settled ask). Done when Telegram
+        says the message is already so ("message is not modified") or is gone ("message to
+        edit not found"): an edit repeated after a lost answer, or a message deleted by the
+        owner, has nothing left to do. Any other failure raises `TelegramUnavailable`."""
+        with anyio.move_on_after(self._timeout_s) as deadline:
+            await self._edit(chat_id, message_id, text)
+        if deadline.cancelled_caught:
+            raise TelegramUnavailable(
+                f"Telegram did not answer editMessageText within {self._timeout_s:g} s "
+                "(TELEGRAM_TIMEOUT_S); retry later"
+            )
+
+    async def _edit(self, chat_id: int | str, message_id: int, text: str) -> None:
+        await self._initialize()
+        try:
+            await self._bot.edit_message_text(
+                fit_for_telegram(text),
+                chat_id=chat_id,
+                message_id=message_id,
+                reply_markup=InlineKeyboardMarkup([]),
+            )
+        except BadRequest as exc:
+            if not edit_is_moot(exc.message):
+                raise translate_error(exc) from exc
+            log.info("telegram.edit_moot", message_id=message_id, answer=exc.message)
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+
     async def _initialize(self) -> None:
         # Bot.initialize is a no-op once it succeeded and retries getMe after a failure.
         try:
             await self._bot.initialize()
         except TelegramError as exc:
             raise translate_error(exc) from exc
+
+
+def edit_is_moot(description: str) -> bool:
+    """Whether Telegram's refusal of an edit means there is nothing left to do: the message
+    already reads so, or it is gone."""
+    lowered = description.lower()
+    return "message is not modified" in lowered or "message to edit not found" in lowered
 
 
 def translate_error(exc: TelegramError) -> TelegramUnavailable:

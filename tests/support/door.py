@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.app import build_ringer, running
+from chief.door.app import build_asks, build_ringer, running, running_asks
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
@@ -166,6 +166,10 @@ async def door_stack(
                     posture=posture_source(config.posture_file),
                     wall_clock=wall_clock,
                 )
+                if chief is not None and sender is not None and ringer is not None:
+                    asks = build_asks(chief, sender, ringer, wall_clock=wall_clock)
+                    await stack.enter_async_context(running_asks(asks, config))
+                    service.asks = asks
                 app = FastAPI()
                 app.include_router(make_router(config, service))
                 async with (
