@@ -155,7 +155,7 @@ def decide_tap(
     if earlier is not None:
         return Refused(double_tap_toast(earlier))
     if not button.live:
-        how = f" {button.settled}" if button.settled else ""
+        how = f" ({button.settled})" if button.settled else ""
         return Refused(
             cut(f"Request #{button.request_id} is already settled{how}; nothing was changed.")
         )
@@ -211,16 +211,15 @@ def toast_for(answer: Answer) -> str:
     return cut(answer.detail or f"Request #{answer.request_id}: {answer.outcome}.")
 
 
-def settled_text(answer: Answer) -> str | None:
-    """The ask message's new text once `answer` settles it (None: the ledger's answer leaves
-    the message as it is, e.g. a text kept as a note)."""
+def settled_line(answer: Answer) -> str | None:
+    """The line the ask message gains once `answer` settles its request (below its text, its
+    buttons removed); None: the ledger's answer leaves the message as it is (a text kept as a
+    note, a choice the request does not offer)."""
     if answer.outcome not in SETTLING_OUTCOMES:
         return None
     if answer.outcome == "closed":
-        line = f"✅ {answer.what} (answered from Telegram)"
-    else:
-        line = f"ℹ️ {answer.detail or 'already settled'}"
-    return f"{answer.ask_text}\n\n{line}" if answer.ask_text else line
+        return f"✅ {answer.what} (answered from Telegram)"
+    return f"ℹ️ {answer.detail or 'already settled'}"
 
 
 def cut(text: str, limit: int = TOAST_MAX_CHARS) -> str:

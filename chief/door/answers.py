@@ -14,23 +14,26 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
                 TAP_WAIT_S, so its toast goes within a second
     toast       answerCallbackQuery: what the ledger said, or, if it has not answered yet,
                 that the answer is saved and will be applied when the ledger answers
-    settle      the ledger's answer is written once on the row (applied | refused); a closed,
-                already-closed or unknown request leaves the ask message edited to say so,
-                its buttons removed (a text kept as a note leaves it as it is)
+    settle      the ledger's answer written once on the row (applied | refused) and, for a
+                closed, already-closed or unknown request, in the same transaction, the
+                request's asks settled: its buttons void and an edit queued for each message
+                that rang it (its text and the outcome, no buttons), which the door's ask task
+                (`chief.door.asks`) performs and retries; a text kept as a note, or a choice
+                the request does not offer, leaves the message as it is. The ledger's own
+                settle row for the close, arriving later, finds the asks settled: one edit.
 
 Exactly once rests on the ledger: it keeps each answer's key (`coop_answers`), so a retry with
 the same key (after a lost reply, a killed door, a killed `coop serve`) answers its recorded
 outcome and closes nothing twice. The forwarder retries each pending answer with a bounded
 backoff; an unreachable ledger is logged once per outage, and the answers waiting for it are
-counted (`pending`, in the door's status and /metrics). An edit that fails is tried again
-later; one Telegram refuses for good (the message is gone) is given up, logged.
+counted (`pending`, in the door's status and /metrics).
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,7 +51,7 @@ from chief.answer_rules import (
     backoff_s,
     decide_reply,
     decide_tap,
-    settled_text,
+    settled_line,
     toast_for,
 )
 from chief.errors import ChiefError
@@ -67,8 +70,8 @@ log = structlog.get_logger("chief.door.answers")
 TAP_WAIT_S = 0.7
 # One forwarder pass looks at this many open answers at most (the rest come next pass).
 OPEN_BATCH = 50
-# An edit that failed for a passing reason is tried again this often.
-EDIT_RETRY_S = 2.0
+# After chief.db failed a pass, the forwarder tries again after this long.
+RETRY_S = 1.0
 # With nothing due, the forwarder still looks again this often (a cheap read).
 IDLE_RECHECK_S = 30.0
 
@@ -86,20 +89,6 @@ class AnswerPhone(Protocol):
 
     async def answer_callback(self, query_id: str, text: str) -> None: ...
 
-    async def edit(
-        self,
-        chat_id: int,
-        message_id: int,
-        text: str,
-        *,
-        buttons: Sequence[Sequence[tuple[str, str]]] | None = None,
-    ) -> None: ...
-
-
-# Settles an ask message (chat id, message id, new text) durably, when the asks' code offers
-# it; else the answers edit through the phone themselves.
-EditAsk = Callable[[int, int, str], Awaitable[None]]
-
 
 def new_answer_key() -> str:
     """`a-` and 16 random bytes in hex: the ledger's exactly-once key of one answer."""
@@ -115,11 +104,11 @@ class Answers:
     link: AnswerLink
     button_of: ButtonOf
     ask_of: AskOf
-    edit_ask: EditAsk | None = None
+    #: wakes the ask task once a settle queued its edits (`chief.door.asks.Asks.nudge`)
+    edits_queued: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
     _wake: anyio.Event = field(default_factory=anyio.Event)
     _settled: dict[str, anyio.Event] = field(default_factory=dict)
-    _edit_after: dict[str, float] = field(default_factory=dict)
     _outage: bool = False
 
     # -- the handlers the phone loop calls -------------------------------------------------
@@ -204,36 +193,24 @@ class Answers:
                 wait_s = await self._pass()
             except ChiefError as exc:  # chief.db failed: try again shortly
                 log.error("answers.pass_failed", error=str(exc))
-                wait_s = EDIT_RETRY_S
+                wait_s = RETRY_S
             with anyio.move_on_after(max(0.0, wait_s)):
                 await self._wake.wait()
             self._wake = anyio.Event()
 
     async def _pass(self) -> float:
-        """One pass over the open answers; how long until the next one is due."""
+        """One pass over the pending answers; how long until the next one is due."""
         wait_s = IDLE_RECHECK_S
         for answer in await self.store.open_answers(OPEN_BATCH):
             now = self.clock()
-            if answer.state == "pending":
-                if answer.next_attempt_at > now:
-                    wait_s = min(wait_s, answer.next_attempt_at - now)
-                    continue
-                settled = await self._forward(answer)
-                if settled is None:
-                    wait_s = min(wait_s, backoff_s(answer.attempts + 1))
-                    continue
-                answer = settled
-            due_at = self._edit_after.get(answer.answer_key, 0.0)
-            if due_at > now:
-                wait_s = min(wait_s, due_at - now)
-                continue
-            await self._finish(answer)
-            if answer.answer_key in self._edit_after:  # failed: tried again after a while
-                wait_s = min(wait_s, EDIT_RETRY_S)
+            if answer.next_attempt_at > now:
+                wait_s = min(wait_s, answer.next_attempt_at - now)
+            elif not await self._forward(answer):
+                wait_s = min(wait_s, backoff_s(answer.attempts + 1))
         return wait_s
 
-    async def _forward(self, answer: Answer) -> Answer | None:
-        """One try at the ledger; the settled row, or None (deferred with a backoff)."""
+    async def _forward(self, answer: Answer) -> bool:
+        """One try at the ledger; whether it answered (else deferred with a backoff)."""
         try:
             reply = await self.link.answer(
                 answer.answer_key, answer.request_id, choice=answer.choice, text=answer.text
@@ -242,13 +219,17 @@ class Answers:
             self._note_outage(exc, answer)
             next_at = self.clock() + backoff_s(answer.attempts + 1)
             await self.store.defer_answer(answer.answer_key, next_at, str(exc))
-            return None
+            return False
         if self._outage:
             self._outage = False
             log.info("answers.engine_back", pending=await self.store.pending_answers())
         outcome, detail = str(reply.get("outcome")), str(reply.get("detail") or "")
         with anyio.CancelScope(shield=True):  # the ledger has applied it: record that
-            settled = await self.store.settle_answer(answer.answer_key, outcome, detail)
+            settled, edits = await self.store.settle_answer(
+                answer.answer_key, outcome, detail, settled_line
+            )
+        if edits:
+            self.edits_queued()
         log.info(
             "answers.applied" if settled and settled.state == "applied" else "answers.refused",
             answer_key=answer.answer_key,
@@ -258,37 +239,9 @@ class Answers:
         event = self._settled.pop(answer.answer_key, None)
         if event is not None:
             event.set()
-        return settled
+        return True
 
     def _note_outage(self, exc: ChiefError, answer: Answer) -> None:
         if not self._outage:
             self._outage = True
             log.warning("answers.engine_unreachable", error=str(exc), answer_key=answer.answer_key)
-
-    async def _finish(self, answer: Answer) -> None:
-        """Edit the ask message to the answer's outcome, buttons removed (once)."""
-        text = settled_text(answer)
-        if text is not None:
-            try:
-                if self.edit_ask is not None:
-                    await self.edit_ask(answer.chat_id, answer.message_id, text)
-                else:
-                    await self.phone.edit(answer.chat_id, answer.message_id, text, buttons=None)
-            except ChiefError as exc:
-                if not _gone_for_good(exc):
-                    self._edit_after[answer.answer_key] = self.clock() + EDIT_RETRY_S
-                    log.info("answers.edit_deferred", answer_key=answer.answer_key, error=str(exc))
-                    return
-                log.warning("answers.edit_given_up", answer_key=answer.answer_key, error=str(exc))
-        self._edit_after.pop(answer.answer_key, None)
-        await self.store.mark_answer_edited(answer.answer_key)
-
-
-def _gone_for_good(exc: ChiefError) -> bool:
-    """An edit Telegram will never take: the message is gone, or already says this."""
-    words = str(exc).lower()
-    return (
-        "not modified" in words
-        or "message to edit not found" in words
-        or (type(exc).__name__ == "TelegramRefused")
-    )

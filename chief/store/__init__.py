@@ -342,18 +342,24 @@ class ChiefStore:
         """`record_tap`'s twin for a text reply to an ask message."""
         return await self._hop(write, answers.record_reply, reply, answer_key, ask_of, decide)
 
-    async def settle_answer(self, answer_key: str, outcome: str, detail: str) -> Answer | None:
-        """Record the ledger's answer to a pending answer (once); the row as it now stands."""
-        return await self._hop(write, answers.settle, answer_key, outcome, detail)
+    async def settle_answer(
+        self,
+        answer_key: str,
+        outcome: str,
+        detail: str,
+        settled_line: Callable[[Answer], str | None],
+    ) -> tuple[Answer | None, bool]:
+        """One FULL commit: the ledger's answer recorded on a pending answer (once) and, when
+        `settled_line` (chief.answer_rules.settled_line) gives one, the request's asks settled
+        (buttons void, their messages' edits queued). The row now, and whether edits were
+        queued (the ask task is to be woken)."""
+        return await self._hop(write, answers.settle, answer_key, outcome, detail, settled_line)
 
     async def defer_answer(self, answer_key: str, next_attempt_at: float, error: str) -> None:
         await self._hop(write, answers.defer, answer_key, next_attempt_at, error)
 
-    async def mark_answer_edited(self, answer_key: str) -> None:
-        await self._hop(write, answers.mark_edited, answer_key)
-
     async def open_answers(self, limit: int) -> list[Answer]:
-        """Answers still pending, or settled with their ask message not yet edited."""
+        """Answers still waiting for the ledger, the earliest recorded first."""
         return await self._hop(answers.open_answers, limit)
 
     async def answer_by_key(self, answer_key: str) -> Answer | None:

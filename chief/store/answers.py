@@ -3,9 +3,9 @@
 One row per tap or reply that became an answer (`chief.answer_rules` decides which do): its
 `answer_key` (`a-` + 32 hex, the ledger's exactly-once key), the Telegram `update_id` (UNIQUE:
 a replayed update finds its row), the request and the choice or text, the callback query to
-answer, the ask message to edit (its chat, id and text then), the state (`pending` until the
-ledger answers, then `applied` or `refused`), the ledger's outcome and detail, the forwarder's
-tries, and whether the ask message was edited to its outcome.
+answer, the ask message (its chat, id and text then), the state (`pending` until the ledger answers,
+then `applied` or `refused`), the ledger's outcome and detail, the forwarder's tries, and when
+its outcome was handed to the asks' edits (`edited_at`: in the transaction that settles it).
 
 Every function runs on the store's connection thread; `record_tap` and `record_reply` are one
 transaction each (the caller wraps them in `write`): the facts are read, the rules decide,
@@ -28,6 +28,7 @@ from chief.answer_rules import (
     TapDecision,
     state_for,
 )
+from chief.store import asks
 from chief.store.sql import utc_now
 
 COLUMNS = (
@@ -144,14 +145,46 @@ def record_reply(
     )  # fmt: skip
 
 
-def settle(conn: sqlite3.Connection, answer_key: str, outcome: str, detail: str) -> Answer | None:
-    """Record the ledger's answer (once: a pending row only); the row as it now stands."""
+def asks_button(conn: sqlite3.Connection, token: str) -> Button | None:
+    """A button token's facts, from the asks' tokens (`chief.store.asks`)."""
+    found = asks.button(conn, token)
+    if found is None:
+        return None
+    request_id, choice, void = found
+    settled = asks.settled_text(conn, request_id) if void else None
+    return Button(request_id, choice, live=not void, settled=settled)
+
+
+def asks_request(conn: sqlite3.Connection, chat_id: int, message_id: int) -> int | None:
+    """The request a Telegram message asked, from the asks' messages (`chief.store.asks`)."""
+    found = asks.ask_by_message(conn, chat_id, message_id)
+    return None if found is None else found[0]
+
+
+def settle(
+    conn: sqlite3.Connection,
+    answer_key: str,
+    outcome: str,
+    detail: str,
+    settled_line: Callable[[Answer], str | None],
+) -> tuple[Answer | None, bool]:
+    """Record the ledger's answer (once: a pending row only) and, when `settled_line` gives
+    the ask message a line to show (a closed request, or one the ledger says was settled),
+    settle the request's asks in the same transaction: its buttons void, an edit queued for
+    each message that rang it (`chief.store.asks.settle`, once per request). The row as it
+    now stands, and whether edits were queued."""
     conn.execute(
         "UPDATE telegram_answers SET state = ?, outcome = ?, detail = ?, settled_at = ?, "
         "last_error = NULL WHERE answer_key = ? AND state = 'pending'",
         (state_for(outcome), outcome, detail, utc_now(), answer_key),
     )
-    return by_key(conn, answer_key)
+    answer = by_key(conn, answer_key)
+    if answer is None or answer.edited:
+        return answer, False
+    line = settled_line(answer)
+    queued = 0 if line is None else asks.settle(conn, answer.request_id, line)
+    mark_edited(conn, answer_key)
+    return by_key(conn, answer_key), queued > 0
 
 
 def defer(conn: sqlite3.Connection, answer_key: str, next_attempt_at: float, error: str) -> None:
@@ -164,7 +197,7 @@ def defer(conn: sqlite3.Connection, answer_key: str, next_attempt_at: float, err
 
 
 def mark_edited(conn: sqlite3.Connection, answer_key: str) -> None:
-    """The ask message now shows this answer's outcome (or needs no edit)."""
+    """The answer's outcome is handed to the asks' edits (or needs none): done here."""
     conn.execute(
         "UPDATE telegram_answers SET edited_at = ? WHERE answer_key = ? AND edited_at IS NULL",
         (utc_now(), answer_key),
@@ -172,11 +205,10 @@ def mark_edited(conn: sqlite3.Connection, answer_key: str) -> None:
 
 
 def open_answers(conn: sqlite3.Connection, limit: int) -> list[Answer]:
-    """The answers the forwarder still has work on (pending, or settled and not yet edited),
-    the earliest recorded first."""
+    """The answers still waiting for the ledger, the earliest recorded first."""
     rows = conn.execute(
-        f"SELECT {COLUMNS} FROM telegram_answers WHERE state = 'pending' OR edited_at IS NULL "
-        "ORDER BY rowid LIMIT ?",
+        f"SELECT {COLUMNS} FROM telegram_answers WHERE state = 'pending' "
+        "ORDER BY recorded_at, rowid LIMIT ?",
         (limit,),
     ).fetchall()
     return [_answer(row) for row in rows]

@@ -149,10 +149,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             CHECK ((choice IS NULL) <> (text IS NULL))
         )""",
         "CREATE INDEX telegram_answers_by_request ON telegram_answers (request_id)",
-        # What the forwarder still has work on: an answer waiting for the ledger, or settled
-        # and its ask message not yet edited.
-        """CREATE INDEX telegram_answers_open ON telegram_answers (recorded_at)
-        WHERE state = 'pending' OR edited_at IS NULL""",
+        # What the forwarder still has work on: the answers waiting for the ledger.
+        """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
+        WHERE state = 'pending'""",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -19,6 +19,7 @@ from chief.answer_rules import (
     Tap,
     decide_reply,
     decide_tap,
+    settled_line,
 )
 from chief.config import ChiefConfig
 from chief.store import ChiefStore
@@ -81,13 +82,14 @@ async def test_the_ledgers_answer_is_written_once_and_a_refused_tap_frees_the_re
         first = await store.record_tap(tap(30), key(), button_of, decide_tap)
         assert isinstance(first, Answer)
         assert [a.answer_key for a in await store.open_answers(10)] == [first.answer_key]
-        refused = await store.settle_answer(first.answer_key, "not_a_choice", "no such choice")
+        refused, edits = await store.settle_answer(
+            first.answer_key, "not_a_choice", "no such choice", settled_line
+        )
         assert refused is not None
-        assert (refused.state, refused.outcome) == ("refused", "not_a_choice")
-        later = await store.settle_answer(first.answer_key, "closed", "closed")
+        assert (refused.state, refused.outcome, edits) == ("refused", "not_a_choice", False)
+        later, _ = await store.settle_answer(first.answer_key, "closed", "closed", settled_line)
         assert later is not None
         assert later.outcome == "not_a_choice"  # the first answer of the ledger is the record
-        await store.mark_answer_edited(first.answer_key)
         assert await store.open_answers(10) == []
         second = await store.record_tap(tap(31, "tok-decline"), key(), button_of, decide_tap)
         assert isinstance(second, Answer)

@@ -1,7 +1,8 @@
-"""The door's answers (chief.door.answers) on a real chief.db, with the two outside parties
-played by test doubles at their seams: the ledger's answer route (`AnswerLink`) and Telegram
-(`AnswerPhone`). The tap path records first, toasts within its bound, and the forwarder applies
-each answer once, retries through an outage logged once, and edits the ask message once.
+"""The door's answers (chief.door.answers) on a real chief.db with a real ask in it (its
+tokens and its message, chief.store.asks), and the two outside parties played by test doubles
+at their seams: the ledger's answer route (`AnswerLink`) and Telegram's toast (`AnswerPhone`).
+The tap path records first, toasts within its bound, and the forwarder applies each answer
+once, retries through an outage logged once, and settles the ask once (one edit queued).
 
 The same paths across real processes (the emulator, `chief serve`, `coop serve`) are in
 tests/e2e/phone/."""
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,30 +21,23 @@ import anyio
 import telegram
 from structlog.testing import capture_logs
 
-from chief.answer_rules import Button
 from chief.door.answers import TAP_WAIT_S, Answers
 from chief.errors import ChiefError
+from chief.model import Ask
 from chief.store import ChiefStore
+from chief.store.answers import asks_button, asks_request
 from tests.support.waiting import wait_until
 
 CHAT = 4242
 ASK_TEXT = "request #7 from agent: order the bigger bag? (approve / decline)"
+ASK = Ask(7, "order the bigger bag?", ("approve", "decline"))
+MESSAGE_ID = 3
 
 
-def button_of(_conn: sqlite3.Connection, token: str) -> Button | None:
-    return {"b-approve": Button(7, "approve", True), "b-decline": Button(7, "decline", True)}.get(
-        token
-    )
-
-
-def ask_of(_conn: sqlite3.Connection, chat_id: int, message_id: int) -> int | None:
-    return 7 if (chat_id, message_id) == (CHAT, 3) else None
-
-
-def tap(update_id: int, token: str = "b-approve") -> telegram.Update:  # noqa: S107 (a button)
+def tap(update_id: int, token: str) -> telegram.Update:
     user = {"id": CHAT, "is_bot": False, "first_name": "Owner"}
-    message = {"message_id": 3, "date": 1_700_000_000, "chat": {"id": CHAT, "type": "private"},
-               "text": ASK_TEXT}  # fmt: skip
+    chat = {"id": CHAT, "type": "private"}
+    message = {"message_id": MESSAGE_ID, "date": 1_700_000_000, "chat": chat, "text": ASK_TEXT}
     query = {"id": f"q{update_id}", "from": user, "chat_instance": "c", "data": token,
              "message": message}  # fmt: skip
     update = telegram.Update.de_json({"update_id": update_id, "callback_query": query}, None)
@@ -83,72 +77,95 @@ class Ledger:
 @dataclass
 class Phone:
     toasts: list[tuple[str, str]] = field(default_factory=list)
-    edits: list[tuple[int, int, str]] = field(default_factory=list)
-    failing_edits: int = 0
 
     async def answer_callback(self, query_id: str, text: str) -> None:
         self.toasts.append((query_id, text))
 
-    async def edit(
-        self, chat_id: int, message_id: int, text: str, *,
-        buttons: Sequence[Sequence[tuple[str, str]]] | None = None,
-    ) -> None:  # fmt: skip
-        if self.failing_edits:
-            self.failing_edits -= 1
-            raise ChiefError("Telegram did not answer editMessageText; retry later")
-        assert buttons is None
-        self.edits.append((chat_id, message_id, text))
+
+@dataclass
+class Door:
+    answers: Answers
+    store: ChiefStore
+    tokens: dict[str, str]  # label -> token
+    nudges: list[int]
+
+    def edits(self) -> list[tuple[int, str]]:
+        with closing(sqlite3.connect(self.store.path)) as conn:
+            return [(int(a), str(b)) for a, b in conn.execute(
+                "SELECT message_id, text FROM ask_edits ORDER BY seq")]  # fmt: skip
+
+
+async def rung_ask(store: ChiefStore) -> dict[str, str]:
+    """Request #7 asked and rung as message 3 (as the door's sender does): its tokens."""
+    seq, _ = await store.queue_ask(ASK, ASK_TEXT)
+    (entry,) = await store.telegram_head(10)
+    await store.mark_rung([seq], [], MESSAGE_ID, CHAT)
+    return dict(entry.buttons)
 
 
 @asynccontextmanager
-async def answers(folder: Path, ledger: Ledger, phone: Phone) -> AsyncIterator[Answers]:
+async def answers(folder: Path, ledger: Ledger, phone: Phone) -> AsyncIterator[Door]:
     async with ChiefStore.open(folder / "chief.db") as store, anyio.create_task_group() as tg:
-        door = Answers(store, phone, ledger, button_of, ask_of)
+        tokens = (
+            await rung_ask(store) if await store.ask_by_message(CHAT, MESSAGE_ID) is None else {}
+        )
+        nudges: list[int] = []
+        door = Answers(store, phone, ledger, asks_button, asks_request,
+                       edits_queued=lambda: nudges.append(1))  # fmt: skip
         await tg.start(door.run)
-        yield door
+        yield Door(door, store, tokens, nudges)
         tg.cancel_scope.cancel()
 
 
-async def test_a_tap_is_applied_once_toasted_and_its_message_edited(tmp_path: Path) -> None:
+async def test_a_tap_is_applied_once_toasted_and_its_ask_settled(tmp_path: Path) -> None:
     ledger, phone = Ledger(), Phone()
     async with answers(tmp_path, ledger, phone) as door:
-        await door.on_tap(tap(1))
+        await door.answers.on_tap(tap(1, door.tokens["approve"]))
         assert phone.toasts == [("q1", "Done: request #7 closed with approve.")]
-        await wait_until(lambda: phone.edits, what="the ask message edited")
-        await door.on_tap(tap(1))  # the same update again
-        await door.on_tap(tap(2, "b-decline"))  # a double tap
-        assert await door.pending() == 0
+        await door.answers.on_tap(tap(1, door.tokens["approve"]))  # the same update again
+        await door.answers.on_tap(tap(2, door.tokens["decline"]))  # a double tap
+        assert await door.answers.pending() == 0
+        edits = door.edits()
     assert ledger.closed == {7: "approve"}
     assert ledger.calls == 1
-    assert phone.edits == [(CHAT, 3, ASK_TEXT + "\n\n✅ approve (answered from Telegram)")]
+    assert edits == [(MESSAGE_ID, ASK_TEXT + "\n\n✅ approve (answered from Telegram)")]
+    assert door.nudges == [1]
     assert "already answered here: approve (closed)" in phone.toasts[-1][1]
+
+
+async def test_a_tap_on_a_void_button_says_how_the_request_was_settled(tmp_path: Path) -> None:
+    ledger, phone = Ledger(), Phone()
+    async with answers(tmp_path, ledger, phone) as door:
+        await door.answers.on_tap(tap(1, door.tokens["approve"]))
+        await door.answers.on_tap(tap(2, "b-never-minted"))
+    assert ledger.calls == 1
+    assert phone.toasts[1] == ("q2", "This request is already settled; nothing was changed.")
 
 
 async def test_a_slow_ledger_gets_a_saved_toast_within_the_bound(tmp_path: Path) -> None:
     ledger, phone = Ledger(delay_s=TAP_WAIT_S + 0.5), Phone()
     async with answers(tmp_path, ledger, phone) as door:
         began = time.monotonic()
-        await door.on_tap(tap(1))
+        await door.answers.on_tap(tap(1, door.tokens["approve"]))
         assert time.monotonic() - began < 1.0
         assert "It will be applied when the ledger answers" in phone.toasts[0][1]
-        await wait_until(lambda: phone.edits, what="the answer applied later, and edited")
+        await wait_until(door.edits, what="the answer applied later, and its ask settled")
     assert ledger.closed == {7: "approve"}
 
 
 async def test_an_outage_is_logged_once_and_the_answer_lands_when_the_ledger_is_back(
     tmp_path: Path,
 ) -> None:
-    ledger, phone = Ledger(down=True), Phone(failing_edits=1)
+    ledger, phone = Ledger(down=True), Phone()
     with capture_logs() as logs:
         async with answers(tmp_path, ledger, phone) as door:
-            await door.on_tap(tap(1))
+            await door.answers.on_tap(tap(1, door.tokens["approve"]))
             assert "Saved: approve for request #7" in phone.toasts[0][1]
             await wait_until(lambda: ledger.calls >= 3, what="three tries", timeout_s=5)
-            assert await door.pending() == 1
+            assert await door.answers.pending() == 1
             ledger.down = False
-            await wait_until(lambda: ledger.closed, what="the answer applied", timeout_s=5)
-            await wait_until(lambda: phone.edits, what="the edit, tried again", timeout_s=10)
-            assert await door.pending() == 0
+            await wait_until(door.edits, what="the answer applied", timeout_s=5)
+            assert await door.answers.pending() == 0
     events = [entry["event"] for entry in logs]
     assert events.count("answers.engine_unreachable") == 1
     assert events.count("answers.engine_back") == 1
@@ -158,7 +175,7 @@ async def test_an_outage_is_logged_once_and_the_answer_lands_when_the_ledger_is_
 async def test_a_restarted_forwarder_sends_what_the_last_one_left_pending(tmp_path: Path) -> None:
     ledger, phone = Ledger(down=True), Phone()
     async with answers(tmp_path, ledger, phone) as door:
-        await door.on_tap(tap(1))
+        await door.answers.on_tap(tap(1, door.tokens["approve"]))
     ledger.down = False
     async with answers(tmp_path, ledger, phone):
         await wait_until(lambda: ledger.closed, what="the pending answer sent at the start")

@@ -17,7 +17,7 @@ from chief.answer_rules import (
     backoff_s,
     decide_reply,
     decide_tap,
-    settled_text,
+    settled_line,
     state_for,
     toast_for,
 )
@@ -72,7 +72,7 @@ def test_a_void_button_says_the_request_is_settled_and_how_when_known() -> None:
     void = Button(7, "approve", live=False, settled="by owner at a terminal: decline")
     decision = decide_tap(None, void, None)
     assert decision == Refused(
-        "Request #7 is already settled by owner at a terminal: decline; nothing was changed."
+        "Request #7 is already settled (by owner at a terminal: decline); nothing was changed."
     )
     assert decide_tap(None, replace(void, settled=None), None) == Refused(
         "Request #7 is already settled; nothing was changed."
@@ -120,16 +120,13 @@ def test_the_toast_says_saved_until_the_ledger_answers_then_its_outcome() -> Non
     )
 
 
-def test_the_settled_message_keeps_its_text_and_adds_the_outcome() -> None:
+def test_the_settled_message_gains_the_outcome_and_a_note_or_a_wrong_choice_none() -> None:
     closed = answer(state="applied", outcome="closed")
-    text = settled_text(closed)
-    assert text is not None
-    assert text.startswith(closed.ask_text)
-    assert text.endswith("approve (answered from Telegram)")
+    assert settled_line(closed) == "✅ approve (answered from Telegram)"
     refused = answer(state="refused", outcome="already_closed", detail="closed at a terminal")
-    assert (settled_text(refused) or "").endswith("closed at a terminal")
-    assert settled_text(answer(choice=None, text="hm", state="applied", outcome="noted")) is None
-    assert settled_text(answer(state="refused", outcome="not_a_choice")) is None
+    assert (settled_line(refused) or "").endswith("closed at a terminal")
+    assert settled_line(answer(choice=None, text="hm", state="applied", outcome="noted")) is None
+    assert settled_line(answer(state="refused", outcome="not_a_choice")) is None
 
 
 def test_the_forwarders_backoff_doubles_and_is_bounded() -> None:
