@@ -175,11 +175,14 @@ def require_choices(raw: str | None, addressed_to: str | None, owner: str) -> li
             f"--choices is only for a request to the owner ({owner}); this one is {whom}:"
             f" add --to {owner}, or drop --choices"
         )
-    labels = [label.strip() for label in raw.split(",")]
-    if not 1 <= len(labels) <= MAX_CHOICES or labels == [""]:
+    # Plain spaces only: `str.strip()` would also drop control characters (NEL, the C0
+    # separators), which are refused below instead.
+    labels = [label.strip(" ") for label in raw.split(",")]
+    given = 0 if labels == [""] else len(labels)
+    if not 1 <= given <= MAX_CHOICES:
         raise UsageError(
             f"--choices takes 1 to {MAX_CHOICES} labels separated by commas"
-            f" (approve,decline), not {len(labels) if labels != [''] else 0}"
+            f" (approve,decline), not {given}"
         )
     seen: dict[str, str] = {}
     for number, label in enumerate(labels, start=1):

@@ -56,7 +56,7 @@ def _fields(found: dict[str, Any]) -> list[str]:
                 {"taken_by", "taken_at"} if value.get("status") == "taken" else set()
             )
             lines.extend(
-                f"  {field}: {each}"
+                f"  {field}: {' / '.join(each) if isinstance(each, list) else each}"
                 for field, each in value.items()
                 if each is not None and field not in shown
             )
