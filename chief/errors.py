@@ -13,12 +13,18 @@
     │   │                       outbox id); 503 notification_channel_unavailable
     │   └── ChiefUnavailable    the Chief could not take a report or an entry (chief.db failed);
     │                           503 chief_unavailable
-    └── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
-        │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
-        │                       request went out and no answer came back (it may have rung)
-        └── TelegramRefused     Telegram refuses the bot or the chat for good (a bad token, an
-                                unknown chat, a bot the owner blocked) until a person acts;
-                                `kind`, `answer` and `action` say which and what to do
+    ├── TelegramUnavailable     Telegram refused or could not be reached; `retry_after_s` carries
+    │   │                       Telegram's own Retry-After when it gave one; `in_doubt` when the
+    │   │                       request went out and no answer came back (it may have rung)
+    │   ├── TelegramRefused     Telegram refuses the bot or the chat for good (a bad token, an
+    │   │                       unknown chat, a bot the owner blocked) until a person acts;
+    │   │                       `kind`, `answer` and `action` say which and what to do
+    │   └── TelegramConflict    another reader polls this bot's updates (409 Conflict: a second
+    │                           door, `chief telegram pair`); the door's phone retries slowly
+    └── EngineUnavailable       the ledger service (`coop serve`) answered with an error: a
+        │                       refused service key, a store error, an answer it cannot read
+        └── EngineUnreachable   nothing answers at COOP_SERVICE_URL within the bound: `coop
+                                serve` is not running (or is stuck)
 
 Every class's docstring is its default message, so `raise ChiefStoreError()` still says something
 a person can act on.
@@ -114,3 +120,18 @@ class TelegramRefused(TelegramUnavailable):
             answer=answer,
             action=action,
         )
+
+
+class TelegramConflict(TelegramUnavailable):
+    """Another reader is polling this bot's updates (409 Conflict) — stop the other door or
+    `chief telegram pair`; the door's phone asks again slowly meanwhile."""
+
+
+class EngineUnavailable(ChiefError):
+    """The ledger service (coop serve) answered with an error — see its log; the door asks again
+    on the next command."""
+
+
+class EngineUnreachable(EngineUnavailable):
+    """The ledger service (coop serve) is not running — start it (`coop serve`) or fix
+    COOP_SERVICE_URL."""

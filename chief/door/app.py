@@ -4,8 +4,15 @@ Start: read the Chief's and the door's settings (a wrong value stops here, namin
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
 then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
 sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
-and the ask task that performs the edits settles owe (`chief.door.asks`, the same);
-with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. SIGTERM (any
+and the ask task that performs the edits settles owe (`chief.door.asks`, the same); with no
+`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
+configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
+starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
+with its own connection to chief.db (the offset, the /quiet override the sender obeys) and a
+link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The
+owner's taps and replies are the door's answers (`chief.door.answers`): recorded in chief.db,
+then forwarded to the ledger by their own task, which resumes at the start what a restart left
+pending. SIGTERM (any
 number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
 in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
 chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits 0.
@@ -29,9 +36,14 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
+from chief.door.answers import Answers
 from chief.door.asks import Asks
+from chief.door.commands import Asker, Commands
+from chief.door.commands_text import QuietOverride
 from chief.door.config import DoorConfig
+from chief.door.engine_link import EngineLink
 from chief.door.metrics import DoorMetrics, instrument_door, metered
+from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
@@ -39,10 +51,12 @@ from chief.door.router import make_router
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
+from chief.telegram.phone import BotPhone
 from chief.telegram.sender import BotSender, build_sender
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
+    from chief.store import ChiefStore
 
 log = structlog.get_logger("chief.door")
 
@@ -50,13 +64,30 @@ log = structlog.get_logger("chief.door")
 STOP_MARGIN_S = 1.0
 
 
+@dataclass
+class PhoneParts:
+    """What the phone's helpers are built from, once the phone runs: the Telegram seam, the
+    ledger service's link, chief.db (the phone's own connection), the Chief and the sender."""
+
+    phone: BotPhone
+    engine: EngineLink
+    store: ChiefStore
+    chief: Chief
+    ringer: Ringer
+
+
 def create_app(
     door_config: DoorConfig,
     chief_config: ChiefConfig,
     *,
     wall_clock: Callable[[], datetime] | None = None,
+    handlers: Callable[[PhoneParts], UpdateHandlers] | None = None,
+    asks: Callable[[PhoneParts], Asker] | None = None,
 ) -> FastAPI:
-    """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests)."""
+    """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests).
+    `handlers` builds what answers taps and replies, `asks` what rings a request again (for
+    /requests); without them taps and replies are logged and left, and /requests lists every
+    request as text."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -70,7 +101,9 @@ def create_app(
         posture=posture_source(door_config.posture_file),
         wall_clock=wall_clock,
     )
-    parts = _DoorParts(door_config, chief_config, service, sender, metrics, wall_clock)
+    parts = _DoorParts(
+        door_config, chief_config, service, sender, metrics, wall_clock, handlers, asks
+    )
     app = FastAPI(
         title="Coop notify door",
         version="1",
@@ -83,14 +116,15 @@ def create_app(
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
     instrument_door(app, service, door_config, metrics)  # GET /metrics, answers counted
     app.state.door = service
+    app.state.parts = parts  # its `phone` is the PhoneLoop while one runs
     return app
 
 
-@dataclass(frozen=True)
+@dataclass
 class _DoorParts:
     """What the door's lifespan opens and closes: the Telegram sender (one `Bot` kept open), the
-    Chief, and the sender task over the Chief's Telegram queue; `service` sees the Chief and the
-    task while they run."""
+    Chief, the sender task over the Chief's Telegram queue, and the phone; `service` sees the
+    Chief and the task while they run."""
 
     door_config: DoorConfig
     chief_config: ChiefConfig
@@ -98,6 +132,10 @@ class _DoorParts:
     sender: BotSender | None
     metrics: DoorMetrics
     wall_clock: Callable[[], datetime] | None
+    handlers: Callable[[PhoneParts], UpdateHandlers] | None = None
+    asks: Callable[[PhoneParts], Asker] | None = None
+    #: the phone's poller while it runs
+    phone: PhoneLoop | None = None
 
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
@@ -133,18 +171,76 @@ class _DoorParts:
             raise
         self.service.chief = chief
         if self.sender is not None:
+            from chief.store import ChiefStore
+
+            # The phone's own connection: the offset and the /quiet override (which the sender
+            # obeys from the start, the phone or not).
+            inbox = await stack.enter_async_context(ChiefStore.open(self.chief_config.db_path))
+            quiet = QuietOverride((await inbox.inbox_state()).quiet_until)
             ringer = build_ringer(
                 chief,
                 self.sender,
                 self.door_config,
                 metrics=self.metrics,
                 wall_clock=self.wall_clock,
+                quiet=quiet,
             )
             await stack.enter_async_context(running(ringer, self.door_config))
             self.service.ringer = ringer
             asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
             await stack.enter_async_context(running_asks(asks, self.door_config))
             self.service.asks = asks
+            await self._start_phone(stack, chief, ringer, inbox, asks)
+
+    async def _start_phone(
+        self, stack: AsyncExitStack, chief: Chief, ringer: Ringer, inbox: ChiefStore, asks: Asks
+    ) -> None:
+        """Start the phone when there is someone to obey (see the module docstring)."""
+        config = self.door_config
+        chat = config.telegram_chat_id or ""
+        # Until the pairing's DoorConfig.telegram_user_id is there: a private chat's id is its
+        # user's (SPEC: the obeyed user when no pairing names one).
+        private = int(chat) if chat.isdigit() else None
+        user_id: int | None = getattr(config, "telegram_user_id", private)
+        if user_id is None or not chat.lstrip("-").isdigit() or config.telegram_bot_token is None:
+            log.info("door.phone_off", reason="no obeyed user in a numeric chat")
+            return
+        phone = BotPhone(
+            config.telegram_bot_token,
+            base_url=config.telegram_api_base,
+            timeout_s=config.telegram_timeout_s,
+        )
+        stack.push_async_callback(phone.aclose)
+        link = EngineLink(config.service_url, config.service_key)
+        engine = await stack.enter_async_context(link.open())
+        parts = PhoneParts(phone, engine, inbox, chief, ringer)
+        commands = Commands(
+            phone,
+            engine=engine,
+            store=inbox,
+            quiet=ringer.quiet,
+            telegram_queue=self._telegram_queue,
+            asks=asks if self.asks is None else self.asks(parts),
+        )
+        if self.handlers is not None:
+            handlers = self.handlers(parts)
+        else:
+            handlers = await stack.enter_async_context(answering(parts, asks))
+        loop = PhoneLoop(
+            phone,
+            inbox,
+            chat_id=int(chat),
+            user_id=user_id,
+            commands=commands,
+            handlers=handlers,
+            on_stranger=self.metrics.count_stranger,
+        )
+        await stack.enter_async_context(polling(loop, config))
+        self.phone = loop
+
+    async def _telegram_queue(self) -> dict[str, Any]:
+        queue: dict[str, Any] = (await self.service.status())["telegram_queue"]
+        return queue
 
 
 def build_ringer(
@@ -154,6 +250,7 @@ def build_ringer(
     *,
     metrics: DoorMetrics | None = None,
     wall_clock: Callable[[], datetime] | None = None,
+    quiet: QuietOverride | None = None,
 ) -> Ringer:
     """The door's Telegram sender task over `chief`'s queue (not started)."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
@@ -162,6 +259,7 @@ def build_ringer(
         sender if metrics is None else metered(sender, metrics),
         chat_id=sender.chat_id,
         quiet_hours=config.telegram_quiet_hours,
+        quiet=quiet,
         slow_after_s=config.telegram_timeout_s,
         **options,
     )
@@ -177,6 +275,25 @@ def build_asks(
     """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
     return Asks(chief, sender, ringer, **options)
+
+
+@asynccontextmanager
+async def answering(parts: PhoneParts, asks: Asks) -> AsyncIterator[Answers]:
+    """The owner's answers (`chief.door.answers`) on the phone's connection to chief.db, their
+    forwarder task running for the block (a pending answer left by the last run goes first);
+    on exit it is cancelled: an answer in flight stays pending, and the next start sends it
+    again under the same key."""
+    from chief.store.answers import asks_button, asks_request
+
+    answers = Answers(
+        parts.store, parts.phone, parts.engine, asks_button, asks_request, edits_queued=asks.nudge
+    )
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(answers.run)
+        try:
+            yield answers
+        finally:
+            tasks.cancel_scope.cancel()
 
 
 @asynccontextmanager
@@ -206,6 +323,21 @@ async def running(ringer: Ringer, config: DoorConfig) -> AsyncIterator[Ringer]:
             ringer.stop()
             with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
                 await ringer.stopped.wait()
+            tasks.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def polling(loop: PhoneLoop, config: DoorConfig) -> AsyncIterator[PhoneLoop]:
+    """Run the phone for the block; on exit cancel its poll at once and let an update being
+    handled finish (bounded by the Telegram deadline)."""
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(loop.run)
+        try:
+            yield loop
+        finally:
+            loop.stop()
+            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
+                await loop.stopped.wait()
             tasks.cancel_scope.cancel()
 
 

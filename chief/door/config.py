@@ -20,10 +20,14 @@
     CHIEF_NOTIFY_BODY_MAX_BYTES  unset         the most bytes the door reads of one notify or
                                            batch body (1024..16 MiB); a larger one is refused
                                            413. Unset: 1 MiB a notify, 64 kB a row a batch
+    COOP_SERVICE_URL       http://127.0.0.1:8764   the ledger service (`coop serve`) the phone's
+                                           commands ask, with the service key; loopback only
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
-once here and only its SHA-256 digest is kept: rotating the key means restarting the door.
+once here: the guard compares callers with its SHA-256 digest, and the door keeps the key itself
+only to present it to the ledger service (`chief.door.engine_link`), the reverse way; rotating
+the key means restarting the door.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
+# Shared fact, twin of `coop serve`'s default COOP_SERVICE_HOST:COOP_SERVICE_PORT
+# (notifier.serve), pinned by tests/contract/test_shared_facts.py.
+DEFAULT_SERVICE_URL = "http://127.0.0.1:8764"
 # The engine's client gives up after COOP_CLIENT_TIMEOUT_S (15 s unless set; the door reads the
 # same setting) and the report wait takes up to REPORT_WAIT_S of that: a Telegram call must end,
 # with a margin, before the engine gives up, or the engine retries a send still in flight.
@@ -96,7 +103,7 @@ class DoorConfig:
     port: int
     #: `COOP_SERVICE_KEY_FILE`: where the service key was read from.
     service_key_file: Path
-    #: SHA-256 of the service key; the key itself is never kept.
+    #: SHA-256 of the service key, what the guard compares callers' keys with.
     service_key_digest: bytes = field(repr=False)
     #: `CHIEF_ALLOWED_PEERS`: peer addresses the guard lets in.
     allowed_peers: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
@@ -118,6 +125,10 @@ class DoorConfig:
     #: `CHIEF_NOTIFY_BODY_MAX_BYTES`: the most bytes read of one notify body (None: the route's
     #: own limit).
     notify_body_max_bytes: int | None = None
+    #: `COOP_SERVICE_URL`: the ledger service (`coop serve`) the phone's commands ask.
+    service_url: str = DEFAULT_SERVICE_URL
+    #: the service key itself, presented to the ledger service (never logged, never shown).
+    service_key: str = field(default="", repr=False)
 
     @property
     def telegram_configured(self) -> bool:
@@ -144,11 +155,12 @@ class DoorConfig:
                 f"{missing} is not set while the other Telegram setting is; set both or neither"
             )
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
+        key = read_service_key(key_file)
         return cls(
             host=host,
             port=_port(env.get("CHIEF_PORT", str(DEFAULT_PORT))),
             service_key_file=key_file,
-            service_key_digest=read_service_key_digest(key_file),
+            service_key_digest=hashlib.sha256(key).digest(),
             allowed_peers=_peers(env.get("CHIEF_ALLOWED_PEERS", ",".join(DEFAULT_ALLOWED_PEERS))),
             posture_file=Path(posture).expanduser() if posture else None,
             telegram_bot_token=token,
@@ -165,11 +177,21 @@ class DoorConfig:
                 env.get("CHIEF_NOTIFY_BATCH_MAX", str(DEFAULT_NOTIFY_BATCH_MAX))
             ),
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
+            service_url=_service_url(
+                env.get("COOP_SERVICE_URL", "").strip() or DEFAULT_SERVICE_URL
+            ),
+            service_key=key.decode("utf-8", "surrogateescape"),
         )
 
 
 def read_service_key_digest(path: Path) -> bytes:
     """The SHA-256 of the key in `path`, refusing a file anyone but its owner could read."""
+    return hashlib.sha256(read_service_key(path)).digest()
+
+
+def read_service_key(path: Path) -> bytes:
+    """The key in `path` (surrounding blanks stripped), refusing a file anyone but its owner
+    could read."""
     try:
         mode = path.stat().st_mode
     except OSError as exc:
@@ -194,7 +216,7 @@ def read_service_key_digest(path: Path) -> bytes:
         raise DoorError(
             f"COOP_SERVICE_KEY_FILE {path} must hold one key of 1..{MAX_KEY_FILE_BYTES} bytes"
         )
-    return hashlib.sha256(key).digest()
+    return key
 
 
 def _port(raw: str) -> int:
@@ -265,6 +287,28 @@ def _api_base(raw: str) -> str:
             f"{DEFAULT_TELEGRAM_API_BASE} or http://127.0.0.1:8081/bot"
         )
     return base
+
+
+def _service_url(raw: str) -> str:
+    """`COOP_SERVICE_URL`: an http URL on a loopback host with a port in 1..65535 (the service
+    key travels with every call, so never off this machine, never through a proxy)."""
+    url = raw.strip().rstrip("/")
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # past 65535: the socket layer would take it modulo 65536
+        port = 0
+    if parts.scheme != "http" or not is_loopback_host(parts.hostname or ""):
+        raise DoorError(
+            f"COOP_SERVICE_URL={raw!r} must be an http URL on a loopback address, such as "
+            f"{DEFAULT_SERVICE_URL}: the service key travels with every call"
+        )
+    if port == 0 or parts.path or parts.query or parts.fragment or parts.username:
+        raise DoorError(
+            f"COOP_SERVICE_URL={raw!r} must be the service's base URL with a port in 1..65535, "
+            f"such as {DEFAULT_SERVICE_URL}"
+        )
+    return url
 
 
 def _timeout(raw: str, engine_raw: str) -> float:

@@ -14,6 +14,9 @@ verbs they count.
                                                           more, marked, since chief.db began
                                                           (the three read from chief.db at each
                                                           scrape; 0 when Telegram is not configured)
+    coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
+                                                          in the obeyed chat (nothing changed,
+                                                          nothing answered; chief.door.phone)
 
 The outbox counts a row delivered once the door queued it for Telegram, so a Telegram outage
 shows only here: the queue's depth and age grow while every send fails.
@@ -121,6 +124,16 @@ class DoorMetrics:
             " (read at scrape).",
             registry=self.registry,
         )
+
+        self.strangers = Counter(
+            "coop_telegram_strangers",
+            "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
+            "changed, nothing answered.",
+            registry=self.registry,
+        )
+
+    def count_stranger(self) -> None:
+        self.strangers.inc()
 
     def count_answer(self, path: str, status: int, elapsed_s: float) -> None:
         label = path if path in KNOWN_PATHS else "other"

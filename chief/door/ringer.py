@@ -12,7 +12,8 @@
                                    an ask always alone, with its live buttons (one per choice)
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
-                                   quiet hours; under the row locks of every entry it carries
+                                   quiet hours and while the owner's /quiet holds; under the row
+                                   locks of every entry it carries
       mark                         every carried row sent with the message's id and off the
                                    queue, one transaction, shielded from cancellation; an ask's
                                    (chat, message id) remembered against its request in it
@@ -53,6 +54,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from chief.door.commands_text import QuietOverride
 from chief.door.locks import KeyedLocks
 from chief.door.pacing import (
     BACKOFF_MAX_S,
@@ -127,6 +129,7 @@ class Ringer:
         *,
         chat_id: str,
         quiet_hours: QuietHours | None = None,
+        quiet: QuietOverride | None = None,
         slow_after_s: float = DEFAULT_SLOW_AFTER_S,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
@@ -135,6 +138,8 @@ class Ringer:
         self.sender = sender
         self.chat_id = chat_id
         self.quiet_hours = quiet_hours
+        #: the owner's /quiet (chief.door.phone sets it): silent while it holds
+        self.quiet = quiet or QuietOverride()
         self.slow_after_s = slow_after_s
         self._wall_clock = wall_clock
         self._monotonic = monotonic
@@ -288,7 +293,7 @@ class Ringer:
         carried, text = next_message(head)
         seqs = [entry.seq for entry in carried]
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
-        silent = self.quiet_hours is not None and self.quiet_hours.is_quiet(self._wall_clock())
+        silent = self._silent()
         repeat = carried[0].repeat_of is not None
         asked = carried[0].ask_request_id
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
@@ -320,6 +325,12 @@ class Ringer:
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
         self._answer_waiters(seqs, telegram_id)
         return 0.0
+
+    def _silent(self) -> bool:
+        """Send without a sound: inside the quiet hours, or while the owner's /quiet holds."""
+        now = self._wall_clock()
+        in_hours = self.quiet_hours is not None and self.quiet_hours.is_quiet(now)
+        return in_hours or self.quiet.holds(now.timestamp())
 
     async def _send(
         self, text: str, silent: bool, bound: Any, buttons: list[list[tuple[str, str]]] | None

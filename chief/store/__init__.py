@@ -2,10 +2,11 @@
 
 Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
-requests rung with buttons: their tokens, their messages, the edits their settles owe),
-`answers` (the owner's answers from the phone), `sql` (the transaction and small reads). What a
-report does with these transactions (accept, then land when the caller may, in one hop) is the
-use case of chief.landing.
+requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
+(the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
+owner's answers from the phone), `sql` (the transaction and small reads). What a report does
+with these transactions (accept, then land when the caller may, in one hop) is the use case of
+chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -27,6 +28,11 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
+    telegram_inbox       one row: the next getUpdates offset (update_id + 1 of the last update
+                         the door's phone handled, committed after each) and the owner's
+                         /quiet override (unix seconds it holds until)
+    telegram_strangers   senders the phone does not obey, each counted and logged once (at
+                         most inbox.MAX_STRANGERS, the longest unseen forgotten first)
     telegram_answers     the owner's answers from the phone, one per tap or reply that became
                          one: recorded (FULL) before the tap is acknowledged, `pending` until
                          the ledger answers, then `applied` or `refused`; `update_id` UNIQUE
@@ -70,9 +76,10 @@ from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import answers, asks, reports, schema, telegram
+from chief.store import answers, asks, inbox, reports, schema, telegram
 from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
+from chief.store.inbox import InboxState
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -86,6 +93,7 @@ __all__ = [
     "AskMessage",
     "ChiefStore",
     "InDoubt",
+    "InboxState",
     "QueuedRing",
     "ReportRow",
     "TelegramQueueStatus",
@@ -326,6 +334,25 @@ class ChiefStore:
     async def sent_count(self) -> int:
         """Coop outbox rows the door has rung Telegram for."""
         return int(await self._hop(scalar, "SELECT COUNT(*) FROM coop_notify_sent", ()))
+
+    # -- the door's phone (chief.store.inbox) ------------------------------------------------
+
+    async def inbox_state(self) -> InboxState:
+        """The next getUpdates offset and the /quiet override."""
+        return await self._hop(inbox.state)
+
+    async def commit_offset(self, next_offset: int) -> None:
+        """Record that every update below `next_offset` was handled."""
+        await self._hop(write, inbox.commit_offset, next_offset)
+
+    async def set_quiet_until(self, until: float | None) -> None:
+        """The /quiet override: silent until `until` (unix seconds), or off (None)."""
+        await self._hop(write, inbox.set_quiet_until, until)
+
+    async def note_stranger(self, sender_id: int, chat_id: int | None, next_offset: int) -> bool:
+        """One transaction: count a stranger's update and commit the offset past it; True when
+        the sender is new (log it once)."""
+        return bool(await self._hop(write, inbox.note_stranger, sender_id, chat_id, next_offset))
 
     # The owner's answers from the phone (chief.store.answers), one hop each.
 

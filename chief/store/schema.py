@@ -153,6 +153,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
         WHERE state = 'pending'""",
     ),
+    (
+        # The door's phone (chief.store.inbox): one row of state, the next getUpdates offset
+        # (update_id + 1 of the last update handled) and the owner's /quiet override.
+        """CREATE TABLE telegram_inbox (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            next_offset INTEGER,
+            quiet_until REAL
+        )""",
+        "INSERT INTO telegram_inbox (id) VALUES (1)",
+        # Senders the door does not obey, each logged once; bounded by the store (oldest out).
+        """CREATE TABLE telegram_strangers (
+            sender_id INTEGER PRIMARY KEY,
+            chat_id INTEGER,
+            updates INTEGER NOT NULL,
+            first_seen_at TEXT NOT NULL,
+            last_seen_at TEXT NOT NULL
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -36,6 +36,7 @@ from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
 from notifier import outcome as notifier_outcome
+from notifier import serve as engine_serve
 from notifier.errors import ServiceKeyError
 
 # ---- the data folder -------------------------------------------------------------------------
@@ -302,6 +303,19 @@ def test_the_default_door_url_is_where_the_door_listens() -> None:
     notify_url, status_url = door + door_router.NOTIFY_PATH, door + door_router.STATUS_PATH
     assert {engine_door.DEFAULT_DOOR_URL, notifier_config.DEFAULT_DOOR_URL} == {notify_url}
     assert engine_door.door_status_url(engine_door.DEFAULT_DOOR_URL) == status_url
+
+
+def test_the_doors_ledger_service_url_is_where_coop_serve_listens(tmp_path: Path) -> None:
+    # The door's phone asks `coop serve` (COOP_SERVICE_URL) where it listens by default
+    # (COOP_SERVICE_HOST:COOP_SERVICE_PORT), with the key the door itself checks.
+    served = f"http://{engine_serve.DEFAULT_HOST}:{engine_serve.DEFAULT_PORT}"
+    assert served == door_config.DEFAULT_SERVICE_URL
+    key_file = tmp_path / "service.key"
+    key_file.write_text("shared-key\n")
+    key_file.chmod(0o600)
+    config = door_config.DoorConfig.from_env({"COOP_SERVICE_KEY_FILE": str(key_file)})
+    assert config.service_url == served
+    assert config.service_key == notifier_config.read_service_key(key_file)
 
 
 def test_the_notification_text_limit_is_one_number() -> None:

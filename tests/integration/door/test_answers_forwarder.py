@@ -22,7 +22,7 @@ import telegram
 from structlog.testing import capture_logs
 
 from chief.door.answers import TAP_WAIT_S, Answers
-from chief.errors import ChiefError
+from chief.errors import EngineUnreachable
 from chief.model import Ask
 from chief.store import ChiefStore
 from chief.store.answers import asks_button, asks_request
@@ -61,7 +61,7 @@ class Ledger:
     ) -> dict[str, Any]:
         self.calls += 1
         if self.down:
-            raise ChiefError("the ledger service (coop serve) is not running")
+            raise EngineUnreachable("the ledger service (coop serve) is not running")
         await anyio.sleep(self.delay_s)
         if answer_key in self.seen:
             return self.seen[answer_key]

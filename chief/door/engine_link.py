@@ -1,0 +1,106 @@
+"""The door's link to the ledger service (`coop serve`): the reverse of the notify door.
+
+    EngineLink(base_url, service_key, timeout_s)
+      summary()   GET /api/coop/phone/summary: open todos and requests, the oldest pending
+                  item, the engine's outbox (what /status shows)
+      answer(answer_key, request_id, choice= | text=)
+                  POST /api/coop/phone/answer: the owner's answer from the phone, applied by
+                  the ledger once per answer key; its outcome and a one-line detail
+
+Over loopback only (`COOP_SERVICE_URL` is checked to be a loopback http URL), never through a
+proxy (`trust_env=False`: an environment proxy would see the key), with the service key in
+`X-Coop-Service-Key`, the header the door itself checks. Every call is bounded by `timeout_s`
+(the phone's commands answer within 2 s). One keep-alive client from `open` to its end.
+
+Errors (chief.errors): nothing answers, or not within the bound: `EngineUnreachable` (`coop
+serve` is not running, says /status); any other failure (a refused key, a 5xx, an answer that
+is not a JSON object): `EngineUnavailable`, naming the status and the service's detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from chief.door.guard import SERVICE_KEY_HEADER
+from chief.errors import EngineUnavailable, EngineUnreachable
+
+SUMMARY_PATH = "/api/coop/phone/summary"
+ANSWER_PATH = "/api/coop/phone/answer"
+# A command answers within 2 s: the engine's part of it gets this much.
+ENGINE_TIMEOUT_S = 1.5
+
+
+class EngineLink:
+    """The ledger service's phone routes, as the door calls them."""
+
+    def __init__(
+        self, base_url: str, service_key: str, timeout_s: float = ENGINE_TIMEOUT_S
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._headers = {SERVICE_KEY_HEADER: service_key}
+        self._client: httpx.AsyncClient | None = None
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[EngineLink]:
+        """Keep one keep-alive client open for the block."""
+        async with httpx.AsyncClient(timeout=self.timeout_s, trust_env=False) as client:
+            self._client = client
+            try:
+                yield self
+            finally:
+                self._client = None
+
+    async def summary(self) -> dict[str, Any]:
+        """The ledger's summary for /status, /todos and /requests."""
+        return await self._call("GET", SUMMARY_PATH)
+
+    async def answer(
+        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+    ) -> dict[str, Any]:
+        """The owner's answer (a button's `choice`, or a reply's `text`: exactly one) to the
+        ledger, keyed by `answer_key`: a retry with the same key answers the first outcome and
+        changes nothing. `{"outcome", "detail", "request"}`; EngineUnreachable when the ledger
+        service does not answer (the answer stays pending), EngineUnavailable for anything
+        else it says (a 503 while its store fails, a refused key)."""
+        body: dict[str, Any] = {"answer_key": answer_key, "request_id": request_id}
+        body |= {"choice": choice} if choice is not None else {"text": text}
+        return await self._call("POST", ANSWER_PATH, body)
+
+    async def _call(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+        client = self._client
+        if client is None:
+            raise EngineUnavailable("the door's link to the ledger service is not open")
+        url = self.base_url + path
+        try:
+            answer = await client.request(method, url, json=body, headers=self._headers)
+        except httpx.TimeoutException as exc:
+            raise EngineUnreachable(
+                f"the ledger service at {self.base_url} did not answer within "
+                f"{self.timeout_s:g} s (is coop serve stuck?)"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise EngineUnreachable(
+                f"the ledger service (coop serve) is not running at {self.base_url} "
+                f"({type(exc).__name__}); start it, or fix COOP_SERVICE_URL"
+            ) from exc
+        return _document(answer, path)
+
+
+def _document(answer: httpx.Response, path: str) -> dict[str, Any]:
+    """The answer's JSON object, or EngineUnavailable naming what came back."""
+    try:
+        document = answer.json()
+    except ValueError:
+        document = None
+    if answer.status_code != 200 or not isinstance(document, dict):
+        detail = document.get("detail") if isinstance(document, dict) else None
+        raise EngineUnavailable(
+            f"the ledger service answered {path} with {answer.status_code}"
+            + (f": {detail}" if detail else "")
+        )
+    return document

@@ -1,0 +1,307 @@
+"""The door's phone: a task that long-polls Telegram for the owner's updates and routes each one.
+
+    at the start     the stored offset (chief.db); the commands registered (setMyCommands,
+                     once: a failure is logged, never fatal)
+    loop:
+      poll           getUpdates(offset, POLL_TIMEOUT_S): Telegram holds it open until an
+                     update arrives or the poll times out; a stop cancels it at once
+      for each update, in order:
+        seen before  its id below the committed offset (Telegram delivered it again, the
+                     emulator replayed it): skipped, nothing applied twice
+        a stranger   not the obeyed user in the obeyed chat: nothing changes, nothing is
+                     answered; counted (`coop_telegram_strangers_total`), logged once per
+                     sender (chief.db remembers who was logged), its offset committed with it
+        a tap        a callback query: `handlers.on_tap(update)`
+        a reply      a message replying to a message: `handlers.on_reply(update)`
+        a command    `/status` `/todos` `/requests` `/quiet` `/help` `/start`
+                     (`chief.door.commands`)
+        then         the offset, update_id + 1, committed in chief.db: a restart asks Telegram
+                     for what follows, and no update is applied twice
+      on failure     a network error, a 5xx, a timeout: back off (1 s, x1.5, at most 30 s),
+                     logged once per outage; a permanent refusal (a bad token): logged once,
+                     tried again at 60 s (the ringer names it in the door's status); a 409
+                     Conflict (another reader: a second door, `chief telegram pair`): logged
+                     once, tried again every 15 s
+      a handler that fails   the offset stays: the update comes again (the handlers are
+                     idempotent on update_id), at most MAX_UPDATE_ATTEMPTS times, then skipped,
+                     logged
+
+Who is obeyed is decided once at the start (`DoorConfig.telegram_user_id` and the chat). A crash
+between a handler and its offset commit delivers that update again: the handlers (taps and
+replies) are idempotent on update_id; a command may answer twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import anyio.abc
+import structlog
+from telegram import Update
+
+from chief.door.commands import Commands
+from chief.door.commands_text import COMMANDS
+from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
+from chief.faults import fault
+from chief.telegram.phone import TelegramPhone
+
+if TYPE_CHECKING:  # the store loads when the door starts
+    from chief.store import InboxState
+
+log = structlog.get_logger("chief.door")
+
+# Telegram holds a poll open this long when nothing arrives (it allows up to 50 s; shorter
+# polls cost wakeups, longer ones sit closer to proxies' idle cut-offs).
+POLL_TIMEOUT_S = 25.0
+# Backoff of a failed poll: from 1 s, x1.5 a failure, capped (as PTB's own polling does).
+BACKOFF_FIRST_S = 1.0
+BACKOFF_FACTOR = 1.5
+BACKOFF_MAX_S = 30.0
+# Another reader polls this bot (409): ask again this often, quietly, until it is gone.
+CONFLICT_RETRY_S = 15.0
+# Telegram refuses the token: no retry cures it until a person acts.
+REFUSED_RETRY_S = 60.0
+# A handler or chief.db failed on an update: poll it again after this long, this many times.
+UPDATE_RETRY_S = 1.0
+MAX_UPDATE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """How long the phone waits after each kind of failure (the constants above; tests
+    shorten them)."""
+
+    backoff_first_s: float = BACKOFF_FIRST_S
+    backoff_max_s: float = BACKOFF_MAX_S
+    conflict_s: float = CONFLICT_RETRY_S
+    refused_s: float = REFUSED_RETRY_S
+    update_retry_s: float = UPDATE_RETRY_S
+
+
+class UpdateHandlers(Protocol):
+    """Taps and text replies from the owner (the door's answers implement it). Each is
+    idempotent on `update.update_id`: a crash before the offset commit delivers it again."""
+
+    async def on_tap(self, update: Update) -> None: ...
+    async def on_reply(self, update: Update) -> None: ...
+
+
+class InboxStore(Protocol):
+    """What the phone keeps in chief.db (`chief.store.ChiefStore`)."""
+
+    async def inbox_state(self) -> InboxState: ...
+    async def commit_offset(self, next_offset: int) -> None: ...
+    async def note_stranger(
+        self, sender_id: int, chat_id: int | None, next_offset: int
+    ) -> bool: ...
+
+
+class PhoneLoop:
+    """The poller task; `run` inside the door's task group, `stop()` to end it promptly."""
+
+    def __init__(
+        self,
+        phone: TelegramPhone,
+        store: InboxStore,
+        *,
+        chat_id: int,
+        user_id: int,
+        commands: Commands,
+        handlers: UpdateHandlers | None = None,
+        on_stranger: Callable[[], None] = lambda: None,
+        poll_timeout_s: float = POLL_TIMEOUT_S,
+        command_list: Sequence[tuple[str, str]] = COMMANDS,
+        pauses: Pauses = Pauses(),
+    ) -> None:
+        self.phone = phone
+        self.store = store
+        self.chat_id = chat_id
+        self.user_id = user_id
+        self.commands = commands
+        self.handlers = handlers
+        self.on_stranger = on_stranger
+        self.poll_timeout_s = poll_timeout_s
+        self.command_list = command_list
+        self.pauses = pauses
+        #: the next getUpdates offset (None: from whatever Telegram still holds)
+        self.offset: int | None = None
+        #: updates handled (strangers included) since the start
+        self.handled = 0
+        self._stopping = False
+        self._poll: anyio.CancelScope | None = None
+        self._wake = anyio.Event()
+        self._outage: str | None = None
+        self._backoff_s = 0.0
+        self._attempts: dict[int, int] = {}
+        #: set when `run` has returned
+        self.stopped = anyio.Event()
+
+    def stop(self) -> None:
+        """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
+        self._stopping = True
+        if self._poll is not None:
+            self._poll.cancel()
+        self._wake.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Poll and route until `stop()`."""
+        try:
+            self.offset = (await self.store.inbox_state()).next_offset
+        except ChiefError as exc:
+            log.error("door.phone_offset_unread", error=str(exc))
+        task_status.started()
+        try:
+            await self._register_commands()
+            while not self._stopping:
+                try:
+                    pause_s = await self._turn()
+                except Exception as exc:  # the phone must outlive any one failure
+                    log.exception("door.phone_failed", error=str(exc))
+                    pause_s = self.pauses.update_retry_s
+                if pause_s > 0 and not self._stopping:
+                    await self._pause(pause_s)
+        finally:
+            self.stopped.set()
+
+    async def _register_commands(self) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                self._poll = scope  # a stop during start-up cancels this too
+                await self.phone.set_commands(self.command_list)
+        except TelegramUnavailable as exc:
+            log.warning("door.phone_commands_unregistered", error=exc.message)
+        else:
+            if not scope.cancelled_caught:
+                log.info("door.phone_commands_registered", commands=len(self.command_list))
+        finally:
+            self._poll = None
+
+    async def _pause(self, seconds: float) -> None:
+        wake = self._wake
+        with anyio.move_on_after(seconds):
+            await wake.wait()
+        if wake is self._wake and wake.is_set():
+            self._wake = anyio.Event()
+
+    async def _turn(self) -> float:
+        """One poll and its updates; how long to pause after it (0: poll again at once)."""
+        with anyio.CancelScope() as scope:
+            self._poll = scope
+            try:
+                updates = await self.phone.get_updates(self.offset, self.poll_timeout_s)
+            except TelegramUnavailable as exc:
+                return self._failed(exc)
+            finally:
+                self._poll = None
+        if scope.cancelled_caught:
+            return 0.0
+        self._recovered()
+        for update in updates:
+            if self._stopping:
+                break
+            if not await self._handle(update):
+                return self.pauses.update_retry_s
+        return 0.0
+
+    def _failed(self, exc: TelegramUnavailable) -> float:
+        """The pause after a failed poll; its outage logged once."""
+        pauses = self.pauses
+        if isinstance(exc, TelegramConflict):
+            kind, pause_s = "conflict", pauses.conflict_s
+        elif isinstance(exc, TelegramRefused):
+            kind, pause_s = exc.kind, pauses.refused_s
+        else:
+            self._backoff_s = min(
+                pauses.backoff_max_s, self._backoff_s * BACKOFF_FACTOR or pauses.backoff_first_s
+            )
+            kind, pause_s = "unavailable", max(self._backoff_s, exc.retry_after_s or 0.0)
+        if self._outage != kind:
+            self._outage = kind
+            event = "door.phone_conflict" if kind == "conflict" else "door.phone_unavailable"
+            log.warning(event, kind=kind, error=exc.message, retry_in_s=round(pause_s, 3))
+        return pause_s
+
+    def _recovered(self) -> None:
+        if self._outage is not None:
+            log.info("door.phone_polling_again", after=self._outage)
+        self._outage = None
+        self._backoff_s = 0.0
+
+    async def _handle(self, update: Update) -> bool:
+        """Route one update and commit its offset; False when it must come again."""
+        next_offset = update.update_id + 1
+        if self.offset is not None and update.update_id < self.offset:
+            # Handled before (a redelivery, a replay): its offset is committed; nothing again.
+            log.info("door.phone_seen_before", update_id=update.update_id, offset=self.offset)
+            return True
+        user, chat = update.effective_user, update.effective_chat
+        if user is None or chat is None or (user.id, chat.id) != (self.user_id, self.chat_id):
+            await self._stranger(update, next_offset)
+            return True
+        try:
+            await self._route(update, chat.id)
+        except Exception as exc:  # a handler's failure must not stop the phone
+            attempts = self._attempts.get(update.update_id, 0) + 1
+            if attempts < MAX_UPDATE_ATTEMPTS:
+                self._attempts = {update.update_id: attempts}
+                log.warning(
+                    "door.phone_update_failed",
+                    update_id=update.update_id,
+                    attempt=attempts,
+                    error=str(exc),
+                )
+                return False
+            log.exception("door.phone_update_skipped", update_id=update.update_id, error=str(exc))
+        self._attempts = {}
+        await self._commit(next_offset)
+        return True
+
+    async def _route(self, update: Update, chat_id: int) -> None:
+        message = update.message
+        if update.callback_query is not None:
+            await self._to_handlers("on_tap", update)
+        elif message is not None and message.reply_to_message is not None:
+            await self._to_handlers("on_reply", update)
+        elif message is not None and (message.text or "").startswith("/"):
+            await self.commands.run(chat_id, message.text or "")
+        else:
+            log.info("door.phone_ignored", update_id=update.update_id)
+
+    async def _to_handlers(self, method: str, update: Update) -> None:
+        if self.handlers is None:
+            log.info("door.phone_unhandled", update_id=update.update_id, kind=method)
+            return
+        await getattr(self.handlers, method)(update)
+
+    async def _stranger(self, update: Update, next_offset: int) -> None:
+        """Count it, log its sender once, commit its offset: nothing else, no answer."""
+        self.on_stranger()
+        user, chat = update.effective_user, update.effective_chat
+        sender_id = user.id if user is not None else (chat.id if chat is not None else 0)
+        chat_id = None if chat is None else chat.id
+        try:
+            new = await self.store.note_stranger(sender_id, chat_id, next_offset)
+        except ChiefError as exc:
+            log.error("door.phone_offset_failed", error=str(exc))
+            new = False
+        if new:
+            log.warning("door.telegram_stranger", sender_id=sender_id, chat_id=chat_id)
+        self.offset = next_offset
+        self.handled += 1
+
+    async def _commit(self, next_offset: int) -> None:
+        # The offset moves on in memory even when chief.db fails: the next commit writes a later
+        # one, and the handlers are idempotent on update_id should a restart bring it back.
+        self.offset = next_offset
+        self.handled += 1
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.store.commit_offset(next_offset)
+        except ChiefError as exc:
+            log.error("door.phone_offset_failed", error=str(exc))
+        fault("door.phone_after_offset")  # test-only: a crash before Telegram hears the offset

@@ -1,0 +1,195 @@
+"""The Telegram inbound seam: what the door's phone asks of the Bot API besides sending a report.
+
+    get_updates(offset, timeout_s)   long poll (getUpdates): the updates at or after `offset`,
+                                     at once when some wait, else when one arrives or the poll
+                                     times out (an empty list)
+    reply(chat_id, text, buttons=, reply_to=)   sendMessage, with inline buttons; its message id
+    answer_callback(query_id, text)  answerCallbackQuery: the toast of a tap
+    edit(chat_id, message_id, text, buttons=)   editMessageText (no buttons: they are removed);
+                                     an edit that changes nothing is no error
+    set_commands(commands)           setMyCommands: the menu Telegram shows
+
+`BotPhone` is the real one, on python-telegram-bot's public `Bot` pointed at `base_url` (the
+real Bot API or the project's emulator), on the project's own request seam
+(`chief.telegram.sender.TransportRequest`). It has two request objects, as PTB's `Bot` allows:
+getUpdates has its own, whose read timeout covers the poll (PTB adds the poll's `timeout` to
+that request object's read timeout), so a poll held open by Telegram is never taken for a lost
+answer, and a poll never waits for a pooled connection behind a reply (or the other way round).
+
+Errors are translated where the sender translates them (`chief.telegram.sender.translate_error`,
+the one place that knows PTB's error tree): every failure is a `TelegramUnavailable`, a
+permanent refusal (a bad token) its `TelegramRefused`; a 409 Conflict on getUpdates (another
+reader polls this bot: a second door, `chief telegram pair`) is `TelegramConflict`. Every call
+has one overall deadline: `timeout_s` (the door's `TELEGRAM_TIMEOUT_S`), plus the poll's own
+timeout for getUpdates. A cancelled poll (the door stopping) ends at once: the transport drops
+its connection, and the updates it would have brought stay unconfirmed at Telegram.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
+
+import anyio
+from telegram import (
+    Bot,
+    BotCommand,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    ReplyParameters,
+    Update,
+)
+from telegram.error import BadRequest, Conflict, TelegramError
+
+from chief.errors import TelegramConflict, TelegramUnavailable
+from chief.telegram.sender import TransportRequest, fit_for_telegram, translate_error
+
+#: rows of (label, callback_data): one inline button each
+Buttons = Sequence[Sequence[tuple[str, str]]]
+
+# Replies, toasts and edits: a handful of connections is plenty for one owner's taps.
+CONNECTION_POOL_SIZE = 4
+# The kinds of update the door reads; anything else (edits, reactions, channel posts) is not
+# asked for, so Telegram never wakes the poll for it.
+ALLOWED_UPDATES = ("message", "callback_query")
+# Telegram's answer to an edit that changes nothing: the edit is already what it asks for.
+NOT_MODIFIED = "message is not modified"
+
+T = TypeVar("T")
+
+
+class TelegramPhone(Protocol):
+    """The inbound seam (see the module docstring)."""
+
+    async def get_updates(self, offset: int | None, timeout_s: float) -> Sequence[Update]: ...
+    async def reply(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+    ) -> int: ...
+    async def answer_callback(self, query_id: str, text: str) -> None: ...
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
+    ) -> None: ...
+    async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None: ...
+
+
+def markup(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
+    """PTB's inline keyboard for `buttons` (None or no rows: none)."""
+    if not buttons:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(text, callback_data=data) for text, data in row] for row in buttons]
+    )
+
+
+class BotPhone:
+    """The real phone: python-telegram-bot's `Bot`, initialised once and kept open."""
+
+    def __init__(self, token: str, *, base_url: str, timeout_s: float) -> None:
+        request = TransportRequest(base_url, timeout_s=timeout_s, pool_size=CONNECTION_POOL_SIZE)
+        # One connection, the poll's alone: its read timeout (timeout_s) plus the poll's timeout
+        # is what PTB awaits the answer for.
+        polling = TransportRequest(base_url, timeout_s=timeout_s, pool_size=1)
+        os.environ.setdefault("PTB_TIMEDELTA", "true")  # as the sender: see BotSender
+        self._bot = Bot(token, base_url=base_url, request=request, get_updates_request=polling)
+        self._timeout_s = timeout_s
+
+    async def start(self) -> None:
+        """Open the connection pools and call getMe (a failure raises TelegramUnavailable; the
+        first call retries it)."""
+        await self._call(self._bot.initialize, "getMe")
+
+    async def aclose(self) -> None:
+        # Nothing is left to tell Telegram; the pools are closed either way.
+        with contextlib.suppress(TelegramError):
+            await self._bot.shutdown()
+
+    async def get_updates(self, offset: int | None, timeout_s: float) -> Sequence[Update]:
+        poll_s = max(0, int(timeout_s))
+        return await self._call(
+            lambda: self._bot.get_updates(
+                offset=offset, timeout=poll_s, allowed_updates=list(ALLOWED_UPDATES)
+            ),
+            "getUpdates",
+            extra_s=poll_s,
+        )
+
+    async def reply(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+    ) -> int:
+        message = await self._call(
+            lambda: self._bot.send_message(
+                chat_id=chat_id,
+                text=fit_for_telegram(text),
+                reply_markup=markup(buttons),
+                reply_parameters=None if reply_to is None else ReplyParameters(reply_to),
+            ),
+            "sendMessage",
+        )
+        return message.message_id
+
+    async def answer_callback(self, query_id: str, text: str) -> None:
+        await self._call(
+            lambda: self._bot.answer_callback_query(query_id, text=text or None),
+            "answerCallbackQuery",
+        )
+
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
+    ) -> None:
+        try:
+            await self._call(
+                lambda: self._bot.edit_message_text(
+                    fit_for_telegram(text),
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    reply_markup=markup(buttons),
+                ),
+                "editMessageText",
+            )
+        except TelegramUnavailable as exc:
+            if not isinstance(exc.__cause__, BadRequest) or NOT_MODIFIED not in str(exc.__cause__):
+                raise
+
+    async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
+        await self._call(
+            lambda: self._bot.set_my_commands([BotCommand(name, text) for name, text in commands]),
+            "setMyCommands",
+        )
+
+    async def _call(
+        self, call: Callable[[], Awaitable[T]], method: str, *, extra_s: float = 0.0
+    ) -> T:
+        """`call` under one deadline (getMe first, when the Bot is not initialised yet), its
+        errors translated."""
+        bound_s = self._timeout_s * 2 + extra_s  # getMe (when due) and the call itself
+        with anyio.move_on_after(bound_s) as deadline:
+            try:
+                await self._bot.initialize()  # a no-op once it succeeded
+                return await call()
+            except Conflict as exc:
+                raise TelegramConflict(
+                    f"Telegram refused {method}: another reader polls this bot's updates "
+                    f"({exc.message}); stop the other door or `chief telegram pair`"
+                ) from exc
+            except TelegramError as exc:
+                raise translate_error(exc) from exc
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TelegramUnavailable(
+                    f"Telegram answered {method} with nothing readable ({exc}); retry later"
+                ) from exc
+        assert deadline.cancelled_caught
+        raise TelegramUnavailable(
+            f"Telegram did not answer {method} within {bound_s:g} s; retry later"
+        )

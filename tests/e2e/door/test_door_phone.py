@@ -1,0 +1,230 @@
+"""The door's phone end to end: `chief serve`, the Bot API emulator and `coop serve` as real
+processes (tests.support.stack), the owner played through the emulator's control endpoints
+(tests.support.phone). The commands answer from the ledger service's summary and the door's own
+queue; /quiet makes the next ring silent; strangers change nothing and are counted; an update is
+applied once, across a replay and a crash after its offset commit; the commands are registered at
+the start; and a stop while a long poll is open is prompt."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from chief.door.commands_text import COMMANDS, HELP, HELP_FIRST_LINE, NOT_RUNNING
+from chief.door.phone import POLL_TIMEOUT_S
+from tests.support.phone import EmulatorOwner
+from tests.support.procs import coop, free_port
+from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
+
+pytestmark = pytest.mark.timeout(120)
+
+OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's
+STRANGER_ID = 777
+ANSWER_S = 10.0  # a bound on the wait, far above the 2 s a command takes
+
+
+class Phone:
+    """The stack with the owner's phone: say something, read what the bot answered."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.owner = EmulatorOwner(stack.emulator.url)
+
+    def bot_messages(self, chat: int = OWNER_ID) -> list[dict[str, Any]]:
+        return [m for m in self.owner.messages() if m["chat_id"] == chat]
+
+    def say(self, text: str, *, user: int = OWNER_ID, chat: int = OWNER_ID) -> int:
+        return int(self.owner.text(chat, user, text)["update_id"])
+
+    def ask(self, text: str) -> str:
+        """Send `text` as the owner and return the bot's next message in the owner's chat."""
+        before = len(self.bot_messages())
+        self.say(text)
+        news = self.owner.wait_for(
+            lambda _: self.bot_messages()[before:], ANSWER_S, f"an answer to {text!r}"
+        )
+        return str(news[0]["text"])
+
+    def notify(self, text: str) -> None:
+        """A notify straight to the door, as the notifier posts one."""
+        body = {"text": text, "kind": "todo.done", "outbox_id": "d-" + uuid.uuid4().hex}
+        answer = httpx.post(
+            self.stack.door.url + NOTIFY_PATH,
+            json=body,
+            headers={SERVICE_KEY_HEADER: SERVICE_KEY},
+            timeout=ANSWER_S,
+            trust_env=False,
+        )
+        assert answer.status_code == 200, answer.text
+
+    def rung(self, text: str) -> dict[str, Any]:
+        return self.owner.wait_for(
+            lambda _: next((m for m in self.bot_messages() if m["text"] == text), None),
+            ANSWER_S,
+            f"{text!r} rung",
+        )
+
+    def metric(self, name: str) -> float:
+        answer = httpx.get(
+            self.stack.door.url + "/metrics",
+            headers={SERVICE_KEY_HEADER: SERVICE_KEY},
+            timeout=ANSWER_S,
+            trust_env=False,
+        )
+        for line in answer.text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(f"{name} not in the door's /metrics")
+
+
+def _stack(folder: Path) -> Stack:
+    """A stack whose `coop serve` listens on a port chosen now, so the door knows it at start."""
+    engine_port = free_port()
+    stack = Stack(folder, door_env={"COOP_SERVICE_URL": f"http://127.0.0.1:{engine_port}"})
+    stack.engine.keep_port = True
+    stack.engine.port = engine_port
+    return stack
+
+
+def _started(stack: Stack) -> Phone:
+    stack.start_door()
+    stack.door.wait_event("door.phone_commands_registered", "the commands registered")
+    return Phone(stack)
+
+
+@pytest.fixture(scope="module")
+def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phone]:
+    """One stack for the module's tests that leave it as they found it."""
+    stack = _stack(tmp_path_factory.mktemp("phone"))
+    try:
+        started = _started(stack)
+        stack.start_engine()
+        yield started
+        started.owner.close()
+        assert set(stack.stop().values()) == {0}
+    finally:
+        stack.close()
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[Stack]:
+    """A stack for a test that stops or crashes its parts."""
+    stack = _stack(tmp_path)
+    try:
+        yield stack
+    finally:
+        stack.close()
+
+
+def test_the_commands_are_registered_when_the_door_starts(phone: Phone) -> None:
+    assert [(c["command"], c["description"]) for c in phone.owner.commands()] == list(COMMANDS)
+    assert len(phone.stack.door.events("door.phone_commands_registered")) == 1
+
+
+def test_help_an_unknown_command_and_start_once_paired(phone: Phone) -> None:
+    assert phone.ask("/help") == HELP
+    assert phone.ask("/whatever") == HELP_FIRST_LINE
+    assert phone.ask("/start 123456").startswith("Already paired")
+
+
+def test_status_todos_and_requests_read_the_ledger(phone: Phone) -> None:
+    env = phone.stack.env()
+    assert coop("todo", "add", "water the plants", env=env, inherit=False).returncode == 0
+    added = coop("request", "add", "order the bigger bag?", "--to", "owner", env=env, inherit=False)
+    assert added.returncode == 0, added.stderr
+    # A request to the owner rings as an ask (the door's asks) before anything else is asked.
+    phone.rung("request #1 from prover: order the bigger bag? (reply to answer)")
+    status = phone.ask("/status")
+    lines = status.splitlines()
+    assert lines[0] == "Open: 1 todo, 1 request."
+    assert lines[1].startswith("Oldest: todo #1 water the plants")
+    assert lines[2].startswith("Engine outbox:")
+    assert lines[3].startswith("Telegram queue:")
+    assert phone.ask("/todos").splitlines() == ["1 open todo:", "todo #1 water the plants"]
+    requests = phone.ask("/requests").splitlines()
+    assert requests[0] == "1 open request:"
+    assert requests[1].startswith("request #1 order the bigger bag?")
+
+
+def test_status_without_coop_serve_says_so_and_still_shows_the_queue(phone: Phone) -> None:
+    assert phone.stack.engine.terminate() == 0
+    try:
+        lines = phone.ask("/status").splitlines()
+        assert lines[0] == NOT_RUNNING
+        assert lines[1].startswith("Telegram queue:")
+        assert phone.ask("/todos") == NOT_RUNNING
+    finally:
+        phone.stack.start_engine()
+
+
+def test_quiet_makes_the_next_ring_silent_until_quiet_off(phone: Phone) -> None:
+    assert phone.ask("/quiet 2h").startswith("Quiet for 2h")
+    assert phone.ask("/quiet").startswith("Quiet is on")
+    phone.notify("todo #5 done: while quiet")
+    assert phone.rung("todo #5 done: while quiet")["disable_notification"] is True
+    assert phone.ask("/quiet off").startswith("Quiet is off")
+    phone.notify("todo #6 done: after quiet")
+    assert phone.rung("todo #6 done: after quiet")["disable_notification"] is False
+    assert phone.ask("/quiet 25h").startswith("Say /quiet 30m")
+
+
+def test_strangers_change_nothing_learn_nothing_and_are_counted(phone: Phone) -> None:
+    counted = phone.metric("coop_telegram_strangers_total")
+    phone.say("/status", user=STRANGER_ID, chat=STRANGER_ID)
+    phone.say("/quiet 2h", user=STRANGER_ID, chat=STRANGER_ID)
+    phone.say("/help", user=STRANGER_ID + 1, chat=OWNER_ID)  # someone else in the owner's chat
+    assert phone.ask("/quiet").startswith("Quiet is off")  # in order: the strangers came first
+    assert phone.bot_messages(STRANGER_ID) == []
+    assert phone.metric("coop_telegram_strangers_total") == counted + 3
+    logged = [e["sender_id"] for e in phone.stack.door.events("door.telegram_stranger")]
+    assert logged.count(STRANGER_ID) == 1
+    assert logged.count(STRANGER_ID + 1) == 1
+
+
+def test_a_replayed_update_is_not_applied_twice(phone: Phone) -> None:
+    before = len(phone.bot_messages())
+    update_id = phone.say("/help")
+    phone.owner.wait_for(lambda _: len(phone.bot_messages()) > before, ANSWER_S, "the help")
+    phone.owner.replay(update_id)
+    assert phone.ask("/help") == HELP  # after the replayed one, in order
+    assert [m["text"] for m in phone.bot_messages()[before:]] == [HELP, HELP]
+
+
+@pytest.mark.slow
+def test_an_update_handled_before_a_crash_is_not_applied_again(own_stack: Stack) -> None:
+    # The door dies right after committing an update's offset, before its next getUpdates
+    # tells Telegram: Telegram still holds the update. The restarted door asks from the stored
+    # offset, so the update is not applied (or answered) again.
+    own_stack.add(own_stack.emulator)
+    own_stack.door.env["TELEGRAM_API_BASE"] = f"{own_stack.emulator.url}/bot"
+    own_stack.door.start(faults="door.phone_after_offset")
+    own_stack.started.append(own_stack.door)  # stopped with the stack, whatever happens
+    phone = Phone(own_stack)
+    phone.say("/quiet 2h")
+    assert own_stack.door.wait_exit() == 86
+    assert phone.owner.pending_updates() != []  # Telegram was never told
+    own_stack.door.start()
+    assert phone.ask("/help") == HELP
+    texts = [m["text"] for m in phone.bot_messages()]
+    assert [t for t in texts if t.startswith("Quiet for")] == [texts[0]]
+    assert texts[0].startswith("Quiet for 2h")
+    assert phone.owner.pending_updates() == []
+    phone.owner.close()
+
+
+@pytest.mark.slow
+def test_a_stop_while_a_long_poll_is_open_is_prompt(own_stack: Stack) -> None:
+    phone = _started(own_stack)
+    phone.ask("/help")  # the loop is in its next long poll now
+    began = time.monotonic()
+    assert own_stack.door.terminate() == 0
+    took_s = time.monotonic() - began
+    assert took_s < POLL_TIMEOUT_S / 2, f"the stop waited {took_s:.1f}s for the poll"
+    assert own_stack.door.events("door.stopped")
+    phone.owner.close()

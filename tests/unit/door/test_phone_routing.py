@@ -1,0 +1,308 @@
+"""The phone's routing (chief/door/phone.py), one update at a time: who is obeyed, where a tap, a
+reply and a command go, when the offset is committed, how failures pause and are logged.
+
+Telegram is a scripted double of the inbound seam and the handlers a recording double (the
+answers' part, not this one's); chief.db is a real file. The same loop against the real
+emulator and the real door is tests/integration/door/test_door_phone_http.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+from telegram import Update
+
+from chief.door.commands import Commands
+from chief.door.commands_text import HELP, HELP_FIRST_LINE, QuietOverride
+from chief.door.phone import MAX_UPDATE_ATTEMPTS, Pauses, PhoneLoop
+from chief.errors import TelegramConflict, TelegramRefused, TelegramUnavailable
+from chief.store import ChiefStore
+from chief.telegram.phone import Buttons
+
+OWNER_ID = 4242
+STRANGER_ID = 777
+FAST = Pauses(0.01, 0.05, 0.01, 0.01, 0.01)
+WAIT_S = 5.0
+
+
+def _user(user_id: int) -> dict[str, Any]:
+    return {"id": user_id, "is_bot": False, "first_name": f"u{user_id}"}
+
+
+def _message(message_id: int, text: str, *, user: int, chat: int, **extra: Any) -> dict[str, Any]:
+    kind = "private" if chat > 0 else "group"
+    return {
+        "message_id": message_id,
+        "date": 1_800_000_000,
+        "chat": {"id": chat, "type": kind},
+        "from": _user(user),
+        "text": text,
+    } | extra
+
+
+def text_update(
+    update_id: int, text: str, *, user: int = OWNER_ID, chat: int = OWNER_ID, reply_to: int = 0
+) -> Update:
+    extra = {}
+    if reply_to:
+        extra["reply_to_message"] = _message(reply_to, "request #7", user=1, chat=chat)
+    message = _message(update_id * 10, text, user=user, chat=chat, **extra)
+    return Update.de_json({"update_id": update_id, "message": message}, None)
+
+
+def tap_update(update_id: int, *, user: int = OWNER_ID, chat: int = OWNER_ID) -> Update:
+    query = {
+        "id": f"q{update_id}",
+        "from": _user(user),
+        "chat_instance": "ci",
+        "data": "t-token",
+        "message": _message(3, "request #7", user=1, chat=chat),
+    }
+    return Update.de_json({"update_id": update_id, "callback_query": query}, None)
+
+
+class ScriptedTelegram:
+    """The inbound seam's double: each poll answers the next scripted batch (or raises it);
+    with none left it waits, as a long poll does, until cancelled."""
+
+    def __init__(self, *batches: Sequence[Update] | Exception) -> None:
+        self.batches: list[Sequence[Update] | Exception] = list(batches)
+        self.offsets: list[int | None] = []
+        self.replies: list[tuple[int, str]] = []
+        self.commands: list[tuple[str, str]] = []
+        self.polled = anyio.Event()
+        self.idle = anyio.Event()
+        self.cancelled = anyio.Event()
+
+    async def get_updates(self, offset: int | None, timeout_s: float) -> Sequence[Update]:
+        self.offsets.append(offset)
+        self.polled.set()
+        if self.batches:
+            batch = self.batches.pop(0)
+            if isinstance(batch, Exception):
+                raise batch
+            return batch
+        self.idle.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.cancelled.set()
+        raise AssertionError("unreachable")
+
+    async def reply(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
+    ) -> int:
+        self.replies.append((chat_id, text))
+        return len(self.replies)
+
+    async def answer_callback(self, query_id: str, text: str) -> None:
+        raise AssertionError("the phone's routing answers no callback itself")
+
+    async def edit(
+        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
+    ) -> None:
+        raise AssertionError("the phone's routing edits nothing itself")
+
+    async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
+        self.commands = list(commands)
+
+
+class RecordingHandlers:
+    """The answers' part, recorded: which update went where."""
+
+    def __init__(self, fail_times: int = 0) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.fail_times = fail_times
+
+    async def on_tap(self, update: Update) -> None:
+        self._record("tap", update)
+
+    async def on_reply(self, update: Update) -> None:
+        self._record("reply", update)
+
+    def _record(self, kind: str, update: Update) -> None:
+        self.calls.append((kind, update.update_id))
+        if self.fail_times:
+            self.fail_times -= 1
+            raise RuntimeError("the ledger is away")
+
+
+@asynccontextmanager
+async def running_loop(
+    tmp_path: Path, telegram: ScriptedTelegram, handlers: RecordingHandlers | None = None
+) -> AsyncIterator[tuple[PhoneLoop, ChiefStore, list[int]]]:
+    strangers: list[int] = []
+    async with ChiefStore.open(tmp_path / "chief.db") as store, anyio.create_task_group() as tg:
+
+        async def queue() -> dict[str, Any]:
+            return {"depth": 0}
+
+        commands = Commands(
+            telegram, engine=None, store=store, quiet=QuietOverride(), telegram_queue=queue
+        )
+        loop = PhoneLoop(
+            telegram,
+            store,
+            chat_id=OWNER_ID,
+            user_id=OWNER_ID,
+            commands=commands,
+            handlers=handlers,
+            on_stranger=lambda: strangers.append(1),
+            pauses=FAST,
+        )
+        await tg.start(loop.run)
+        try:
+            yield loop, store, strangers
+        finally:
+            loop.stop()
+            with anyio.fail_after(WAIT_S):
+                await loop.stopped.wait()
+
+
+async def _idle(telegram: ScriptedTelegram) -> None:
+    with anyio.fail_after(WAIT_S):
+        await telegram.idle.wait()
+
+
+async def test_each_update_goes_where_it_belongs_and_its_offset_is_committed(
+    tmp_path: Path,
+) -> None:
+    telegram = ScriptedTelegram(
+        [
+            tap_update(10),
+            text_update(11, "yes, the big bag", reply_to=3),
+            text_update(12, "/help"),
+            text_update(13, "just chatting"),
+            text_update(14, "/nonsense"),
+        ]
+    )
+    handlers = RecordingHandlers()
+    async with running_loop(tmp_path, telegram, handlers) as (loop, store, strangers):
+        await _idle(telegram)
+        assert handlers.calls == [("tap", 10), ("reply", 11)]
+        assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP_FIRST_LINE)]
+        assert (await store.inbox_state()).next_offset == 15
+        assert telegram.offsets == [None, 15]
+        assert loop.handled == 5
+        assert strangers == []
+        assert [name for name, _ in telegram.commands] == [
+            "status",
+            "todos",
+            "requests",
+            "quiet",
+            "help",
+        ]
+
+
+async def test_strangers_change_nothing_learn_nothing_and_are_logged_once_each(
+    tmp_path: Path,
+) -> None:
+    telegram = ScriptedTelegram(
+        [
+            text_update(20, "/status", user=STRANGER_ID, chat=STRANGER_ID),
+            tap_update(21, user=STRANGER_ID, chat=OWNER_ID),  # someone else in the owner's chat
+            text_update(22, "/quiet 2h", user=OWNER_ID, chat=-100),  # the owner, elsewhere
+            text_update(23, "hi", user=STRANGER_ID, chat=STRANGER_ID, reply_to=3),
+        ]
+    )
+    handlers = RecordingHandlers()
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram, handlers) as (_, store, strangers):
+            await _idle(telegram)
+            assert handlers.calls == []
+            assert telegram.replies == []
+            assert len(strangers) == 4
+            state = await store.inbox_state()
+            assert state.next_offset == 24
+            assert state.quiet_until is None
+    logged = [entry["sender_id"] for entry in logs if entry["event"] == "door.telegram_stranger"]
+    assert logged == [STRANGER_ID, OWNER_ID]
+
+
+async def test_the_stored_offset_is_where_the_next_start_asks_from(tmp_path: Path) -> None:
+    first = ScriptedTelegram([text_update(30, "/help")])
+    async with running_loop(tmp_path, first):
+        await _idle(first)
+    again = ScriptedTelegram()
+    async with running_loop(tmp_path, again):
+        await _idle(again)
+    assert again.offsets == [31]
+
+
+async def test_a_failing_handler_gets_the_update_again_then_it_is_skipped(tmp_path: Path) -> None:
+    update = tap_update(40)
+    telegram = ScriptedTelegram(*([[update]] * MAX_UPDATE_ATTEMPTS))
+    handlers = RecordingHandlers(fail_times=MAX_UPDATE_ATTEMPTS)
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram, handlers) as (_, store, _strangers):
+            await _idle(telegram)
+            assert handlers.calls == [("tap", 40)] * MAX_UPDATE_ATTEMPTS
+            assert telegram.offsets == [None] * MAX_UPDATE_ATTEMPTS + [41]
+            assert (await store.inbox_state()).next_offset == 41
+    events = [entry["event"] for entry in logs]
+    assert events.count("door.phone_update_failed") == MAX_UPDATE_ATTEMPTS - 1
+    assert events.count("door.phone_update_skipped") == 1
+
+
+async def test_an_outage_is_logged_once_and_its_end_once(tmp_path: Path) -> None:
+    down = TelegramUnavailable("Telegram refused or could not be reached; retry later")
+    conflict = TelegramConflict("another reader polls this bot's updates")
+    telegram = ScriptedTelegram(down, down, down, conflict, conflict, [text_update(50, "/help")])
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram):
+            await _idle(telegram)
+    events = [entry["event"] for entry in logs if entry["event"].startswith("door.phone_")]
+    assert events.count("door.phone_unavailable") == 1
+    assert events.count("door.phone_conflict") == 1
+    assert events.count("door.phone_polling_again") == 1
+    assert telegram.replies == [(OWNER_ID, HELP)]
+
+
+@pytest.mark.parametrize("during", ["poll", "pause"])
+async def test_a_stop_ends_the_loop_at_once(tmp_path: Path, during: str) -> None:
+    slow = Pauses(refused_s=3600.0)
+    refused = TelegramRefused.named("bad_token", "401 Unauthorized", "fix TELEGRAM_BOT_TOKEN")
+    telegram = ScriptedTelegram(*([refused] if during == "pause" else []))
+    async with ChiefStore.open(tmp_path / "chief.db") as store, anyio.create_task_group() as tg:
+
+        async def queue() -> dict[str, Any]:
+            return {}
+
+        commands = Commands(
+            telegram, engine=None, store=store, quiet=QuietOverride(), telegram_queue=queue
+        )
+        loop = PhoneLoop(telegram, store, chat_id=1, user_id=1, commands=commands, pauses=slow)
+        await tg.start(loop.run)
+        with anyio.fail_after(WAIT_S):
+            await telegram.polled.wait()
+        loop.stop()
+        with anyio.fail_after(1.0):
+            await loop.stopped.wait()
+    assert telegram.cancelled.is_set() == (during == "poll")
+
+
+async def test_an_update_below_the_offset_is_never_applied_again(tmp_path: Path) -> None:
+    # Telegram (or the emulator's replay) may deliver an update the door already handled: its
+    # id is below the committed offset, and it changes nothing, answers nothing.
+    telegram = ScriptedTelegram(
+        [tap_update(60), text_update(61, "/help")],
+        [tap_update(60), text_update(61, "/help")],
+        [text_update(62, "/help")],
+    )
+    handlers = RecordingHandlers()
+    async with running_loop(tmp_path, telegram, handlers) as (loop, store, _):
+        await _idle(telegram)
+        assert handlers.calls == [("tap", 60)]
+        assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP)]
+        assert (await store.inbox_state()).next_offset == 63
+        assert loop.offset == 63
