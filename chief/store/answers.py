@@ -152,6 +152,8 @@ def asks_button(conn: sqlite3.Connection, token: str) -> Button | None:
         return None
     request_id, choice, void = found
     settled = asks.settled_text(conn, request_id) if void else None
+    if settled is not None:  # the settling row's text, on one line for a toast
+        settled = " — ".join(line.strip() for line in settled.splitlines() if line.strip())
     return Button(request_id, choice, live=not void, settled=settled)
 
 
