@@ -5,11 +5,16 @@ the owner sees (the messages about it in the emulator, the toasts)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.phone.conftest import OWNER_ID, STRANGER_ID, WAIT_S, PhoneStack
+from tests.support.procs import coop
 from tests.support.stack import Stack
 
 pytestmark = pytest.mark.timeout(120)
@@ -167,3 +172,42 @@ def test_a_text_reply_answers_a_request_without_choices_and_is_a_note_on_one_wit
     assert phone.answers(with_choices) == [("applied", "noted")]
     # The note leaves the buttons: the request is still the owner's to decide.
     assert phone.ask_message(with_choices).get("reply_markup")
+
+
+def _has_wait() -> bool:
+    from engine.verbs import ledger
+
+    return hasattr(ledger, "wait_request")
+
+
+@pytest.mark.skipif(not _has_wait(), reason="`coop request wait` comes with its own branch")
+def test_coop_request_wait_returns_when_the_tap_lands_and_times_out_cleanly(
+    phone: PhoneStack,
+) -> None:
+    request_id = phone.ask("take the bins out?")
+    phone.ask_message(request_id)
+    env = phone.stack.env()
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "engine", "request", "wait", str(request_id), "--timeout", "20"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        waiters = Path(str(phone.stack.coop_db) + ".waiters")
+        phone.owner.wait_for(
+            lambda _: waiters.is_dir() and any(waiters.iterdir()), WAIT_S, "the waiter bound"
+        )
+        phone.press(request_id, "approve")
+        phone.closed_by_phone(request_id)
+        closed_at = time.monotonic()
+        out, err = waiter.communicate(timeout=WAIT_S)
+        assert time.monotonic() - closed_at < 1.0
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.communicate()
+    assert waiter.returncode == 0, err
+    assert "approve" in out
+    other = phone.ask("water the roses?")
+    timed_out = coop("request", "wait", str(other), "--timeout", "0.5", env=env, inherit=False)
+    assert timed_out.returncode == 3
+    assert len(timed_out.stderr.strip().splitlines()) == 1
