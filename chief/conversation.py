@@ -87,11 +87,6 @@ class Chief:
         self._landings = Landings()
         self._log = log.bind(chief_id=chief_id)
 
-    @property
-    def store(self) -> ChiefStore:
-        """chief.db, for the door's own tables beside the conversation (the phone's answers)."""
-        return self._store
-
     @classmethod
     @asynccontextmanager
     async def open(cls, config: ChiefConfig) -> AsyncIterator[Chief]:
@@ -312,6 +307,10 @@ class Chief:
     async def defer_ask_edit(self, seq: int, next_attempt_at: float, error: str) -> None:
         """Record a failed try of an owed edit and when to try again."""
         await self._store.defer_ask_edit(seq, next_attempt_at, error)
+
+    async def pending_answers(self) -> int:
+        """The owner's answers from the phone still waiting for the ledger."""
+        return await self._store.pending_answers()
 
     async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
         """(request id, choice, void) of a button token, or None."""

@@ -14,6 +14,10 @@ verbs they count.
                                                           more, marked, since chief.db began
                                                           (the three read from chief.db at each
                                                           scrape; 0 when Telegram is not configured)
+    coop_telegram_answers_pending              gauge      the owner's answers from the phone
+                                                          recorded and not yet applied by the
+                                                          ledger (coop serve down, or slow; read
+                                                          from chief.db at each scrape)
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.door.phone)
@@ -124,7 +128,12 @@ class DoorMetrics:
             " (read at scrape).",
             registry=self.registry,
         )
-
+        self.answers_pending = Gauge(
+            "coop_telegram_answers_pending",
+            "The owner's answers from the phone recorded and not yet applied by the ledger"
+            " (read at scrape).",
+            registry=self.registry,
+        )
         self.strangers = Counter(
             "coop_telegram_strangers",
             "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
@@ -251,10 +260,14 @@ async def _read_gauges(service: DoorVerbs, metrics: DoorMetrics) -> None:
     chief: Any = service.chief
     if chief is None:
         return
-    try:
-        metrics.undelivered.set(await chief.undelivered_count())
-    except ChiefError:
-        metrics.undelivered.set(float("nan"))
+    for gauge, read in (
+        (metrics.undelivered, chief.undelivered_count),
+        (metrics.answers_pending, chief.pending_answers),
+    ):
+        try:
+            gauge.set(await read())
+        except ChiefError:
+            gauge.set(float("nan"))
     try:
         depth, oldest_age_s, in_doubt = await service.telegram_queue()
     except ChiefError:

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop, free_port
-from tests.support.stack import CHAT_ID, Stack
+from tests.support.stack import CHAT_ID, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 
 OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's, the obeyed user
 STRANGER_ID = 777
@@ -105,6 +106,22 @@ class PhoneStack:
             WAIT_S,
             f"request #{request_id}'s ask message edited, its buttons removed",
         )  # fmt: skip
+
+    def door_pending(self) -> tuple[int, float]:
+        """The answers waiting for the ledger, as the door's status and its /metrics say."""
+        status = self.stack.door_status()
+        scraped = httpx.get(
+            self.stack.door.url + "/metrics",
+            headers={SERVICE_KEY_HEADER: SERVICE_KEY},
+            timeout=WAIT_S,
+            trust_env=False,
+        ).text
+        gauge = next(
+            float(line.split()[1])
+            for line in scraped.splitlines()
+            if line.startswith("coop_telegram_answers_pending ")
+        )
+        return int(status["answers_pending"]), gauge
 
     # -- what the ledger and the Chief recorded ------------------------------------------------
 

@@ -67,6 +67,7 @@ def test_a_double_tap_while_the_ledger_is_down_is_told_and_lands_once_when_it_is
         )
         assert phone.request(request_id)["status"] == "open"
         assert phone.answers(request_id) == [("pending", "")]
+        assert phone.door_pending() == (1, 1.0)
     finally:
         phone.stack.engine.start()
     row = phone.closed_by_phone(request_id)
@@ -76,6 +77,9 @@ def test_a_double_tap_while_the_ledger_is_down_is_told_and_lands_once_when_it_is
     assert len(phone.events(request_id, "close")) == 1
     assert phone.chief_lines(request_id) == 1
     assert phone.answers(request_id) == [("applied", "closed")]
+    assert phone.door_pending() == (0, 0.0)
+    unreachable = phone.stack.door.events("answers.engine_unreachable")
+    assert len(unreachable) == 1  # once per outage, however many tries
 
 
 def test_a_replayed_update_changes_nothing(phone: PhoneStack) -> None:
