@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from tests.support.phone import EmulatorOwner
-from tests.support.procs import coop, free_port
+from tests.support.phone_stack import make_stack, start
+from tests.support.procs import coop
 from tests.support.stack import CHAT_ID, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 
 OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's, the obeyed user
@@ -178,38 +179,14 @@ class PhoneStack:
         return [(str(state), str(outcome)) for state, outcome in rows]
 
 
-def make_stack(folder: Path) -> Stack:
-    """A stack whose `coop serve` listens on a port chosen now, so the door knows it at start,
-    and comes back on it after a kill."""
-    engine_port = free_port()
-    stack = Stack(folder, door_env={"COOP_SERVICE_URL": f"http://127.0.0.1:{engine_port}"})
-    stack.engine.keep_port = True
-    stack.engine.port = engine_port
-    return stack
-
-
-def start(stack: Stack, *, door_faults: str = "", engine_faults: str = "") -> PhoneStack:
-    """The emulator, the door (its poller running) and `coop serve`, armed as asked."""
-    stack.emulator.start()
-    stack.started.append(stack.emulator)
-    stack.door.env["TELEGRAM_API_BASE"] = f"{stack.emulator.url}/bot"
-    stack.door.start(faults=door_faults)
-    stack.started.append(stack.door)
-    stack.door.wait_event("door.phone_commands_registered", "the door's phone polling")
-    stack.engine.env["COOP_DOOR_URL"] = stack.notify_url
-    stack.engine.start(faults=engine_faults)
-    stack.started.append(stack.engine)
-    stack.engine.wait_event("notifier.daemon.started")
-    return PhoneStack(stack, EmulatorOwner(stack.emulator.url))
-
-
 @pytest.fixture(scope="module")
 def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneStack]:
     """One stack for the module's tests that leave its processes as they found them (each
     files requests of its own)."""
     stack = make_stack(tmp_path_factory.mktemp("phone"))
     try:
-        started = start(stack)
+        start(stack)
+        started = PhoneStack(stack, EmulatorOwner(stack.emulator.url))
         yield started
         started.owner.close()
         assert set(stack.stop().values()) == {0}
@@ -233,7 +210,8 @@ def own(own_stack: Stack) -> Iterator[Callable[..., PhoneStack]]:
     started: list[PhoneStack] = []
 
     def starter(**faults: str) -> PhoneStack:
-        started.append(start(own_stack, **faults))
+        start(own_stack, **faults)
+        started.append(PhoneStack(own_stack, EmulatorOwner(own_stack.emulator.url)))
         return started[-1]
 
     try:
