@@ -37,6 +37,8 @@ Outcome = Literal["closed", "noted", "already_closed", "not_a_choice", "unknown_
 
 APPLIED_OUTCOMES: frozenset[str] = frozenset({"closed", "noted"})
 REFUSED_OUTCOMES: frozenset[str] = frozenset({"already_closed", "not_a_choice", "unknown_request"})
+# Every outcome the ledger answers (SPEC's answer route; engine.verbs.phone.OUTCOMES).
+OUTCOMES: frozenset[str] = APPLIED_OUTCOMES | REFUSED_OUTCOMES
 # The outcomes that leave the ask message settled: edited to say so, its buttons removed.
 SETTLING_OUTCOMES: frozenset[str] = frozenset({"closed", "already_closed", "unknown_request"})
 ANSWER_KEY_PREFIX = "a-"

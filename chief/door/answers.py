@@ -43,6 +43,7 @@ import structlog
 
 from chief.answer_rules import (
     ANSWER_KEY_PREFIX,
+    OUTCOMES,
     Answer,
     Refused,
     Reply,
@@ -224,6 +225,11 @@ class Answers:
             self._outage = False
             log.info("answers.engine_back", pending=await self.store.pending_answers())
         outcome, detail = str(reply.get("outcome")), str(reply.get("detail") or "")
+        if outcome not in OUTCOMES:  # a ledger this door does not understand: keep it pending
+            log.error("answers.outcome_unknown", answer_key=answer.answer_key, outcome=outcome)
+            next_at = self.clock() + backoff_s(answer.attempts + 1)
+            await self.store.defer_answer(answer.answer_key, next_at, f"outcome {outcome!r}")
+            return False
         with anyio.CancelScope(shield=True):  # the ledger has applied it: record that
             settled, edits = await self.store.settle_answer(
                 answer.answer_key, outcome, detail, settled_line
