@@ -4,6 +4,8 @@
     chief log [--limit N] [--json] [--owner NAME]   the conversation as a person reads it
     chief report --source cron:NAME [--fire ID] [--wait S] TEXT|-
                                                     a scheduled job's line into the Chief
+    chief telegram pair [--timeout S]               pair the owner's Telegram chat by a code
+    chief telegram unpair                           forget that pairing
     chief serve ...                                 the notify door (chief.door.app.main)
     chief telegram-emulator ...                     a local Bot API (chief.telegram.emulator.main)
 
@@ -11,7 +13,7 @@
 asked for, so `chief log` never pays for FastAPI). Bad input prints one line on stderr and
 exits 2 (an argument that is not UTF-8 text or holds a NUL too, named by its option: Python
 hands argv bytes that are not UTF-8 over as lone surrogates); a runtime failure prints one line
-and exits 1.
+and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothing paired.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ DEFAULT_LOG_LIMIT = 50
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 # Subcommands owned by other modules: name -> module whose main(argv) -> int runs it.
 DISPATCHED = {"serve": "chief.door.app", "telegram-emulator": "chief.telegram.emulator"}
 LABEL_WIDTH = 9
@@ -44,6 +47,11 @@ MAX_WHOLE_NUMBER = 2**63 - 1
 #: A line read from stdin is read up to its limit in bytes (4 per character at most) and one
 #: byte more, never further: `chief report -` with 200 MB on stdin held 409 MB before refusing.
 UTF8_MAX_BYTES_PER_CHAR = 4
+#: How long `chief telegram pair` waits for the owner's `/start CODE`, and the most it may.
+DEFAULT_PAIR_TIMEOUT_S = 600.0
+MAX_PAIR_TIMEOUT_S = 3600.0
+#: Command groups (a word before a command's own, as `telegram` in `chief telegram pair`).
+GROUP_HELP = {"telegram": "pair the owner's Telegram chat, or forget the pairing"}
 
 
 class _Parser(OneLineParser):
@@ -61,6 +69,18 @@ def _positive_int(raw: str) -> int:
     if not 1 <= value <= MAX_WHOLE_NUMBER:
         raise argparse.ArgumentTypeError(
             f"expected a whole number from 1 to {MAX_WHOLE_NUMBER}, got {raw!r}"
+        )
+    return value
+
+
+def _pair_timeout(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= MAX_PAIR_TIMEOUT_S:  # false for nan
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from 1 to {MAX_PAIR_TIMEOUT_S:g}, got {raw!r}"
         )
     return value
 
@@ -85,8 +105,9 @@ class Command(NamedTuple):
 
 
 #: The commands parsed here, as data: the parser is built from it, and the argv fuzz
-#: (tests/fuzz/test_argv_fuzz.py) draws every argument of every command from it. The commands in
-#: `DISPATCHED` parse their own arguments.
+#: (tests/fuzz/test_argv_fuzz.py) draws every argument of every command from it. A name of two
+#: words is a command in a group (`GROUP_HELP`). The commands in `DISPATCHED` parse their own
+#: arguments.
 COMMANDS: dict[str, Command] = {
     "log": Command(
         "print the conversation, coop and cron lines marked",
@@ -125,6 +146,29 @@ COMMANDS: dict[str, Command] = {
         "door, or by this command when none runs). Past --wait the line is queued and lands "
         "when the Chief is free (exit 0). No Telegram message.",
     ),
+    "telegram pair": Command(
+        "pair the owner's Telegram chat: send the bot /start CODE",
+        (
+            (
+                ("--timeout",),
+                {
+                    "type": _pair_timeout,
+                    "default": DEFAULT_PAIR_TIMEOUT_S,
+                    "metavar": "S",
+                    "help": f"seconds to wait for /start CODE ({DEFAULT_PAIR_TIMEOUT_S:g})",
+                },
+            ),
+        ),
+        description="Check TELEGRAM_BOT_TOKEN, print the bot's @name and a one-time code, and "
+        "wait for /start CODE in a private chat with the bot; then store that chat and that "
+        "user (0600, in the data folder) and answer in the chat. Stop the door first: "
+        "Telegram lets one reader take the bot's updates. TELEGRAM_CHAT_ID, where set, still "
+        "wins over the pairing.",
+    ),
+    "telegram unpair": Command(
+        "forget the Telegram pairing (the door rings nothing until you pair again)",
+        (),
+    ),
 }
 DISPATCHED_HELP = {
     "serve": "run the notify door (options: chief serve --help)",
@@ -138,8 +182,18 @@ def _parser() -> _Parser:
         "--version", action="version", version=f"chief ({DISTRIBUTION}) {_version()}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    groups: dict[str, Any] = {}
     for name, command in COMMANDS.items():
-        sub = commands.add_parser(name, help=command.help, description=command.description)
+        *group, word = name.split()
+        where = commands
+        if group:
+            if group[0] not in groups:
+                head = commands.add_parser(group[0], help=GROUP_HELP[group[0]])
+                groups[group[0]] = head.add_subparsers(
+                    dest="subcommand", required=True, metavar="COMMAND"
+                )
+            where = groups[group[0]]
+        sub = where.add_parser(word, help=command.help, description=command.description)
         for names, settings in command.args:
             sub.add_argument(*names, **settings)
     for name in DISPATCHED:
@@ -165,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
         return _log(limit=options.limit, as_json=options.json, owner=options.owner)
     if options.command == "report":
         return _report(options.source, options.fire, options.wait, options.text)
+    if options.command == "telegram":
+        from chief import pair_cli  # PTB and anyio load for this command only
+
+        if options.subcommand == "pair":
+            return pair_cli.pair(options.timeout)
+        return pair_cli.unpair()
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
 

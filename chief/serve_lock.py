@@ -38,7 +38,9 @@ class ServeLock:
 
     Whoever opens the Chief holds it: `chief serve`, a host application embedding the Chief, and
     `chief report` for the few milliseconds it lands a cron line itself when nobody else holds
-    the Chief. The holder writes `<pid> <what>` into the file. A `chief report` holder is
+    the Chief, and `chief telegram pair` while it waits for the owner's code (it reads the bot's
+    updates, as the door does, and Telegram allows one reader). The holder writes `<pid> <what>`
+    into the file; a door refused names it. A `chief report` holder is
     waited for (at most REPORT_HOLD_WAIT_S), so a door starting during such a landing still
     starts; any other holder is refused at once.
     """
@@ -78,7 +80,12 @@ class ServeLock:
             if holder.endswith(" " + REPORT_HOLDER) and time.monotonic() < deadline:
                 time.sleep(REPORT_HOLD_POLL_S)  # a cron line landing: milliseconds
                 continue
-            pid = holder.split(" ", 1)[0]
+            pid, _, what = holder.partition(" ")
+            if what and what != SERVE_HOLDER:  # `chief telegram pair` waiting for its code
+                raise DoorError(
+                    f"`{what}` (pid {pid}) holds {self.path}; let it finish or stop it, then "
+                    "start the door"
+                )
             raise DoorError(
                 f"another `chief serve` (pid {pid}) already runs on {self.path.parent} "
                 f"(it holds {self.path}); stop it first — the door must run as one process"

@@ -115,6 +115,7 @@ def create_app(
     app.include_router(make_router(door_config, service))
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
     instrument_door(app, service, door_config, metrics)  # GET /metrics, answers counted
+    service.telegram_next_step = door_config.telegram_next_step
     app.state.door = service
     app.state.parts = parts  # its `phone` is the PhoneLoop while one runs
     return app
@@ -143,6 +144,7 @@ class _DoorParts:
             if self.sender is not None:
                 await self.sender.start()
                 stack.push_async_callback(self.sender.aclose)
+            say_telegram_setup(self.door_config)
             if self.chief_config.owner is None:
                 log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
             else:
@@ -241,6 +243,31 @@ class _DoorParts:
     async def _telegram_queue(self) -> dict[str, Any]:
         queue: dict[str, Any] = (await self.service.status())["telegram_queue"]
         return queue
+
+
+def say_telegram_setup(config: DoorConfig) -> None:
+    """Log, once at start, what the owner must know of the Telegram setup: a token without a
+    chat (pair next), TELEGRAM_CHAT_ID overriding a pairing, nobody to obey."""
+    if config.telegram_next_step is not None:
+        log.warning("door.telegram_unpaired", hint=config.telegram_next_step)
+        return
+    if not config.telegram_configured:
+        return
+    pairing = config.telegram_pairing
+    if config.telegram_chat_overrides_pairing and pairing is not None:
+        log.info(
+            "door.telegram_chat_overrides_pairing",
+            chat_id=config.telegram_chat_id,
+            paired_chat_id=pairing.chat_id,
+            hint="TELEGRAM_CHAT_ID wins while it is set",
+        )
+    if config.telegram_user_id is None:
+        log.warning(
+            "door.telegram_inbound_off",
+            chat_id=config.telegram_chat_id,
+            reason="TELEGRAM_CHAT_ID is not a private chat and not the paired chat: no one is "
+            "obeyed from Telegram",
+        )
 
 
 def build_ringer(

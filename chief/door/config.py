@@ -5,8 +5,9 @@
     COOP_SERVICE_KEY_FILE  <COOP_HOME>/service.key   the shared service key, mode 0600
     CHIEF_ALLOWED_PEERS    127.0.0.1,::1   peer addresses the guard lets in
     CHIEF_POSTURE_FILE     unset: always `normal`    JSON {"state": "normal|blocked|locked"}
-    TELEGRAM_BOT_TOKEN     unset: Telegram not configured (set both or neither)
-    TELEGRAM_CHAT_ID       unset           the owner's chat (numeric id or @name)
+    TELEGRAM_BOT_TOKEN     unset: Telegram not configured
+    TELEGRAM_CHAT_ID       unset: the pairing's chat   the owner's chat (numeric id or @name);
+                                           set, it wins over the pairing
     TELEGRAM_API_BASE      https://api.telegram.org/bot   the emulator's: http://127.0.0.1:P/bot
     TELEGRAM_TIMEOUT_S     10              the Telegram deadline: getMe and a send's connect and
                                            write; past it a send still answered is only slow,
@@ -22,6 +23,16 @@
                                            413. Unset: 1 MiB a notify, 64 kB a row a batch
     COOP_SERVICE_URL       http://127.0.0.1:8764   the ledger service (`coop serve`) the phone's
                                            commands ask, with the service key; loopback only
+
+Who the door rings and obeys. `chief telegram pair` writes `<COOP_HOME>/telegram-pairing.json`
+(`chief.telegram.pairing`): the owner's private chat and user. Without `TELEGRAM_CHAT_ID` the
+pairing gives both. With it, `TELEGRAM_CHAT_ID` wins for the chat (the door logs that it
+overrides a pairing), and the obeyed user is the pairing's user when the pairing's chat is that
+chat, else the chat id itself when it is a positive integer (a private chat's id is its user's
+id), else nobody (inbound off, said once in the log). `TELEGRAM_BOT_TOKEN` with neither: the door
+starts, says `chief telegram pair` is the next step, and rings nothing. `TELEGRAM_CHAT_ID`
+without a token is a wrong setting. The pairing file is read only when a token is set; a broken
+one stops the door, naming it.
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
@@ -45,8 +56,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chief.door.pacing import QuietHours
-from chief.errors import DoorError
+from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
+from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
@@ -111,13 +123,19 @@ class DoorConfig:
     posture_file: Path | None
     #: `TELEGRAM_BOT_TOKEN`: the bot's token, None when Telegram is not configured.
     telegram_bot_token: str | None = field(repr=False)
-    #: `TELEGRAM_CHAT_ID`: the owner's chat, None when Telegram is not configured.
+    #: `TELEGRAM_CHAT_ID`, else the pairing's chat: the owner's chat (None: nothing rings).
     telegram_chat_id: str | None
     #: `TELEGRAM_API_BASE`: the Bot API base URL the token is appended to.
     telegram_api_base: str
     #: `TELEGRAM_TIMEOUT_S`: the Telegram deadline (a sendMessage that went out is awaited
     #: up to `LATE_REPLY_FACTOR` times it).
     telegram_timeout_s: float
+    #: `<COOP_HOME>/telegram-pairing.json`: the pairing `chief telegram pair` writes.
+    pairing_file: Path
+    #: Who is obeyed from Telegram (the rules in the module docstring); None: inbound off.
+    telegram_user_id: int | None = None
+    #: The pairing read at start (None: none, or no token to read it for).
+    telegram_pairing: Pairing | None = None
     #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
     telegram_quiet_hours: QuietHours | None = None
     #: `CHIEF_NOTIFY_BATCH_MAX`: the most rows one notify-batch request may carry.
@@ -134,6 +152,22 @@ class DoorConfig:
     def telegram_configured(self) -> bool:
         return self.telegram_bot_token is not None and self.telegram_chat_id is not None
 
+    @property
+    def telegram_next_step(self) -> str | None:
+        """What to do before Telegram rings, when a token is set and no chat is (else None)."""
+        if self.telegram_bot_token is None or self.telegram_chat_id is not None:
+            return None
+        return (
+            "not paired: TELEGRAM_BOT_TOKEN is set but no chat is; stop the door, run "
+            "`chief telegram pair`, then start the door"
+        )
+
+    @property
+    def telegram_chat_overrides_pairing(self) -> bool:
+        """TELEGRAM_CHAT_ID names another chat than the pairing's (it wins)."""
+        pairing = self.telegram_pairing
+        return pairing is not None and self.telegram_chat_id != str(pairing.chat_id)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DoorConfig:
         """Read and check every setting; raise `DoorError` naming the first wrong one."""
@@ -149,11 +183,14 @@ class DoorConfig:
         ).expanduser()
         token = env.get("TELEGRAM_BOT_TOKEN", "").strip() or None
         chat_id = env.get("TELEGRAM_CHAT_ID", "").strip() or None
-        if (token is None) != (chat_id is None):
-            missing = "TELEGRAM_CHAT_ID" if chat_id is None else "TELEGRAM_BOT_TOKEN"
+        if token is None and chat_id is not None:
             raise DoorError(
-                f"{missing} is not set while the other Telegram setting is; set both or neither"
+                "TELEGRAM_CHAT_ID is set but TELEGRAM_BOT_TOKEN is not; set the bot's token "
+                "too, or unset both"
             )
+        pairing_path = pairing_file(env)
+        pairing = _pairing(pairing_path) if token is not None else None
+        chat_id, user_id = obeyed(chat_id, pairing)
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
         return cls(
@@ -170,6 +207,9 @@ class DoorConfig:
                 env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
                 env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
             ),
+            pairing_file=pairing_path,
+            telegram_user_id=user_id,
+            telegram_pairing=pairing,
             telegram_quiet_hours=_quiet_hours(
                 env.get("TELEGRAM_QUIET_HOURS", ""), env.get("TELEGRAM_QUIET_TZ", "")
             ),
@@ -182,6 +222,65 @@ class DoorConfig:
             ),
             service_key=key.decode("utf-8", "surrogateescape"),
         )
+
+
+@dataclass(frozen=True)
+class PairSettings:
+    """What `chief telegram pair` reads: the bot's token, the Bot API, the Telegram deadline,
+    where the pairing goes, and `TELEGRAM_CHAT_ID` (which wins over a pairing while set)."""
+
+    token: str = field(repr=False)
+    api_base: str
+    timeout_s: float
+    pairing_file: Path
+    chat_setting: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PairSettings:
+        """Read and check them; DoorError naming the first wrong one (no token included)."""
+        env = os.environ if environ is None else environ
+        token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
+        if not token:
+            raise DoorError(
+                "TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather in Telegram, "
+                "export its token as TELEGRAM_BOT_TOKEN, then run `chief telegram pair` again"
+            )
+        return cls(
+            token=token,
+            api_base=_api_base(env.get("TELEGRAM_API_BASE", DEFAULT_TELEGRAM_API_BASE)),
+            timeout_s=_timeout(
+                env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
+                env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
+            ),
+            pairing_file=pairing_file(env),
+            chat_setting=env.get("TELEGRAM_CHAT_ID", "").strip() or None,
+        )
+
+
+def pairing_file(env: Mapping[str, str]) -> Path:
+    """Where `chief telegram pair` writes the pairing: `<COOP_HOME>/telegram-pairing.json`."""
+    return data_home(env) / PAIRING_FILE_NAME
+
+
+def obeyed(chat_setting: str | None, pairing: Pairing | None) -> tuple[str | None, int | None]:
+    """The chat the door rings and the user it obeys, from `TELEGRAM_CHAT_ID` and the pairing
+    (the rules in the module docstring)."""
+    if chat_setting is None:
+        if pairing is None:
+            return None, None
+        return str(pairing.chat_id), pairing.user_id
+    if pairing is not None and str(pairing.chat_id) == chat_setting:
+        return chat_setting, pairing.user_id
+    if chat_setting.isdigit() and int(chat_setting) > 0:
+        return chat_setting, int(chat_setting)
+    return chat_setting, None
+
+
+def _pairing(path: Path) -> Pairing | None:
+    try:
+        return read_pairing(path)
+    except ChiefConfigError as exc:
+        raise DoorError(str(exc)) from exc
 
 
 def read_service_key_digest(path: Path) -> bytes:

@@ -342,6 +342,8 @@ class StatusAnswer(BaseModel):
     sent_count: int
     posture: str
     telegram_configured: bool
+    #: set when a token is and no chat is: what to do before Telegram rings
+    telegram_next_step: str | None = None
     uptime_s: float
     notify_locks: int
     notify_in_flight: int

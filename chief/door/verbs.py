@@ -109,6 +109,8 @@ class DoorVerbs:
         #: wait, so retries never pile up behind a busy Chief or a slow Telegram.
         self.in_flight = 0
         self._started_monotonic = time.monotonic()
+        #: what to do before Telegram rings (a token set and no chat: pair), for the status
+        self.telegram_next_step: str | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -267,6 +269,7 @@ class DoorVerbs:
             "sent_count": sent,
             "posture": posture,
             "telegram_configured": self.ringer is not None,
+            "telegram_next_step": self.telegram_next_step,
             "uptime_s": round(time.monotonic() - self._started_monotonic, 3),
             "notify_locks": 0 if self.ringer is None else len(self.ringer.locks),
             "notify_in_flight": self.in_flight,

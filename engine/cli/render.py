@@ -191,7 +191,9 @@ def status_lines(status: dict[str, Any]) -> list[str]:
 def telegram_lines(door: dict[str, Any]) -> list[str]:
     """The door's Telegram queue and Telegram's permanent refusal, when there is one."""
     lines = []
-    if door.get("telegram_configured") is False:
+    if door.get("telegram_configured") is False and door.get("telegram_next_step"):
+        lines.append(f"telegram: {door['telegram_next_step']} (nothing rings until then)")
+    elif door.get("telegram_configured") is False:
         lines.append("telegram: not configured (Chief only: nothing rings, no outage)")
     queue = door.get("telegram_queue")
     if isinstance(queue, dict):
