@@ -7,6 +7,8 @@
     commands   the owner's command log: run a verb once per request key, filed with its change
     app        the owner's FastAPI app (`/compat/call`, `/compat/reconcile`, `/status`) and the
                loopback guard every route of the engine service applies
+    phone      the phone's routes on that app (`/api/coop/phone/answer`, `.../summary`): the
+               owner's answers relayed by the Chief's door, guarded by the service key
     cutover    `coop cutover --url URL` and `--undo`: moving the ledger to one writer and back
 
 The owner file itself (`<store>.owner.json`: local or service mode, where the owner listens,

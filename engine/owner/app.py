@@ -126,7 +126,10 @@ class Owner:
         except (CoopError, ValueError, KeyError) as exc:
             log.error("owner.owner_file_invalid", detail=str(exc))
             raise OwnerUnavailable(owner.INVALID_OWNER) from exc
-        settings = lambda: EngineConfig.from_env(db=self.db)  # noqa: E731 - read per call
+
+        def settings() -> EngineConfig:  # read per call, as a routed call's are
+            return EngineConfig.from_env(db=self.db)
+
         if route is None:
             with store.unit_of_work(self.db, writing=writing) as tx:
                 found = use_case(verbs.Unit(tx=tx, config=settings))

@@ -7,6 +7,7 @@ the engine that speaks SQL:
     engine.store.ledger    todos, requests and the append-only `coop_events`
     engine.store.queue     `coop_outbox` and `worker_lock`: producers, the notifier and status
     engine.store.commands  the owner's command log (`coop_commands`)
+    engine.store.answers   the phone's answers, each filed once by its key (`coop_answers`)
 
 Every write is one `BEGIN IMMEDIATE` transaction: SQLite has one writer, so a check made in
 Python inside the transaction is sound, and nothing outside it decides anything. The modules

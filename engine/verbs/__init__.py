@@ -8,6 +8,9 @@ state change, its event row and, where the change is reportable, its outbox row.
                           history
     engine.verbs.outbox   notify, cancel, retry, the owner's worker unlock; the rows and the
                           snapshot `coop status` shows
+    engine.verbs.phone    the owner's answer from the phone and the phone's summary: run by
+                          the owner service's phone routes only, so not in `VERBS` (no
+                          command, no public function, not routed)
     (here)                every verb by its name, for the callers that receive a name (the
                           owner's command log), and which of them only read
 

@@ -59,7 +59,10 @@ def answer_request(
     """Apply the owner's answer from the phone to request `request_id`, once per `answer_key`:
     `choice` (a button's label) or `text` (a reply), exactly one. A key seen before answers its
     filed outcome and changes nothing. The answer: `outcome`, `detail` (one line), `request`
-    (the row now, or None), `outbox_id` (the close's row, else None) and `replayed`."""
+    (the row now, or None), `outbox_id` (the close's row, else None) and `replayed`.
+
+    Not a `@command` and not in `VERBS` (see the module docstring): only the owner service's
+    phone route calls it, so nothing else can file an answer as coming from Telegram."""
     if (choice is None) == (text is None):
         raise UsageError("an answer is a choice or a text: give exactly one")
     if text is not None:
@@ -152,7 +155,7 @@ def phone_summary(unit: Unit) -> Row:
     oldest: list[Row] = []
     for kind, fields in (("todo", _TODO_FIELDS), ("request", _REQUEST_FIELDS)):
         count, rows = ledger_store.open_items(conn, kind, SUMMARY_ITEMS)
-        items = [{name: plain(row)[name] for name in fields} for row in rows]
+        items = [{name: each[name] for name in fields} for each in map(plain, rows)]
         answer[f"{kind}s"] = {"open": count, "items": items}
         if items:
             oldest.append({"kind": kind, **items[0]})

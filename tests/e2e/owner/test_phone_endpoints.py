@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import httpx
 import pytest
 
 from tests.e2e.owner.conftest import ServeProcess, ok
+from tests.support.loopback_door import TestDoor, serve_door_in_thread
+from tests.support.waiting import wait_until_sync
 
 ANSWER = "/api/coop/phone/answer"
 SUMMARY = "/api/coop/phone/summary"
@@ -130,47 +133,63 @@ def test_the_summary_shows_open_items_and_the_outbox(
     assert set(found["outbox"]) == {"pending", "oldest_pending_age_s", "last_error"}
 
 
-@pytest.mark.parametrize(
-    ("headers", "status"),
-    [
-        ({KEY_HEADER: ""}, 401),
-        ({KEY_HEADER: "not-the-key"}, 403),
-        ({"Host": "coop.example"}, 403),
-        ({"Origin": "http://127.0.0.1"}, 403),
-    ],
-    ids=["no-key", "wrong-key", "foreign-host", "browser-origin"],
-)
+#: What the guard refuses, in its order: no key, a wrong key, a Host that is not loopback (DNS
+#: rebinding), a browser's header.
+REFUSED = [
+    ({KEY_HEADER: ""}, 401),
+    ({KEY_HEADER: "not-the-key"}, 403),
+    ({"Host": "coop.example"}, 403),
+    ({"Origin": "http://127.0.0.1"}, 403),
+]
+
+
 def test_the_guard_refuses_before_anything_runs(
-    serve: ServeProcess, stack_env: dict[str, str], headers: dict[str, str], status: int
+    serve: ServeProcess, stack_env: dict[str, str]
 ) -> None:
     serve.start()
     request_id = _ask(stack_env)
-    sent = {KEY_HEADER: _key(stack_env), **headers}
     body = {"answer_key": answer_key(), "request_id": request_id, "choice": "approve"}
     with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
-        refused = client.post(serve.url + ANSWER, json=body, headers=sent)
-        looked = client.get(serve.url + SUMMARY, headers=sent)
-    assert (refused.status_code, looked.status_code) == (status, status)
-    assert isinstance(refused.json()["detail"], str)
+        for headers, status in REFUSED:
+            sent = {KEY_HEADER: _key(stack_env), **headers}
+            refused = client.post(serve.url + ANSWER, json=body, headers=sent)
+            looked = client.get(serve.url + SUMMARY, headers=sent)
+            assert (refused.status_code, looked.status_code) == (status, status), headers
+            assert isinstance(refused.json()["detail"], str)
     assert [e for e, _, _ in events(stack_env, request_id)] == ["add"]
 
 
 @pytest.mark.parametrize("mode", ["local", "service"])
 def test_a_service_killed_after_the_commit_answers_the_retry_once(
-    serve: ServeProcess, stack_env: dict[str, str], mode: str
+    serve: ServeProcess, stack_env: dict[str, str], mode: str, tmp_path: Path
 ) -> None:
     serve.start()
     if mode == "service":
         _cutover(serve, stack_env)
     request_id = _ask(stack_env)
     serve.terminate()
-    serve.start(faults="engine.phone.after_commit")
+    hold = tmp_path / "hold-after-commit"
+    hold.touch()
+    serve.start(faults=f"engine.phone.after_commit:pause-while={hold}")
     key = answer_key()
     body = {"answer_key": key, "request_id": request_id, "choice": "approve"}
 
-    with pytest.raises(httpx.TransportError):
-        post_answer(serve, stack_env, body)
-    assert serve.wait_exit() == 86  # died between the commit and the reply
+    lost: list[BaseException] = []
+
+    def first_try() -> None:
+        try:
+            post_answer(serve, stack_env, body)
+        except httpx.TransportError as exc:  # the reply never comes: the service is killed
+            lost.append(exc)
+
+    sender = threading.Thread(target=first_try)
+    sender.start()
+    serve.wait_for(lambda: Path(f"{hold}.reached").exists(), "the answer to commit")
+    assert [e for e, _, _ in events(stack_env, request_id)] == ["add", "close"]  # committed
+    serve.kill()  # SIGKILL between the commit and the reply
+    sender.join(TIMEOUT_S)
+    assert len(lost) == 1
+    hold.unlink()
     serve.start()
     retried = post_answer(serve, stack_env, body)
 
@@ -178,3 +197,36 @@ def test_a_service_killed_after_the_commit_answers_the_retry_once(
     assert retried.json()["outcome"] == "closed"
     assert retried.json()["request"]["result_summary"] == "approve"
     assert [e for e, _, _ in events(stack_env, request_id)] == ["add", "close"]
+
+
+def test_the_rows_reach_a_recording_door_with_their_extras(
+    serve: ServeProcess, stack_env: dict[str, str]
+) -> None:
+    """`coop serve`'s own notifier sends the ask when the request is filed and the settle of the
+    phone's close, without a ring back. The far end is the recorder test door: the Chief's door
+    refuses these fields until it learns them (tests/integration/door/test_door_phone_extras.py)."""
+    door = TestDoor(key=_key(stack_env), batch_route=True)
+    with serve_door_in_thread(door) as url:
+        serve.env["COOP_DOOR_URL"] = url
+        serve.start()
+        request_id = _ask(stack_env)
+        wait_until_sync(lambda: len(door.received) == 1, timeout_s=TIMEOUT_S, what="the ask")
+        taken = post_answer(
+            serve,
+            stack_env,
+            {"answer_key": answer_key(), "request_id": request_id, "choice": "approve"},
+        )
+        assert taken.json()["outcome"] == "closed"
+        wait_until_sync(lambda: len(door.received) == 2, timeout_s=TIMEOUT_S, what="the settle")
+    ask, settle = door.received
+    assert ask["kind"] == "request_added"
+    assert ask["ask"] == {
+        "request_id": request_id,
+        "title": "order the bigger bag?",
+        "choices": ["approve", "decline"],
+    }
+    assert settle["kind"] == "request_closed"
+    assert (settle["settles"], settle["ring"]) == (request_id, False)
+    assert (
+        settle["text"] == f"request #{request_id} closed by owner: order the bigger bag?\napprove"
+    )
