@@ -10,7 +10,9 @@ Layers, pointing inward:
     verbs.py     the verbs (`DoorVerbs`): notify (the Chief line and the Telegram entry, in one
                  chief.db transaction), notify_batch (several rows, one transaction, one answer
                  per row) and status
-    ringer.py    the sender task: rings the durable Telegram queue in order, paced, in digests
+    ringer.py    the sender task: rings the durable Telegram queue in order, paced, in digests;
+                 an ask alone, with its buttons
+    asks.py      the ask task: the edits settles owe (durable, retried, bounded), and `reask`
     router.py    the FastAPI router (`make_router`) a host application mounts: POST
                  /api/coop/engine/notify, POST /api/coop/engine/notify-batch, GET .../status
     asks.py      the ask task: the edits a settled request's ask messages owe, and `reask`

@@ -72,7 +72,6 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
-from pydantic.json_schema import SkipJsonSchema
 
 from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
@@ -137,15 +136,19 @@ def _distinct(values: list[str]) -> list[str]:
 
 
 def _given(value: object) -> object:
-    # An extra is sent only when the row has it (SPEC: the notifier sends it or leaves it out),
-    # so an explicit null is a malformed body; a default is never validated, so absent passes.
+    # An extra is sent only when the row has it (the notifier sends it or leaves it out), so
+    # an explicit null is a malformed body; a default is never validated, so absent passes.
     if value is None:
         raise ValueError("leave the field out instead of null")
     return value
 
 
 def _absent_by_default(schema: dict[str, Any]) -> None:
-    schema.pop("default", None)  # absent, never null
+    """An extra's schema as the door takes it: no null, no default (absent)."""
+    schema.pop("default", None)
+    branches = [branch for branch in schema.pop("anyOf", []) if branch != {"type": "null"}]
+    if len(branches) == 1:
+        schema.update(branches[0])
 
 
 # SQLite's INTEGER: a request id past it could not be stored.
@@ -197,15 +200,15 @@ class NotifyBody(BaseModel):
         str | None,
         Field(pattern=r"^[A-Za-z0-9_.:-]+$", min_length=1, max_length=MAX_OUTBOX_ID_CHARS),
     ] = None
-    # None stands for "absent" only (the schema does not offer null; `_given` refuses it).
-    ask: Annotated[AskBody | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+    # Absent is None; an explicit null is refused (`_given`), and the schema offers no null.
+    ask: Annotated[AskBody | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
-    settles: Annotated[RequestId | SkipJsonSchema[None], AfterValidator(_given)] = Field(
+    settles: Annotated[RequestId | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
-    ring: Annotated[bool | SkipJsonSchema[None], AfterValidator(_given)] = Field(
-        default=None, json_schema_extra={"default": True}
+    ring: Annotated[bool | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
     )
 
     @field_validator("ask", "settles", "ring")
@@ -219,12 +222,11 @@ class NotifyBody(BaseModel):
 
     def extras(self) -> Extras:
         """The extras as the Chief takes them."""
-        if self.ask is None and self.settles is None and self.ring is None:
+        body, settles, ring = self.ask, self.settles, self.ring
+        if body is None and settles is None and ring is None:
             return NO_EXTRAS
-        ask = None
-        if self.ask is not None:
-            ask = Ask(self.ask.request_id, self.ask.title, tuple(self.ask.choices))
-        return Extras(ask, self.settles, self.ring is not False)
+        ask = None if body is None else Ask(body.request_id, body.title, tuple(body.choices))
+        return Extras(ask, settles, ring is not False)
 
 
 OutboxId = Annotated[

@@ -328,11 +328,10 @@ class BotSender:
     async def _edit(self, chat_id: int | str, message_id: int, text: str) -> None:
         await self._initialize()
         try:
+            # No reply_markup: an edit without one removes the inline keyboard (PTB sends an
+            # empty keyboard as "{}", which is not one).
             await self._bot.edit_message_text(
-                fit_for_telegram(text),
-                chat_id=chat_id,
-                message_id=message_id,
-                reply_markup=InlineKeyboardMarkup([]),
+                fit_for_telegram(text), chat_id=chat_id, message_id=message_id
             )
         except BadRequest as exc:
             if not edit_is_moot(exc.message):

@@ -390,7 +390,9 @@ def test_the_batch_route_sits_beside_the_notify_route() -> None:
 def test_a_batch_row_is_a_notify_body_with_its_outbox_id_required() -> None:
     single = door_router.NotifyBody.model_json_schema()
     row = door_router.NotifyItem.model_json_schema()
-    assert set(row["properties"]) == set(single["properties"]) == {"text", "kind", "outbox_id"}
+    # The notify extras (SPEC21 §1) are optional on both.
+    fields = {"text", "kind", "outbox_id", "ask", "settles", "ring"}
+    assert set(row["properties"]) == set(single["properties"]) == fields
     assert set(row["required"]) == {"text", "kind", "outbox_id"}
     assert row["additionalProperties"] is False
     body = door_router._batch_schema(door_config.DEFAULT_NOTIFY_BATCH_MAX)
@@ -487,3 +489,36 @@ def test_both_stores_enter_wal_with_the_same_code() -> None:
     assert _body_without_docstring(engine_store.enter_wal) == _body_without_docstring(
         chief_schema.enter_wal
     )
+
+
+CHOICE_SAMPLES: list[list[str]] = [
+    ["approve", "decline"],
+    ["a", "b", "c", "d"],
+    ["a", "b", "c", "d", "e"],
+    ["x" * 24],
+    ["x" * 25],
+    ["Yes", "yes"],
+    ["ÉTÉ", "été"],
+    ["tab\there"],
+    ["nel\x85"],
+    ["del\x7f"],
+    ["\u2003"],
+    ["big bag", "small bag"],
+    ["é" * 24, "ok"],
+]
+
+
+@pytest.mark.parametrize("labels", CHOICE_SAMPLES, ids=repr)
+def test_an_asks_choices_are_judged_alike_by_the_engine_and_the_door(labels: list[str]) -> None:
+    # A label the engine files the door must take, or the row would be refused for ever (and
+    # hold the engine's FIFO); the engine drops plain spaces around a label and wants at least
+    # one, so the samples have neither.
+    require_choices = getattr(lifecycle, "require_choices", None)
+    if require_choices is None:
+        pytest.skip("the engine's --choices rule is not on this branch yet")
+    try:
+        require_choices(",".join(labels), "owner", "owner")
+        engine_takes = True
+    except Exception:  # the engine's one-line refusal (UsageError)
+        engine_takes = False
+    assert engine_takes == (chief_model.choices_refusal(labels) is None)

@@ -3,7 +3,8 @@ other envelope is 422 for the whole batch and records nothing. Each item is then
 own, as strict as the single route's body with its outbox_id required and no outbox_id twice:
 the items before the first refused one are accepted, the refused one is answered with its own
 422 detail, the items behind it are held, and neither is recorded (real HTTP, a valid key, after
-the guard passed); a property test mutates valid batches into ones with one bad item."""
+the guard passed); a property test mutates valid batches into ones with one bad item (a
+malformed notify extra among the defects)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,21 @@ pytestmark = pytest.mark.timeout(120)
 
 ROW = {"text": "todo #3 done", "kind": "todo.done", "outbox_id": "3"}
 BAD_VALUES: list[object] = [None, 3, 1.5, True, [], ["a"], {}, ""]
+ASK = {"request_id": 7, "title": "order?", "choices": ["approve", "decline"]}
+BAD_EXTRAS: list[dict[str, object]] = [
+    {"ask": None},
+    {"ask": ASK | {"request_id": 0}},
+    {"ask": ASK | {"choices": ["a", "A"]}},
+    {"ask": ASK | {"choices": ["a,b"]}},
+    {"ask": ASK | {"choices": ["x" * 25]}},
+    {"ask": ASK | {"choices": ["a", "b", "c", "d", "e"]}},
+    {"ask": ASK | {"choices": ["bell\a"]}},
+    {"ask": ASK | {"what": 1}},
+    {"settles": 0},
+    {"settles": "7"},
+    {"ring": "no"},
+    {"ring": None},
+]
 
 
 def rows(count: int, prefix: str = "r") -> list[dict[str, str]]:
@@ -191,7 +207,17 @@ def broken_batches(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
     index = draw(st.integers(0, len(items) - 1))
     defect = draw(
         st.sampled_from(
-            ["drop", "extra", "bad_value", "long_text", "blank_text", "bad_id", "twice", "row"]
+            [
+                "drop",
+                "extra",
+                "bad_value",
+                "long_text",
+                "blank_text",
+                "bad_id",
+                "twice",
+                "row",
+                "bad_extra",
+            ]
         )
     )
     row = dict(items[index])
@@ -206,6 +232,8 @@ def broken_batches(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
         row["text"] = "x" * draw(st.integers(4001, 4100))
     elif defect == "blank_text":
         row[draw(st.sampled_from(("text", "kind")))] = draw(st.sampled_from(["", " ", "\n\t "]))
+    elif defect == "bad_extra":  # the notify extras (ask, settles, ring), one malformed
+        row |= draw(st.sampled_from(BAD_EXTRAS))
     elif defect == "bad_id":
         row["outbox_id"] = draw(st.sampled_from(["a b", "x" * 129, "é", "a/b", "1;2"]))
     elif defect == "twice":
