@@ -200,10 +200,7 @@ class _DoorParts:
         """Start the phone when there is someone to obey (see the module docstring)."""
         config = self.door_config
         chat = config.telegram_chat_id or ""
-        # Until the pairing's DoorConfig.telegram_user_id is there: a private chat's id is its
-        # user's (SPEC: the obeyed user when no pairing names one).
-        private = int(chat) if chat.isdigit() else None
-        user_id: int | None = getattr(config, "telegram_user_id", private)
+        user_id = config.telegram_user_id
         if user_id is None or not chat.lstrip("-").isdigit() or config.telegram_bot_token is None:
             log.info("door.phone_off", reason="no obeyed user in a numeric chat")
             return

@@ -1,8 +1,9 @@
 """The phone's commands, run: `/status`, `/todos`, `/requests`, `/quiet`, `/help`, `/start`.
 
 The words and the parsing are the pure `chief.door.commands_text`; this module asks the ledger
-service (`chief.door.engine_link`, bounded at 1.5 s so a command answers within 2 s), the door's
-own Telegram queue, and chief.db for the /quiet override, then replies in the owner's chat.
+service (`chief.door.engine_link.EngineLink`, bounded at 1.5 s so a command answers within
+2 s), the door's own Telegram queue, and chief.db for the /quiet override, then replies in the
+owner's chat.
 
 `/requests` rings each open request to the owner that has choices again, with its buttons,
 through an `Asker` (the door's asks: `reask(request)`); without one, it lists them like the
@@ -19,7 +20,6 @@ import structlog
 
 from chief.door import commands_text as words
 from chief.door.commands_text import QuietOverride
-from chief.door.engine_link import EngineLink
 from chief.errors import ChiefError, EngineUnavailable, EngineUnreachable
 from chief.telegram.phone import TelegramPhone
 
@@ -30,6 +30,12 @@ class Asker(Protocol):
     """Rings an open request to the owner again, with its buttons (the door's asks)."""
 
     async def reask(self, request: dict[str, Any]) -> None: ...
+
+
+class LedgerSummary(Protocol):
+    """The ledger service's summary (`chief.door.engine_link.EngineLink`)."""
+
+    async def summary(self) -> dict[str, Any]: ...
 
 
 class QuietStore(Protocol):
@@ -45,7 +51,7 @@ class Commands:
         self,
         phone: TelegramPhone,
         *,
-        engine: EngineLink | None,
+        engine: LedgerSummary | None,
         store: QuietStore,
         quiet: QuietOverride,
         telegram_queue: Callable[[], Awaitable[Mapping[str, Any]]],

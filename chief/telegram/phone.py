@@ -159,7 +159,8 @@ class BotPhone:
                 "editMessageText",
             )
         except TelegramUnavailable as exc:
-            if not isinstance(exc.__cause__, BadRequest) or NOT_MODIFIED not in str(exc.__cause__):
+            cause = exc.__cause__
+            if not isinstance(cause, BadRequest) or NOT_MODIFIED not in cause.message.lower():
                 raise
 
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:

@@ -17,7 +17,9 @@ import httpx
 import pytest
 
 from chief.door.commands_text import COMMANDS, HELP, HELP_FIRST_LINE, NOT_RUNNING
+from chief.door.engine_link import EngineLink
 from chief.door.phone import POLL_TIMEOUT_S
+from chief.errors import EngineUnavailable, EngineUnreachable
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop, free_port
 from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
@@ -161,6 +163,19 @@ def test_status_without_coop_serve_says_so_and_still_shows_the_queue(phone: Phon
         assert phone.ask("/todos") == NOT_RUNNING
     finally:
         phone.stack.start_engine()
+
+
+async def test_the_engine_link_presents_the_key_and_names_each_failure(phone: Phone) -> None:
+    url = phone.stack.engine.url
+    async with EngineLink(url, SERVICE_KEY).open() as link:
+        assert (await link.summary())["owner"] == "owner"
+    async with EngineLink(url, "not-the-key").open() as link:
+        with pytest.raises(EngineUnavailable, match=r"40[13]") as refused:
+            await link.summary()
+        assert not isinstance(refused.value, EngineUnreachable)
+    async with EngineLink(f"http://127.0.0.1:{free_port()}", SERVICE_KEY).open() as link:
+        with pytest.raises(EngineUnreachable, match="not running"):
+            await link.summary()
 
 
 def test_quiet_makes_the_next_ring_silent_until_quiet_off(phone: Phone) -> None:
