@@ -112,6 +112,16 @@ class DoorMetrics:
             "Reports queued for the Master Chief that have not landed yet (read at scrape).",
             registry=self.registry,
         )
+        self._chief_db_gauges()
+        self.strangers = Counter(
+            "coop_telegram_strangers",
+            "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
+            "changed, nothing answered.",
+            registry=self.registry,
+        )
+
+    def _chief_db_gauges(self) -> None:
+        """The gauges read from chief.db at each scrape (`_read_gauges`)."""
         self.telegram_depth = Gauge(
             "coop_telegram_queue_depth",
             "Rows queued for Telegram and not rung yet (read at scrape; 0 without Telegram).",
@@ -132,12 +142,6 @@ class DoorMetrics:
             "coop_telegram_answers_pending",
             "The owner's answers from the phone recorded and not yet applied by the ledger"
             " (read at scrape).",
-            registry=self.registry,
-        )
-        self.strangers = Counter(
-            "coop_telegram_strangers",
-            "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
-            "changed, nothing answered.",
             registry=self.registry,
         )
 
