@@ -168,6 +168,15 @@ class PhoneStack:
             lambda _: self.chief_lines(request_id), WAIT_S, f"request #{request_id}'s Chief line"
         )
 
+    def wait_answers(self, request_id: int, expected: list[tuple[str, str]]) -> None:
+        """Wait (bounded) until the door's answer rows for the request are `expected`: the
+        door records the ledger's reply a moment after the ledger's commit is visible."""
+        self.owner.wait_for(
+            lambda _: self.answers(request_id) == expected,
+            WAIT_S,
+            f"request #{request_id}'s answers to be {expected}",
+        )
+
     def answers(self, request_id: int) -> list[tuple[str, str]]:
         """The door's answer rows for the request: (state, outcome)."""
         with closing(sqlite3.connect(self.stack.chief_db)) as conn:

@@ -49,7 +49,7 @@ def test_a_press_closes_the_request_by_the_owner_once_and_rings_nothing_back(
     assert phone.chief_lines(request_id) == 1
     # Nothing rang back: the ask is the one message about the request, now edited.
     assert [m["message_id"] for m in phone.messages_about(request_id)] == [message["message_id"]]
-    assert phone.answers(request_id) == [("applied", "closed")]
+    phone.wait_answers(request_id, [("applied", "closed")])
 
 
 def test_a_double_tap_while_the_ledger_is_down_is_told_and_lands_once_when_it_is_back(
@@ -79,7 +79,7 @@ def test_a_double_tap_while_the_ledger_is_down_is_told_and_lands_once_when_it_is
     phone.wait_chief_line(request_id)
     assert len(phone.events(request_id, "close")) == 1
     assert phone.chief_lines(request_id) == 1
-    assert phone.answers(request_id) == [("applied", "closed")]
+    phone.wait_answers(request_id, [("applied", "closed")])
     assert phone.door_pending() == (0, 0.0)
     unreachable = phone.stack.door.events("answers.engine_unreachable")
     assert len(unreachable) == 1  # once per outage, however many tries
@@ -101,7 +101,7 @@ def test_a_replayed_update_changes_nothing(phone: PhoneStack) -> None:
     assert len(phone.events(request_id, "close")) == 1
     assert phone.chief_lines(request_id) == 1
     assert len(phone.toasts(first["callback_query_id"])) == 1
-    assert phone.answers(request_id) == [("applied", "closed")]
+    phone.wait_answers(request_id, [("applied", "closed")])
 
 
 def test_a_tap_after_a_terminal_close_changes_nothing_and_says_who_closed_it_and_how(
@@ -129,7 +129,7 @@ def test_a_tap_after_a_terminal_close_changes_nothing_and_says_who_closed_it_and
     assert (row["closed_by"], row["result_summary"]) == ("owner", "decline")
     assert len(phone.events(request_id, "close")) == 1
     assert phone.chief_lines(request_id) == 1
-    assert phone.answers(request_id) == [("refused", "already_closed")]
+    phone.wait_answers(request_id, [("refused", "already_closed")])
     # The close's own report, landed now, adds nothing to the settled message: one edit.
     (after,) = [
         m for m in phone.messages_about(request_id) if m["message_id"] == message["message_id"]
@@ -155,7 +155,7 @@ def test_a_strangers_tap_and_commands_change_nothing_and_learn_nothing(
     assert phone.toasts(pressed["callback_query_id"]) == []
     assert [m for m in phone.owner.messages() if m["chat_id"] == STRANGER_ID] == []
     assert phone.request(request_id)["result_summary"] == "decline"
-    assert phone.answers(request_id) == [("applied", "closed")]
+    phone.wait_answers(request_id, [("applied", "closed")])
 
 
 def test_a_text_reply_answers_a_request_without_choices_and_is_a_note_on_one_with_choices(
@@ -179,7 +179,7 @@ def test_a_text_reply_answers_a_request_without_choices_and_is_a_note_on_one_wit
     (note,) = phone.events(with_choices, "note")
     assert note["payload"] == {"via": "telegram", "text": "only after Tuesday"}
     assert phone.request(with_choices)["status"] == "open"
-    assert phone.answers(with_choices) == [("applied", "noted")]
+    phone.wait_answers(with_choices, [("applied", "noted")])
     # The note leaves the buttons: the request is still the owner's to decide.
     assert phone.ask_message(with_choices).get("reply_markup")
 
