@@ -58,7 +58,7 @@ def pair(timeout_s: float) -> int:
                 "over the pairing while it is set (unset it to use the pairing)",
                 flush=True,
             )
-        paired = anyio.run(_session, settings, timeout_s)
+        paired, last_error = anyio.run(_session, settings, timeout_s)
     except KeyboardInterrupt:
         return _fail(PAIR, "interrupted; nothing paired", EXIT_INTERRUPTED)
     except TelegramUnavailable as exc:
@@ -68,9 +68,11 @@ def pair(timeout_s: float) -> int:
     finally:
         lock.release()
     if paired is None:
+        failed = f" (the last poll failed: {last_error})" if last_error else ""
         return _fail(
             PAIR,
-            f"no /start with the code came within {timeout_s:g} s; nothing paired — run it again",
+            f"no /start with the code came within {timeout_s:g} s{failed}; nothing paired — "
+            "run it again",
         )
     print(f"{PAIR}: paired with {paired.who()}; saved in {settings.pairing_file}")
     print("Start the door (`chief serve`): Coop's messages now come to that chat.")
@@ -97,7 +99,8 @@ def _take(lock: ServeLock) -> str | None:
     return None
 
 
-async def _session(settings: PairSettings, timeout_s: float) -> Pairing | None:
+async def _session(settings: PairSettings, timeout_s: float) -> tuple[Pairing | None, str | None]:
+    """The pairing (None: none within `timeout_s`) and the last failed poll's words."""
     session = PairingSession(
         settings.token, api_base=settings.api_base, timeout_s=settings.timeout_s
     )
@@ -108,9 +111,9 @@ async def _session(settings: PairSettings, timeout_s: float) -> Pairing | None:
         print(f"In Telegram, open a private chat with {name} and send:\n")
         print(f"    /start {session.code}\n")
         print(f"Waiting up to {timeout_s:g} s (Ctrl-C to stop).", flush=True)
-        return await session.wait(
-            time.monotonic() + timeout_s, settings.pairing_file, countdown.tick
-        )
+        deadline = time.monotonic() + timeout_s
+        paired = await session.wait(deadline, settings.pairing_file, countdown.tick)
+        return paired, session.last_error
     finally:
         countdown.finish()
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_BOUND_S):

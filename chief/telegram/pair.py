@@ -6,9 +6,10 @@ python-telegram-bot's public `telegram.Bot` until `/start CODE` comes from a pri
 the deadline passes. Each `/start` that is not the match (a wrong code, no code, a group chat) is
 answered in its chat with why nothing was paired; any other update is read and passed over. Every
 update read is confirmed (the next offset), so the door, the one other reader, never sees the
-`/start` later. On a match the pairing is written (`chief.telegram.pairing`), the chat is told,
-and the pairing returned. Every PTB failure is translated in `chief.telegram.sender`, and the
-token never appears in a message.
+`/start` later. A failed poll is tried again (every `RETRY_S`) until the deadline, but a token
+Telegram refuses ends the wait at once. On a match the pairing is written
+(`chief.telegram.pairing`), the chat is told, and the pairing returned. Every PTB failure is
+translated in `chief.telegram.sender`, and the token never appears in a message.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ T = TypeVar("T")
 CODE_BYTES = 5  # 8 base32 characters
 # One long poll at most this long: the countdown is shown between two.
 MAX_POLL_S = 25.0
+# After a failed poll (network, Telegram's 5xx, a 409 from another reader), the next one.
+RETRY_S = 2.0
 START = re.compile(r"/start(?:@\w+)?(?:\s+(\S+))?\s*", re.IGNORECASE)
 PAIRED_WORDS = (
     "Paired with Coop: this chat now gets the household's messages, and you can answer them here."
@@ -67,6 +70,8 @@ class PairingSession:
         self.code = new_code()
         self.bot_name = ""
         self._offset: int | None = None
+        #: the last failed poll's words, retried until the deadline (None: none failed)
+        self.last_error: str | None = None
 
     async def start(self) -> str:
         """Check the token with getMe; the bot's @name."""
@@ -90,9 +95,18 @@ class PairingSession:
         while (left_s := deadline - time.monotonic()) > 0:
             # Telegram takes whole seconds; the last poll may end up to a second late.
             poll_s = max(1, math.ceil(min(left_s, tick(left_s), MAX_POLL_S)))
-            updates = await self._call(
-                partial(self._bot.get_updates, offset=self._offset, timeout=poll_s)
-            )
+            try:
+                updates = await self._call(
+                    partial(self._bot.get_updates, offset=self._offset, timeout=poll_s)
+                )
+            except TelegramRefused:
+                raise  # a revoked token: no retry cures it
+            except TelegramUnavailable as exc:
+                # A network blip or Telegram's 5xx must not end a ten-minute wait: try again
+                # shortly, and say the last failure if the wait runs out.
+                self.last_error = str(exc)
+                await anyio.sleep(min(RETRY_S, max(deadline - time.monotonic(), 0.0)))
+                continue
             paired = await self._examine(updates, pairing_file)
             if paired is not None:
                 await self.confirm()

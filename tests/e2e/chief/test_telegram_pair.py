@@ -273,3 +273,27 @@ def test_a_door_started_while_pairing_waits_refuses_naming_the_pairing(setup: Se
     assert "`chief telegram pair` (pid" in door.log()
     os.kill(pairing.popen.pid, signal.SIGINT)
     assert pairing.finish() == 130
+
+
+def arm(setup: Setup, fault: dict[str, object]) -> None:
+    import httpx
+
+    armed = httpx.post(setup.url + "/emulator/faults", json=fault, timeout=10, trust_env=False)
+    assert armed.status_code == 200, armed.text
+
+
+def test_a_failed_poll_is_tried_again_until_the_deadline(setup: Setup) -> None:
+    arm(setup, {"mode": "5xx", "count": 2, "status": 502, "methods": ["getUpdates"]})
+    pairing = setup.pair("--timeout", "60")  # its first two polls fail
+    code = pairing.code()
+    setup.owner.text(OWNER_ID, OWNER_ID, f"/start {code}")
+    assert pairing.finish() == 0, pairing.stderr()
+    assert (setup.home / PAIRING).exists()
+
+    arm(setup, {"mode": "5xx", "count": 1000, "status": 502, "methods": ["getUpdates"]})
+    again = setup.pair("--timeout", "3")  # every poll fails
+    assert again.finish() == 1
+    errors = [line for line in again.err if "waiting" not in line]
+    assert len(errors) == 1, again.stderr()
+    assert "(the last poll failed: " in errors[0]
+    assert "nothing paired" in errors[0]

@@ -2,7 +2,8 @@
 emulator: a notify with `ask` rings alone with one button per choice while the rows around it
 digest; the buttons' callback data are opaque tokens; `ring: false` lands a line and rings
 nothing; a settle voids the buttons and edits the ask message (once); a settle that comes
-before its ask rang leaves no button anywhere; `reask` rings a request again."""
+before its ask rang leaves no button anywhere; an ask in doubt rings again alone, marked, with
+the same buttons; `reask` rings a request again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from chief.door.pacing import REPEAT_MARKER
 from tests.support.door import CHAT_ID, DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
@@ -271,3 +273,23 @@ async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Pat
             timeout_s=10,
             what="both ask messages of #7 edited",
         )
+
+
+async def test_an_ask_in_doubt_rings_again_alone_marked_with_the_same_buttons(
+    tmp_path: Path,
+) -> None:
+    # Telegram keeps the ask and answers past the late-reply bound (6 x 0.3 s): in doubt.
+    faults = [{"mode": "delay", "count": 1, "delay_s": 3, "methods": ["sendMessage"]}]
+    settings = {"TELEGRAM_TIMEOUT_S": "0.3"}
+    async with door_stack(tmp_path, faults=faults, settings=settings) as stack:
+        assert stack.chief is not None
+        await stack.notify(ask("ask", 7, CHOICES[2]))
+        await stack.notify(body("after", text="todo #4 done: after"))
+        await rung(stack, 3)
+        first, repeat, after = stack.emulator.messages
+        assert first["text"] == ask_text(7, CHOICES[2])
+        assert repeat["text"] == REPEAT_MARKER + ask_text(7, CHOICES[2])  # alone, marked
+        assert after["text"] == "todo #4 done: after"
+        assert buttons(repeat) == buttons(first) != []
+        remembered = await stack.chief.ask_by_message(int(CHAT_ID), repeat["message_id"])
+        assert remembered == (7, CHOICES[2], False)
