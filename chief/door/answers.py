@@ -55,7 +55,7 @@ from chief.answer_rules import (
     settled_line,
     toast_for,
 )
-from chief.errors import ChiefError
+from chief.errors import ChiefError, EngineUnreachable
 from chief.faults import fault
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class Answers:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Forward pending answers and finish settled ones, until cancelled."""
+        """Forward the pending answers (what the last run left first), until cancelled."""
         task_status.started()
         while True:
             wait_s = IDLE_RECHECK_S
@@ -248,6 +248,13 @@ class Answers:
         return True
 
     def _note_outage(self, exc: ChiefError, answer: Answer) -> None:
+        """Log the first failed try of an outage (not every retry): nothing answers, or the
+        ledger service refuses (a wrong key, its store failing)."""
         if not self._outage:
             self._outage = True
-            log.warning("answers.engine_unreachable", error=str(exc), answer_key=answer.answer_key)
+            event = (
+                "answers.engine_unreachable"
+                if isinstance(exc, EngineUnreachable)
+                else "answers.engine_refused"
+            )
+            log.warning(event, error=str(exc), answer_key=answer.answer_key)
