@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import Any
 
 from chief.answer_rules import (
     Answer,
@@ -42,24 +43,24 @@ ButtonOf = Callable[[sqlite3.Connection, str], Button | None]
 AskOf = Callable[[sqlite3.Connection, int, int], int | None]
 
 
-def _answer(row: tuple[object, ...]) -> Answer:
+def _answer(row: tuple[Any, ...]) -> Answer:
     key, update, request, choice, text, chat, message, ask, query, state, outcome, detail = row[:12]
     return Answer(
         answer_key=str(key),
-        update_id=int(update),  # type: ignore[call-overload]
-        request_id=int(request),  # type: ignore[call-overload]
+        update_id=int(update),
+        request_id=int(request),
         choice=None if choice is None else str(choice),
         text=None if text is None else str(text),
-        chat_id=int(chat),  # type: ignore[call-overload]
-        message_id=int(message),  # type: ignore[call-overload]
+        chat_id=int(chat),
+        message_id=int(message),
         ask_text=str(ask),
         callback_query_id=None if query is None else str(query),
-        state=str(state),  # type: ignore[arg-type]
+        state=state,  # the table CHECKs it is one of AnswerState
         outcome=None if outcome is None else str(outcome),
         detail=None if detail is None else str(detail),
-        attempts=int(row[12]),  # type: ignore[call-overload]
+        attempts=int(row[12]),
         edited=bool(row[13]),
-        next_attempt_at=float(row[14]),  # type: ignore[arg-type]
+        next_attempt_at=float(row[14]),
     )
 
 
