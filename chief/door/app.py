@@ -38,7 +38,7 @@ from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
 from chief.door.answers import Answers
 from chief.door.asks import Asks
-from chief.door.commands import Asker, Commands
+from chief.door.commands import Commands
 from chief.door.commands_text import QuietOverride
 from chief.door.config import DoorConfig
 from chief.door.engine_link import EngineLink
@@ -67,13 +67,15 @@ STOP_MARGIN_S = 1.0
 @dataclass
 class PhoneParts:
     """What the phone's helpers are built from, once the phone runs: the Telegram seam, the
-    ledger service's link, chief.db (the phone's own connection), the Chief and the sender."""
+    ledger service's link, chief.db (the phone's own connection), the Chief, the sender and the
+    asks."""
 
     phone: BotPhone
     engine: EngineLink
     store: ChiefStore
     chief: Chief
     ringer: Ringer
+    asks: Asks
 
 
 def create_app(
@@ -82,12 +84,11 @@ def create_app(
     *,
     wall_clock: Callable[[], datetime] | None = None,
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None,
-    asks: Callable[[PhoneParts], Asker] | None = None,
 ) -> FastAPI:
     """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests).
-    `handlers` builds what answers taps and replies, `asks` what rings a request again (for
-    /requests); without them taps and replies are logged and left, and /requests lists every
-    request as text."""
+    `handlers` (a test's) builds what answers the owner's taps and replies from the phone's
+    parts; without it the door's answers (`chief.door.answers`) take them. /requests asks again
+    through the door's asks (`chief.door.asks`)."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -101,9 +102,7 @@ def create_app(
         posture=posture_source(door_config.posture_file),
         wall_clock=wall_clock,
     )
-    parts = _DoorParts(
-        door_config, chief_config, service, sender, metrics, wall_clock, handlers, asks
-    )
+    parts = _DoorParts(door_config, chief_config, service, sender, metrics, wall_clock, handlers)
     app = FastAPI(
         title="Coop notify door",
         version="1",
@@ -134,7 +133,6 @@ class _DoorParts:
     metrics: DoorMetrics
     wall_clock: Callable[[], datetime] | None
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None
-    asks: Callable[[PhoneParts], Asker] | None = None
     #: the phone's poller while it runs
     phone: PhoneLoop | None = None
 
@@ -212,19 +210,19 @@ class _DoorParts:
         stack.push_async_callback(phone.aclose)
         link = EngineLink(config.service_url, config.service_key)
         engine = await stack.enter_async_context(link.open())
-        parts = PhoneParts(phone, engine, inbox, chief, ringer)
+        parts = PhoneParts(phone, engine, inbox, chief, ringer, asks)
         commands = Commands(
             phone,
             engine=engine,
             store=inbox,
             quiet=ringer.quiet,
             telegram_queue=self._telegram_queue,
-            asks=asks if self.asks is None else self.asks(parts),
+            asks=asks,
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
         else:
-            handlers = await stack.enter_async_context(answering(parts, asks))
+            handlers = await stack.enter_async_context(answering(parts))
         loop = PhoneLoop(
             phone,
             inbox,
@@ -302,7 +300,7 @@ def build_asks(
 
 
 @asynccontextmanager
-async def answering(parts: PhoneParts, asks: Asks) -> AsyncIterator[Answers]:
+async def answering(parts: PhoneParts) -> AsyncIterator[Answers]:
     """The owner's answers (`chief.door.answers`) on the phone's connection to chief.db, their
     forwarder task running for the block (a pending answer left by the last run goes first);
     on exit it is cancelled: an answer in flight stays pending, and the next start sends it
@@ -310,7 +308,12 @@ async def answering(parts: PhoneParts, asks: Asks) -> AsyncIterator[Answers]:
     from chief.store.answers import asks_button, asks_request
 
     answers = Answers(
-        parts.store, parts.phone, parts.engine, asks_button, asks_request, edits_queued=asks.nudge
+        parts.store,
+        parts.phone,
+        parts.engine,
+        asks_button,
+        asks_request,
+        edits_queued=parts.asks.nudge,
     )
     async with anyio.create_task_group() as tasks:
         await tasks.start(answers.run)

@@ -164,7 +164,7 @@ def item_list(kind: str, section: Mapping[str, Any], *, skip: Sequence[int] = ()
     lines = [f"{count} open {kind}{plural}:"]
     if skip:
         asked = ", ".join(f"#{item_id}" for item_id in skip)
-        lines.append(f"{asked}: asked again above, with {'its' if len(skip) == 1 else 'their'}"
+        lines.append(f"{asked}: asked again, with {'its' if len(skip) == 1 else 'their'}"
                      " buttons")  # fmt: skip
     lines += [_item_line(kind, item) for item in items[:MAX_LISTED]]
     shown = len(items[:MAX_LISTED]) + len(skip)

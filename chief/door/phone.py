@@ -169,6 +169,8 @@ class PhoneLoop:
             self.stopped.set()
 
     async def _register_commands(self) -> None:
+        if self._stopping:
+            return
         try:
             with anyio.CancelScope() as scope:
                 self._poll = scope  # a stop during start-up cancels this too

@@ -34,6 +34,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
     "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
     "bench_door_batch.py": ["--rows", "8", "--batch", "4", "--rounds", "1"],
+    "bench_phone_idle.py": ["--window-s", "1"],
     "bench_phone_taps.py": ["--taps", "2"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.

@@ -38,18 +38,29 @@ class Phone:
         self.stack = stack
         self.owner = EmulatorOwner(stack.emulator.url)
 
+    def __enter__(self) -> Phone:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.owner.close()
+
     def bot_messages(self, chat: int = OWNER_ID) -> list[dict[str, Any]]:
         return [m for m in self.owner.messages() if m["chat_id"] == chat]
 
     def say(self, text: str, *, user: int = OWNER_ID, chat: int = OWNER_ID) -> int:
         return int(self.owner.text(chat, user, text)["update_id"])
 
-    def ask(self, text: str) -> str:
-        """Send `text` as the owner and return the bot's next message in the owner's chat."""
+    def ask(self, text: str, answer_starts: str = "") -> str:
+        """Send `text` as the owner and return the bot's next message in the owner's chat that
+        starts with `answer_starts` (a report rung meanwhile is not the answer)."""
         before = len(self.bot_messages())
         self.say(text)
         news = self.owner.wait_for(
-            lambda _: self.bot_messages()[before:], ANSWER_S, f"an answer to {text!r}"
+            lambda _: [
+                m for m in self.bot_messages()[before:] if m["text"].startswith(answer_starts)
+            ],
+            ANSWER_S,
+            f"an answer to {text!r}",
         )
         return str(news[0]["text"])
 
@@ -105,10 +116,9 @@ def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phone]:
     """One stack for the module's tests that leave it as they found it."""
     stack = _stack(tmp_path_factory.mktemp("phone"))
     try:
-        started = _started(stack)
-        stack.start_engine()
-        yield started
-        started.owner.close()
+        with _started(stack) as started:
+            stack.start_engine()
+            yield started
         assert set(stack.stop().values()) == {0}
     finally:
         stack.close()
@@ -130,37 +140,48 @@ def test_the_commands_are_registered_when_the_door_starts(phone: Phone) -> None:
 
 
 def test_help_an_unknown_command_and_start_once_paired(phone: Phone) -> None:
-    assert phone.ask("/help") == HELP
-    assert phone.ask("/whatever") == HELP_FIRST_LINE
-    assert phone.ask("/start 123456").startswith("Already paired")
+    assert phone.ask("/help", "I answer") == HELP
+    assert phone.ask("/whatever", "I answer") == HELP_FIRST_LINE
+    assert phone.ask("/start 123456", "Already").startswith("Already paired")
 
 
 def test_status_todos_and_requests_read_the_ledger(phone: Phone) -> None:
     env = phone.stack.env()
     assert coop("todo", "add", "water the plants", env=env, inherit=False).returncode == 0
-    added = coop("request", "add", "order the bigger bag?", "--to", "owner", env=env, inherit=False)
+    choices = ("--choices", "approve,decline")
+    added = coop(
+        "request", "add", "order the bigger bag?", "--to", "owner", *choices, env=env, inherit=False
+    )
     assert added.returncode == 0, added.stderr
-    # A request to the owner rings as an ask (the door's asks) before anything else is asked.
-    phone.rung("request #1 from prover: order the bigger bag? (reply to answer)")
-    status = phone.ask("/status")
-    lines = status.splitlines()
+    lines = phone.ask("/status", "Open:").splitlines()
     assert lines[0] == "Open: 1 todo, 1 request."
     assert lines[1].startswith("Oldest: todo #1 water the plants")
     assert lines[2].startswith("Engine outbox:")
     assert lines[3].startswith("Telegram queue:")
-    assert phone.ask("/todos").splitlines() == ["1 open todo:", "todo #1 water the plants"]
-    requests = phone.ask("/requests").splitlines()
-    assert requests[0] == "1 open request:"
-    assert requests[1].startswith("request #1 order the bigger bag?")
+    assert phone.ask("/todos", "1 open").splitlines() == [
+        "1 open todo:",
+        "todo #1 water the plants",
+    ]
+    rung = len(_asks(phone))
+    requests = phone.ask("/requests", "1 open").splitlines()
+    assert requests == ["1 open request:", "#1: asked again, with its buttons"]
+    again = phone.owner.wait_for(lambda _: _asks(phone)[rung:], ANSWER_S, "the ask rung again")
+    labels = [b["text"] for row in again[0]["reply_markup"]["inline_keyboard"] for b in row]
+    assert labels == ["approve", "decline"]
+
+
+def _asks(phone: Phone) -> list[dict[str, Any]]:
+    """The bot's messages in the owner's chat that carry buttons (asks) now."""
+    return [m for m in phone.bot_messages() if (m.get("reply_markup") or {}).get("inline_keyboard")]
 
 
 def test_status_without_coop_serve_says_so_and_still_shows_the_queue(phone: Phone) -> None:
     assert phone.stack.engine.terminate() == 0
     try:
-        lines = phone.ask("/status").splitlines()
+        lines = phone.ask("/status", NOT_RUNNING).splitlines()
         assert lines[0] == NOT_RUNNING
         assert lines[1].startswith("Telegram queue:")
-        assert phone.ask("/todos") == NOT_RUNNING
+        assert phone.ask("/todos", NOT_RUNNING) == NOT_RUNNING
     finally:
         phone.stack.start_engine()
 
@@ -179,14 +200,14 @@ async def test_the_engine_link_presents_the_key_and_names_each_failure(phone: Ph
 
 
 def test_quiet_makes_the_next_ring_silent_until_quiet_off(phone: Phone) -> None:
-    assert phone.ask("/quiet 2h").startswith("Quiet for 2h")
-    assert phone.ask("/quiet").startswith("Quiet is on")
+    assert phone.ask("/quiet 2h", "Quiet").startswith("Quiet for 2h")
+    assert phone.ask("/quiet", "Quiet").startswith("Quiet is on")
     phone.notify("todo #5 done: while quiet")
     assert phone.rung("todo #5 done: while quiet")["disable_notification"] is True
-    assert phone.ask("/quiet off").startswith("Quiet is off")
+    assert phone.ask("/quiet off", "Quiet").startswith("Quiet is off")
     phone.notify("todo #6 done: after quiet")
     assert phone.rung("todo #6 done: after quiet")["disable_notification"] is False
-    assert phone.ask("/quiet 25h").startswith("Say /quiet 30m")
+    assert phone.ask("/quiet 25h", "Say").startswith("Say /quiet 30m")
 
 
 def test_strangers_change_nothing_learn_nothing_and_are_counted(phone: Phone) -> None:
@@ -194,7 +215,7 @@ def test_strangers_change_nothing_learn_nothing_and_are_counted(phone: Phone) ->
     phone.say("/status", user=STRANGER_ID, chat=STRANGER_ID)
     phone.say("/quiet 2h", user=STRANGER_ID, chat=STRANGER_ID)
     phone.say("/help", user=STRANGER_ID + 1, chat=OWNER_ID)  # someone else in the owner's chat
-    assert phone.ask("/quiet").startswith("Quiet is off")  # in order: the strangers came first
+    assert phone.ask("/quiet", "Quiet").startswith("Quiet is off")  # after the strangers
     assert phone.bot_messages(STRANGER_ID) == []
     assert phone.metric("coop_telegram_strangers_total") == counted + 3
     logged = [e["sender_id"] for e in phone.stack.door.events("door.telegram_stranger")]
@@ -215,31 +236,31 @@ def test_a_replayed_update_is_not_applied_twice(phone: Phone) -> None:
 def test_an_update_handled_before_a_crash_is_not_applied_again(own_stack: Stack) -> None:
     # The door dies right after committing an update's offset, before its next getUpdates
     # tells Telegram: Telegram still holds the update. The restarted door asks from the stored
-    # offset, so the update is not applied (or answered) again.
+    # offset, so the update is not applied (or answered) again; the /quiet it set holds on.
     own_stack.add(own_stack.emulator)
     own_stack.door.env["TELEGRAM_API_BASE"] = f"{own_stack.emulator.url}/bot"
     own_stack.door.start(faults="door.phone_after_offset")
     own_stack.started.append(own_stack.door)  # stopped with the stack, whatever happens
-    phone = Phone(own_stack)
-    phone.say("/quiet 2h")
-    assert own_stack.door.wait_exit() == 86
-    assert phone.owner.pending_updates() != []  # Telegram was never told
-    own_stack.door.start()
-    assert phone.ask("/help") == HELP
-    texts = [m["text"] for m in phone.bot_messages()]
-    assert [t for t in texts if t.startswith("Quiet for")] == [texts[0]]
-    assert texts[0].startswith("Quiet for 2h")
-    assert phone.owner.pending_updates() == []
-    phone.owner.close()
+    with Phone(own_stack) as phone:
+        phone.say("/quiet 2h")
+        assert own_stack.door.wait_exit() == 86
+        assert phone.owner.pending_updates() != []  # Telegram was never told
+        own_stack.door.start()
+        assert phone.ask("/help") == HELP
+        texts = [m["text"] for m in phone.bot_messages()]
+        assert [t for t in texts if t.startswith("Quiet for")] == [texts[0]]
+        assert texts[0].startswith("Quiet for 2h")
+        phone.owner.wait_for(lambda o: o.pending_updates() == [], ANSWER_S, "all confirmed")
+        phone.notify("todo #9 done: after the restart")  # /quiet outlived the door
+        assert phone.rung("todo #9 done: after the restart")["disable_notification"] is True
 
 
 @pytest.mark.slow
 def test_a_stop_while_a_long_poll_is_open_is_prompt(own_stack: Stack) -> None:
-    phone = _started(own_stack)
-    phone.ask("/help")  # the loop is in its next long poll now
+    with _started(own_stack) as phone:
+        phone.ask("/help")  # the loop is in its next long poll now
     began = time.monotonic()
     assert own_stack.door.terminate() == 0
     took_s = time.monotonic() - began
     assert took_s < POLL_TIMEOUT_S / 2, f"the stop waited {took_s:.1f}s for the poll"
     assert own_stack.door.events("door.stopped")
-    phone.owner.close()

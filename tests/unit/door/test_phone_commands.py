@@ -122,7 +122,7 @@ async def test_requests_rings_the_owners_requests_with_choices_again(store: Chie
     assert asks.asked == [1]
     assert text.splitlines() == [
         "3 open requests:",
-        "#1: asked again above, with its buttons",
+        "#1: asked again, with its buttons",
         "request #2 request 2",
         "request #3 request 3 [a / b]",
     ]

@@ -177,7 +177,7 @@ def test_a_request_lists_its_choices_unless_it_was_just_rung_again() -> None:
     assert "request #101 order the bag 1? [approve / decline]" in text
     again = item_list("request", summary["requests"], skip=[101])  # type: ignore[arg-type]
     assert "request #101" not in again
-    assert "#101: asked again above, with its buttons" in again
+    assert "#101: asked again, with its buttons" in again
     assert "#102" in again
 
 

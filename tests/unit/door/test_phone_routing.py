@@ -306,3 +306,18 @@ async def test_an_update_below_the_offset_is_never_applied_again(tmp_path: Path)
         assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP)]
         assert (await store.inbox_state()).next_offset == 63
         assert loop.offset == 63
+
+
+async def test_commands_that_cannot_be_registered_are_logged_and_the_phone_goes_on(
+    tmp_path: Path,
+) -> None:
+    class Unregistered(ScriptedTelegram):
+        async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
+            raise TelegramUnavailable("Telegram refused setMyCommands; retry later")
+
+    telegram = Unregistered([text_update(70, "/help")])
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram):
+            await _idle(telegram)
+            assert telegram.replies == [(OWNER_ID, HELP)]
+    assert [e["event"] for e in logs].count("door.phone_commands_unregistered") == 1
