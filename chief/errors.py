@@ -135,3 +135,8 @@ class EngineUnavailable(ChiefError):
 class EngineUnreachable(EngineUnavailable):
     """The ledger service (coop serve) is not running — start it (`coop serve`) or fix
     COOP_SERVICE_URL."""
+
+    def __init__(self, message: str | None = None, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        #: it took the call but did not answer within the bound (stuck, not gone)
+        self.timed_out = timed_out

@@ -156,8 +156,8 @@ class Commands:
             return words.NOT_RUNNING
         try:
             return await self.engine.summary()
-        except EngineUnreachable:
-            return words.NOT_RUNNING
+        except EngineUnreachable as exc:
+            return words.NOT_ANSWERING if exc.timed_out else words.NOT_RUNNING
         except EngineUnavailable as exc:
             log.warning("door.phone_engine_failed", error=str(exc))
             return "The ledger service could not answer now; try again in a minute."

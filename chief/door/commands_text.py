@@ -43,6 +43,7 @@ HELP = "\n".join(
 )
 ALREADY_PAIRED = "Already paired: this chat gets the household's reports. /help lists commands."
 NOT_RUNNING = "The ledger service (coop serve) is not running, so I cannot read the ledger now."
+NOT_ANSWERING = "The ledger service (coop serve) did not answer in time; try again in a minute."
 
 QUIET_MIN_S = 60
 QUIET_MAX_S = 24 * 3600

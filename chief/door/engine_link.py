@@ -81,7 +81,8 @@ class EngineLink:
         except httpx.TimeoutException as exc:
             raise EngineUnreachable(
                 f"the ledger service at {self.base_url} did not answer within "
-                f"{self.timeout_s:g} s (is coop serve stuck?)"
+                f"{self.timeout_s:g} s (is coop serve stuck?)",
+                timed_out=True,
             ) from exc
         except httpx.HTTPError as exc:
             raise EngineUnreachable(

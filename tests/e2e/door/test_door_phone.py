@@ -7,6 +7,7 @@ the start; and a stop while a long poll is open is prompt."""
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-from chief.door.commands_text import COMMANDS, HELP, HELP_FIRST_LINE, NOT_RUNNING
+from chief.door.commands_text import (
+    COMMANDS,
+    HELP,
+    HELP_FIRST_LINE,
+    NOT_ANSWERING,
+    NOT_RUNNING,
+)
 from chief.door.engine_link import EngineLink
 from chief.door.phone import POLL_TIMEOUT_S
 from chief.errors import EngineUnavailable, EngineUnreachable
@@ -184,6 +191,18 @@ def test_status_without_coop_serve_says_so_and_still_shows_the_queue(phone: Phon
         assert phone.ask("/todos", NOT_RUNNING) == NOT_RUNNING
     finally:
         phone.stack.start_engine()
+
+
+def test_status_while_coop_serve_is_stuck_still_answers(phone: Phone) -> None:
+    engine = phone.stack.engine
+    engine.popen.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        lines = phone.ask("/status", NOT_ANSWERING).splitlines()
+        assert lines[0] == NOT_ANSWERING
+        assert lines[1].startswith("Telegram queue:")
+    finally:
+        engine.popen.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    assert phone.ask("/status", "Open:").startswith("Open:")
 
 
 async def test_the_engine_link_presents_the_key_and_names_each_failure(phone: Phone) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chief.door.commands import Commands
-from chief.door.commands_text import NOT_RUNNING, Command, QuietOverride
+from chief.door.commands_text import NOT_ANSWERING, NOT_RUNNING, Command, QuietOverride
 from chief.errors import ChiefError, EngineUnavailable, EngineUnreachable
 from chief.store import ChiefStore
 from chief.telegram.phone import Buttons
@@ -146,6 +146,8 @@ async def test_the_ledger_services_failures_read_in_plain_words(
 ) -> None:
     gone = await _answer(store, command, engine=Summary(EngineUnreachable()))
     assert gone.splitlines()[0] == NOT_RUNNING
+    stuck = await _answer(store, command, engine=Summary(EngineUnreachable(timed_out=True)))
+    assert stuck.splitlines()[0] == NOT_ANSWERING
     failed = await _answer(store, command, engine=Summary(EngineUnavailable("503")))
     assert (
         failed.splitlines()[0] == "The ledger service could not answer now; try again in a minute."

@@ -3,7 +3,7 @@ reply and a command go, when the offset is committed, how failures pause and are
 
 Telegram is a scripted double of the inbound seam and the handlers a recording double (the
 answers' part, not this one's); chief.db is a real file. The same loop against the real
-emulator and the real door is tests/integration/door/test_door_phone_http.py."""
+emulator and the real door is tests/e2e/door/test_door_phone.py."""
 
 from __future__ import annotations
 
