@@ -308,6 +308,10 @@ class Chief:
         """Record a failed try of an owed edit and when to try again."""
         await self._store.defer_ask_edit(seq, next_attempt_at, error)
 
+    async def pending_answers(self) -> int:
+        """The owner's answers from the phone still waiting for the ledger."""
+        return await self._store.pending_answers()
+
     async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
         """(request id, choice, void) of a button token, or None."""
         return await self._store.ask_button(token)

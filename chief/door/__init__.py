@@ -15,6 +15,11 @@ Layers, pointing inward:
     asks.py      the ask task: the edits settles owe (durable, retried, bounded), and `reask`
     router.py    the FastAPI router (`make_router`) a host application mounts: POST
                  /api/coop/engine/notify, POST /api/coop/engine/notify-batch, GET .../status
+    asks.py      the ask task: the edits a settled request's ask messages owe, and `reask`
+    phone.py     the poller task: the owner's updates (taps, replies, commands), strangers
+                 turned away; commands.py and commands_text.py answer the commands
+    answers.py   the owner's taps and replies: recorded in chief.db, forwarded to the ledger
+                 by the answers' task (engine_link.py: the ledger service's seam), toasted
     report_route.py  `POST /api/chief/report`: `chief report` hands a cron line to the holder
     metrics.py   `GET /metrics`: answers and Telegram sends counted, one hook (`instrument_door`)
     app.py       `chief serve`: the standalone app and its `main` (uvicorn through

@@ -4,12 +4,15 @@ Start: read the Chief's and the door's settings (a wrong value stops here, namin
 single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
 then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
 sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
-and the ask task that performs the edits settles owe (`chief.door.asks`, the same);
-with no `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
+and the ask task that performs the edits settles owe (`chief.door.asks`, the same); with no
+`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
 configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
 starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
 with its own connection to chief.db (the offset, the /quiet override the sender obeys) and a
-link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. SIGTERM (any
+link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The
+owner's taps and replies are the door's answers (`chief.door.answers`): recorded in chief.db,
+then forwarded to the ledger by their own task, which resumes at the start what a restart left
+pending. SIGTERM (any
 number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
 in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
 chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits 0.
@@ -33,6 +36,7 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser, port_number
 from chief.config import ChiefConfig
+from chief.door.answers import Answers
 from chief.door.asks import Asks
 from chief.door.commands import Commands
 from chief.door.commands_text import QuietOverride
@@ -82,9 +86,9 @@ def create_app(
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None,
 ) -> FastAPI:
     """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests).
-    `handlers` builds what answers the owner's taps and replies from the phone's parts; without
-    it they are logged and left. /requests asks again through the door's asks
-    (`chief.door.asks`)."""
+    `handlers` (a test's) builds what answers the owner's taps and replies from the phone's
+    parts; without it the door's answers (`chief.door.answers`) take them. /requests asks again
+    through the door's asks (`chief.door.asks`)."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -215,13 +219,17 @@ class _DoorParts:
             telegram_queue=self._telegram_queue,
             asks=asks,
         )
+        if self.handlers is not None:
+            handlers = self.handlers(parts)
+        else:
+            handlers = await stack.enter_async_context(answering(parts))
         loop = PhoneLoop(
             phone,
             inbox,
             chat_id=int(chat),
             user_id=user_id,
             commands=commands,
-            handlers=None if self.handlers is None else self.handlers(parts),
+            handlers=handlers,
             on_stranger=self.metrics.count_stranger,
         )
         await stack.enter_async_context(polling(loop, config))
@@ -289,6 +297,30 @@ def build_asks(
     """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
     return Asks(chief, sender, ringer, **options)
+
+
+@asynccontextmanager
+async def answering(parts: PhoneParts) -> AsyncIterator[Answers]:
+    """The owner's answers (`chief.door.answers`) on the phone's connection to chief.db, their
+    forwarder task running for the block (a pending answer left by the last run goes first);
+    on exit it is cancelled: an answer in flight stays pending, and the next start sends it
+    again under the same key."""
+    from chief.store.answers import asks_button, asks_request
+
+    answers = Answers(
+        parts.store,
+        parts.phone,
+        parts.engine,
+        asks_button,
+        asks_request,
+        edits_queued=parts.asks.nudge,
+    )
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(answers.run)
+        try:
+            yield answers
+        finally:
+            tasks.cancel_scope.cancel()
 
 
 @asynccontextmanager

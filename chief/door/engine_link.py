@@ -3,6 +3,9 @@
     EngineLink(base_url, service_key, timeout_s)
       summary()   GET /api/coop/phone/summary: open todos and requests, the oldest pending
                   item, the engine's outbox (what /status shows)
+      answer(answer_key, request_id, choice= | text=)
+                  POST /api/coop/phone/answer: the owner's answer from the phone, applied by
+                  the ledger once per answer key; its outcome and a one-line detail
 
 Over loopback only (`COOP_SERVICE_URL` is checked to be a loopback http URL), never through a
 proxy (`trust_env=False`: an environment proxy would see the key), with the service key in
@@ -26,6 +29,7 @@ from chief.door.guard import SERVICE_KEY_HEADER
 from chief.errors import EngineUnavailable, EngineUnreachable
 
 SUMMARY_PATH = "/api/coop/phone/summary"
+ANSWER_PATH = "/api/coop/phone/answer"
 # A command answers within 2 s: the engine's part of it gets this much.
 ENGINE_TIMEOUT_S = 1.5
 
@@ -54,6 +58,18 @@ class EngineLink:
     async def summary(self) -> dict[str, Any]:
         """The ledger's summary for /status, /todos and /requests."""
         return await self._call("GET", SUMMARY_PATH)
+
+    async def answer(
+        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+    ) -> dict[str, Any]:
+        """The owner's answer (a button's `choice`, or a reply's `text`: exactly one) to the
+        ledger, keyed by `answer_key`: a retry with the same key answers the first outcome and
+        changes nothing. `{"outcome", "detail", "request"}`; EngineUnreachable when the ledger
+        service does not answer (the answer stays pending), EngineUnavailable for anything
+        else it says (a 503 while its store fails, a refused key)."""
+        body: dict[str, Any] = {"answer_key": answer_key, "request_id": request_id}
+        body |= {"choice": choice} if choice is not None else {"text": text}
+        return await self._call("POST", ANSWER_PATH, body)
 
     async def _call(self, method: str, path: str, body: object = None) -> dict[str, Any]:
         client = self._client

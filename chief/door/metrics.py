@@ -14,6 +14,10 @@ verbs they count.
                                                           more, marked, since chief.db began
                                                           (the three read from chief.db at each
                                                           scrape; 0 when Telegram is not configured)
+    coop_telegram_answers_pending              gauge      the owner's answers from the phone
+                                                          recorded and not yet applied by the
+                                                          ledger (coop serve down, or slow; read
+                                                          from chief.db at each scrape)
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.door.phone)
@@ -108,6 +112,16 @@ class DoorMetrics:
             "Reports queued for the Master Chief that have not landed yet (read at scrape).",
             registry=self.registry,
         )
+        self._chief_db_gauges()
+        self.strangers = Counter(
+            "coop_telegram_strangers",
+            "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
+            "changed, nothing answered.",
+            registry=self.registry,
+        )
+
+    def _chief_db_gauges(self) -> None:
+        """The gauges read from chief.db at each scrape (`_read_gauges`)."""
         self.telegram_depth = Gauge(
             "coop_telegram_queue_depth",
             "Rows queued for Telegram and not rung yet (read at scrape; 0 without Telegram).",
@@ -124,11 +138,10 @@ class DoorMetrics:
             " (read at scrape).",
             registry=self.registry,
         )
-
-        self.strangers = Counter(
-            "coop_telegram_strangers",
-            "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
-            "changed, nothing answered.",
+        self.answers_pending = Gauge(
+            "coop_telegram_answers_pending",
+            "The owner's answers from the phone recorded and not yet applied by the ledger"
+            " (read at scrape).",
             registry=self.registry,
         )
 
@@ -251,10 +264,14 @@ async def _read_gauges(service: DoorVerbs, metrics: DoorMetrics) -> None:
     chief: Any = service.chief
     if chief is None:
         return
-    try:
-        metrics.undelivered.set(await chief.undelivered_count())
-    except ChiefError:
-        metrics.undelivered.set(float("nan"))
+    for gauge, read in (
+        (metrics.undelivered, chief.undelivered_count),
+        (metrics.answers_pending, chief.pending_answers),
+    ):
+        try:
+            gauge.set(await read())
+        except ChiefError:
+            gauge.set(float("nan"))
     try:
         depth, oldest_age_s, in_doubt = await service.telegram_queue()
     except ChiefError:

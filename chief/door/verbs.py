@@ -85,6 +85,7 @@ class ChiefPort(Protocol):
     async def undelivered_count(self) -> int: ...
     async def sent_count(self) -> int: ...
     async def telegram_status(self) -> TelegramQueueStatus: ...
+    async def pending_answers(self) -> int: ...
 
 
 class DoorVerbs:
@@ -260,6 +261,7 @@ class DoorVerbs:
             undelivered = await chief.undelivered_count()
             sent = await chief.sent_count()
             queue = await chief.telegram_status()
+            answers_pending = await chief.pending_answers()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
         return {
@@ -272,6 +274,7 @@ class DoorVerbs:
             "notify_locks": 0 if self.ringer is None else len(self.ringer.locks),
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
+            "answers_pending": answers_pending,
         }
 
     async def telegram_queue(self) -> tuple[int, float, int]:

@@ -3,9 +3,10 @@
 Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs, messages, the
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
 requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
-(the door's phone: the update offset, the /quiet override, the strangers), `sql` (the
-transaction and small reads). What a report does with these transactions (accept, then land
-when the caller may, in one hop) is the use case of chief.landing.
+(the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
+owner's answers from the phone), `sql` (the transaction and small reads). What a report does
+with these transactions (accept, then land when the caller may, in one hop) is the use case of
+chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -32,6 +33,9 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          /quiet override (unix seconds it holds until)
     telegram_strangers   senders the phone does not obey, each counted and logged once (at
                          most inbox.MAX_STRANGERS, the longest unseen forgotten first)
+    telegram_answers     the owner's answers from the phone, one per tap or reply that became
+                         one: recorded (FULL) before the tap is acknowledged, `pending` until
+                         the ledger answers, then `applied` or `refused`; `update_id` UNIQUE
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -68,10 +72,12 @@ from typing import Any, TypeVar
 
 import anyio
 
+from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import asks, inbox, reports, schema, telegram
+from chief.store import answers, asks, inbox, reports, schema, telegram
+from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
 from chief.store.inbox import InboxState
 from chief.store.reports import Accepted, ReportRow
@@ -347,3 +353,45 @@ class ChiefStore:
         """One transaction: count a stranger's update and commit the offset past it; True when
         the sender is new (log it once)."""
         return bool(await self._hop(write, inbox.note_stranger, sender_id, chat_id, next_offset))
+
+    # The owner's answers from the phone (chief.store.answers), one hop each.
+
+    async def record_tap(
+        self, tap: Tap, answer_key: str, button_of: ButtonOf, decide: Callable[..., Any]
+    ) -> Answer | Seen | Refused:
+        """One FULL commit: the tap's facts read, `decide` (chief.answer_rules.decide_tap)
+        asked, and a new pending answer recorded under `answer_key` when it says so."""
+        return await self._hop(write, answers.record_tap, tap, answer_key, button_of, decide)
+
+    async def record_reply(
+        self, reply: Reply, answer_key: str, ask_of: AskOf, decide: Callable[..., Any]
+    ) -> Answer | Seen | None:
+        """`record_tap`'s twin for a text reply to an ask message."""
+        return await self._hop(write, answers.record_reply, reply, answer_key, ask_of, decide)
+
+    async def settle_answer(
+        self,
+        answer_key: str,
+        outcome: str,
+        detail: str,
+        settled_line: Callable[[Answer], str | None],
+    ) -> tuple[Answer | None, bool]:
+        """One FULL commit: the ledger's answer recorded on a pending answer (once) and, when
+        `settled_line` (chief.answer_rules.settled_line) gives one, the request's asks settled
+        (buttons void, their messages' edits queued). The row now, and whether edits were
+        queued (the ask task is to be woken)."""
+        return await self._hop(write, answers.settle, answer_key, outcome, detail, settled_line)
+
+    async def defer_answer(self, answer_key: str, next_attempt_at: float, error: str) -> None:
+        await self._hop(write, answers.defer, answer_key, next_attempt_at, error)
+
+    async def open_answers(self, limit: int) -> list[Answer]:
+        """Answers still waiting for the ledger, the earliest recorded first."""
+        return await self._hop(answers.open_answers, limit)
+
+    async def answer_by_key(self, answer_key: str) -> Answer | None:
+        return await self._hop(answers.by_key, answer_key)
+
+    async def pending_answers(self) -> int:
+        """Answers still waiting for the ledger."""
+        return await self._hop(answers.pending_count)

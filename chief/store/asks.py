@@ -134,6 +134,15 @@ def button(conn: sqlite3.Connection, token: str) -> tuple[int, str, bool] | None
     return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
 
 
+def settled_text(conn: sqlite3.Connection, request_id: int) -> str | None:
+    """The text of the row that settled the request (how it was closed, as the ledger said),
+    or None when it was not settled through the door."""
+    row = conn.execute(
+        "SELECT settle_text FROM asks WHERE request_id = ?", (request_id,)
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def ask_by_message(
     conn: sqlite3.Connection, chat_id: int, message_id: int
 ) -> tuple[int, list[str], bool] | None:

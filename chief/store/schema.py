@@ -123,6 +123,37 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
     ),
     (
+        # The owner's answers from the phone (chief.store.answers): one row per tap or reply
+        # that became an answer, recorded before the tap is acknowledged; `answer_key` is the
+        # ledger's exactly-once key, `update_id` finds a replayed update's row.
+        """CREATE TABLE telegram_answers (
+            answer_key TEXT PRIMARY KEY,
+            update_id INTEGER NOT NULL UNIQUE,
+            request_id INTEGER NOT NULL,
+            choice TEXT,
+            text TEXT,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            ask_text TEXT NOT NULL DEFAULT '',
+            callback_query_id TEXT,
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'applied', 'refused')),
+            outcome TEXT,
+            detail TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            recorded_at TEXT NOT NULL,
+            settled_at TEXT,
+            edited_at TEXT,
+            CHECK ((choice IS NULL) <> (text IS NULL))
+        )""",
+        "CREATE INDEX telegram_answers_by_request ON telegram_answers (request_id)",
+        # What the forwarder still has work on: the answers waiting for the ledger.
+        """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
+        WHERE state = 'pending'""",
+    ),
+    (
         # The door's phone (chief.store.inbox): one row of state, the next getUpdates offset
         # (update_id + 1 of the last update handled) and the owner's /quiet override.
         """CREATE TABLE telegram_inbox (

@@ -36,6 +36,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_door_batch.py": ["--rows", "8", "--batch", "4", "--rounds", "1"],
     "bench_wait.py": ["--rounds", "2"],
     "bench_phone_idle.py": ["--window-s", "1"],
+    "bench_phone_taps.py": ["--taps", "2"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0

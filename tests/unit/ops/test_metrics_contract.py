@@ -40,7 +40,8 @@ def exposed(tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 def test_metric_names_follow_prometheus_conventions(tmp_path: Path) -> None:
     families = exposed(tmp_path)
-    assert len(families) == 18  # coop_telegram_strangers: the door's phone (issue 21)
+    # coop_telegram_strangers (the door's phone) and coop_telegram_answers_pending (its answers)
+    assert len(families) == 19
     for name, (kind, help_text) in families.items():
         assert NAME.match(name), name
         assert help_text.strip(), f"{name} has no HELP"

@@ -1,0 +1,260 @@
+"""The owner's answers from the phone: the tap path and the forwarder (the door's half of the
+second path, the reverse of the notify door).
+
+A tap on an ask message's button, or a text reply to it, from the obeyed user (the phone loop,
+`chief.door.phone`, has already turned strangers away) goes:
+
+    record      chief.db, one FULL commit (chief.store.answers, ruled by chief.answer_rules):
+                a new pending answer, or nothing (a replay, a double tap, a void token)
+    [crash]     fault point `door.answer_recorded`: the answer is durable and not yet sent;
+                the next start's forwarder sends it (the offset was not committed either, so
+                the same update comes again and finds its row)
+    forward     the forwarder posts it to the ledger (`EngineLink.answer`, POST
+                /api/coop/phone/answer with the answer's key); the tap waits for that at most
+                TAP_WAIT_S, so its toast goes within a second
+    toast       answerCallbackQuery: what the ledger said, or, if it has not answered yet,
+                that the answer is saved and will be applied when the ledger answers
+    settle      the ledger's answer written once on the row (applied | refused) and, for a
+                closed, already-closed or unknown request, in the same transaction, the
+                request's asks settled: its buttons void and an edit queued for each message
+                that rang it (its text and the outcome, no buttons), which the door's ask task
+                (`chief.door.asks`) performs and retries; a text kept as a note, or a choice
+                the request does not offer, leaves the message as it is. The ledger's own
+                settle row for the close, arriving later, finds the asks settled: one edit.
+
+Exactly once rests on the ledger: it keeps each answer's key (`coop_answers`), so a retry with
+the same key (after a lost reply, a killed door, a killed `coop serve`) answers its recorded
+outcome and closes nothing twice. The forwarder retries each pending answer with a bounded
+backoff; an unreachable ledger is logged once per outage, and the answers waiting for it are
+counted (`pending`, in the door's status and /metrics).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.abc
+import structlog
+
+from chief.answer_rules import (
+    ANSWER_KEY_PREFIX,
+    OUTCOMES,
+    Answer,
+    Refused,
+    Reply,
+    Seen,
+    Tap,
+    backoff_s,
+    decide_reply,
+    decide_tap,
+    settled_line,
+    toast_for,
+)
+from chief.errors import ChiefError, EngineUnreachable
+from chief.faults import fault
+
+if TYPE_CHECKING:
+    import telegram
+
+    from chief.store import ChiefStore
+    from chief.store.answers import AskOf, ButtonOf
+
+log = structlog.get_logger("chief.door.answers")
+
+# How long a tap waits for the ledger before its toast says "saved": the toast must go within
+# a second of the tap, and answerCallbackQuery itself takes a round trip.
+TAP_WAIT_S = 0.7
+# One forwarder pass looks at this many open answers at most (the rest come next pass).
+OPEN_BATCH = 50
+# After chief.db failed a pass, the forwarder tries again after this long.
+RETRY_S = 1.0
+# With nothing due, the forwarder still looks again this often (a cheap read).
+IDLE_RECHECK_S = 30.0
+
+
+class AnswerLink(Protocol):
+    """The ledger's answer route (`chief.door.engine_link.EngineLink.answer`)."""
+
+    async def answer(
+        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+class AnswerPhone(Protocol):
+    """What the answers need of Telegram (`chief.telegram.phone.TelegramPhone`)."""
+
+    async def answer_callback(self, query_id: str, text: str) -> None: ...
+
+
+def new_answer_key() -> str:
+    """`a-` and 16 random bytes in hex: the ledger's exactly-once key of one answer."""
+    return ANSWER_KEY_PREFIX + secrets.token_hex(16)
+
+
+@dataclass
+class Answers:
+    """The door's `UpdateHandlers` for taps and replies, and the forwarder task (`run`)."""
+
+    store: ChiefStore
+    phone: AnswerPhone
+    link: AnswerLink
+    button_of: ButtonOf
+    ask_of: AskOf
+    #: wakes the ask task once a settle queued its edits (`chief.door.asks.Asks.nudge`)
+    edits_queued: Callable[[], None] = lambda: None
+    clock: Callable[[], float] = time.time
+    _wake: anyio.Event = field(default_factory=anyio.Event)
+    _settled: dict[str, anyio.Event] = field(default_factory=dict)
+    _outage: bool = False
+
+    # -- the handlers the phone loop calls -------------------------------------------------
+
+    async def on_tap(self, update: telegram.Update) -> None:
+        """A button pressed by the obeyed user: record, forward (bounded), toast."""
+        query = update.callback_query
+        if query is None or query.message is None:
+            return
+        message = query.message
+        tap = Tap(
+            update_id=update.update_id,
+            token=query.data or "",
+            callback_query_id=query.id,
+            chat_id=message.chat.id,
+            message_id=message.message_id,
+            ask_text=getattr(message, "text", None) or "",
+        )
+        recorded = await self.store.record_tap(tap, new_answer_key(), self.button_of, decide_tap)
+        if isinstance(recorded, Refused):
+            await self._toast(query.id, recorded.toast)
+            return
+        answer = recorded.answer if isinstance(recorded, Seen) else recorded
+        if not isinstance(recorded, Seen):
+            fault("door.answer_recorded")
+            log.info("answers.recorded", answer_key=answer.answer_key, request_id=answer.request_id)
+        answer = await self._wait_settled(answer)
+        await self._toast(query.id, toast_for(answer))
+
+    async def on_reply(self, update: telegram.Update) -> None:
+        """A text reply by the obeyed user: an answer when it replies to an ask message."""
+        message = update.message
+        if message is None or message.reply_to_message is None or not message.text:
+            return
+        replied = message.reply_to_message
+        reply = Reply(
+            update_id=update.update_id,
+            text=message.text,
+            chat_id=message.chat.id,
+            message_id=replied.message_id,
+            ask_text=replied.text or "",
+        )
+        recorded = await self.store.record_reply(reply, new_answer_key(), self.ask_of, decide_reply)
+        if recorded is None or isinstance(recorded, Seen):
+            return
+        fault("door.answer_recorded")
+        log.info("answers.recorded", answer_key=recorded.answer_key, request_id=recorded.request_id)
+        await self._wait_settled(recorded)
+
+    async def _wait_settled(self, answer: Answer) -> Answer:
+        """Hand a pending answer to the forwarder and wait for the ledger's answer, at most
+        TAP_WAIT_S; the row as it then stands."""
+        if answer.state != "pending":
+            return answer
+        settled = self._settled.setdefault(answer.answer_key, anyio.Event())
+        self._wake.set()
+        with anyio.move_on_after(TAP_WAIT_S):
+            await settled.wait()
+        self._settled.pop(answer.answer_key, None)
+        return await self.store.answer_by_key(answer.answer_key) or answer
+
+    async def _toast(self, query_id: str, text: str) -> None:
+        try:
+            await self.phone.answer_callback(query_id, text)
+        except ChiefError as exc:  # a replayed query is too old to answer: nothing to tell
+            log.info("answers.toast_failed", query_id=query_id, error=str(exc))
+
+    # -- the forwarder ------------------------------------------------------------------
+
+    async def pending(self) -> int:
+        """Answers still waiting for the ledger (the door's status and /metrics)."""
+        return await self.store.pending_answers()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Forward the pending answers (what the last run left first), until cancelled."""
+        task_status.started()
+        while True:
+            wait_s = IDLE_RECHECK_S
+            try:
+                wait_s = await self._pass()
+            except ChiefError as exc:  # chief.db failed: try again shortly
+                log.error("answers.pass_failed", error=str(exc))
+                wait_s = RETRY_S
+            with anyio.move_on_after(max(0.0, wait_s)):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+
+    async def _pass(self) -> float:
+        """One pass over the pending answers; how long until the next one is due."""
+        wait_s = IDLE_RECHECK_S
+        for answer in await self.store.open_answers(OPEN_BATCH):
+            now = self.clock()
+            if answer.next_attempt_at > now:
+                wait_s = min(wait_s, answer.next_attempt_at - now)
+            elif not await self._forward(answer):
+                wait_s = min(wait_s, backoff_s(answer.attempts + 1))
+        return wait_s
+
+    async def _forward(self, answer: Answer) -> bool:
+        """One try at the ledger; whether it answered (else deferred with a backoff)."""
+        try:
+            reply = await self.link.answer(
+                answer.answer_key, answer.request_id, choice=answer.choice, text=answer.text
+            )
+        except ChiefError as exc:
+            self._note_outage(exc, answer)
+            next_at = self.clock() + backoff_s(answer.attempts + 1)
+            await self.store.defer_answer(answer.answer_key, next_at, str(exc))
+            return False
+        if self._outage:
+            self._outage = False
+            log.info("answers.engine_back", pending=await self.store.pending_answers())
+        outcome, detail = str(reply.get("outcome")), str(reply.get("detail") or "")
+        if outcome not in OUTCOMES:  # a ledger this door does not understand: keep it pending
+            log.error("answers.outcome_unknown", answer_key=answer.answer_key, outcome=outcome)
+            next_at = self.clock() + backoff_s(answer.attempts + 1)
+            await self.store.defer_answer(answer.answer_key, next_at, f"outcome {outcome!r}")
+            return False
+        with anyio.CancelScope(shield=True):  # the ledger has applied it: record that
+            settled, edits = await self.store.settle_answer(
+                answer.answer_key, outcome, detail, settled_line
+            )
+        if edits:
+            self.edits_queued()
+        log.info(
+            "answers.applied" if settled and settled.state == "applied" else "answers.refused",
+            answer_key=answer.answer_key,
+            request_id=answer.request_id,
+            outcome=outcome,
+        )
+        event = self._settled.pop(answer.answer_key, None)
+        if event is not None:
+            event.set()
+        return True
+
+    def _note_outage(self, exc: ChiefError, answer: Answer) -> None:
+        """Log the first failed try of an outage (not every retry): nothing answers, or the
+        ledger service refuses (a wrong key, its store failing)."""
+        if not self._outage:
+            self._outage = True
+            event = (
+                "answers.engine_unreachable"
+                if isinstance(exc, EngineUnreachable)
+                else "answers.engine_refused"
+            )
+            log.warning(event, error=str(exc), answer_key=answer.answer_key)
