@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from engine import kick
 from tests.e2e.phone.conftest import OWNER_ID, STRANGER_ID, WAIT_S, PhoneStack
 from tests.support.procs import coop
 from tests.support.stack import Stack
@@ -202,15 +202,17 @@ def test_coop_request_wait_returns_when_the_tap_lands_and_times_out_cleanly(
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        waiters = Path(str(phone.stack.coop_db) + ".waiters")
+        # The engine's own answer for where waiters bind: beside the store, or under /tmp when
+        # a socket path there would be too long (a deep test folder is).
+        waiters = Path(kick.waiters_folder(phone.stack.coop_db))
         phone.owner.wait_for(
             lambda _: waiters.is_dir() and any(waiters.iterdir()), WAIT_S, "the waiter bound"
         )
         phone.press(request_id, "approve")
         phone.closed_by_phone(request_id)
-        closed_at = time.monotonic()
+        # Woken by the close's commit: it returns long before its own 20 s timeout (the figures
+        # are bench/bench_wait.py's; a test asserts no time of its own).
         out, err = waiter.communicate(timeout=WAIT_S)
-        assert time.monotonic() - closed_at < 1.0
     finally:
         if waiter.poll() is None:
             waiter.kill()
