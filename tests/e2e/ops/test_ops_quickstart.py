@@ -6,6 +6,7 @@ choice, the Chief has the answer as a line, nothing rings back, and `/status` is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -81,9 +82,42 @@ def stack(tmp_path: Path):
         assert proc.poll() is None, log_path.read_text(errors="replace")
         yield env, ports, proc, log_path
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        stop_stack(proc)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid`, from /proc (honcho starts each of its processes in a session
+    of its own, out of reach of a signal to honcho's group)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def stop_stack(proc: subprocess.Popen[bytes]) -> None:
+    """After a test that did not stop the stack itself (a failure): SIGTERM to honcho stops every
+    process it started, bounded; a process still there after that is killed by its pid, so a
+    failed run leaves nothing running."""
+    if proc.poll() is not None:
+        return
+    started = descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    for pid in started:
+        with contextlib.suppress(OSError):  # gone already
+            if str(ROOT) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                os.kill(pid, signal.SIGKILL)
 
 
 def run_shell(line: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
