@@ -1,7 +1,7 @@
 """The Telegram pairing file: which chat and which user the door obeys, as `chief telegram pair`
 found them (`<COOP_HOME>/telegram-pairing.json`, mode 0600):
 
-    {"chat_id": 4242, "user_id": 4242, "username": "owner" | null, "first_name": "Ann" | null,
+    {"chat_id": 4242, "user_id": 4242, "username": "owner" | null, "first_name": "Owner" | null,
      "bot": "@coop_bot", "paired_at": "2026-12-01T17:30:00+00:00"}
 
 `write_pairing` replaces it atomically (a 0600 temporary file in the same folder, written and
@@ -40,7 +40,7 @@ class Pairing:
     paired_at: str
 
     def who(self) -> str:
-        """The paired user as a person reads it: `Ann (@owner, user 4242) in chat 4242`."""
+        """The paired user as a person reads it: `Owner (@owner, user 4242) in chat 4242`."""
         names = [self.first_name or ""]
         handle = f"@{self.username}, " if self.username else ""
         names.append(f"({handle}user {self.user_id})")

@@ -3,6 +3,7 @@
     owner = EmulatorOwner(emulator_url)                 # sync: e2e tests, processes
     sent = owner.text(4242, 4242, "/start 123456")      # {"update_id", "message_id"}
     owner.press(4242, 4242, message_id, text="approve") # {"update_id", "callback_query_id", "data"}
+    owner.press(4242, 4242, text="approve")             # the newest bot message with that button
     owner.replay(sent["update_id"])
     owner.messages(); owner.callback_answers(); owner.commands(); owner.pending_updates()
     owner.wait_for(lambda o: o.messages(), timeout_s=5)  # bounded, returns the first truthy value
@@ -43,9 +44,11 @@ def _text_body(
 
 
 def _press_body(
-    chat_id: int, user_id: int, message_id: int, text: str | None, index: int | None
+    chat_id: int, user_id: int, message_id: int | None, text: str | None, index: int | None
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"chat_id": chat_id, "user_id": user_id, "message_id": message_id}
+    body: dict[str, Any] = {"chat_id": chat_id, "user_id": user_id}
+    if message_id is not None:
+        body["message_id"] = message_id
     if text is not None:
         body["text"] = text
     if index is not None:
@@ -101,7 +104,7 @@ class EmulatorOwner:
         self,
         chat_id: int,
         user_id: int,
-        message_id: int,
+        message_id: int | None = None,
         *,
         text: str | None = None,
         index: int | None = None,
@@ -177,7 +180,7 @@ class AsyncEmulatorOwner:
         self,
         chat_id: int,
         user_id: int,
-        message_id: int,
+        message_id: int | None = None,
         *,
         text: str | None = None,
         index: int | None = None,

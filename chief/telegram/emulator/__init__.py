@@ -42,9 +42,10 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   "username"?, "first_name"?}` -> `{"update_id", "message_id"}`: a message from that user in
   that chat (private when chat_id == user_id), with a `bot_command` entity for a leading
   `/command`, delivered by getUpdates (`owner`);
-- `POST /emulator/owner/press` `{"chat_id", "user_id", "message_id", "text"? | "index"?}` ->
+- `POST /emulator/owner/press` `{"chat_id", "user_id", "message_id"?, "text"? | "index"?}` ->
   `{"update_id", "callback_query_id", "data"}`: press a button (by label, or by index row by
-  row) on a bot message as it is now;
+  row) on a bot message as it is now; without `message_id`, on the chat's newest bot message
+  that has such a button (none: 400 `chat 1 has no bot message with a button 'approve'`);
 - `POST /emulator/owner/replay` `{"update_id"}`: deliver that update again, the same object;
 - `GET /emulator/callback_answers`: every answerCallbackQuery (`callback_query_id`, `text`,
   `show_alert`, `at`); `GET /emulator/commands`: the last setMyCommands list;

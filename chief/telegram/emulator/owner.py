@@ -1,7 +1,9 @@
 """The emulator plays the owner (or anyone): a text sent as a given user in a given chat (a reply
 when it names the message it answers), a press of a button on a bot message as it is now, and a
 replay of an update already made. Each makes the update Telegram would make and wakes the long
-poll. A request that cannot be played raises `ValueError` with the reason."""
+poll. A press names its message, or takes the chat's newest bot message with that button (what
+an operator at a terminal means by "press approve"). A request that cannot be played raises
+`ValueError` with the reason, in one line."""
 
 from __future__ import annotations
 
@@ -72,15 +74,17 @@ def text(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
 
 
 def press(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
-    """`{"chat_id", "user_id", "message_id", "text"? | "index"?}`: press a button (by label,
+    """`{"chat_id", "user_id", "message_id"?, "text"? | "index"?}`: press a button (by label,
     or by its index counted row by row; the first button when neither is given) on a bot
-    message as it is now: a callback query whose answer is awaited by answerCallbackQuery."""
+    message as it is now: a callback query whose answer is awaited by answerCallbackQuery.
+    Without `message_id`, the newest bot message in that chat that has such a button now."""
     chat_id, user_id = _whole(document, "chat_id"), _whole(document, "user_id")
-    message_id = _whole(document, "message_id")
-    record = state.find(chat_id, message_id)
-    if record is None or not state.is_bot_message(record):
-        raise ValueError(f"chat {chat_id} has no bot message {message_id}")
-    button = _button(shapes.buttons(record["reply_markup"]), document)
+    label, index = _name(document, "text"), _optional_whole(document, "index")
+    if label is not None and index is not None:
+        raise ValueError("give text or index, not both")
+    record = _pressed_message(state, chat_id, _optional_whole(document, "message_id"), label, index)
+    message_id = record["message_id"]
+    button = _button(shapes.buttons(record["reply_markup"]), label, index)
     data = button.get("callback_data")
     if data is None:
         raise ValueError(f"the button {button['text']!r} carries no callback_data")
@@ -99,12 +103,33 @@ def press(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
     return {"update_id": update["update_id"], "callback_query_id": query_id, "data": data}
 
 
-def _button(buttons: list[dict[str, Any]], document: dict[str, Any]) -> dict[str, Any]:
+def _pressed_message(
+    state: EmulatorState, chat_id: int, message_id: int | None, label: str | None, index: int | None
+) -> dict[str, Any]:
+    """The bot message `message_id` names, or without one the chat's newest bot message that
+    has the button asked for (by label, by index, or any button)."""
+    if message_id is not None:
+        record = state.find(chat_id, message_id)
+        if record is None or not state.is_bot_message(record):
+            raise ValueError(f"chat {chat_id} has no bot message {message_id}")
+        return record
+    for record in reversed(state.messages):
+        if str(record["chat_id"]) != str(chat_id):
+            continue
+        buttons = shapes.buttons(record["reply_markup"])
+        if label is not None and any(button["text"] == label for button in buttons):
+            return record
+        if label is None and len(buttons) > (index or 0):
+            return record
+    wanted = "" if index is None else f" at index {index}"
+    if label is not None:
+        wanted = f" {label!r}"
+    raise ValueError(f"chat {chat_id} has no bot message with a button{wanted}")
+
+
+def _button(buttons: list[dict[str, Any]], label: str | None, index: int | None) -> dict[str, Any]:
     if not buttons:
         raise ValueError("the message has no inline buttons (now)")
-    label, index = _name(document, "text"), _optional_whole(document, "index")
-    if label is not None and index is not None:
-        raise ValueError("give text or index, not both")
     if label is not None:
         for button in buttons:
             if button["text"] == label:

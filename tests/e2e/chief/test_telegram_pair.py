@@ -148,16 +148,16 @@ def test_the_right_code_pairs_the_chat_and_the_user(setup: Setup) -> None:
     code = pairing.code()
     assert f"@{BOT_USER['username']}" in pairing.stdout()
     sent = setup.owner.text(
-        OWNER_ID, OWNER_ID, f"/start {code.lower()}", username="owner", first_name="Ann"
+        OWNER_ID, OWNER_ID, f"/start {code.lower()}", username="owner", first_name="Owner"
     )
     assert pairing.finish() == 0, pairing.stderr()
     path = setup.home / PAIRING
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     saved = json.loads(path.read_text())
     assert (saved["chat_id"], saved["user_id"], saved["username"]) == (OWNER_ID, OWNER_ID, "owner")
-    assert saved["first_name"] == "Ann"
+    assert saved["first_name"] == "Owner"
     assert saved["bot"] == f"@{BOT_USER['username']}"
-    assert "paired with Ann (@owner, user 4242) in chat 4242" in pairing.stdout()
+    assert "paired with Owner (@owner, user 4242) in chat 4242" in pairing.stdout()
     assert any(text.startswith("Paired") for text in setup.told(OWNER_ID))
     # the /start was confirmed: the door, the next reader, never sees it
     assert sent["update_id"] not in setup.owner.pending_updates()
@@ -165,7 +165,7 @@ def test_the_right_code_pairs_the_chat_and_the_user(setup: Setup) -> None:
 
     removed = setup.unpair()
     assert removed.returncode == 0, removed.stderr
-    assert "removed the pairing with Ann (@owner, user 4242)" in removed.stdout
+    assert "removed the pairing with Owner (@owner, user 4242)" in removed.stdout
     assert not path.exists()
     again = setup.unpair()
     assert again.returncode == 0

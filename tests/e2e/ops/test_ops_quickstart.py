@@ -1,13 +1,18 @@
-"""The README's quickstart, word for word, against a stack started by the README's run command
-(`ops/run`, real processes under honcho), then a clean stop by SIGTERM."""
+"""The README's two quickstarts, word for word, against a stack started by the README's run
+command (`ops/run`, real processes under honcho), then a clean stop by SIGTERM: a finished todo
+reaches the Master Chief and the emulator; then a request to the owner rings with its buttons, a
+press on the emulator closes it by the owner from Telegram, `coop request wait` returns with the
+choice, the Chief has the answer as a line, nothing rings back, and `/status` is answered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,15 +23,25 @@ from tests.support.waiting import wait_until_sync
 ROOT = Path(__file__).resolve().parents[3]
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+WAIT_S = 20.0
+TODO_TEXT = "todo #1 done by me: Water the plants\nwatered, the basil too"
+TITLE = "Order the bigger bag of dog food, £45?"
+ASK_TEXT = f"request #1 from me: {TITLE} (approve / decline)"
+ANSWER_LINE = f"request #1 closed by owner: {TITLE}"
+
+
+def readme_block(heading: str) -> list[str]:
+    """The shell lines of the README's sh block under `heading`, continuations joined."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert heading in readme, f"the README has no {heading!r}"
+    block = re.search(r"```sh\n(.*?)```", readme.split(heading, 1)[1], re.S)
+    assert block, f"no sh block under {heading!r}"
+    return [line for line in block.group(1).replace("\\\n", " ").splitlines() if line.strip()]
 
 
 def quickstart_commands() -> list[str]:
-    """The shell lines of the README's quickstart block."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Quickstart", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert block, "the README's quickstart has no sh block"
-    return [line for line in block.group(1).splitlines() if line.strip()]
+    """The shell lines of the README's first quickstart block."""
+    return readme_block("### Quickstart: a finished todo reaches the owner")
 
 
 @pytest.fixture
@@ -67,9 +82,42 @@ def stack(tmp_path: Path):
         assert proc.poll() is None, log_path.read_text(errors="replace")
         yield env, ports, proc, log_path
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=STOP_TIMEOUT_S)
+        stop_stack(proc)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid`, from /proc (honcho starts each of its processes in a session
+    of its own, out of reach of a signal to honcho's group)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def stop_stack(proc: subprocess.Popen[bytes]) -> None:
+    """After a test that did not stop the stack itself (a failure): SIGTERM to honcho stops every
+    process it started, bounded; a process still there after that is killed by its pid, so a
+    failed run leaves nothing running."""
+    if proc.poll() is not None:
+        return
+    started = descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    for pid in started:
+        with contextlib.suppress(OSError):  # gone already
+            if str(ROOT) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                os.kill(pid, signal.SIGKILL)
 
 
 def run_shell(line: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -85,15 +133,30 @@ def run_shell(line: str, env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
-def test_readme_quickstart_shows_the_line_in_chief_log_and_the_emulator(stack):
+def run_readme_line(line: str, env: dict[str, str], ports: dict[str, str]) -> str:
+    """One README line as written (on the test's own emulator port); it must exit 0."""
+    result = run_shell(line.replace("8766", ports["COOP_EMULATOR_PORT"]), env)
+    assert result.returncode == 0, (line, result.stdout, result.stderr)
+    return result.stdout
+
+
+def test_readme_quickstarts_todo_then_a_request_decided_from_the_emulator(stack) -> None:
     env, ports, proc, log_path = stack
+    the_todo_reaches_the_owner(env, ports)
+    a_request_is_decided_from_the_emulator(env, ports)
+    proc.send_signal(signal.SIGTERM)  # to honcho, as systemd or a terminal would
+    returncode = proc.wait(timeout=STOP_TIMEOUT_S)
+    log = log_path.read_text(errors="replace")
+    for name in ("telegram.1", "engine.1", "door.1"):
+        assert f"{name} stopped (rc=0)" in log, log[-3000:]
+    # honcho itself answers a signal with the shell's convention, 128 + SIGTERM.
+    assert returncode == 128 + signal.SIGTERM, log[-3000:]
+
+
+def the_todo_reaches_the_owner(env: dict[str, str], ports: dict[str, str]) -> None:
     lines = quickstart_commands()
     assert lines[0] == ". ops/dev-env"
-    outputs = []
-    for line in lines[1:]:
-        result = run_shell(line.replace("8766", ports["COOP_EMULATOR_PORT"]), env)
-        assert result.returncode == 0, (line, result.stdout, result.stderr)
-        outputs.append(result.stdout)
+    outputs = [run_readme_line(line, env, ports) for line in lines[1:]]
     assert outputs[0].strip() == "todo #1 added"
     assert outputs[1].strip() == "todo #1 done; notification #1 queued"
 
@@ -103,24 +166,94 @@ def test_readme_quickstart_shows_the_line_in_chief_log_and_the_emulator(stack):
         out = run_shell("chief log", env).stdout
         return out if "Water the plants" in out else ""
 
-    chief_log = wait_until_sync(landed, timeout_s=20, what="the line in chief log")
+    chief_log = wait_until_sync(landed, timeout_s=WAIT_S, what="the line in chief log")
     assert "[coop]" in chief_log
     assert "todo #1 done by me: Water the plants" in chief_log
     curl = next(line for line in lines if line.startswith("curl"))
-    curl = curl.replace("8766", ports["COOP_EMULATOR_PORT"])
-    messages = json.loads(run_shell(curl, env).stdout)["messages"]
-    assert [m["text"] for m in messages] == [
-        "todo #1 done by me: Water the plants\nwatered, the basil too"
-    ]
+    messages = json.loads(run_readme_line(curl, env, ports))["messages"]
+    assert [m["text"] for m in messages] == [TODO_TEXT]
 
     status = run_shell("coop status --check", env)
     assert status.returncode == 0, status.stdout + status.stderr
     assert "0 pending, 1 delivered" in status.stdout
 
-    proc.send_signal(signal.SIGTERM)  # to honcho, as systemd or a terminal would
-    returncode = proc.wait(timeout=STOP_TIMEOUT_S)
-    log = log_path.read_text(errors="replace")
-    for name in ("telegram.1", "engine.1", "door.1"):
-        assert f"{name} stopped (rc=0)" in log, log[-3000:]
-    # honcho itself answers a signal with the shell's convention, 128 + SIGTERM.
-    assert returncode == 128 + signal.SIGTERM, log[-3000:]
+
+def a_request_is_decided_from_the_emulator(env: dict[str, str], ports: dict[str, str]) -> None:
+    steps = readme_block("### Quickstart: decide a request from the emulator")
+    add, newest, press, wait, chief_log, show, toasts, status, newest_again = steps
+    assert newest_again == newest
+    assert "message_id" not in press
+
+    def run(line: str) -> str:
+        return run_readme_line(line, env, ports)
+
+    assert run(add).strip() == "request #1 added; notification #2 queued"
+    shown = wait_until_sync(
+        lambda: (out := run(newest)).startswith("request #1 ") and out,
+        timeout_s=WAIT_S,
+        what="the ask rung, the bot's newest message",
+    )
+    assert shown.startswith(f"{ASK_TEXT} {{'inline_keyboard': [[{{'callback_data': 'b-")
+    assert re.findall(r"'text': '(\w+)'", shown) == ["approve", "decline"]
+
+    pressed = json.loads(run(press))
+    assert set(pressed) == {"update_id", "callback_query_id", "data"}
+    started = time.monotonic()
+    waited = run_shell(wait, env)  # the tap still travels: door, coop serve, the commit's wake
+    assert (waited.returncode, waited.stdout) == (0, "request #1 closed by owner: approve\n")
+    assert time.monotonic() - started < 10.0
+
+    logged = wait_until_sync(
+        lambda: (out := run(chief_log)).count(ANSWER_LINE) == 1 and out,
+        timeout_s=WAIT_S,
+        what="the owner's answer as a Chief line",
+    )
+    assert logged.count("[coop]") == 3, logged  # the todo, the ask, the answer: one line each
+    shown_request = run(show)
+    for part in ("[closed]", "closed_by: owner", "result_summary: approve", '"via": "telegram"'):
+        assert part in shown_request, shown_request
+    answered = json.loads(run(toasts))["callback_answers"]
+    assert [a["text"] for a in answered] == ["Done: request #1 closed with approve."]
+    nothing_rang_back(env, ports, newest)
+
+    asked = json.loads(run(status))
+    assert set(asked) == {"update_id", "message_id"}
+    answer = wait_until_sync(
+        lambda: (out := run(newest)).startswith("Open: ") and out,
+        timeout_s=WAIT_S,
+        what="the bot's answer to /status",
+    )
+    assert answer.startswith("Open: 0 todos, 0 requests.\n"), answer
+    assert "Engine outbox: empty." in answer
+    assert "Telegram queue: empty." in answer
+    assert len(bot_messages(env, ports)) == 3  # the todo, the ask, the /status answer
+
+
+def bot_messages(env: dict[str, str], ports: dict[str, str]) -> list[dict]:
+    url = f"http://127.0.0.1:{ports['COOP_EMULATOR_PORT']}/emulator/messages"
+    return list(json.loads(run_shell(f"curl -s {url}", env).stdout)["messages"])
+
+
+def nothing_rang_back(env: dict[str, str], ports: dict[str, str], newest: str) -> None:
+    """Counted per report: the todo's and the ask's rang once each, the owner's own answer
+    not at all (the ask's message was edited instead)."""
+    edited = wait_until_sync(
+        lambda: (out := run_readme_line(newest, env, ports)).startswith(ASK_TEXT + "\n\n") and out,
+        timeout_s=WAIT_S,
+        what="the ask edited to its outcome, its buttons gone",
+    )
+    # Its outcome line is the door's own (`✅ approve (answered from Telegram)`) or the
+    # ledger's close row (`request #1 closed by owner: ...`), whichever settled it first.
+    outcome = edited[len(ASK_TEXT) + 2 :].rstrip()
+    assert outcome in {"✅ approve (answered from Telegram)", f"{ANSWER_LINE}\napprove"}, edited
+    assert "inline_keyboard" not in edited
+    status = run_shell("coop status --check", env)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "0 pending, 3 delivered" in status.stdout, status.stdout
+    assert "sent_count=2," in status.stdout, status.stdout
+    assert "depth=0," in status.stdout, status.stdout
+    messages = bot_messages(env, ports)
+    assert [m["message_id"] for m in messages] == [1, 2]
+    assert messages[0]["text"] == TODO_TEXT
+    assert messages[1]["reply_markup"] is None
+    assert len(messages[1]["edits"]) == 1

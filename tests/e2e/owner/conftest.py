@@ -51,7 +51,7 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
         "COOP_HOME": str(tmp_path),
         "COOP_DB": str(tmp_path / "coop.db"),
         "COOP_KICK": "off",
-        "COOP_ACTOR": "alice",
+        "COOP_ACTOR": "agent",
         "COOP_OWNER": "owner",
         "COOP_SERVICE_HOST": "127.0.0.1",
         "COOP_SERVICE_KEY_FILE": str(key),

@@ -17,7 +17,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {
         "COOP_HOME": str(tmp_path),
         "COOP_DB": str(tmp_path / "coop.db"),
-        "COOP_ACTOR": "alice",
+        "COOP_ACTOR": "agent",
         "COOP_KICK": "off",
         "COOP_OWNER_FILE": "",
         "COOP_TEST_FAULTS": "",

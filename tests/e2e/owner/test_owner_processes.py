@@ -60,16 +60,16 @@ def test_the_whole_cli_works_through_coop_serve_and_a_raw_write_is_refused(
     _cut_over(env, serve)
 
     assert ok(env, "todo", "add", "write the report") == "todo #2 added\n"
-    assert ok(env, "todo", "take", "2") == "todo #2 taken by alice\n"
+    assert ok(env, "todo", "take", "2") == "todo #2 taken by agent\n"
     assert ok(env, "todo", "release", "2", "--reason", "lunch") == "todo #2 released\n"
     assert "notification #1 queued" in ok(env, "todo", "done", "2", "--summary", "sent")
     assert "abandoned" in ok(env, "todo", "abandon", "1", "--reason", "obsolete")
-    ok(env, "request", "add", "review it", "--to", "bob")
-    ok(env, "--as", "bob", "request", "take", "1")
+    ok(env, "request", "add", "review it", "--to", "reviewer")
+    ok(env, "--as", "reviewer", "request", "take", "1")
     refused = run_coop(env, "request", "close", "1")
     assert refused.returncode == 1
-    assert "request #1 is taken by bob" in refused.stderr
-    assert "closed" in ok(env, "--as", "bob", "request", "close", "1")
+    assert "request #1 is taken by reviewer" in refused.stderr
+    assert "closed" in ok(env, "--as", "reviewer", "request", "close", "1")
     assert "notification #4 queued" in ok(env, "notify", "tea is ready")
     assert "cancelled" in ok(env, "outbox", "cancel", "4", "--reason", "drunk already")
     assert "due now" in ok(env, "outbox", "retry", "3")

@@ -20,14 +20,14 @@ def test_show_through_the_owner_service(
     assert "installed the fence" in ok(env, "cutover", "--url", serve.url)
     ok(env, "todo", "add", "Water the plants")
     ok(env, "todo", "take", "1")
-    ok(env, "request", "add", "Review it", "--to", "bob")
+    ok(env, "request", "add", "Review it", "--to", "reviewer")
 
     shown = ok(env, "todo", "show", "1").splitlines()
-    assert shown[0].startswith("todo #1  [taken by alice, ")
+    assert shown[0].startswith("todo #1  [taken by agent, ")
     assert [line.split()[1] for line in shown[1:] if line[:1].isdigit()] == ["add", "take"]
 
     answer = json.loads(ok(env, "request", "show", "1", "--json", "--last", "1"))
-    assert answer["request"]["addressed_to"] == "bob"
+    assert answer["request"]["addressed_to"] == "reviewer"
     assert [event["event"] for event in answer["events"]] == ["add"]
 
     for kind in ("todo", "request"):

@@ -78,7 +78,7 @@ def test_the_owner_services_close_wakes_a_routed_waiter(
             finish(routed)
         assert early.poll() is None  # #2's close woke nobody waiting for #1
         ok(env, "request", "close", "1", "--summary", "done")
-        assert finish(early) == (0, "request #1 closed by alice: done\n", "")
+        assert finish(early) == (0, "request #1 closed by agent: done\n", "")
     finally:
         finish(early)
 

@@ -76,7 +76,7 @@ def test_unlock_refuses_anyone_but_the_owner_and_a_missing_reason_in_one_line(
 ) -> None:
     db = tmp_path / "coop.db"
     _plant_foreign_lock(db)
-    stranger = run_coop({**local_env, "COOP_ACTOR": "alice"}, "worker", "unlock", "--reason", "x")
+    stranger = run_coop({**local_env, "COOP_ACTOR": "agent"}, "worker", "unlock", "--reason", "x")
     assert stranger.returncode == 1
     assert stranger.stderr.count("\n") == 1
     assert "only the owner (owner)" in stranger.stderr

@@ -70,7 +70,7 @@ def test_every_stop_signal_lets_the_call_in_flight_finish_and_exit_zero(
         body = {
             "method": "add_todo",
             "args": ["finish me"],
-            "kwargs": {"actor": "alice"},
+            "kwargs": {"actor": "agent"},
             "key": uuid.uuid4().hex,
         }
         headers = {compat.CREDENTIAL_HEADER: _credential(tmp_path / "coop.db")}

@@ -80,7 +80,7 @@ def test_a_token_alone_starts_the_door_which_says_to_pair_and_rings_nothing(
 
 def test_a_paired_door_rings_the_paired_chat(tmp_path: Path) -> None:
     write_pairing(
-        tmp_path / PAIRING_FILE_NAME, Pairing(5151, 5151, "owner", "Ann", "@bot", "2026-12-01")
+        tmp_path / PAIRING_FILE_NAME, Pairing(5151, 5151, "owner", "Owner", "@bot", "2026-12-01")
     )
     with door(tmp_path) as (door_url, emulator):
         answer = notify(door_url, "1")

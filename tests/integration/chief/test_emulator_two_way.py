@@ -232,6 +232,44 @@ async def test_press_refuses_what_the_message_does_not_have(phone: Phone) -> Non
         assert reason in refused["description"]
 
 
+async def test_a_press_without_message_id_takes_the_newest_message_with_that_button(
+    phone: Phone,
+) -> None:
+    older = await phone.bot.send_message(OWNER_ID, "first", reply_markup=keyboard("approve"))
+    newer = await phone.bot.send_message(OWNER_ID, "second", reply_markup=keyboard("approve", "no"))
+    await phone.bot.send_message(OWNER_ID, "plain, the newest")
+    await phone.bot.send_message(STRANGER_ID, "elsewhere", reply_markup=keyboard("approve", "x"))
+    await phone.bot.edit_message_reply_markup(OWNER_ID, newer.message_id)  # its buttons gone
+
+    for body, expected in [
+        ({"text": "approve"}, older.message_id),  # the newer one has no button now
+        ({}, older.message_id),
+        ({"index": 0}, older.message_id),
+    ]:
+        pressed = await phone.owner.press(OWNER_ID, OWNER_ID, **body)  # type: ignore[arg-type]
+        (update,) = await phone.bot.get_updates(offset=pressed["update_id"])
+        assert update.callback_query is not None
+        assert update.callback_query.message is not None
+        assert update.callback_query.message.message_id == expected, body
+    await phone.bot.send_message(OWNER_ID, "third", reply_markup=keyboard("approve", "no"))
+    assert (await phone.owner.press(OWNER_ID, OWNER_ID, text="no"))["data"] == "tok-no"
+
+    for body, reason in [
+        ({"text": "maybe"}, "chat 4242 has no bot message with a button 'maybe'"),
+        ({"index": 2}, "chat 4242 has no bot message with a button at index 2"),
+        ({"text": "no", "index": 0}, "give text or index, not both"),
+    ]:
+        refused = await phone.owner.press(
+            OWNER_ID,
+            OWNER_ID,
+            expect=400,
+            **body,  # type: ignore[arg-type]
+        )
+        assert refused["description"] == reason
+    refused = await phone.owner.press(GROUP_ID, OWNER_ID, expect=400)
+    assert refused["description"] == "chat -100500 has no bot message with a button"
+
+
 async def test_edits_change_the_message_and_refuse_as_the_bot_api_does(phone: Phone) -> None:
     asked = await phone.bot.send_message(OWNER_ID, "ask", reply_markup=keyboard("yes", "no"))
     edited = await phone.bot.edit_message_text(

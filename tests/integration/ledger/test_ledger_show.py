@@ -19,7 +19,7 @@ def coop(db: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
     """Run `coop ARGS` in this process on `db`; answer (status, stdout, stderr)."""
     monkeypatch.setenv("COOP_DB", db)
     monkeypatch.setenv("COOP_KICK", "off")
-    monkeypatch.setenv("COOP_ACTOR", "alice")
+    monkeypatch.setenv("COOP_ACTOR", "agent")
     monkeypatch.delenv("COOP_OWNER_FILE", raising=False)
     monkeypatch.delenv("COOP_TEST_FAULTS", raising=False)
 
@@ -42,25 +42,25 @@ def test_todo_show_prints_the_fields_and_the_last_events(coop: Coop) -> None:
     assert lines[0] == "todo #1  [done]  Water the plants"
     assert "  body: the basil too" in lines
     assert "  result_summary: watered" in lines
-    assert "  taken_by: alice" in lines
+    assert "  taken_by: agent" in lines
     assert [line.split()[1] for line in lines[-3:]] == ["add", "take", "done"]
 
     status, out, _ = coop("todo", "show", "1", "--last", "1")
     assert status == 0
-    assert out.splitlines()[-1].split()[1:3] == ["done", "alice"]
+    assert out.splitlines()[-1].split()[1:3] == ["done", "agent"]
     assert " add " not in out
 
 
 def test_show_json_is_the_item_and_its_last_events(coop: Coop) -> None:
-    coop("request", "add", "Review the ledger", "--to", "bob")
-    coop("--as", "bob", "request", "take", "1")
+    coop("request", "add", "Review the ledger", "--to", "reviewer")
+    coop("--as", "reviewer", "request", "take", "1")
 
     status, out, _ = coop("request", "show", "1", "--json")
     answer = json.loads(out)
     assert status == 0
     assert answer["request"]["id"] == 1
-    assert answer["request"]["addressed_to"] == "bob"
-    assert answer["request"]["taken_by"] == "bob"
+    assert answer["request"]["addressed_to"] == "reviewer"
+    assert answer["request"]["taken_by"] == "reviewer"
     assert [event["event"] for event in answer["events"]] == ["add", "take"]
 
     _, out, _ = coop("request", "show", "1", "--json", "--last", "0")

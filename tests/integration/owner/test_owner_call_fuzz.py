@@ -43,7 +43,7 @@ ODD_TEXT = [
     "1",
     "null",
 ]
-WORDS = ["alice", "owner", "chief", "todo", "request", "note", "pending", "delivered", "cancelled"]
+WORDS = ["agent", "owner", "chief", "todo", "request", "note", "pending", "delivered", "cancelled"]
 
 texts = st.one_of(
     st.text(max_size=30),

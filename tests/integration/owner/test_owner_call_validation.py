@@ -40,12 +40,12 @@ def _integrity(running: RunningOwner) -> str:
         ("history", [{"todo": 1}, 1], {}, "kind"),
         ("history", ["todo", "one"], {}, "item_id"),
         ("abandon_todo", [1], {"actor": 2**64, "reason": "r"}, "actor"),
-        ("abandon_todo", [1], {"actor": "alice", "reason": ["r"]}, "reason"),
-        ("take_todo", [2**64], {"actor": "alice"}, "todo_id"),
-        ("take_todo", [-(2**70)], {"actor": "alice"}, "todo_id"),
-        ("take_todo", [1], {"actor": "alice", "force": "yes"}, "force"),
-        ("add_todo", ["lone \ud800 surrogate"], {"actor": "alice"}, "title"),
-        ("notify", [3.5], {"actor": "alice"}, "text"),
+        ("abandon_todo", [1], {"actor": "agent", "reason": ["r"]}, "reason"),
+        ("take_todo", [2**64], {"actor": "agent"}, "todo_id"),
+        ("take_todo", [-(2**70)], {"actor": "agent"}, "todo_id"),
+        ("take_todo", [1], {"actor": "agent", "force": "yes"}, "force"),
+        ("add_todo", ["lone \ud800 surrogate"], {"actor": "agent"}, "title"),
+        ("notify", [3.5], {"actor": "agent"}, "text"),
         ("rows", [], {"limit": 2**80}, "limit"),
     ],
 )
@@ -54,7 +54,7 @@ def test_arguments_of_the_wrong_type_answer_400_naming_the_parameter(
 ) -> None:
     from engine import ledger
 
-    ledger.add_todo("something to act on", actor="alice")
+    ledger.add_todo("something to act on", actor="agent")
 
     answer = _call(running, method, args, kwargs)
 

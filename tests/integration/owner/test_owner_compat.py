@@ -31,12 +31,12 @@ def _states() -> list[str]:
 
 
 def test_routed_verbs_run_on_the_owner_and_settle_committed(running: RunningOwner) -> None:
-    added = ledger.add_todo("write the report", actor="alice")
-    ledger.take_todo(added["todo"]["id"], actor="alice")
-    done = ledger.done_todo(added["todo"]["id"], actor="alice", result_summary="sent")
-    request = ledger.add_request("review it", actor="alice", addressed_to="bob")
-    closed = ledger.close_request(request["request"]["id"], actor="bob")
-    note = outbox.notify("hello", actor="alice")
+    added = ledger.add_todo("write the report", actor="agent")
+    ledger.take_todo(added["todo"]["id"], actor="agent")
+    done = ledger.done_todo(added["todo"]["id"], actor="agent", result_summary="sent")
+    request = ledger.add_request("review it", actor="agent", addressed_to="reviewer")
+    closed = ledger.close_request(request["request"]["id"], actor="reviewer")
+    note = outbox.notify("hello", actor="agent")
 
     assert done["todo"]["status"] == "done"
     assert closed["request"]["status"] == "closed"
@@ -61,17 +61,17 @@ def test_routed_verbs_run_on_the_owner_and_settle_committed(running: RunningOwne
     ("call", "error", "words"),
     [
         (
-            lambda: ledger.take_todo(99, actor="bob"),
+            lambda: ledger.take_todo(99, actor="reviewer"),
             NotFound,
             "todo #99 does not exist — `coop list --all` shows the ids",
         ),
         (
-            lambda: ledger.add_todo("  ", actor="bob"),
+            lambda: ledger.add_todo("  ", actor="reviewer"),
             UsageError,
             None,
         ),
         (
-            lambda: ledger.done_todo(1, actor="bob"),
+            lambda: ledger.done_todo(1, actor="reviewer"),
             LifecycleError,
             None,
         ),
@@ -81,8 +81,8 @@ def test_routed_verbs_run_on_the_owner_and_settle_committed(running: RunningOwne
 def test_a_domain_refusal_reraises_the_same_type_and_words(
     running: RunningOwner, call, error: type[Exception], words: str | None
 ) -> None:
-    ledger.add_todo("write the report", actor="alice")
-    ledger.take_todo(1, actor="alice")
+    ledger.add_todo("write the report", actor="agent")
+    ledger.take_todo(1, actor="agent")
     running.owner_file.rename(running.home / "aside.json")
     try:
         with pytest.raises(error) as local:  # the same call run locally, for its exact words
@@ -101,7 +101,7 @@ def test_a_domain_refusal_reraises_the_same_type_and_words(
 
 
 def _call_body(key: str, title: str) -> dict:
-    args, kwargs = [title], {"actor": "alice"}
+    args, kwargs = [title], {"actor": "agent"}
     return {
         "method": "add_todo",
         "args": args,
@@ -132,7 +132,7 @@ def _auth(running: RunningOwner) -> dict[str, str]:
 
 def test_a_4xx_without_verdict_settles_rejected(running: RunningOwner) -> None:
     with pytest.raises(OwnerUnavailable) as caught:
-        compat.remote("add_todo", ["x"], {"actor": "alice", "colour": "red"}, running.config())
+        compat.remote("add_todo", ["x"], {"actor": "agent", "colour": "red"}, running.config())
 
     assert str(caught.value) == (
         "Coop refused the request (HTTP 400): add_todo: got an unexpected keyword argument 'colour'"
@@ -148,7 +148,7 @@ def test_a_wrong_credential_is_refused_and_settles_rejected(running: RunningOwne
     config = {**running.config(), "credential_file": str(wrong)}
 
     with pytest.raises(OwnerUnavailable) as caught:
-        compat.remote("add_todo", ["x"], {"actor": "alice"}, config)
+        compat.remote("add_todo", ["x"], {"actor": "agent"}, config)
 
     assert str(caught.value) == (
         "Coop refused the request (HTTP 401): missing or wrong Coop owner credential"
@@ -186,7 +186,7 @@ def test_a_5xx_keeps_the_receipt_uncertain(running: RunningOwner, failing_owner:
     config = {**running.config(), "url": failing_owner}
 
     with pytest.raises(OwnerUnavailable) as caught:
-        compat.remote("add_todo", ["x"], {"actor": "alice"}, config)
+        compat.remote("add_todo", ["x"], {"actor": "agent"}, config)
 
     (receipt,) = receipts.all_receipts()
     assert str(caught.value) == f"Coop owner failed (HTTP 500); reconcile request {receipt['key']}"
@@ -194,12 +194,12 @@ def test_a_5xx_keeps_the_receipt_uncertain(running: RunningOwner, failing_owner:
 
 
 def test_an_unreachable_owner_fails_closed_with_no_local_write(running: RunningOwner) -> None:
-    ledger.add_todo("before the outage", actor="alice")
+    ledger.add_todo("before the outage", actor="agent")
     closed = running.config()
     closed["url"] = "http://127.0.0.1:9"  # discard port: nothing listens
 
     with pytest.raises(OwnerUnavailable) as caught:
-        compat.remote("add_todo", ["during the outage"], {"actor": "alice"}, closed)
+        compat.remote("add_todo", ["during the outage"], {"actor": "agent"}, closed)
 
     key = receipts.uncertain()[0]["key"]
     assert str(caught.value) == (

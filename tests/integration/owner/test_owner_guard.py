@@ -15,7 +15,7 @@ from tests.integration.owner.conftest import RunningOwner
 
 
 def _body() -> dict:
-    args, kwargs = ["x"], {"actor": "alice"}
+    args, kwargs = ["x"], {"actor": "agent"}
     return {"method": "add_todo", "args": args, "kwargs": kwargs, "key": "g" * 16}
 
 
@@ -79,7 +79,7 @@ def test_a_peer_off_loopback_is_refused_first() -> None:
 def test_after_undo_the_service_refuses_compat_calls_and_callers_write_locally(
     running: RunningOwner,
 ) -> None:
-    ledger.add_todo("in service mode", actor="alice")
+    ledger.add_todo("in service mode", actor="agent")
     credential = running.credential()
 
     done = cutover.undo(actor="operator", db=running.db)
@@ -95,7 +95,7 @@ def test_after_undo_the_service_refuses_compat_calls_and_callers_write_locally(
     assert answer.status_code == 409
     assert "not the Coop owner" in answer.json()["detail"]
     assert httpx.get(running.url + "/status").json()["mode"] == "local"
-    ledger.add_todo("in local mode", actor="alice")
+    ledger.add_todo("in local mode", actor="agent")
     assert [item["title"] for item in ledger.list_items()] == ["in service mode", "in local mode"]
     events = [e["event"] for e in _owner_events(running)]
     assert events == ["cutover", "cutover_undo"]

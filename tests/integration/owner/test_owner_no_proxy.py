@@ -17,7 +17,7 @@ def test_routed_calls_never_go_through_an_environment_proxy(
         for name, value in trap.environ().items():
             monkeypatch.setenv(name, value)
 
-        added = ledger.add_todo("write the report", actor="alice")
+        added = ledger.add_todo("write the report", actor="agent")
         listed = ledger.list_items()
 
         assert not trap.knocked(), "the owner credential went to the proxy"

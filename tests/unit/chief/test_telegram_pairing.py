@@ -29,7 +29,7 @@ PAIRED = Pairing(
     chat_id=4242,
     user_id=4242,
     username="owner",
-    first_name="Ann",
+    first_name="Owner",
     bot="@coop_emulator_bot",
     paired_at="2026-12-01T17:30:00+00:00",
 )
@@ -56,7 +56,7 @@ def test_a_pairing_is_written_0600_atomically_and_read_back(tmp_path: Path) -> N
     write_pairing(path, other)
     assert read_pairing(path) == other
     assert sorted(p.name for p in path.parent.iterdir()) == [PAIRING_FILE_NAME]  # no temp left
-    assert PAIRED.who() == "Ann (@owner, user 4242) in chat 4242"
+    assert PAIRED.who() == "Owner (@owner, user 4242) in chat 4242"
 
 
 def test_remove_says_whether_there_was_a_pairing(tmp_path: Path) -> None:

@@ -40,8 +40,8 @@ def _count(conn: sqlite3.Connection, table: str) -> int:
 
 
 def test_the_same_key_runs_once_and_answers_the_filed_outcome(conn: sqlite3.Connection) -> None:
-    first = _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
-    again = _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
+    first = _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
+    again = _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
 
     assert first.outcome == again.outcome == "committed"
     assert (first.replayed, again.replayed) == (False, True)
@@ -49,32 +49,32 @@ def test_the_same_key_runs_once_and_answers_the_filed_outcome(conn: sqlite3.Conn
     assert _count(conn, "todos") == 1
     assert _count(conn, "coop_commands") == 1
     row = commands.lookup(conn, "key-0001")
-    assert (row["method"], row["actor"], row["outcome"]) == ("add_todo", "alice", "committed")
+    assert (row["method"], row["actor"], row["outcome"]) == ("add_todo", "agent", "committed")
 
 
 def test_the_same_key_with_another_input_is_refused(conn: sqlite3.Connection) -> None:
-    _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
+    _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
 
     with pytest.raises(commands.KeyConflict, match="already filed for another input"):
-        _run(conn, "key-0001", "add_todo", "something else", actor="alice")
+        _run(conn, "key-0001", "add_todo", "something else", actor="agent")
     assert _count(conn, "todos") == 1
 
 
 def test_a_domain_refusal_is_filed_with_its_type_and_words_and_changes_nothing(
     conn: sqlite3.Connection,
 ) -> None:
-    _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
-    _run(conn, "key-0002", "take_todo", 1, actor="alice")
+    _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
+    _run(conn, "key-0002", "take_todo", 1, actor="agent")
     events_before = _count(conn, "coop_events")
 
-    refused = _run(conn, "key-0003", "done_todo", 1, actor="bob")
-    missing = _run(conn, "key-0004", "take_todo", 99, actor="bob")
+    refused = _run(conn, "key-0003", "done_todo", 1, actor="reviewer")
+    missing = _run(conn, "key-0004", "take_todo", 99, actor="reviewer")
 
     assert refused.outcome == "rejected"
     assert refused.error_type == "LifecycleError"
     unit = verbs.Unit(tx=lambda: conn, config=EngineConfig.from_env)
     with pytest.raises(LifecycleError) as local, store.write(conn):
-        verbs.ledger.done_todo(unit, 1, actor="bob")
+        verbs.ledger.done_todo(unit, 1, actor="reviewer")
     assert refused.error_message == str(local.value)
     assert (missing.error_type, missing.error_message) == (
         NotFound.__name__,
@@ -83,13 +83,13 @@ def test_a_domain_refusal_is_filed_with_its_type_and_words_and_changes_nothing(
     assert _count(conn, "coop_events") == events_before
     assert _count(conn, "coop_outbox") == 0
     assert conn.execute("SELECT status FROM todos WHERE id = 1").fetchone()[0] == "taken"
-    assert _run(conn, "key-0003", "done_todo", 1, actor="bob").replayed
+    assert _run(conn, "key-0003", "done_todo", 1, actor="reviewer").replayed
 
 
 def test_reads_are_filed_without_their_answer_and_replay_by_reading_again(
     conn: sqlite3.Connection,
 ) -> None:
-    _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
+    _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
     listed = _run(conn, "key-0002", "list_items")
 
     assert [item["title"] for item in listed.result] == ["write the report"]
@@ -100,14 +100,14 @@ def test_reads_are_filed_without_their_answer_and_replay_by_reading_again(
 def test_reconcile_answers_a_filed_key_and_fences_off_an_unknown_one(
     conn: sqlite3.Connection,
 ) -> None:
-    _run(conn, "key-0001", "add_todo", "write the report", actor="alice")
+    _run(conn, "key-0001", "add_todo", "write the report", actor="agent")
 
     assert commands.reconcile(conn, "key-0001")["outcome"] == "committed"
     unknown = commands.reconcile(conn, "key-0009")
     assert (unknown["found"], unknown["outcome"]) == (False, "never_arrived")
     # A late copy of the request that never arrived must not run after the reconcile said so.
     with pytest.raises(commands.KeyConflict, match="never arrived"):
-        _run(conn, "key-0009", "add_todo", "late", actor="alice")
+        _run(conn, "key-0009", "add_todo", "late", actor="agent")
     assert _count(conn, "todos") == 1
     assert commands.reconcile(conn, "key-0009")["outcome"] == "never_arrived"
 
@@ -116,9 +116,9 @@ def test_reconcile_answers_a_filed_key_and_fences_off_an_unknown_one(
     ("method", "args", "kwargs", "words"),
     [
         ("drop_everything", [], {}, "not a Coop operation"),
-        ("add_todo", [], {"actor": "alice"}, "missing a required argument"),
-        ("add_todo", ["x"], {"actor": "alice", "colour": "red"}, "unexpected keyword"),
-        ("add_todo", ["x"], {"actor": "alice", "db": "/tmp/other.db"}, "its own database"),
+        ("add_todo", [], {"actor": "agent"}, "missing a required argument"),
+        ("add_todo", ["x"], {"actor": "agent", "colour": "red"}, "unexpected keyword"),
+        ("add_todo", ["x"], {"actor": "agent", "db": "/tmp/other.db"}, "its own database"),
     ],
 )
 def test_an_unknown_method_or_bad_arguments_are_refused_before_running(

@@ -125,4 +125,4 @@ def test_a_fenced_write_inside_a_verb_is_a_store_error(home: Path) -> None:
 
     _fenced(home / "coop.db")
     with pytest.raises(StoreError, match="no such function: coop_owner_service_required"):
-        ledger.add_todo("written around the owner", actor="alice")
+        ledger.add_todo("written around the owner", actor="agent")

@@ -99,7 +99,7 @@ def test_broken_owner_file_fails_closed_before_routing_or_opening(
     write_owner_file(home / "coop.db.owner.json", change(_valid(home, listener)))
 
     with pytest.raises(error, match=words):
-        ledger.add_todo("write the report", actor="alice")
+        ledger.add_todo("write the report", actor="agent")
     with pytest.raises(error, match=words), direct.connection():
         pass
     with pytest.raises(error, match=words) as caught:
@@ -126,7 +126,7 @@ def test_owner_url_or_credential_unusable_fails_closed(
     write_owner_file(home / "coop.db.owner.json", {**_valid(home, listener), field: value})
 
     with pytest.raises(OwnerUnavailable, match=words) as caught:
-        ledger.add_todo("write the report", actor="alice")
+        ledger.add_todo("write the report", actor="agent")
 
     assert str(caught.value) == words
     _assert_nothing_happened(home, listener)
@@ -141,7 +141,7 @@ def test_credential_readable_by_others_is_refused_before_a_byte_is_sent(
     write_owner_file(home / "coop.db.owner.json", config)
 
     with pytest.raises(OwnerUnavailable) as caught:
-        ledger.take_todo(1, actor="alice")
+        ledger.take_todo(1, actor="agent")
 
     assert str(caught.value) == "Coop credential must be private (0600)"
     _assert_nothing_happened(home, listener)
@@ -167,19 +167,19 @@ def test_coop_owner_file_overrides_the_path_beside_the_store(
 
     assert owner.owner_file_path(home / "coop.db") == elsewhere
     with pytest.raises(OwnerUnavailable, match="Invalid Coop owner configuration"):
-        ledger.add_todo("write the report", actor="alice")
+        ledger.add_todo("write the report", actor="agent")
     _assert_nothing_happened(home, listener)
 
 
 def test_no_owner_file_means_local_mode(home: Path) -> None:
     assert owner.owner_config(home / "coop.db") is None
-    added = ledger.add_todo("write the report", actor="alice")
+    added = ledger.add_todo("write the report", actor="agent")
     assert added["todo"]["title"] == "write the report"
     assert (home / "coop.db").exists()
 
 
 def test_owner_file_is_read_on_every_call(home: Path, listener: socket.socket) -> None:
-    ledger.add_todo("before the cutover", actor="alice")
+    ledger.add_todo("before the cutover", actor="agent")
     owner_file = home / "coop.db.owner.json"
     write_owner_file(owner_file, {**_valid(home, listener), "mode": "local"})
 
@@ -199,7 +199,7 @@ def test_the_owners_verbs_run_on_the_connection_handed_in_whatever_the_owner_fil
     try:
         write_owner_file(home / "coop.db.owner.json", _valid(home, listener))
         with store.write(conn):
-            verbs.ledger.add_todo(unit, "run by the owner", actor="alice")
+            verbs.ledger.add_todo(unit, "run by the owner", actor="agent")
         titles = [item["title"] for item in verbs.ledger.list_items(unit)]
         assert titles == ["run by the owner"]
         assert conn.execute("SELECT COUNT(*) FROM todos").fetchone()[0] == 1  # still open
@@ -220,6 +220,6 @@ def test_a_public_call_reads_the_owner_file_once(
 
     monkeypatch.setattr(api, "owner_config", counted)
     monkeypatch.setattr(owner, "owner_config", counted)
-    ledger.add_todo("counted", actor="alice")
+    ledger.add_todo("counted", actor="agent")
     ledger.list_items()
     assert reads == [home / "coop.db", home / "coop.db"]
