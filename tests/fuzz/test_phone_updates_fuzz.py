@@ -1,0 +1,289 @@
+"""The phone's entry points fuzzed (issue 21, "close the class", as the argv and owner-file fuzz
+did): whatever Telegram delivers to the door, nothing crashes or stalls its poller, its log holds
+no traceback, a stranger learns nothing and changes nothing, the owner's malformed input gets one
+plain line, and the ledger changes only through a live button or a reply to a live ask.
+
+One stack as real processes per module (tests/fuzz/phone.py): the Bot API emulator, the door
+(`chief serve`, long-polling it), `coop serve`. Two kinds of example:
+
+- the owner through the emulator's control endpoints: any command text (`/quiet` with any
+  argument, `/status@bot`, capitals, unknown commands, 4,096 characters, any non-NUL text), a
+  reply to any message of the chat (the bot's, the owner's own), a press on any button of any
+  bot message. Each gets at most one message back (a `/requests` rings the open asks again
+  besides), one toast per press, and the ledger changes only for a live decision;
+- any update the Bot API could deliver, queued as is (`POST /emulator/owner/raw`): forged
+  callback data (any 1..64 bytes, a voided token, an id-looking string; a stranger's tap with a
+  live token), a callback query without a message, an edited message, a channel post, a message
+  without a sender, the owner in a group, a sticker or a photo, kinds the door does not read, the
+  owner's id in a stranger's chat and the reverse. Each changes nothing in coop.db or chief.db
+  but the offset and the strangers' table, answers no stranger, and every one is read by PTB as
+  an Update (the shape is one the Bot API sends).
+
+After every example the door has committed the offset past the update; after each run it still
+answers /help.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import telegram
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chief.door import commands_text
+from chief.telegram.emulator import BOT_USER
+from tests.fuzz.phone import OWNER_ID, STRANGER_ID, WAIT_S, PhoneFuzz
+from tests.support.phone import EmulatorOwner
+from tests.support.phone_stack import make_stack, start
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+RAW_EXAMPLES = 60
+OWNER_EXAMPLES = 50
+TOAST_MAX_CHARS = 200
+ONE_LINE_MAX_CHARS = 200
+FUZZ_SETTINGS = settings(
+    max_examples=RAW_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneFuzz]:
+    """The stack, with request `live` (approve / decline, open) and `closed` (closed at the
+    terminal: its buttons void) rung to the owner."""
+    stack = make_stack(tmp_path_factory.mktemp("phone-fuzz"))
+    try:
+        start(stack)
+        found = PhoneFuzz(stack, EmulatorOwner(stack.emulator.url))
+        yield found
+        found.close()
+        assert set(stack.stop().values()) == {0}
+    finally:
+        stack.close()
+
+
+def still_answers_help(fuzz: PhoneFuzz) -> None:
+    sent = fuzz.owner.text(OWNER_ID, OWNER_ID, "/help")
+    fuzz.handled(sent["update_id"])
+    fuzz.owner.wait_for(
+        lambda o: any(m["text"] == commands_text.HELP for m in o.messages()[-3:]),
+        WAIT_S,
+        "the door's /help answer",
+    )
+    fuzz.no_trace()
+
+
+# ---- the Bot API's shapes ------------------------------------------------------------------
+
+
+def user(user_id: int) -> dict[str, Any]:
+    return {"id": user_id, "is_bot": False, "first_name": "Ann"}
+
+
+def private(user_id: int) -> dict[str, Any]:
+    return {"id": user_id, "type": "private", "first_name": "Ann"}
+
+
+GROUP = {"id": -4242, "type": "group", "title": "household"}
+SUPERGROUP = {"id": -1004242, "type": "supergroup", "title": "household"}
+CHANNEL = {"id": -1009999, "type": "channel", "title": "news"}
+STICKER = {
+    "file_id": "CAAD",
+    "file_unique_id": "AgAD",
+    "type": "regular",
+    "width": 512,
+    "height": 512,
+    "is_animated": False,
+    "is_video": False,
+}
+PHOTO = [{"file_id": "AgAC", "file_unique_id": "AQAD", "width": 90, "height": 90}]
+#: kinds of update the door neither asks for nor reads (and names PTB does not know)
+UNREAD_KINDS = ("frobnicate", "future_update", "message_reaction_count_v2")
+
+texts = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=60,
+).filter(lambda text: bool(text.strip()))
+message_ids = st.one_of(st.integers(1, 2**31 - 1), st.sampled_from([1, 2, 3]))
+OWNER_WORDS = ["/quiet 2h", "/quiet off", "/status", "/requests", "approve", "decline", "/start 1"]
+
+
+def callback_data(extra: list[str]) -> st.SearchStrategy[str]:
+    """Any 1..64 bytes of UTF-8 (Telegram's bound), id-looking strings, and `extra` tokens."""
+    forged = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=64).filter(
+        lambda data: 1 <= len(data.encode()) <= 64
+    )
+    looks = st.sampled_from(["1", "2", "0", "-1", "approve", "1:approve", "a-" + "0" * 32, "t-x"])
+    return st.one_of(forged, looks, st.sampled_from(extra)) if extra else forged | looks
+
+
+def bot_message(ask: dict[str, Any]) -> dict[str, Any]:
+    """A message of the bot in the owner's chat, as Telegram embeds it."""
+    return {
+        "message_id": ask["message_id"],
+        "date": 1,
+        "chat": private(OWNER_ID),
+        "from": BOT_USER,
+        "text": ask["text"],
+    }
+
+
+def message(
+    chat: dict[str, Any], sender: dict[str, Any] | None, **content: Any
+) -> st.SearchStrategy[dict[str, Any]]:
+    base: dict[str, Any] = {"date": 1, "chat": chat} | content
+    if sender is not None:
+        base["from"] = sender
+    return st.builds(lambda mid: {"message_id": mid, **base}, message_ids)
+
+
+def contents(ask: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A message's content: text (a command, a word), a sticker, a photo, each perhaps a reply
+    to the live ask."""
+    body = st.one_of(
+        st.builds(lambda t: {"text": t}, st.sampled_from(OWNER_WORDS) | texts),
+        st.just({"sticker": STICKER}),
+        st.builds(lambda c: {"photo": PHOTO, "caption": c}, st.sampled_from(OWNER_WORDS)),
+    )
+    reply = st.sampled_from([{}, {"reply_to_message": bot_message(ask)}])
+    return st.builds(lambda b, r: b | r, body, reply)
+
+
+def tap(
+    sender: dict[str, Any], data: st.SearchStrategy[str], on: dict[str, Any] | None
+) -> st.SearchStrategy[dict[str, Any]]:
+    """A callback query from `sender` on message `on` (None: an inline message's, no message)."""
+
+    def made(data: str, query_id: int) -> dict[str, Any]:
+        query = {"id": f"fz{query_id}", "from": sender, "chat_instance": "ci", "data": data}
+        if on is None:
+            query["inline_message_id"] = "AAAAinline"
+        else:
+            query["message"] = on
+        return {"callback_query": query}
+
+    return st.builds(made, data, st.integers(0, 2**40))
+
+
+def in_message(
+    chat: dict[str, Any], sender: dict[str, Any] | None, content: st.SearchStrategy[dict[str, Any]]
+) -> st.SearchStrategy[dict[str, Any]]:
+    """A message in `chat` from `sender` (None: no `from`, as in a channel) with `content`."""
+
+    def made(message_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        found: dict[str, Any] = {"message_id": message_id, "date": 1, "chat": chat} | body
+        if sender is not None:
+            found["from"] = sender
+        return found
+
+    return st.builds(made, message_ids, content)
+
+
+def kind(name: str, inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    return inner.map(lambda value: {name: value})
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@pytest.fixture(scope="module")
+def world(fuzz: PhoneFuzz) -> dict[str, Any]:
+    """Request `live` (open, its ask rung with buttons) and `closed` (closed at the terminal,
+    its buttons void), with their ask messages and tokens."""
+    live = fuzz.ask("order the bigger bag of dog food, £45?")
+    closed = fuzz.ask("paint the fence?")
+    fuzz.close_at_terminal(closed)
+    fuzz.owner.wait_for(
+        lambda _: (m := fuzz.ask_message(closed)) and m["edits"] and not m.get("reply_markup"),
+        WAIT_S,
+        f"request #{closed}'s ask settled",
+    )
+    fuzz.quiescent()
+    return {
+        "live": live,
+        "live_ask": fuzz.ask_message(live),
+        "live_tokens": fuzz.tokens(live),
+        "void_tokens": fuzz.tokens(closed),
+    }
+
+
+def raw_updates(world: dict[str, Any]) -> st.SearchStrategy[tuple[dict[str, Any], bool]]:
+    """(an update the Bot API could deliver, whether the owner may get a toast for it)."""
+    owner, stranger, ask = user(OWNER_ID), user(STRANGER_ID), bot_message(world["live_ask"])
+    live, void = world["live_tokens"], world["void_tokens"]
+    replies = contents(world["live_ask"])
+    not_text = st.sampled_from([{"sticker": STICKER}, {"photo": PHOTO, "caption": "approve"}])
+    with_reply = st.builds(
+        lambda c, r: c | r, not_text, st.sampled_from([{}, {"reply_to_message": ask}])
+    )
+    refused = st.one_of(
+        tap(stranger, callback_data(live + void), ask),
+        tap(stranger, callback_data(live), bot_message(world["live_ask"]) | {"chat": GROUP}),
+        tap(owner, callback_data(live + void), None),
+        kind("edited_message", in_message(private(OWNER_ID), owner, replies).map(edited)),
+        kind("channel_post", in_message(CHANNEL, None, replies).map(from_channel)),
+        kind("message", in_message(private(OWNER_ID), None, replies)),
+        kind("message", in_message(GROUP, owner, replies)),
+        kind("message", in_message(SUPERGROUP, owner, replies)),
+        kind("message", in_message(private(OWNER_ID), owner, with_reply)),
+        kind("message", in_message(private(STRANGER_ID), owner, replies)),
+        kind("message", in_message(private(OWNER_ID), stranger, replies)),
+        kind("my_chat_member", st.just(blocked(owner))),
+        st.builds(lambda name, value: {name: value}, st.sampled_from(UNREAD_KINDS), json_values),
+    )
+    toasted = tap(owner, callback_data(void), ask)
+    return st.one_of(refused.map(lambda u: (u, False)), toasted.map(lambda u: (u, True)))
+
+
+def edited(found: dict[str, Any]) -> dict[str, Any]:
+    return found | {"edit_date": 2}
+
+
+def from_channel(found: dict[str, Any]) -> dict[str, Any]:
+    return found | {"sender_chat": CHANNEL}
+
+
+def blocked(owner: dict[str, Any]) -> dict[str, Any]:
+    """The owner stops the bot: Telegram's my_chat_member update."""
+    return {
+        "chat": private(OWNER_ID),
+        "from": owner,
+        "date": 1,
+        "old_chat_member": {"status": "member", "user": BOT_USER},
+        "new_chat_member": {"status": "kicked", "user": BOT_USER, "until_date": 0},
+    }
+
+
+def test_any_update_but_a_live_decision_changes_nothing_but_the_offset(
+    fuzz: PhoneFuzz, world: dict[str, Any]
+) -> None:
+    @FUZZ_SETTINGS
+    @given(drawn=raw_updates(world))
+    def run(drawn: tuple[dict[str, Any], bool]) -> None:
+        update, owner_tap = drawn
+        assert telegram.Update.de_json({"update_id": 1, **update}, None) is not None
+        before = fuzz.look()
+        after = fuzz.handled(fuzz.raw(update))
+        assert after.ledger == before.ledger
+        assert after.chief_beside_bookkeeping() == before.chief_beside_bookkeeping()
+        assert after.quiet_until == before.quiet_until
+        assert after.messages == before.messages  # nothing sent, nothing edited
+        toasts = after.toasts[len(before.toasts) :]
+        assert len(toasts) <= int(owner_tap), toasts
+        assert all(len(toast["text"]) <= TOAST_MAX_CHARS for toast in toasts)
+        fuzz.no_trace()
+
+    run()
+    assert fuzz.ask_message(world["live"])["reply_markup"]  # still live, still undecided
+    still_answers_help(fuzz)
