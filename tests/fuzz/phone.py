@@ -33,8 +33,10 @@ from tests.support.stack import CHAT_ID, Stack
 OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's
 STRANGER_ID = 777
 WAIT_S = 15.0
-#: the ledger's tables: a refused update changes none of them
-LEDGER_TABLES = ("requests", "todos", "coop_events", "coop_answers")
+#: the ledger's tables: a refused update changes none of them (`coop_answers` is the ledger's
+#: record of each answer key it was asked, an answer that changed nothing included; an update
+#: refused at the door reaches no ledger, which chief.db's `telegram_answers` shows)
+LEDGER_TABLES = ("requests", "todos", "coop_events")
 #: chief.db's tables an update may change without being obeyed: the offset, the strangers
 PHONE_BOOKKEEPING = frozenset({"telegram_inbox", "telegram_strangers"})
 #: what the door's log must never hold, whatever arrives

@@ -287,3 +287,153 @@ def test_any_update_but_a_live_decision_changes_nothing_but_the_offset(
     run()
     assert fuzz.ask_message(world["live"])["reply_markup"]  # still live, still undecided
     still_answers_help(fuzz)
+
+
+# ---- the owner, through the emulator's control endpoints -------------------------------------
+
+QUIET_ARGUMENTS = [
+    "2h", "30m", "off", "OFF", "0m", "1m", "24h", "25h", "-2h", "2h30m", "2 h", "  2h  ", "1.5h",
+    "1e3m", "99999999999999999999h", "\uff12h", "\u0662h", "\u200f2h", "2h\u200e", "2H", "h",
+    "2\u00a0h", "9999m", "1441m", "2h off",
+]  # fmt: skip
+COMMAND_WORDS = [
+    "/status@coop_bot", "/STATUS", "/Help", "/todos@any_bot", "/nosuch", "/", "//", "/start",
+    "/start 123456", "/quiet\n2h", "/status extra words", "/quiet", "/requests", "/help\u200f",
+    "/\u0645\u0631\u062d\u0628\u0627", "x" * 4096, "/status " + "y" * 4088, "\u202e/status",
+]  # fmt: skip
+#: commands whose answer may run to several lines (lists); every other answer is one line
+LISTING = {"status", "todos", "requests", "help"}
+
+owner_texts = st.one_of(
+    st.builds(lambda a: f"/quiet {a}", st.sampled_from(QUIET_ARGUMENTS) | texts),
+    st.sampled_from(COMMAND_WORDS),
+    st.builds(
+        lambda name, rest: f"/{name} {rest}",
+        st.from_regex(r"[A-Za-z0-9_]{1,40}(@[a-z_]{1,10})?", fullmatch=True),
+        texts,
+    ),
+    texts,
+)
+
+
+def buttons(found: dict[str, Any]) -> list[dict[str, Any]]:
+    markup = found.get("reply_markup") or {}
+    return [button for row in markup.get("inline_keyboard") or [] for button in row]
+
+
+def open_request_of(fuzz: PhoneFuzz, found: dict[str, Any] | None) -> bool:
+    """Whether `found` is an ask message whose request is still open (a live ask)."""
+    if found is None or found.get("chat_id") != OWNER_ID:
+        return False
+    head = str(found["text"]).split(" ", 2)
+    if len(head) < 2 or head[0] != "request" or not head[1].startswith("#"):
+        return False
+    status = fuzz.count(
+        fuzz.stack.coop_db,
+        f"SELECT COUNT(*) FROM requests WHERE id = {int(head[1][1:])} "
+        "AND status IN ('open', 'taken')",
+    )
+    return bool(status) and fuzz.ask_message(int(head[1][1:])) is not None
+
+
+#: an index into a list that changes from example to example (Hypothesis draws must not depend
+#: on the stack's state, so the state picks by remainder)
+PICKS = st.integers(0, 2**16)
+
+
+def owner_act(fuzz: PhoneFuzz, data: st.DataObject, own: list[int]) -> tuple[dict[str, Any], bool]:
+    """One thing the owner does: (the control endpoint's answer, whether it is a live
+    decision). Every draw is made first, whatever the stack holds (Hypothesis replays them)."""
+    action, first, second = (
+        data.draw(st.sampled_from(["text", "reply", "press"])),
+        data.draw(PICKS),
+        data.draw(PICKS),
+    )
+    text = data.draw(owner_texts)
+    messages = [m for m in fuzz.owner.messages() if m["chat_id"] == OWNER_ID]
+    pressable = [m for m in messages if buttons(m)]
+    if action == "press" and pressable:
+        target = pressable[first % len(pressable)]
+        index = second % len(buttons(target))
+        live = open_request_of(fuzz, target)
+        return fuzz.owner.press(OWNER_ID, OWNER_ID, target["message_id"], index=index), live
+    targets = [m["message_id"] for m in messages] + own
+    if action == "reply" and targets:
+        reply_to = targets[first % len(targets)]
+        target = next((m for m in messages if m["message_id"] == reply_to), None)
+        live = open_request_of(fuzz, target)
+        sent = fuzz.owner.text(OWNER_ID, OWNER_ID, text, reply_to_message_id=reply_to)
+    else:
+        live, sent = False, fuzz.owner.text(OWNER_ID, OWNER_ID, text)
+        sent["command"] = commands_text.parse_command(text)
+    own.append(int(sent["message_id"]))
+    return sent, live
+
+
+def check_answer(
+    sent: dict[str, Any], before: list[dict[str, Any]], after: list[dict[str, Any]]
+) -> None:
+    """At most one message back, in the owner's chat, plain and short unless it is a list
+    (`/requests` rings the open asks again besides); a press gets its one toast elsewhere."""
+    known = {(m["chat_id"], m["message_id"]) for m in before}
+    new = [m for m in after if (m["chat_id"], m["message_id"]) not in known]
+    assert all(m["chat_id"] == OWNER_ID for m in new), new
+    command = sent.get("command")
+    answers = [m for m in new if not buttons(m)]
+    assert len(answers) <= 1, [m["text"] for m in new]
+    if command is None or command.name != "requests":
+        assert len(new) == len(answers), new
+    if command is not None and command.name not in LISTING:
+        assert len(answers) == 1, (command, new)
+        assert "\n" not in answers[0]["text"]
+        assert len(answers[0]["text"]) <= ONE_LINE_MAX_CHARS
+
+
+def test_whatever_the_owner_sends_gets_one_plain_answer_at_most(fuzz: PhoneFuzz) -> None:
+    """Commands, replies to any message, presses on any button: one answer at most, a toast
+    per press, and the ledger moves only for a live decision."""
+    for title in ("buy eggs?", "call the vet?"):
+        fuzz.ask(title)
+    fuzz.ask("which day suits?", choices=None)
+    fuzz.quiescent()
+    own: list[int] = []
+
+    @settings(FUZZ_SETTINGS, max_examples=OWNER_EXAMPLES)
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        before = fuzz.look()
+        sent, live = owner_act(fuzz, data, own)
+        after = fuzz.handled(int(sent["update_id"]))
+        check_answer(sent, before.messages, after.messages)
+        toasts = after.toasts[len(before.toasts) :]
+        if "callback_query_id" in sent:
+            assert [t["callback_query_id"] for t in toasts] == [sent["callback_query_id"]]
+            assert len(toasts[0]["text"]) <= TOAST_MAX_CHARS
+        else:
+            assert toasts == []
+        if not live:
+            assert after.ledger == before.ledger, sent
+        fuzz.no_trace()
+        fuzz.quiescent()
+
+    run()
+    still_answers_help(fuzz)
+
+
+@pytest.mark.parametrize(
+    "text", ["/", "/quiet\t2h", "/quiet\n2h", "/quiet\u00a02h", "/\u00fcber", "/status!"]
+)
+def test_a_command_the_door_cannot_read_still_gets_one_plain_line(
+    fuzz: PhoneFuzz, text: str
+) -> None:
+    """Found by the fuzz: a command whose name is cut by anything but a space (a tab, a new
+    line, a no-break space) or is not a command name at all was answered with nothing."""
+    before = fuzz.look()
+    sent = fuzz.owner.text(OWNER_ID, OWNER_ID, text)
+    after = fuzz.handled(int(sent["update_id"]))
+    known = {m["message_id"] for m in before.messages}
+    (answer,) = [m["text"] for m in after.messages if m["message_id"] not in known]
+    assert "\n" not in answer
+    assert len(answer) <= ONE_LINE_MAX_CHARS
+    assert after.ledger == before.ledger
+    fuzz.no_trace()
