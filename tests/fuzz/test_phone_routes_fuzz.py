@@ -223,3 +223,59 @@ def test_a_number_json_reads_as_infinity_or_nan_is_refused_in_words(
     refused_in_words(service.send("POST", ANSWER, body, key=SERVICE_KEY.encode()))
     assert service.ledger() == before
     no_trace(service)
+
+
+# ---- the service key's header ------------------------------------------------------------------
+
+RIGHT = SERVICE_KEY.encode()
+# Not a line break (a second header line would be another request's business) and not the
+# white space HTTP strips around a value (` KEY ` is the key, as HTTP says).
+header_bytes = st.binary(min_size=1, max_size=80).filter(
+    lambda key: b"\r" not in key and b"\n" not in key and key.strip(b" \t") == key
+)
+keys = st.one_of(
+    st.none(),
+    header_bytes,
+    st.sampled_from(
+        [
+            RIGHT + b"\x00",
+            b"\x00" + RIGHT,
+            RIGHT[:-1],
+            RIGHT + b"x",
+            RIGHT.upper(),
+            RIGHT * 2,
+            RIGHT[:8] + b"\x00" + RIGHT[9:],
+            b"x" * 8_000,
+            b"x" * 100_000,
+            RIGHT + b"\xff",
+            "schl\u00fcssel".encode(),
+            "\u00e9".encode("latin-1"),
+        ]
+    ),
+)
+
+
+def test_any_service_key_but_the_right_one_is_refused_and_writes_nothing(
+    service: Service,
+) -> None:
+    """A body that would close request #1 were the key right: with any other header value it
+    is refused (401 or 403 in words from the route, or a 4xx from the HTTP parser for a value
+    it cannot read), and the ledger is as it was. The summary is refused the same way."""
+    body = encoded({"answer_key": VALID_KEY, "request_id": 1, "choice": "approve"})
+
+    @FUZZ_SETTINGS
+    @given(key=keys, summary=st.booleans())
+    def run(key: bytes | None, summary: bool) -> None:
+        before = service.ledger()
+        if summary:
+            answer = service.send("GET", SUMMARY, key=key)
+        else:
+            answer = service.send("POST", ANSWER, body, key=key)
+        assert 400 <= answer.status < 500, (answer.status, answer.body[:200])
+        if answer.status in (401, 403):
+            refused_in_words(answer)
+        assert service.ledger() == before
+
+    run()
+    no_trace(service)
+    assert service.send("GET", SUMMARY, key=RIGHT).status == 200
