@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 RAW_EXAMPLES = 60
 OWNER_EXAMPLES = 50
+MISSHAPEN_EXAMPLES = 20
 TOAST_MAX_CHARS = 200
 ONE_LINE_MAX_CHARS = 200
 FUZZ_SETTINGS = settings(
@@ -197,6 +198,14 @@ json_values = st.recursive(
 )
 
 
+#: a kind the door reads, holding what PTB may not read as it (the door passes it over)
+misshapen = st.builds(
+    lambda name, value: {name: value},
+    st.sampled_from(["message", "callback_query", "edited_message"]),
+    json_values.filter(lambda value: value is not None),
+)
+
+
 @pytest.fixture(scope="module")
 def world(fuzz: PhoneFuzz) -> dict[str, Any]:
     """Request `live` (open, its ask rung with buttons) and `closed` (closed at the terminal,
@@ -265,6 +274,21 @@ def blocked(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def refused_alike(fuzz: PhoneFuzz, update: dict[str, Any], owner_tap: bool) -> None:
+    """Deliver `update`; nothing changes but the offset and the strangers, nothing is sent or
+    edited, and only the owner's own tap in the owner's chat may be toasted."""
+    before = fuzz.look()
+    after = fuzz.handled(fuzz.raw(update))
+    assert after.ledger == before.ledger
+    assert after.chief_beside_bookkeeping() == before.chief_beside_bookkeeping()
+    assert after.quiet_until == before.quiet_until
+    assert after.messages == before.messages  # nothing sent, nothing edited
+    toasts = after.toasts[len(before.toasts) :]
+    assert len(toasts) <= int(owner_tap), toasts
+    assert all(len(toast["text"]) <= TOAST_MAX_CHARS for toast in toasts)
+    fuzz.no_trace()
+
+
 def test_any_update_but_a_live_decision_changes_nothing_but_the_offset(
     fuzz: PhoneFuzz, world: dict[str, Any]
 ) -> None:
@@ -272,19 +296,17 @@ def test_any_update_but_a_live_decision_changes_nothing_but_the_offset(
     @given(drawn=raw_updates(world))
     def run(drawn: tuple[dict[str, Any], bool]) -> None:
         update, owner_tap = drawn
+        # a shape the Bot API sends: PTB reads it
         assert telegram.Update.de_json({"update_id": 1, **update}, None) is not None
-        before = fuzz.look()
-        after = fuzz.handled(fuzz.raw(update))
-        assert after.ledger == before.ledger
-        assert after.chief_beside_bookkeeping() == before.chief_beside_bookkeeping()
-        assert after.quiet_until == before.quiet_until
-        assert after.messages == before.messages  # nothing sent, nothing edited
-        toasts = after.toasts[len(before.toasts) :]
-        assert len(toasts) <= int(owner_tap), toasts
-        assert all(len(toast["text"]) <= TOAST_MAX_CHARS for toast in toasts)
-        fuzz.no_trace()
+        refused_alike(fuzz, update, owner_tap)
+
+    @settings(FUZZ_SETTINGS, max_examples=MISSHAPEN_EXAMPLES)
+    @given(update=misshapen)
+    def run_misshapen(update: dict[str, Any]) -> None:
+        refused_alike(fuzz, update, owner_tap=False)
 
     run()
+    run_misshapen()
     assert fuzz.ask_message(world["live"])["reply_markup"]  # still live, still undecided
     still_answers_help(fuzz)
 
@@ -392,7 +414,7 @@ def check_answer(
 def test_whatever_the_owner_sends_gets_one_plain_answer_at_most(fuzz: PhoneFuzz) -> None:
     """Commands, replies to any message, presses on any button: one answer at most, a toast
     per press, and the ledger moves only for a live decision."""
-    for title in ("buy eggs?", "call the vet?"):
+    for title in ("buy eggs?", "call the vet?", "book the boiler service?", "renew the tax?"):
         fuzz.ask(title)
     fuzz.ask("which day suits?", choices=None)
     fuzz.quiescent()
