@@ -14,10 +14,11 @@ One stack as real processes per module (tests/fuzz/phone.py): the Bot API emulat
 - any update the Bot API could deliver, queued as is (`POST /emulator/owner/raw`): forged
   callback data (any 1..64 bytes, a voided token, an id-looking string; a stranger's tap with a
   live token), a callback query without a message, an edited message, a channel post, a message
-  without a sender, the owner in a group, a sticker or a photo, kinds the door does not read, the
-  owner's id in a stranger's chat and the reverse. Each changes nothing in coop.db or chief.db
-  but the offset and the strangers' table, answers no stranger, and every one is read by PTB as
-  an Update (the shape is one the Bot API sends).
+  without a sender, the owner in a group, a sticker or a photo, the owner's reply to a message
+  the bot never sent, kinds the door does not read, the owner's id in a stranger's chat and the
+  reverse (each read by PTB as an Update: a shape the Bot API sends); and kinds the door reads
+  holding what python-telegram-bot cannot read, passed over. Each changes nothing in coop.db or
+  chief.db but the offset and the strangers' table, and answers no stranger.
 
 After every example the door has committed the offset past the update; after each run it still
 answers /help.
@@ -219,8 +220,10 @@ def world(fuzz: PhoneFuzz) -> dict[str, Any]:
         f"request #{closed}'s ask settled",
     )
     fuzz.quiescent()
+    asks = [fuzz.ask_message(live), fuzz.ask_message(closed)]
     return {
         "live": live,
+        "ask_message_ids": {int(m["message_id"]) for m in asks if m is not None},
         "live_ask": fuzz.ask_message(live),
         "live_tokens": fuzz.tokens(live),
         "void_tokens": fuzz.tokens(closed),
@@ -252,6 +255,15 @@ def raw_updates(world: dict[str, Any]) -> st.SearchStrategy[tuple[dict[str, Any]
         st.builds(lambda name, value: {name: value}, st.sampled_from(UNREAD_KINDS), json_values),
     )
     toasted = tap(owner, callback_data(void), ask)
+    never_sent = st.builds(
+        lambda mid, text, sender: {"text": text, "reply_to_message": bot_message(
+            {"message_id": mid, "text": text}
+        ) | {"from": sender}},
+        message_ids.filter(lambda mid: mid not in world["ask_message_ids"]),
+        st.sampled_from(OWNER_WORDS) | texts,
+        st.sampled_from([BOT_USER, owner]),
+    )  # fmt: skip
+    refused = refused | kind("message", in_message(private(OWNER_ID), owner, never_sent))
     return st.one_of(refused.map(lambda u: (u, False)), toasted.map(lambda u: (u, True)))
 
 
