@@ -243,6 +243,7 @@ def raw_updates(world: dict[str, Any]) -> st.SearchStrategy[tuple[dict[str, Any]
         tap(stranger, callback_data(live + void), ask),
         tap(stranger, callback_data(live), bot_message(world["live_ask"]) | {"chat": GROUP}),
         tap(owner, callback_data(live + void), None),
+        tap(owner, callback_data(live), bot_message(world["live_ask"]) | {"chat": SUPERGROUP}),
         kind("edited_message", in_message(private(OWNER_ID), owner, replies).map(edited)),
         kind("channel_post", in_message(CHANNEL, None, replies).map(from_channel)),
         kind("message", in_message(private(OWNER_ID), None, replies)),
