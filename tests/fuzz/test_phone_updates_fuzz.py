@@ -222,6 +222,7 @@ def world(fuzz: PhoneFuzz) -> dict[str, Any]:
     fuzz.quiescent()
     asks = [fuzz.ask_message(live), fuzz.ask_message(closed)]
     return {
+        "closed_ask": asks[1],
         "live": live,
         "ask_message_ids": {int(m["message_id"]) for m in asks if m is not None},
         "live_ask": fuzz.ask_message(live),
@@ -255,7 +256,9 @@ def raw_updates(world: dict[str, Any]) -> st.SearchStrategy[tuple[dict[str, Any]
         kind("my_chat_member", st.just(blocked(owner))),
         st.builds(lambda name, value: {name: value}, st.sampled_from(UNREAD_KINDS), json_values),
     )
-    toasted = tap(owner, callback_data(void), ask)
+    toasted = tap(owner, callback_data(void), ask) | tap(
+        owner, callback_data(live + void), bot_message(world["closed_ask"])
+    )
     never_sent = st.builds(
         lambda mid, text, sender: {"text": text, "reply_to_message": bot_message(
             {"message_id": mid, "text": text}
@@ -498,3 +501,16 @@ def test_an_update_the_door_cannot_read_is_passed_over_and_the_rest_still_come(
     assert after.chief_beside_bookkeeping() == before.chief_beside_bookkeeping()
     assert after.messages == before.messages
     still_answers_help(fuzz)
+
+
+def test_a_live_token_carried_on_another_requests_ask_changes_nothing(
+    fuzz: PhoneFuzz, world: dict[str, Any]
+) -> None:
+    """Found by the fuzz: the owner's tap on request B's ask message carrying request A's live
+    token (callback data Telegram's buttons there never held) closed A; the token is only
+    read as the button of a message that rang its own request."""
+    on = bot_message(world["closed_ask"])
+    for token in world["live_tokens"]:
+        query = {"id": f"other-{token[:8]}", "from": user(OWNER_ID), "chat_instance": "ci"}
+        refused_alike(fuzz, {"callback_query": query | {"data": token, "message": on}}, True)
+    assert fuzz.ask_message(world["live"])["reply_markup"]  # still live, still undecided
