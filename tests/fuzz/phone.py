@@ -119,6 +119,15 @@ class PhoneFuzz:
         prefix = f"request #{request_id} "
         return next((m for m in self.owner.messages() if str(m["text"]).startswith(prefix)), None)
 
+    def is_open(self, request_id: int) -> bool:
+        return bool(
+            self.count(
+                self.stack.coop_db,
+                f"SELECT COUNT(*) FROM requests WHERE id = {int(request_id)} "
+                "AND status IN ('open', 'taken')",
+            )
+        )
+
     def tokens(self, request_id: int) -> list[str]:
         with closing(sqlite3.connect(self.stack.chief_db)) as conn:
             rows = conn.execute(
