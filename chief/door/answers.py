@@ -5,7 +5,8 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
 `chief.door.phone`, has already turned strangers away) goes:
 
     record      chief.db, one FULL commit (chief.store.answers, ruled by chief.answer_rules):
-                a new pending answer, or nothing (a replay, a double tap, a void token)
+                a new pending answer, or nothing (a replay, a double tap, a void token, a
+                token read on another request's ask message)
     [crash]     fault point `door.answer_recorded`: the answer is durable and not yet sent;
                 the next start's forwarder sends it (the offset was not committed either, so
                 the same update comes again and finds its row)
