@@ -5,7 +5,8 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
 `chief.door.phone`, has already turned strangers away) goes:
 
     record      chief.db, one FULL commit (chief.store.answers, ruled by chief.answer_rules):
-                a new pending answer, or nothing (a replay, a double tap, a void token)
+                a new pending answer, or nothing (a replay, a double tap, a void token, a
+                token read on another request's ask message)
     [crash]     fault point `door.answer_recorded`: the answer is durable and not yet sent;
                 the next start's forwarder sends it (the offset was not committed either, so
                 the same update comes again and finds its row)
@@ -45,6 +46,7 @@ from chief.answer_rules import (
     ANSWER_KEY_PREFIX,
     OUTCOMES,
     Answer,
+    Button,
     Refused,
     Reply,
     Seen,
@@ -59,6 +61,8 @@ from chief.errors import ChiefError, EngineUnreachable
 from chief.faults import fault
 
 if TYPE_CHECKING:
+    import sqlite3
+
     import telegram
 
     from chief.store import ChiefStore
@@ -128,7 +132,9 @@ class Answers:
             message_id=message.message_id,
             ask_text=getattr(message, "text", None) or "",
         )
-        recorded = await self.store.record_tap(tap, new_answer_key(), self.button_of, decide_tap)
+        recorded = await self.store.record_tap(
+            tap, new_answer_key(), self._button_on(tap), decide_tap
+        )
         if isinstance(recorded, Refused):
             await self._toast(query.id, recorded.toast)
             return
@@ -138,6 +144,20 @@ class Answers:
             log.info("answers.recorded", answer_key=answer.answer_key, request_id=answer.request_id)
         answer = await self._wait_settled(answer)
         await self._toast(query.id, toast_for(answer))
+
+    def _button_on(self, tap: Tap) -> ButtonOf:
+        """`button_of`, for this tap's message only: a token read on an ask message that rang
+        another request is no button of it (callback data that message's buttons never held),
+        so it decides nothing. A message not (yet) known as an ask keeps the token's word."""
+
+        def button(conn: sqlite3.Connection, token: str) -> Button | None:
+            found = self.button_of(conn, token)
+            if found is None:
+                return None
+            asked = self.ask_of(conn, tap.chat_id, tap.message_id)
+            return found if asked in (None, found.request_id) else None
+
+        return button
 
     async def on_reply(self, update: telegram.Update) -> None:
         """A text reply by the obeyed user: an answer when it replies to an ask message."""

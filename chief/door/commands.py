@@ -67,8 +67,11 @@ class Commands:
         self._clock = clock
 
     async def run(self, chat_id: int, text: str) -> None:
-        """Answer the command line `text` in `chat_id` (not a command: nothing)."""
+        """Answer the command line `text` in `chat_id` (a '/' the door cannot read as a command
+        gets the help's first line; text without a '/': nothing)."""
         command = words.parse_command(text)
+        if command is None and text.lstrip().startswith("/"):
+            command = words.Command("", text.strip())  # no command of ours: the help's line
         if command is None:
             return
         answer = await self.answer(command)

@@ -10,7 +10,8 @@ No I/O; the clock comes in as an argument (unix seconds).
     /quiet 2h    silent delivery for 1m..24h (30m, 2h, 90m); /quiet off; /quiet alone: the state
     /help        the commands
     /start       once paired: "already paired"
-    anything else that starts with '/': the help's first line
+    anything else that starts with '/' (an unknown name, or no name: `/`, `/über`): the help's
+                 first line
 
 Every answer is plain text, short, and well within Telegram's 4,096 characters: at most
 `MAX_LISTED` items a list, each title cut to `MAX_TITLE_CHARS`.
@@ -63,12 +64,13 @@ class Command:
 
 
 def parse_command(text: str) -> Command | None:
-    """`/name[@bot] rest` as a Command; None when `text` is not a command."""
-    head, _, rest = text.strip().partition(" ")
+    """`/name[@bot] rest` as a Command (the name ends at any white space: a tab, a new line, a
+    no-break space); None when `text` is not a command."""
+    head, *rest = text.split(maxsplit=1) or [""]
     match = _COMMAND.fullmatch(head)
     if match is None:
         return None
-    return Command(match[1].lower(), rest.strip())
+    return Command(match[1].lower(), rest[0].strip() if rest else "")
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,11 @@
       for each update, in order:
         seen before  its id below the committed offset (Telegram delivered it again, the
                      emulator replayed it): skipped, nothing applied twice
-        a stranger   not the obeyed user in the obeyed chat: nothing changes, nothing is
-                     answered; counted (`coop_telegram_strangers_total`), logged once per
-                     sender (chief.db remembers who was logged), its offset committed with it
+        a stranger   not the obeyed user in the obeyed chat (an update without a sender or
+                     a chat, such as one the seam could not read, included): nothing changes,
+                     nothing is answered; counted (`coop_telegram_strangers_total`), logged
+                     once per sender (chief.db remembers who was logged), its offset committed
+                     with it
         a tap        a callback query: `handlers.on_tap(update)`
         a reply      a message replying to a message: `handlers.on_reply(update)`
         a command    `/status` `/todos` `/requests` `/quiet` `/help` `/start`

@@ -2,7 +2,9 @@
 
     get_updates(offset, timeout_s)   long poll (getUpdates): the updates at or after `offset`,
                                      at once when some wait, else when one arrives or the poll
-                                     times out (an empty list)
+                                     times out (an empty list); each read on its own, so one
+                                     PTB cannot read comes as an empty Update under its id
+                                     (`read_updates`), which the door passes over
     reply(chat_id, text, buttons=, reply_to=)   sendMessage, with inline buttons; its message id
     answer_callback(query_id, text)  answerCallbackQuery: the toast of a tap
     edit(chat_id, message_id, text, buttons=)   editMessageText (no buttons: they are removed);
@@ -29,10 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
+import structlog
 from telegram import (
     Bot,
     BotCommand,
@@ -41,7 +45,8 @@ from telegram import (
     ReplyParameters,
     Update,
 )
-from telegram.error import BadRequest, Conflict, TelegramError
+from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, TelegramError
+from telegram.warnings import PTBUserWarning
 
 from chief.errors import TelegramConflict, TelegramUnavailable
 from chief.telegram.sender import TransportRequest, fit_for_telegram, translate_error
@@ -57,7 +62,12 @@ ALLOWED_UPDATES = ("message", "callback_query")
 # Telegram's answer to an edit that changes nothing: the edit is already what it asks for.
 NOT_MODIFIED = "message is not modified"
 
+# PTB's generic call, used for getUpdates so each update is read on its own, advises its named
+# method, which reads the whole answer at once (one update it cannot read fails every poll).
+GENERIC_GET_UPDATES_ADVICE = r"Please use 'Bot\.get_updates'"
+
 T = TypeVar("T")
+log = structlog.get_logger("chief.telegram")
 
 
 class TelegramPhone(Protocol):
@@ -88,6 +98,27 @@ def markup(buttons: Buttons | None) -> InlineKeyboardMarkup | None:
     )
 
 
+def read_updates(result: object, bot: Bot) -> list[Update]:
+    """getUpdates' answer, read update by update: one python-telegram-bot cannot read (a shape
+    it does not expect, as a Bot API newer than it may send) becomes an empty `Update` under
+    its own id, logged, which the door passes over (no sender, no chat), so it never stops the
+    poll at it. An answer that is not a list of updates with ids raises ValueError."""
+    if not isinstance(result, list):
+        raise ValueError("getUpdates answered something other than a list")
+    found = []
+    for item in result:
+        update_id = item.get("update_id") if isinstance(item, dict) else None
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
+            raise ValueError("getUpdates answered an update without an update_id")
+        try:
+            update = Update.de_json(item, bot)
+        except Exception as exc:  # whatever PTB raises on a shape it cannot read
+            log.warning("telegram.update_unreadable", update_id=update_id, error=repr(exc)[:200])
+            update = Update(update_id)
+        found.append(update)
+    return found
+
+
 class BotPhone:
     """The real phone: python-telegram-bot's `Bot`, initialised once and kept open."""
 
@@ -98,6 +129,7 @@ class BotPhone:
         polling = TransportRequest(base_url, timeout_s=timeout_s, pool_size=1)
         os.environ.setdefault("PTB_TIMEDELTA", "true")  # as the sender: see BotSender
         self._bot = Bot(token, base_url=base_url, request=request, get_updates_request=polling)
+        self._polling = polling
         self._timeout_s = timeout_s
 
     async def start(self) -> None:
@@ -112,13 +144,24 @@ class BotPhone:
 
     async def get_updates(self, offset: int | None, timeout_s: float) -> Sequence[Update]:
         poll_s = max(0, int(timeout_s))
-        return await self._call(
-            lambda: self._bot.get_updates(
-                offset=offset, timeout=poll_s, allowed_updates=list(ALLOWED_UPDATES)
-            ),
-            "getUpdates",
-            extra_s=poll_s,
-        )
+        return await self._call(lambda: self._poll(offset, poll_s), "getUpdates", extra_s=poll_s)
+
+    async def _poll(self, offset: int | None, poll_s: int) -> list[Update]:
+        """getUpdates on the polling connection (its read timeout plus the poll's, as PTB's
+        own get_updates waits), its answer read update by update (`read_updates`)."""
+        parameters: dict[str, Any] = {"timeout": poll_s, "allowed_updates": list(ALLOWED_UPDATES)}
+        if offset is not None:
+            parameters["offset"] = offset
+        warnings.filterwarnings("ignore", GENERIC_GET_UPDATES_ADVICE, PTBUserWarning)
+        try:
+            result = await self._bot.do_api_request(
+                "get_updates",
+                api_kwargs=parameters,
+                read_timeout=(self._polling.read_timeout or 0.0) + poll_s,
+            )
+        except EndPointNotFound as exc:  # getUpdates exists: a 404 or 401 is the token's
+            raise InvalidToken(exc.message) from exc
+        return read_updates(result, self._bot)
 
     async def reply(
         self,

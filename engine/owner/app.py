@@ -44,6 +44,9 @@ from typing import Any
 import anyio
 import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import keyfile, loopback, owner, store, verbs
@@ -234,6 +237,15 @@ def _phone_runner(service: Owner) -> phone.Runner:
     return run
 
 
+async def _body_refused(_: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 for a body out of shape, without each error's `input` and `ctx`: a number
+    JSON cannot encode back (`1e999` reads as infinity, `NaN`) made FastAPI's own answer a 500
+    with a traceback, and echoing the body tells its sender nothing it did not send."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    found = [{k: v for k, v in error.items() if k not in ("input", "ctx")} for error in errors]
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(found)})
+
+
 def create_app(
     service: Owner,
     kick: Callable[[], None] | None = None,
@@ -243,6 +255,7 @@ def create_app(
     """The engine service's FastAPI app; `kick` wakes the in-process notifier daemon.
     `service_key`: the phone routes' key (default: read now from `COOP_SERVICE_KEY_FILE`)."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
+    app.add_exception_handler(RequestValidationError, _body_refused)
 
     def owner_credential(request: Request) -> dict[str, Any]:
         return check_owner_credential(request, service.db)

@@ -47,6 +47,12 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   row) on a bot message as it is now; without `message_id`, on the chat's newest bot message
   that has such a button (none: 400 `chat 1 has no bot message with a button 'approve'`);
 - `POST /emulator/owner/replay` `{"update_id"}`: deliver that update again, the same object;
+- `POST /emulator/owner/raw` `{"update": {...}}` -> `{"update_id"}`: deliver any update object
+  as is, under the next update id (one it carries is replaced) and past the `allowed_updates`
+  filter: what the Bot API can deliver and the endpoints above never make (forged
+  `callback_data`, a callback query without `message`, an edited message, a channel post, a
+  message without `from`, an unknown kind); a string `callback_query.id` can be answered
+  (`raw`);
 - `GET /emulator/callback_answers`: every answerCallbackQuery (`callback_query_id`, `text`,
   `show_alert`, `at`); `GET /emulator/commands`: the last setMyCommands list;
   `GET /emulator/updates`: the ids of the updates not yet confirmed;

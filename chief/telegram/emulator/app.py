@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from chief.telegram.emulator import owner
+from chief.telegram.emulator import owner, raw
 from chief.telegram.emulator.methods import BotMethods
 from chief.telegram.emulator.shapes import Refusal
 from chief.telegram.emulator.state import REFUSALS, EmulatorState, FloodLimits, parse_fault
@@ -85,6 +85,7 @@ def create_emulator(
             Route("/emulator/owner/text", controls.owner_text, methods=["POST"]),
             Route("/emulator/owner/press", controls.owner_press, methods=["POST"]),
             Route("/emulator/owner/replay", controls.owner_replay, methods=["POST"]),
+            Route("/emulator/owner/raw", controls.owner_raw, methods=["POST"]),
             Route("/emulator/callback_answers", controls.callback_answers, methods=["GET"]),
             Route("/emulator/commands", controls.commands, methods=["GET"]),
             Route("/emulator/updates", controls.updates, methods=["GET"]),
@@ -213,6 +214,9 @@ class _Controls:
 
     async def owner_replay(self, request: Request) -> JSONResponse:
         return await self._play(request, owner.replay)
+
+    async def owner_raw(self, request: Request) -> JSONResponse:
+        return await self._play(request, raw.raw)
 
     async def _play(self, request: Request, act: Any) -> JSONResponse:
         try:

@@ -22,10 +22,12 @@ UPDATE_KINDS = ("message", "callback_query")
 class _Pending:
     update: dict[str, Any]
     delivered: bool = False
+    #: queued as is by `/emulator/owner/raw`: delivered whatever `allowed_updates` says
+    raw: bool = False
 
     @property
     def kind(self) -> str:
-        return next(key for key in self.update if key != "update_id")
+        return next((key for key in self.update if key != "update_id"), "")
 
 
 class UpdateQueue:
@@ -35,6 +37,7 @@ class UpdateQueue:
     def __init__(self) -> None:
         self._pending: list[_Pending] = []
         self._made: dict[int, dict[str, Any]] = {}
+        self._raw: set[int] = set()  # the ids of updates made by `add(..., raw=True)`
         self._next_id = 1
         self._arrived: anyio.Event | None = None
         #: a long poll is waiting (a second one is refused 409)
@@ -42,12 +45,15 @@ class UpdateQueue:
         #: the last `allowed_updates` a getUpdates gave (None or empty: every kind)
         self.allowed: frozenset[str] | None = None
 
-    def add(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Make an update from `body` (`{"message": ...}` or `{"callback_query": ...}`)."""
+    def add(self, body: dict[str, Any], *, raw: bool = False) -> dict[str, Any]:
+        """Make an update from `body` (`{"message": ...}` or `{"callback_query": ...}`; with
+        `raw`, any object, kept past the `allowed_updates` filter)."""
         update = {"update_id": self._next_id, **body}
         self._next_id += 1
         self._made[update["update_id"]] = update
-        self._pending.append(_Pending(update))
+        self._pending.append(_Pending(update, raw=raw))
+        if raw:
+            self._raw.add(update["update_id"])
         self._wake()
         return update
 
@@ -55,7 +61,7 @@ class UpdateQueue:
         """Deliver update `update_id` again, the same object; None when it was never made."""
         update = self._made.get(update_id)
         if update is not None:
-            self._pending.append(_Pending(update))
+            self._pending.append(_Pending(update, raw=update_id in self._raw))
             self._wake()
         return update
 
@@ -79,7 +85,9 @@ class UpdateQueue:
         if allowed is not None:
             self.allowed = allowed or None
         if self.allowed is not None:
-            self._pending = [entry for entry in self._pending if entry.kind in self.allowed]
+            self._pending = [
+                entry for entry in self._pending if entry.raw or entry.kind in self.allowed
+            ]
 
     def ready(self) -> bool:
         return bool(self._pending)
@@ -105,6 +113,7 @@ class UpdateQueue:
     def reset(self) -> None:
         self._pending.clear()
         self._made.clear()
+        self._raw.clear()
         # update ids keep counting, as Telegram's do: a poller's stored offset stays valid
         self.allowed = None
         self._wake()

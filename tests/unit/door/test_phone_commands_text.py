@@ -68,6 +68,9 @@ def _summary(todos: int = 2, requests: int = 1) -> dict[str, object]:
         ("/quiet@coop_bot  off ", Command("quiet", "off")),
         ("  /help", Command("help", "")),
         ("/start ABC123", Command("start", "ABC123")),
+        ("/quiet\t2h", Command("quiet", "2h")),
+        ("/quiet\n2h", Command("quiet", "2h")),
+        ("/quiet\u00a02h", Command("quiet", "2h")),
     ],
 )
 def test_a_command_line_is_its_name_and_the_rest(text: str, command: Command) -> None:
