@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ from chief.door.commands import Commands
 from chief.door.commands_text import QuietOverride
 from chief.door.config import DoorConfig
 from chief.door.engine_link import EngineLink
+from chief.door.loop import Loop, running_task
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
@@ -188,7 +189,7 @@ class _DoorParts:
             await stack.enter_async_context(running(ringer, self.door_config))
             self.service.ringer = ringer
             asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
-            await stack.enter_async_context(running_asks(asks, self.door_config))
+            await stack.enter_async_context(running(asks, self.door_config))
             self.service.asks = asks
             await self._start_phone(stack, chief, ringer, inbox, asks)
 
@@ -223,7 +224,7 @@ class _DoorParts:
             handlers = self.handlers(parts)
         else:
             handlers = await stack.enter_async_context(answering(parts))
-        loop = PhoneLoop(
+        poller = PhoneLoop(
             phone,
             inbox,
             chat_id=int(chat),
@@ -232,8 +233,8 @@ class _DoorParts:
             handlers=handlers,
             on_stranger=self.metrics.count_stranger,
         )
-        await stack.enter_async_context(polling(loop, config))
-        self.phone = loop
+        await stack.enter_async_context(running(poller, config))
+        self.phone = poller
 
     async def _telegram_queue(self) -> dict[str, Any]:
         queue: dict[str, Any] = (await self.service.status())["telegram_queue"]
@@ -323,49 +324,11 @@ async def answering(parts: PhoneParts) -> AsyncIterator[Answers]:
             tasks.cancel_scope.cancel()
 
 
-@asynccontextmanager
-async def running_asks(asks: Asks, config: DoorConfig) -> AsyncIterator[Asks]:
-    """Run the ask task for the block; on exit let an edit in flight finish (bounded by the
-    Telegram deadline), then stop it. An edit not done stays queued for the next start."""
-    async with anyio.create_task_group() as tasks:
-        await tasks.start(asks.run)
-        try:
-            yield asks
-        finally:
-            asks.stop()
-            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
-                await asks.stopped.wait()
-            tasks.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def running(ringer: Ringer, config: DoorConfig) -> AsyncIterator[Ringer]:
-    """Run the sender task for the block; on exit let a send in flight finish and mark (bounded
-    by the Telegram deadline), then stop it."""
-    async with anyio.create_task_group() as tasks:
-        await tasks.start(ringer.run)
-        try:
-            yield ringer
-        finally:
-            ringer.stop()
-            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
-                await ringer.stopped.wait()
-            tasks.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def polling(loop: PhoneLoop, config: DoorConfig) -> AsyncIterator[PhoneLoop]:
-    """Run the phone for the block; on exit cancel its poll at once and let an update being
-    handled finish (bounded by the Telegram deadline)."""
-    async with anyio.create_task_group() as tasks:
-        await tasks.start(loop.run)
-        try:
-            yield loop
-        finally:
-            loop.stop()
-            with anyio.move_on_after(config.telegram_timeout_s + STOP_MARGIN_S, shield=True):
-                await loop.stopped.wait()
-            tasks.cancel_scope.cancel()
+def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]:
+    """Run one of the door's tasks (the sender, the ask task, the phone) for the block; on exit
+    let its turn in flight finish (a send and its mark, an edit, an update being handled; a
+    poll is cancelled at once), bounded by the Telegram deadline, then stop it."""
+    return running_task(task, config.telegram_timeout_s + STOP_MARGIN_S)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,9 +32,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import anyio.abc
 import structlog
 
+from chief.door.loop import DoorLoop
 from chief.door.pacing import backoff_s
 from chief.errors import ChiefError, ChiefInputError, TelegramUnavailable
 from chief.faults import fault
@@ -100,8 +100,10 @@ def ask_of(request: Mapping[str, Any]) -> Ask:
     return Ask(request_id, title, tuple(choices))
 
 
-class Asks:
+class Asks(DoorLoop):
     """The ask task (`run` inside the door's task group) and `reask`."""
+
+    failed_event = "door.ask_edits_failed"
 
     def __init__(
         self,
@@ -115,20 +117,10 @@ class Asks:
         self.editor = editor
         self.ringer = ringer
         self._wall_clock = wall_clock
-        self._wake = anyio.Event()
-        self._stopping = False
-        #: set when `run` has returned
-        self.stopped = anyio.Event()
+        super().__init__()
         #: edits done (or moot) and given up by this run
         self.edits_done = 0
         self.edits_abandoned = 0
-
-    def nudge(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
 
     async def reask(self, request: dict[str, Any]) -> None:
         """Ring `request` (as the ledger lists it: `id`, `title`, `choices`) again as an ask
@@ -139,29 +131,8 @@ class Asks:
         log.info("door.reasked", ask_request_id=ask.request_id, seq=seq)
         self.ringer.nudge()
 
-    async def run(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Perform the owed edits until `stop()`; an edit in flight ends first."""
-        task_status.started()
-        try:
-            while not self._stopping:
-                try:
-                    pause_s = await self._step()
-                except Exception as exc:  # the task must outlive any one failure
-                    log.exception("door.ask_edits_failed", error=str(exc))
-                    pause_s = RETRY_S
-                if pause_s > 0 and not self._stopping:
-                    await self._pause(pause_s)
-        finally:
-            self.stopped.set()
-
-    async def _pause(self, seconds: float) -> None:
-        wake = self._wake
-        with anyio.move_on_after(seconds):
-            await wake.wait()
-        if wake is self._wake and wake.is_set():
-            self._wake = anyio.Event()
+    def _retry_s(self) -> float:
+        return RETRY_S
 
     async def _step(self) -> float:
         """One turn: perform the due edits; how long to pause after it."""

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
-import anyio.abc
 import structlog
 from telegram import Update
 
 from chief.door.commands import Commands
 from chief.door.commands_text import COMMANDS
+from chief.door.loop import DoorLoop
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.phone import TelegramPhone
@@ -101,8 +101,10 @@ class InboxStore(Protocol):
     ) -> bool: ...
 
 
-class PhoneLoop:
+class PhoneLoop(DoorLoop):
     """The poller task; `run` inside the door's task group, `stop()` to end it promptly."""
+
+    failed_event = "door.phone_failed"
 
     def __init__(
         self,
@@ -132,43 +134,29 @@ class PhoneLoop:
         self.offset: int | None = None
         #: updates handled (strangers included) since the start
         self.handled = 0
-        self._stopping = False
+        super().__init__()
         self._poll: anyio.CancelScope | None = None
-        self._wake = anyio.Event()
         self._outage: str | None = None
         self._backoff_s = 0.0
         self._attempts: dict[int, int] = {}
-        #: set when `run` has returned
-        self.stopped = anyio.Event()
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
-        self._stopping = True
         if self._poll is not None:
             self._poll.cancel()
-        self._wake.set()
+        super().stop()
 
-    async def run(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Poll and route until `stop()`."""
+    async def _before_start(self) -> None:
         try:
             self.offset = (await self.store.inbox_state()).next_offset
         except ChiefError as exc:
             log.error("door.phone_offset_unread", error=str(exc))
-        task_status.started()
-        try:
-            await self._register_commands()
-            while not self._stopping:
-                try:
-                    pause_s = await self._turn()
-                except Exception as exc:  # the phone must outlive any one failure
-                    log.exception("door.phone_failed", error=str(exc))
-                    pause_s = self.pauses.update_retry_s
-                if pause_s > 0 and not self._stopping:
-                    await self._pause(pause_s)
-        finally:
-            self.stopped.set()
+
+    async def _after_start(self) -> None:
+        await self._register_commands()
+
+    def _retry_s(self) -> float:
+        return self.pauses.update_retry_s
 
     async def _register_commands(self) -> None:
         if self._stopping:
@@ -185,14 +173,7 @@ class PhoneLoop:
         finally:
             self._poll = None
 
-    async def _pause(self, seconds: float) -> None:
-        wake = self._wake
-        with anyio.move_on_after(seconds):
-            await wake.wait()
-        if wake is self._wake and wake.is_set():
-            self._wake = anyio.Event()
-
-    async def _turn(self) -> float:
+    async def _step(self) -> float:
         """One poll and its updates; how long to pause after it (0: poll again at once)."""
         with anyio.CancelScope() as scope:
             self._poll = scope

@@ -51,11 +51,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import anyio.abc
 import structlog
 
 from chief.door.commands_text import QuietOverride
 from chief.door.locks import KeyedLocks
+from chief.door.loop import DoorLoop
 from chief.door.pacing import (
     BACKOFF_MAX_S,
     QuietHours,
@@ -119,8 +119,10 @@ class _Ring:
     waiters: int = 0
 
 
-class Ringer:
+class Ringer(DoorLoop):
     """The sender task and what notifies ask of it; `run` inside the door's task group."""
+
+    failed_event = "door.sender_failed"
 
     def __init__(
         self,
@@ -148,8 +150,7 @@ class Ringer:
         self._buckets = {chat_id: TokenBucket(burst, interval_s, monotonic())}
         self.locks = KeyedLocks()
         self._rings: dict[int, _Ring] = {}
-        self._wake = anyio.Event()
-        self._stopping = False
+        super().__init__()
         self._backing_off = False
         self.unmarked: _Unmarked | None = None
         #: the last failed send, for the door's status; None once a send succeeds
@@ -161,8 +162,6 @@ class Ringer:
         # last run left in flight.
         self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
         self._sending_since: float | None = None
-        #: set when `run` has returned (after `stop()`, the iteration in flight finished)
-        self.stopped = anyio.Event()
 
     @property
     def last_error(self) -> str | None:
@@ -176,9 +175,6 @@ class Ringer:
         return self.failure if isinstance(self.failure, TelegramRefused) else None
 
     # -- what a notify asks ----------------------------------------------------------------
-
-    def nudge(self) -> None:
-        self._wake.set()
 
     def can_ring_now(self, ahead: int) -> bool:
         """Whether an entry with `ahead` entries before it would ring at once."""
@@ -235,34 +231,8 @@ class Ringer:
 
     # -- the task --------------------------------------------------------------------------
 
-    async def run(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Drain the queue until `stop()`; an iteration in flight (a send and its mark) ends
-        before it returns."""
-        task_status.started()
-        try:
-            while not self._stopping:
-                try:
-                    pause_s = await self._step()
-                except Exception as exc:  # the sender must outlive any one failure
-                    log.exception("door.sender_failed", error=str(exc))
-                    pause_s = READ_RETRY_S
-                if pause_s > 0 and not self._stopping:
-                    await self._pause(pause_s)
-        finally:
-            self.stopped.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-
-    async def _pause(self, seconds: float) -> None:
-        wake = self._wake
-        with anyio.move_on_after(seconds):
-            await wake.wait()
-        if wake is self._wake and wake.is_set():
-            self._wake = anyio.Event()
+    def _retry_s(self) -> float:
+        return READ_RETRY_S
 
     async def _step(self) -> float:
         """One turn of the loop; how long to pause after it (0: go on at once)."""

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.app import build_asks, build_ringer, running, running_asks
+from chief.door.app import build_asks, build_ringer, running
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
@@ -168,7 +168,7 @@ async def door_stack(
                 )
                 if chief is not None and sender is not None and ringer is not None:
                     asks = build_asks(chief, sender, ringer, wall_clock=wall_clock)
-                    await stack.enter_async_context(running_asks(asks, config))
+                    await stack.enter_async_context(running(asks, config))
                     service.asks = asks
                 app = FastAPI()
                 app.include_router(make_router(config, service))

@@ -20,7 +20,6 @@ NOTIFY_CASES = 500
 BATCH_CASES = 60
 STATUS_CASES = 30
 MIN_NOTIFY_CASES = 500
-BATCH_CASES = 60
 
 
 def _strategy(live: LiveDoor, path: str, method: str) -> st.SearchStrategy:  # type: ignore[type-arg]
