@@ -94,6 +94,7 @@ def _reuse(way: str, phone: PhoneStack, folder: Path) -> None:
     if way == "restore":
         _restart_engine(phone.stack, lambda: _backup(backup, coop_db))
     else:  # a fresh coop.db where the old one was
+
         def fresh() -> None:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(coop_db) + suffix).unlink(missing_ok=True)
@@ -127,7 +128,10 @@ def test_a_reused_request_id_never_takes_the_old_asks_answers(
     assert "no longer in the ledger" in _current(phone, int(old_buttons["message_id"]))["text"]
     # (c) a reply to the old message
     phone.owner.text(
-        OWNER_ID, OWNER_ID, "the one on the corner", reply_to_message_id=int(old_reply["message_id"])
+        OWNER_ID,
+        OWNER_ID,
+        "the one on the corner",
+        reply_to_message_id=int(old_reply["message_id"]),
     )
     assert phone.owner.wait_for(
         lambda _: _door_answer(phone, int(old_reply["message_id"])), WAIT_S, "the old reply"
@@ -147,8 +151,10 @@ def test_a_reused_request_id_never_takes_the_old_asks_answers(
     assert phone.closed_by_phone(new_reply_id)["result_summary"] == "the blue one"
     for message in (new_buttons, new_reply):
         phone.owner.wait_for(
-            lambda _, m=message: not _current(phone, int(m["message_id"])).get("reply_markup")
-            and _current(phone, int(m["message_id"]))["edits"],
+            lambda _, m=message: (
+                not _current(phone, int(m["message_id"])).get("reply_markup")
+                and _current(phone, int(m["message_id"]))["edits"]
+            ),
             WAIT_S,
             "the new ask settled",
         )

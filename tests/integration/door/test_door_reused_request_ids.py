@@ -5,8 +5,10 @@ ids are reused; ask keys are random)."""
 
 from __future__ import annotations
 
-import sqlite3
+import copy
+
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,9 +26,9 @@ from tests.support.waiting import wait_until_sync
 pytestmark = pytest.mark.timeout(60)
 
 
-def _produce(db: str, tag: str) -> int:
-    """A todo done, a request to the owner with choices closed at a terminal, and a request to
-    someone else (not reported when filed). The asked request's id."""
+def _ask(db: str, tag: str) -> int:
+    """A todo done, a request to the owner with choices, and a request to someone else (not
+    reported when filed). The asked request's id."""
     ledger.add_todo(f"water the plants {tag}", actor="builder", db=db)
     ledger.done_todo(1, actor="builder", db=db)
     asked = ledger.add_request(
@@ -37,7 +39,6 @@ def _produce(db: str, tag: str) -> int:
         db=db,
     )["request"]["id"]
     ledger.add_request(f"review the door {tag}", actor="agent", addressed_to="reviewer", db=db)
-    ledger.close_request(asked, actor="owner", result_summary="decline", db=db)
     return int(asked)
 
 
@@ -69,37 +70,52 @@ async def _drain(db: Path, door: LiveDoor, batch_max: int) -> None:
 async def test_a_second_ledgers_settle_never_edits_the_first_ledgers_ask(
     door: LiveDoor, tmp_path: Path, batch_max: int
 ) -> None:
-    asks = []
-    for ledger_name in ("first", "second"):
-        db = tmp_path / ledger_name / "coop.db"
-        db.parent.mkdir()
-        tag = f"{ledger_name}-{batch_max}"
-        asked = _produce(str(db), tag)
-        await _drain(db, door, batch_max)
-        title = f"order the bigger bag {tag}?"
-        first_line = f"request #{asked} from agent: {title}"
-        ask = wait_until_sync(
-            lambda first_line=first_line: next(
-                (m for m in door.emulator.messages if m["text"].startswith(first_line)), None
-            ),
-            timeout_s=15,
-            what=f"the {ledger_name} ledger's ask to ring",
-        )
+    """Both ledgers ask their request #1 (both asks live on the phone); the second closes its
+    own: its message alone is settled, the first's keeps its text and its live buttons; then
+    the first closes its own, and its message shows that close alone."""
+    dbs, asks = {}, {}
+    for name in ("first", "second"):
+        dbs[name] = tmp_path / name / "coop.db"
+        dbs[name].parent.mkdir()
+        tag = f"{name}-{batch_max}"
+        asked = _ask(str(dbs[name]), tag)
+        await _drain(dbs[name], door, batch_max)
+        first_line = f"request #{asked} from agent: order the bigger bag {tag}?"
+        asks[name] = copy.deepcopy(
+            wait_until_sync(
+                lambda first_line=first_line: next(
+                    (m for m in door.emulator.messages if m["text"].startswith(first_line)), None
+                ),
+                timeout_s=15,
+                what=f"the {name} ledger's ask to ring",
+            )
+        )  # a copy: the emulator edits its message in place
+        assert asks[name].get("reply_markup"), asks[name]
+    assert asks["first"]["message_id"] != asks["second"]["message_id"]
+
+    for name, other in (("second", "first"), ("first", None)):
+        ledger.close_request(1, actor="owner", result_summary="decline", db=str(dbs[name]))
+        await _drain(dbs[name], door, batch_max)
+        message_id = asks[name]["message_id"]
         wait_until_sync(
-            lambda ask=ask: not (current(door, ask["message_id"]).get("reply_markup") or {}),
+            lambda message_id=message_id: not current(door, message_id).get("reply_markup"),
             timeout_s=15,
-            what=f"the {ledger_name} ledger's settle to take its ask's buttons off",
+            what=f"the {name} ledger's settle to take its ask's buttons off",
         )
-        asks.append((tag, ask["message_id"]))
-    assert len({message_id for _, message_id in asks}) == 2
-    for tag, message_id in asks:
         edited = current(door, message_id)
-        assert edited["text"].count("closed by owner") == 1, edited["text"]
-        assert edited["text"].count("order the bigger bag") == 2, edited["text"]  # ask and close
-        assert all(other not in edited["text"] for other, _ in asks if other != tag)
+        tag = f"{name}-{batch_max}"
+        assert edited["text"] == (
+            f"{asks[name]['text']}\n\nrequest #1 closed by owner: order the bigger bag {tag}?"
+            "\ndecline"
+        )
         assert len(edited["edits"]) == 1
+        if other is not None:  # the other ledger's ask is untouched, its buttons live
+            untouched = current(door, asks[other]["message_id"])
+            assert untouched["text"] == asks[other]["text"]
+            assert untouched["edits"] == []
+            assert untouched.get("reply_markup") == asks[other]["reply_markup"]
 
 
-def current(door: LiveDoor, message_id: int) -> dict[str, object]:
+def current(door: LiveDoor, message_id: int) -> dict[str, Any]:
     (message,) = [m for m in door.emulator.messages if m["message_id"] == message_id]
     return message
