@@ -163,8 +163,9 @@ LABELS = st.one_of(
 GOOD_LABELS = st.lists(
     st.sampled_from(["approve", "decline", "later", "big bag", "é" * 24]), max_size=4, unique=True
 )
+VALID_KEYS = st.binary(min_size=16, max_size=16).map(lambda raw: "q-" + raw.hex())
 ASK_KEYS = st.one_of(
-    st.binary(min_size=16, max_size=16).map(lambda raw: "q-" + raw.hex()),
+    VALID_KEYS,
     st.sampled_from(["q-" + "A" * 32, "q-" + "0" * 31, "d-" + "0" * 32, "7"]),
     JSON_SCALARS,
 )
@@ -172,7 +173,7 @@ ASKS = st.one_of(
     st.fixed_dictionaries(
         {
             "request_id": st.integers(1, 10_000),
-            "key": st.binary(min_size=16, max_size=16).map(lambda raw: "q-" + raw.hex()),
+            "key": VALID_KEYS,
             "title": st.text(min_size=1, max_size=20),
         },
         optional={"choices": GOOD_LABELS},
@@ -194,12 +195,12 @@ EXTRAS = st.fixed_dictionaries(
     optional={
         "ask": ASKS,
         "settles": st.one_of(
+            st.fixed_dictionaries({"request_id": st.integers(1, 10_000), "key": VALID_KEYS}),
             st.fixed_dictionaries(
-                {"request_id": st.integers(1, 10_000), "key": ASK_KEYS},
+                {"request_id": st.integers(-1, 2**63), "key": ASK_KEYS},
                 optional={"extra": JSON_SCALARS},
             ),
-            st.fixed_dictionaries({"request_id": st.integers(-1, 2**63)}),
-            st.integers(1, 10_000),
+            st.integers(1, 10_000),  # an id alone: refused (ids come back)
             JSON_SCALARS,
         ),
         "ring": st.one_of(st.booleans(), JSON_SCALARS),
