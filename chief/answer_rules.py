@@ -28,8 +28,8 @@ ledger applies an answer only to the request that bears its ask key; otherwise i
 
 An answer's state: `pending` until the ledger answers, then `applied` (it closed the request,
 or was kept as a note) or `refused` (the ledger's rules said no: already closed, not a
-choice, no such request, not this request). A deciding answer is a tap that is not refused, or a text answer that
-closed its request: a text kept as a note decides nothing.
+choice, no such request, not this request). A deciding answer is a tap that is not refused,
+or a text answer that closed its request: a text kept as a note decides nothing.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
                 that the answer is saved and will be applied when the ledger answers
     settle      the ledger's answer written once on the row (applied | refused) and, for a
                 closed, already-closed or unknown request, or a question no longer in the
-                ledger, in the same transaction, that ask (by its key) settled: its buttons void and an edit queued for each message
-                that rang it (its text and the outcome, no buttons), which the door's ask task
+                ledger, in the same transaction, that ask (by its key) settled: its buttons
+                void and an edit queued for each message that rang it (its text and the
+                outcome, no buttons), which the door's ask task
                 (`chief.door.asks`) performs and retries; a text kept as a note, or a choice
                 the request does not offer, leaves the message as it is. The ledger's own
                 settle row for the close, arriving later, finds the asks settled: one edit.

@@ -2,9 +2,10 @@
 
 An ask (a notify row with `ask`) is queued with its button tokens in its report's transaction
 and rung alone with its buttons by the sender task (`chief.door.ringer`), which remembers its
-(chat, message id) in the transaction of its sent mark. A settle (a row with `settles: {request_id, key}`)
-voids the buttons of the ask with that key and, in the same transaction, queues one edit per
-message that rang it: its text plus the settling row's, its buttons removed (`chief.store.asks`).
+(chat, message id) in the transaction of its sent mark. A settle (a row with `settles:
+{request_id, key}`) voids the buttons of the ask with that key and, in the same transaction,
+queues one edit per message that rang it: its text plus the settling row's, its buttons
+removed (`chief.store.asks`).
 An ask is known by its key, never by the request's id alone: ids come back (a fresh coop.db, a
 restored backup, a second ledger behind this door), keys never do. This task performs
 those edits:
@@ -139,8 +140,8 @@ class Asks:
 
     async def reask(self, request: dict[str, Any]) -> None:
         """Ring `request` (as the ledger lists it: `id`, `ask_key`, `title`, `choices`) again
-        as an ask with its live buttons. Raises ChiefInputError for a request the door cannot ring and
-        ChiefError when chief.db could not queue it."""
+        as an ask with its live buttons. Raises ChiefInputError for a request the door cannot
+        ring and ChiefError when chief.db could not queue it."""
         ask = ask_of(request)
         seq, _ = await self.store.queue_ask(ask, ask_text(request))
         log.info("door.reasked", request_id=ask.request_id, ask_key=ask.key, seq=seq)

@@ -70,9 +70,10 @@ class EngineLink:
         """The owner's answer (a button's `choice`, or a reply's `text`: exactly one) to the
         question `ask_key` (request `request_id`: the ledger applies it only while that
         request bears that key), keyed by `answer_key`: a retry with the same key answers the
-        first outcome and changes nothing. `{"outcome", "detail", "request"}`; EngineUnreachable when the ledger
-        service does not answer (the answer stays pending), EngineUnavailable for anything
-        else it says (a 503 while its store fails, a refused key)."""
+        first outcome and changes nothing. `{"outcome", "detail", "request"}`;
+        EngineUnreachable when the ledger service does not answer (the answer stays pending),
+        EngineUnavailable for anything else it says (a 503 while its store fails, a refused
+        key)."""
         body: dict[str, Any] = {
             "answer_key": answer_key,
             "request_id": request_id,

@@ -6,7 +6,6 @@ ids are reused; ask keys are random)."""
 from __future__ import annotations
 
 import copy
-
 from pathlib import Path
 from typing import Any
 
