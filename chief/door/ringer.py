@@ -453,9 +453,7 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
     if head[0].ask_key is not None:
         return head[:1], compose([head[0].text], repeat=group is not None)[1]
     same = list(
-        itertools.takewhile(
-            lambda entry: entry.repeat_of == group and entry.ask_key is None, head
-        )
+        itertools.takewhile(lambda entry: entry.repeat_of == group and entry.ask_key is None, head)
     )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text

@@ -82,9 +82,7 @@ def answer_request(
     filed = answers_store.find(conn, answer_key)
     if filed is not None:
         return _answer(conn, filed["request_id"], filed["outcome"], filed["detail"], replayed=True)
-    outcome, detail, outbox_id = _apply(
-        conn, unit, request_id, (answer_key, ask_key), choice, text
-    )
+    outcome, detail, outbox_id = _apply(conn, unit, request_id, (answer_key, ask_key), choice, text)
     detail = lifecycle.one_line(detail, DETAIL_CHARS)
     answers_store.file(conn, answer_key, request_id, outcome, detail, store.now_iso())
     return _answer(conn, request_id, outcome, detail, outbox_id=outbox_id)
