@@ -15,8 +15,9 @@ Both run the guard first, on the raw peer and headers, before the body is read: 
 unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
 validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
 characters, a malformed extra: a choice over 24 characters or with a comma or a control
-character, two choices alike ignoring case, more than 4, a request id below 1, an extra set to
-null or sent without an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
+character, two choices alike ignoring case, more than 4, a request id below 1, an ask key not
+`q-` and 32 hex digits (or a settles naming an id alone), an extra set to null or sent without
+an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
 
     200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..,
          "telegram": "sent" | "queued" | "not_configured" | "not_rung",
