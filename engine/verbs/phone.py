@@ -16,7 +16,7 @@ The outcomes of an answer (the door shows `detail` as a toast):
 
     closed            the request was open or taken: closed by the owner, the choice (or the
                       text) its result; the close's event says `via: telegram` with the key, and
-                      its outbox row `{"settles": N, "ring": false}` (a Chief line, no ring back)
+                      its outbox row `{"settles": {N, its ask key}, "ring": false}` (no ring back)
     noted             a text reply to a request with choices: a `note` event, nothing else
     already_closed    closed or abandoned already: nothing changes; who, how, with what result
     not_a_choice      the choice is not one the request offers: nothing changes

@@ -160,6 +160,11 @@ def test_a_reused_request_id_never_takes_the_old_asks_answers(
         )
     phone.wait_chief_line(new_buttons_id)
     phone.wait_chief_line(new_reply_id)
+    # The same tap delivered again changes nothing more: exactly once.
+    phone.owner.replay(first["update_id"])
+    phone.owner.wait_for(
+        lambda o: first["update_id"] not in o.pending_updates(), WAIT_S, "the replay taken"
+    )
     assert len(phone.events(new_buttons_id, "close")) == 1
     assert len(phone.events(new_reply_id, "close")) == 1
 
