@@ -169,8 +169,9 @@ def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
 
 def phone_summary(unit: Unit) -> Row:
     """What the phone's `/status`, `/todos` and `/requests` show: open and taken items of each
-    kind (how many, the oldest `SUMMARY_ITEMS`), the oldest of them all, and the outbox's
-    health (pending rows, the oldest one's age, the last error of a row still failing)."""
+    kind (how many, the oldest `SUMMARY_ITEMS`; a request with its `ask_key`, by which the
+    door rings it again), the oldest of them all, and the outbox's health (pending rows, the
+    oldest one's age, the last error of a row still failing)."""
     conn = unit.tx()
     now = time.time()
     answer: Row = {"owner": unit.config().owner}
