@@ -141,6 +141,7 @@ def test_the_summary_shows_open_items_and_the_outbox(
     assert [i["title"] for i in found["todos"]["items"]] == ["water the plants"]
     assert found["requests"]["items"][0]["id"] == request_id
     assert found["requests"]["items"][0]["choices"] == ["approve", "decline"]
+    assert found["requests"]["items"][0]["ask_key"] == ask_key_of(stack_env, request_id)
     assert found["oldest"]["kind"] == "todo"
     assert found["oldest"]["age_s"] >= 0
     # No door listens (the stack's door URL is a closed port): both rows wait, one has failed.
