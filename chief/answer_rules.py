@@ -20,10 +20,16 @@ answer's key). What a tap or a reply becomes:
                                             a note on a request with choices
     a reply to any other message         -> not an answer
 
+Every answer names its ask key (the ledger's random key of the question the button or the
+message belongs to), and "this request" means "this ask key" throughout: request ids come back
+(a fresh coop.db, a restored backup, a second ledger behind the door), ask keys never do. The
+ledger applies an answer only to the request that bears its ask key; otherwise it answers
+`not_this_request` (the question is no longer in the ledger) and changes nothing.
+
 An answer's state: `pending` until the ledger answers, then `applied` (it closed the request,
 or was kept as a note) or `refused` (the ledger's rules said no: already closed, not a
-choice, no such request). A deciding answer is a tap that is not refused, or a text answer that
-closed its request: a text kept as a note decides nothing.
+choice, no such request, not this request). A deciding answer is a tap that is not refused,
+or a text answer that closed its request: a text kept as a note decides nothing.
 """
 
 from __future__ import annotations
@@ -33,14 +39,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 AnswerState = Literal["pending", "applied", "refused"]
-Outcome = Literal["closed", "noted", "already_closed", "not_a_choice", "unknown_request"]
+Outcome = Literal[
+    "closed", "noted", "already_closed", "not_a_choice", "unknown_request", "not_this_request"
+]
 
 APPLIED_OUTCOMES: frozenset[str] = frozenset({"closed", "noted"})
-REFUSED_OUTCOMES: frozenset[str] = frozenset({"already_closed", "not_a_choice", "unknown_request"})
+REFUSED_OUTCOMES: frozenset[str] = frozenset(
+    {"already_closed", "not_a_choice", "unknown_request", "not_this_request"}
+)
 # Every outcome the ledger answers (SPEC's answer route; engine.verbs.phone.OUTCOMES).
 OUTCOMES: frozenset[str] = APPLIED_OUTCOMES | REFUSED_OUTCOMES
 # The outcomes that leave the ask message settled: edited to say so, its buttons removed.
-SETTLING_OUTCOMES: frozenset[str] = frozenset({"closed", "already_closed", "unknown_request"})
+SETTLING_OUTCOMES: frozenset[str] = frozenset(
+    {"closed", "already_closed", "unknown_request", "not_this_request"}
+)
 ANSWER_KEY_PREFIX = "a-"
 ANSWER_KEY_RE = re.compile(r"a-[0-9a-f]{32}")
 # Telegram shows at most 200 characters of a callback query's answer.
@@ -51,10 +63,12 @@ ANSWER_TEXT_MAX_CHARS = 4000
 
 @dataclass(frozen=True)
 class Button:
-    """What chief.db knows of a tapped button's token: its request, its choice, whether it is
-    still live, and, once void, how its request was settled (when the door was told)."""
+    """What chief.db knows of a tapped button's token: its request and the ask key of the
+    question, its choice, whether it is still live, and, once void, how its ask was settled
+    (when the door was told)."""
 
     request_id: int
+    ask_key: str
     choice: str
     live: bool
     settled: str | None = None
@@ -67,6 +81,7 @@ class Answer:
     answer_key: str
     update_id: int
     request_id: int
+    ask_key: str  # the question answered: the ledger applies it only to the request with it
     choice: str | None
     text: str | None
     chat_id: int
@@ -124,6 +139,7 @@ class NewAnswer:
     """Record a new pending answer."""
 
     request_id: int
+    ask_key: str
     choice: str | None = None
     text: str | None = None
 
@@ -149,7 +165,7 @@ def decide_tap(
     replayed: Answer | None, button: Button | None, earlier: Answer | None
 ) -> TapDecision:
     """What a tap becomes: `replayed` is the answer already recorded for this update, `button`
-    the token's facts (None: no such token), `earlier` the request's deciding answer here."""
+    the token's facts (None: no such token), `earlier` the ask's deciding answer here."""
     if replayed is not None:
         return Seen(replayed)
     if button is None:
@@ -161,19 +177,19 @@ def decide_tap(
         return Refused(
             cut(f"Request #{button.request_id} is already settled{how}; nothing was changed.")
         )
-    return NewAnswer(button.request_id, choice=button.choice)
+    return NewAnswer(button.request_id, button.ask_key, choice=button.choice)
 
 
 def decide_reply(
-    replayed: Answer | None, request_id: int | None, text: str
+    replayed: Answer | None, asked: tuple[int, str] | None, text: str
 ) -> NewAnswer | Seen | None:
-    """What a reply becomes: `request_id` is the request of the ask message replied to (None:
-    not an ask message, so not an answer)."""
+    """What a reply becomes: `asked` is the (request id, ask key) of the ask message replied
+    to (None: not an ask message, so not an answer)."""
     if replayed is not None:
         return Seen(replayed)
-    if request_id is None or not text.strip():
+    if asked is None or not text.strip():
         return None
-    return NewAnswer(request_id, text=text[:ANSWER_TEXT_MAX_CHARS])
+    return NewAnswer(*asked, text=text[:ANSWER_TEXT_MAX_CHARS])
 
 
 def state_for(outcome: str) -> AnswerState:

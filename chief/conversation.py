@@ -312,19 +312,19 @@ class Chief:
         """The owner's answers from the phone still waiting for the ledger."""
         return await self._store.pending_answers()
 
-    async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
-        """(request id, choice, void) of a button token, or None."""
+    async def ask_button(self, token: str) -> tuple[str, int, str, bool] | None:
+        """(ask key, request id, choice, void) of a button token, or None."""
         return await self._store.ask_button(token)
 
     async def ask_by_message(
         self, chat_id: int, message_id: int
-    ) -> tuple[int, list[str], bool] | None:
-        """(request id, choices, void) of the ask a Telegram message rang, or None."""
+    ) -> tuple[str, int, list[str], bool] | None:
+        """(ask key, request id, choices, void) of the ask a Telegram message rang, or None."""
         return await self._store.ask_by_message(chat_id, message_id)
 
-    async def asks_of_request(self, request_id: int) -> list[AskMessage]:
-        """Every message that rang the request, oldest first (the last is its newest ask)."""
-        return await self._store.asks_of_request(request_id)
+    async def messages_of_ask(self, ask_key: str) -> list[AskMessage]:
+        """Every message that rang the ask, oldest first (the last is its newest)."""
+        return await self._store.messages_of_ask(ask_key)
 
     # -- the drainer -------------------------------------------------------------------------
 

@@ -105,26 +105,42 @@ def check_message(role: str, content: str, turn_kind: str, origin: str) -> None:
 # engine files, the door must take, or the row would be refused for ever.
 MAX_CHOICES = 4
 MAX_CHOICE_CHARS = 24
+# An ask key (issue 21): the ledger's random identity of one question put to the owner's phone
+# (`q-` + 32 hex digits, drawn with the request; twin of `engine.store.schema.ASK_KEY_PREFIX`
+# and the engine's answer route, pinned by tests/contract/test_shared_facts.py). The door keys
+# everything about an ask by it: a request's id comes back (a fresh coop.db, a restored
+# backup, a second ledger behind the same door), its ask key never does.
+ASK_KEY_PATTERN = r"^q-[0-9a-f]{32}$"
 
 
 @dataclass(frozen=True)
 class Ask:
     """A notify row that files a request to the owner: ring it alone, one button per choice (no
-    choices: a request a text reply answers)."""
+    choices: a request a text reply answers). `key` is the question's ask key, what the door
+    knows it by; `request_id` is for the words."""
 
     request_id: int
+    key: str
     title: str
     choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
+class Settle:
+    """A notify row's `settles`: the ask `key` (request `request_id`) is closed or abandoned."""
+
+    request_id: int
+    key: str
+
+
+@dataclass(frozen=True)
 class Extras:
-    """A notify row's optional extras: `ask` (it files a request), `settles` (it reports request
-    N closed or abandoned: void N's buttons, edit N's ask message) and `ring` (False: the Chief
-    line only, nothing for Telegram)."""
+    """A notify row's optional extras: `ask` (it files a request), `settles` (it reports the ask
+    with that key closed or abandoned: void its buttons, edit its ask message) and `ring`
+    (False: the Chief line only, nothing for Telegram)."""
 
     ask: Ask | None = None
-    settles: int | None = None
+    settles: Settle | None = None
     ring: bool = True
 
 

@@ -210,17 +210,28 @@ def ask_text(request_id: int, actor: str, title: str, choices: list[str] | None)
     return text + (f" ({' / '.join(choices)})" if choices else " (reply to answer)")
 
 
-def ask_extra(request_id: int, title: str, choices: list[str] | None) -> dict[str, Any]:
+def ask_extra(
+    request_id: int, ask_key: str, title: str, choices: list[str] | None
+) -> dict[str, Any]:
     """The outbox row's extra for a request filed to the owner: the door rings it alone, with
-    one button per choice (none: the owner answers with a text reply)."""
-    return {"ask": {"request_id": request_id, "title": title, "choices": list(choices or [])}}
+    one button per choice (none: the owner answers with a text reply), and knows it by its ask
+    key (`key`), never by its id alone."""
+    return {
+        "ask": {
+            "request_id": request_id,
+            "key": ask_key,
+            "title": title,
+            "choices": list(choices or []),
+        }
+    }
 
 
-def settles_extra(request_id: int, *, ring: bool = True) -> dict[str, Any]:
-    """The outbox row's extra for a request to the owner closed or abandoned: the door voids
-    its buttons and edits its ask. `ring=False`: the owner's own answer from the phone, which
-    lands in the Chief's conversation and never rings the phone back."""
-    return {"settles": request_id} | ({} if ring else {"ring": False})
+def settles_extra(request_id: int, ask_key: str, *, ring: bool = True) -> dict[str, Any]:
+    """The outbox row's extra for an asked request closed or abandoned: the door voids the
+    buttons of that ask (by its key) and edits its message. `ring=False`: the owner's own
+    answer from the phone, which lands in the Chief's conversation and never rings back."""
+    settles = {"settles": {"request_id": request_id, "key": ask_key}}
+    return settles | ({} if ring else {"ring": False})
 
 
 def require_answer_text(text: str) -> str:

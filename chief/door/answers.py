@@ -11,14 +11,17 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
                 the next start's forwarder sends it (the offset was not committed either, so
                 the same update comes again and finds its row)
     forward     the forwarder posts it to the ledger (`EngineLink.answer`, POST
-                /api/coop/phone/answer with the answer's key); the tap waits for that at most
+                /api/coop/phone/answer with the answer's key and the ask key of the question:
+                the ledger applies it only to the request bearing that key, else answers
+                `not_this_request`, its id having come back); the tap waits for that at most
                 TAP_WAIT_S, so its toast goes within a second
     toast       answerCallbackQuery: what the ledger said, or, if it has not answered yet,
                 that the answer is saved and will be applied when the ledger answers
     settle      the ledger's answer written once on the row (applied | refused) and, for a
-                closed, already-closed or unknown request, in the same transaction, the
-                request's asks settled: its buttons void and an edit queued for each message
-                that rang it (its text and the outcome, no buttons), which the door's ask task
+                closed, already-closed or unknown request, or a question no longer in the
+                ledger, in the same transaction, that ask (by its key) settled: its buttons
+                void and an edit queued for each message that rang it (its text and the
+                outcome, no buttons), which the door's ask task
                 (`chief.door.asks`) performs and retries; a text kept as a note, or a choice
                 the request does not offer, leaves the message as it is. The ledger's own
                 settle row for the close, arriving later, finds the asks settled: one edit.
@@ -85,7 +88,12 @@ class AnswerLink(Protocol):
     """The ledger's answer route (`chief.door.engine_link.EngineLink.answer`)."""
 
     async def answer(
-        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+        self,
+        answer_key: str,
+        request_id: int,
+        ask_key: str,
+        choice: str | None = None,
+        text: str | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -234,7 +242,11 @@ class Answers:
         """One try at the ledger; whether it answered (else deferred with a backoff)."""
         try:
             reply = await self.link.answer(
-                answer.answer_key, answer.request_id, choice=answer.choice, text=answer.text
+                answer.answer_key,
+                answer.request_id,
+                answer.ask_key,
+                choice=answer.choice,
+                text=answer.text,
             )
         except ChiefError as exc:
             self._note_outage(exc, answer)

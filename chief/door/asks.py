@@ -2,9 +2,12 @@
 
 An ask (a notify row with `ask`) is queued with its button tokens in its report's transaction
 and rung alone with its buttons by the sender task (`chief.door.ringer`), which remembers its
-(chat, message id) in the transaction of its sent mark. A settle (a row with `settles: N`)
-voids N's buttons and, in the same transaction, queues one edit per message that rang N: its
-text plus the settling row's, its buttons removed (`chief.store.asks`). This task performs
+(chat, message id) in the transaction of its sent mark. A settle (a row with `settles:
+{request_id, key}`) voids the buttons of the ask with that key and, in the same transaction,
+queues one edit per message that rang it: its text plus the settling row's, its buttons
+removed (`chief.store.asks`).
+An ask is known by its key, never by the request's id alone: ids come back (a fresh coop.db, a
+restored backup, a second ledger behind this door), keys never do. This task performs
 those edits:
 
     loop:
@@ -27,6 +30,7 @@ request's newest ask message, and the older ones keep working while the tokens l
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,7 +42,7 @@ from chief.door.loop import DoorLoop
 from chief.door.pacing import backoff_s
 from chief.errors import ChiefError, ChiefInputError, TelegramUnavailable
 from chief.faults import fault
-from chief.model import Ask, choices_refusal
+from chief.model import ASK_KEY_PATTERN, Ask, choices_refusal
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import AskEdit
@@ -84,12 +88,16 @@ def ask_text(request: Mapping[str, Any]) -> str:
 
 
 def ask_of(request: Mapping[str, Any]) -> Ask:
-    """The ask of a request as the ledger lists it (`id`, `title`, `choices`); ChiefInputError
-    for one the door could not ring."""
+    """The ask of a request as the ledger lists it (`id`, `ask_key`, `title`, `choices`);
+    ChiefInputError for one the door could not ring (one without an ask key was never asked:
+    the door knows an ask by its key, never by the request's id alone)."""
     request_id, title = request.get("id"), request.get("title")
+    key = request.get("ask_key")
     choices = request.get("choices") or []
     if not isinstance(request_id, int) or isinstance(request_id, bool) or request_id < 1:
         raise ChiefInputError(f"a request's id is a positive integer, not {request_id!r}")
+    if not isinstance(key, str) or re.fullmatch(ASK_KEY_PATTERN, key) is None:
+        raise ChiefInputError(f"request #{request_id} has no ask key: it was never asked")
     if not isinstance(title, str) or not title:
         raise ChiefInputError(f"request #{request_id} has no title")
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
@@ -97,7 +105,7 @@ def ask_of(request: Mapping[str, Any]) -> Ask:
     refusal = choices_refusal(choices)
     if refusal is not None:
         raise ChiefInputError(f"request #{request_id}: {refusal}")
-    return Ask(request_id, title, tuple(choices))
+    return Ask(request_id, key, title, tuple(choices))
 
 
 class Asks(DoorLoop):
@@ -123,12 +131,12 @@ class Asks(DoorLoop):
         self.edits_abandoned = 0
 
     async def reask(self, request: dict[str, Any]) -> None:
-        """Ring `request` (as the ledger lists it: `id`, `title`, `choices`) again as an ask
-        with its live buttons. Raises ChiefInputError for a request the door cannot ring and
-        ChiefError when chief.db could not queue it."""
+        """Ring `request` (as the ledger lists it: `id`, `ask_key`, `title`, `choices`) again
+        as an ask with its live buttons. Raises ChiefInputError for a request the door cannot
+        ring and ChiefError when chief.db could not queue it."""
         ask = ask_of(request)
         seq, _ = await self.store.queue_ask(ask, ask_text(request))
-        log.info("door.reasked", ask_request_id=ask.request_id, seq=seq)
+        log.info("door.reasked", request_id=ask.request_id, ask_key=ask.key, seq=seq)
         self.ringer.nudge()
 
     def _retry_s(self) -> float:
@@ -153,7 +161,10 @@ class Asks(DoorLoop):
 
     async def _perform(self, edit: AskEdit) -> None:
         bound = log.bind(
-            ask_request_id=edit.request_id, message_id=edit.message_id, attempt=edit.attempts + 1
+            request_id=edit.request_id,
+            ask_key=edit.ask_key,
+            message_id=edit.message_id,
+            attempt=edit.attempts + 1,
         )
         fault("door.before_ask_edit")  # test-only: the door dies between a settle and its edit
         try:

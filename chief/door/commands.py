@@ -126,7 +126,10 @@ class Commands:
             return []
         asked = []
         for item in items[: words.MAX_LISTED]:
+            # A request with no ask key was never asked on the phone: nothing to ring again.
             if item.get("addressed_to") != owner or not item.get("choices"):
+                continue
+            if not item.get("ask_key"):
                 continue
             try:
                 await self.asks.reask(item)

@@ -3,7 +3,7 @@
     EngineLink(base_url, service_key, timeout_s)
       summary()   GET /api/coop/phone/summary: open todos and requests, the oldest pending
                   item, the engine's outbox (what /status shows)
-      answer(answer_key, request_id, choice= | text=)
+      answer(answer_key, request_id, ask_key, choice= | text=)
                   POST /api/coop/phone/answer: the owner's answer from the phone, applied by
                   the ledger once per answer key; its outcome and a one-line detail
 
@@ -60,14 +60,25 @@ class EngineLink:
         return await self._call("GET", SUMMARY_PATH)
 
     async def answer(
-        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+        self,
+        answer_key: str,
+        request_id: int,
+        ask_key: str,
+        choice: str | None = None,
+        text: str | None = None,
     ) -> dict[str, Any]:
         """The owner's answer (a button's `choice`, or a reply's `text`: exactly one) to the
-        ledger, keyed by `answer_key`: a retry with the same key answers the first outcome and
-        changes nothing. `{"outcome", "detail", "request"}`; EngineUnreachable when the ledger
-        service does not answer (the answer stays pending), EngineUnavailable for anything
-        else it says (a 503 while its store fails, a refused key)."""
-        body: dict[str, Any] = {"answer_key": answer_key, "request_id": request_id}
+        question `ask_key` (request `request_id`: the ledger applies it only while that
+        request bears that key), keyed by `answer_key`: a retry with the same key answers the
+        first outcome and changes nothing. `{"outcome", "detail", "request"}`;
+        EngineUnreachable when the ledger service does not answer (the answer stays pending),
+        EngineUnavailable for anything else it says (a 503 while its store fails, a refused
+        key)."""
+        body: dict[str, Any] = {
+            "answer_key": answer_key,
+            "request_id": request_id,
+            "ask_key": ask_key,
+        }
         body |= {"choice": choice} if choice is not None else {"text": text}
         return await self._call("POST", ANSWER_PATH, body)
 

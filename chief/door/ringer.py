@@ -265,10 +265,10 @@ class Ringer(DoorLoop):
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
         silent = self._silent()
         repeat = carried[0].repeat_of is not None
-        asked = carried[0].ask_request_id
+        asked = carried[0].ask_key
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
         if asked is not None:
-            bound = bound.bind(ask_request_id=asked)
+            bound = bound.bind(ask_key=asked)
         try:
             # The in-flight record: a death from here to the mark is known at the next start.
             await self.queue.begin_send(seqs, uuid.uuid4().hex)
@@ -420,12 +420,10 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
     behind the repeat marker; else as many fresh entries as fit one message (none in doubt,
     no ask: those wait at the head)."""
     group = head[0].repeat_of
-    if head[0].ask_request_id is not None:
+    if head[0].ask_key is not None:
         return head[:1], compose([head[0].text], repeat=group is not None)[1]
     same = list(
-        itertools.takewhile(
-            lambda entry: entry.repeat_of == group and entry.ask_request_id is None, head
-        )
+        itertools.takewhile(lambda entry: entry.repeat_of == group and entry.ask_key is None, head)
     )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text
@@ -433,7 +431,7 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
 
 def ask_buttons(carried: list[QueuedRing]) -> list[list[tuple[str, str]]] | None:
     """The inline keyboard of a message that carries an ask with live buttons, else None."""
-    if len(carried) != 1 or carried[0].ask_request_id is None or not carried[0].buttons:
+    if len(carried) != 1 or carried[0].ask_key is None or not carried[0].buttons:
         return None
     return keyboard_rows(carried[0].buttons)
 

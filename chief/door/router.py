@@ -2,7 +2,8 @@
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
                                    outbox_id, the optional extras (issue 21): ask {request_id,
-                                   title, choices: 0..4 labels}, settles: <request id>, ring
+                                   key: q-<32 hex>, title, choices: 0..4 labels}, settles
+                                   {request_id, key}, ring
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -14,8 +15,9 @@ Both run the guard first, on the raw peer and headers, before the body is read: 
 unauthenticated caller learns 401/403 and nothing about the body's shape. The body is then
 validated strictly (422 for any other field, a missing one, a wrong type, a text over 4,000
 characters, a malformed extra: a choice over 24 characters or with a comma or a control
-character, two choices alike ignoring case, more than 4, a request id below 1, an extra set to
-null or sent without an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
+character, two choices alike ignoring case, more than 4, a request id below 1, an ask key not
+`q-` and 32 hex digits (or a settles naming an id alone), an extra set to null or sent without
+an outbox_id; each error located, e.g. ["ask", "choices", 0]). Answers:
 
     200 {"delivered": true, "channel": "telegram", "outbox_id": .., "chief_message_id": ..,
          "telegram": "sent" | "queued" | "not_configured" | "not_rung",
@@ -78,12 +80,14 @@ from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
+    ASK_KEY_PATTERN,
     MAX_CHOICE_CHARS,
     MAX_CHOICES,
     MAX_TEXT_CHARS,
     NO_EXTRAS,
     Ask,
     Extras,
+    Settle,
     choice_refusal,
     choices_refusal,
 )
@@ -153,6 +157,7 @@ def _absent_by_default(schema: dict[str, Any]) -> None:
 
 # SQLite's INTEGER: a request id past it could not be stored.
 RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+AskKey = Annotated[str, Field(pattern=ASK_KEY_PATTERN)]
 Choice = Annotated[
     str,
     Field(min_length=1, max_length=MAX_CHOICE_CHARS),
@@ -168,6 +173,7 @@ class AskBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     request_id: RequestId
+    key: AskKey
     title: Annotated[
         str, Field(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_encodable)
     ]
@@ -176,11 +182,21 @@ class AskBody(BaseModel):
     )
 
 
+class SettlesBody(BaseModel):
+    """The `settles` extra: this row reports the ask `key` (request `request_id`) closed or
+    abandoned. The key, not the id, names the ask: ids come back, keys never do."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    request_id: RequestId
+    key: AskKey
+
+
 class NotifyBody(BaseModel):
     """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`; the
     optional extras (issue 21) with an outbox_id only: `ask` (ring it alone, with buttons),
-    `settles` (request N is closed: void its buttons, edit its ask message) and `ring` (false:
-    the Chief line only)."""
+    `settles` (the ask with that key is settled: void its buttons, edit its message) and `ring`
+    (false: the Chief line only)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -204,7 +220,7 @@ class NotifyBody(BaseModel):
     ask: Annotated[AskBody | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
-    settles: Annotated[RequestId | None, AfterValidator(_given)] = Field(
+    settles: Annotated[SettlesBody | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
     ring: Annotated[bool | None, AfterValidator(_given)] = Field(
@@ -225,8 +241,13 @@ class NotifyBody(BaseModel):
         body, settles, ring = self.ask, self.settles, self.ring
         if body is None and settles is None and ring is None:
             return NO_EXTRAS
-        ask = None if body is None else Ask(body.request_id, body.title, tuple(body.choices))
-        return Extras(ask, settles, ring is not False)
+        ask = (
+            None
+            if body is None
+            else Ask(body.request_id, body.key, body.title, tuple(body.choices))
+        )
+        settle = None if settles is None else Settle(settles.request_id, settles.key)
+        return Extras(ask, settle, ring is not False)
 
 
 OutboxId = Annotated[

@@ -282,23 +282,23 @@ class ChiefStore:
         """Count a failed try of an edit and when to try again."""
         await self._hop(write, asks.defer_edit, seq, next_attempt_at, error)
 
-    async def ask_button(self, token: str) -> tuple[int, str, bool] | None:
-        """(request id, choice, void) of a button token, or None."""
+    async def ask_button(self, token: str) -> tuple[str, int, str, bool] | None:
+        """(ask key, request id, choice, void) of a button token, or None."""
         return await self._hop(asks.button, token)
 
     async def ask_by_message(
         self, chat_id: int, message_id: int
-    ) -> tuple[int, list[str], bool] | None:
-        """(request id, choices, void) of the ask a message rang, or None."""
+    ) -> tuple[str, int, list[str], bool] | None:
+        """(ask key, request id, choices, void) of the ask a message rang, or None."""
         return await self._hop(asks.ask_by_message, chat_id, message_id)
 
-    async def asks_of_request(self, request_id: int) -> list[AskMessage]:
-        """Every message that rang the request, oldest first."""
-        return await self._hop(asks.asks_of_request, request_id)
+    async def messages_of_ask(self, ask_key: str) -> list[AskMessage]:
+        """Every message that rang the ask, oldest first."""
+        return await self._hop(asks.messages_of_ask, ask_key)
 
-    async def void_request(self, request_id: int) -> None:
-        """One transaction: the request's buttons void; its unsent asks never ring."""
-        await self._hop(write, asks.void_request, request_id)
+    async def void_ask(self, ask_key: str) -> None:
+        """One transaction: the ask's buttons void; its unsent entries never ring."""
+        await self._hop(write, asks.void_ask, ask_key)
 
     async def mark_rung(
         self,

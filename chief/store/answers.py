@@ -2,7 +2,8 @@
 
 One row per tap or reply that became an answer (`chief.answer_rules` decides which do): its
 `answer_key` (`a-` + 32 hex, the ledger's exactly-once key), the Telegram `update_id` (UNIQUE:
-a replayed update finds its row), the request and the choice or text, the callback query to
+a replayed update finds its row), the request and the ask key of the question (what "this
+request" means here: ids come back, ask keys never do), the choice or text, the callback query to
 answer, the ask message (its chat, id and text then), the state (`pending` until the ledger answers,
 then `applied` or `refused`), the ledger's outcome and detail, the forwarder's tries, and when
 its outcome was handed to the asks' edits (`edited_at`: in the transaction that settles it).
@@ -34,13 +35,15 @@ from chief.store.sql import utc_now
 
 COLUMNS = (
     "answer_key, update_id, request_id, choice, text, chat_id, message_id, ask_text, "
-    "callback_query_id, state, outcome, detail, attempts, edited_at IS NOT NULL, next_attempt_at"
+    "callback_query_id, state, outcome, detail, attempts, edited_at IS NOT NULL, "
+    "next_attempt_at, ask_key"
 )
 
 # Reads a button token's facts inside the record transaction (the asks' store owns tokens).
 ButtonOf = Callable[[sqlite3.Connection, str], Button | None]
-# Reads the request of an ask message, by (chat id, message id), inside the same transaction.
-AskOf = Callable[[sqlite3.Connection, int, int], int | None]
+# Reads the (request id, ask key) of an ask message, by (chat id, message id), inside the same
+# transaction.
+AskOf = Callable[[sqlite3.Connection, int, int], tuple[int, str] | None]
 
 
 def _answer(row: tuple[Any, ...]) -> Answer:
@@ -49,6 +52,7 @@ def _answer(row: tuple[Any, ...]) -> Answer:
         answer_key=str(key),
         update_id=int(update),
         request_id=int(request),
+        ask_key=str(row[15]),
         choice=None if choice is None else str(choice),
         text=None if text is None else str(text),
         chat_id=int(chat),
@@ -79,13 +83,13 @@ def by_key(conn: sqlite3.Connection, answer_key: str) -> Answer | None:
     return None if row is None else _answer(row)
 
 
-def deciding(conn: sqlite3.Connection, request_id: int) -> Answer | None:
-    """The request's first deciding answer here: a tap not refused, or a text that closed it."""
+def deciding(conn: sqlite3.Connection, ask_key: str) -> Answer | None:
+    """The ask's first deciding answer here: a tap not refused, or a text that closed it."""
     row = conn.execute(
-        f"SELECT {COLUMNS} FROM telegram_answers WHERE request_id = ? AND ("
+        f"SELECT {COLUMNS} FROM telegram_answers WHERE ask_key = ? AND ("
         "(choice IS NOT NULL AND state <> 'refused') OR outcome = 'closed') "
         "ORDER BY recorded_at, rowid LIMIT 1",
-        (request_id,),
+        (ask_key,),
     ).fetchone()
     return None if row is None else _answer(row)
 
@@ -95,11 +99,11 @@ def _insert(
     message_id: int, ask_text: str, callback_query_id: str | None,
 ) -> Answer:  # fmt: skip
     conn.execute(
-        "INSERT INTO telegram_answers (answer_key, update_id, request_id, choice, text, chat_id, "
-        "message_id, ask_text, callback_query_id, recorded_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (answer_key, update_id, new.request_id, new.choice, new.text, chat_id, message_id,
-         ask_text, callback_query_id, utc_now()),
+        "INSERT INTO telegram_answers (answer_key, update_id, request_id, ask_key, choice, text, "
+        "chat_id, message_id, ask_text, callback_query_id, recorded_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (answer_key, update_id, new.request_id, new.ask_key, new.choice, new.text, chat_id,
+         message_id, ask_text, callback_query_id, utc_now()),
     )  # fmt: skip
     answer = by_key(conn, answer_key)
     assert answer is not None
@@ -117,7 +121,7 @@ def record_tap(
     it says so (under `answer_key`). The new answer, or the decision that recorded nothing."""
     replayed = by_update(conn, tap.update_id)
     button = None if replayed is not None else button_of(conn, tap.token)
-    earlier = None if button is None else deciding(conn, button.request_id)
+    earlier = None if button is None else deciding(conn, button.ask_key)
     decision = decide(replayed, button, earlier)
     if not isinstance(decision, NewAnswer):
         return decision
@@ -132,12 +136,12 @@ def record_reply(
     reply: Reply,
     answer_key: str,
     ask_of: AskOf,
-    decide: Callable[[Answer | None, int | None, str], NewAnswer | Seen | None],
+    decide: Callable[[Answer | None, tuple[int, str] | None, str], NewAnswer | Seen | None],
 ) -> Answer | Seen | None:
     """One transaction: the reply's facts, the rules' decision, a new text answer if so."""
     replayed = by_update(conn, reply.update_id)
-    request_id = None if replayed is not None else ask_of(conn, reply.chat_id, reply.message_id)
-    decision = decide(replayed, request_id, reply.text)
+    asked = None if replayed is not None else ask_of(conn, reply.chat_id, reply.message_id)
+    decision = decide(replayed, asked, reply.text)
     if not isinstance(decision, NewAnswer):
         return decision
     return _insert(
@@ -151,17 +155,18 @@ def asks_button(conn: sqlite3.Connection, token: str) -> Button | None:
     found = asks.button(conn, token)
     if found is None:
         return None
-    request_id, choice, void = found
-    settled = asks.settled_text(conn, request_id) if void else None
+    ask_key, request_id, choice, void = found
+    settled = asks.settled_text(conn, ask_key) if void else None
     if settled is not None:  # the settling row's text, on one line for a toast
         settled = " — ".join(line.strip() for line in settled.splitlines() if line.strip())
-    return Button(request_id, choice, live=not void, settled=settled)
+    return Button(request_id, ask_key, choice, live=not void, settled=settled)
 
 
-def asks_request(conn: sqlite3.Connection, chat_id: int, message_id: int) -> int | None:
-    """The request a Telegram message asked, from the asks' messages (`chief.store.asks`)."""
+def asks_request(conn: sqlite3.Connection, chat_id: int, message_id: int) -> tuple[int, str] | None:
+    """The (request id, ask key) a Telegram message asked, from the asks' messages
+    (`chief.store.asks`)."""
     found = asks.ask_by_message(conn, chat_id, message_id)
-    return None if found is None else found[0]
+    return None if found is None else (found[1], found[0])
 
 
 def settle(
@@ -172,9 +177,10 @@ def settle(
     settled_line: Callable[[Answer], str | None],
 ) -> tuple[Answer | None, bool]:
     """Record the ledger's answer (once: a pending row only) and, when `settled_line` gives
-    the ask message a line to show (a closed request, or one the ledger says was settled),
-    settle the request's asks in the same transaction: its buttons void, an edit queued for
-    each message that rang it (`chief.store.asks.settle`, once per request). The row as it
+    the ask message a line to show (a closed request, one the ledger says was settled, or a
+    question the ledger no longer holds), settle that ask (by its key, never another ask of
+    the same request id) in the same transaction: its buttons void, an edit queued for each
+    message that rang it (`chief.store.asks.settle`, once per ask). The row as it
     now stands, and whether edits were queued."""
     conn.execute(
         "UPDATE telegram_answers SET state = ?, outcome = ?, detail = ?, settled_at = ?, "
@@ -185,7 +191,7 @@ def settle(
     if answer is None or answer.edited:
         return answer, False
     line = settled_line(answer)
-    queued = 0 if line is None else asks.settle(conn, answer.request_id, line)
+    queued = 0 if line is None else asks.settle(conn, answer.ask_key, line)
     mark_edited(conn, answer_key)
     return by_key(conn, answer_key), queued > 0
 

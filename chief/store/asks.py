@@ -1,27 +1,33 @@
 """The door's asks (issue 21): requests to the owner rung alone with one button per choice.
 
+Every ask is known by its ask key (`q-` + 32 hex, drawn by the ledger with the request), never
+by its request id alone: a request id comes back (a fresh coop.db, a restored backup, a second
+ledger behind this door), so keying by it would let a new request's settle edit an old ask's
+message, and an old ask's live button answer a new request. The request id rides along for
+the words.
+
 Tables (every statement on them is here):
 
-    asks           one row per request the door was asked about: its title and choices, the
-                   outbox row that asked (its delivery key, so a retry of that row is known),
-                   `voided_at` (its buttons are void: the request was settled, or an answer
-                   took it) and `settled_at` with the settling row's text
+    asks           one row per ask key the door was asked about: its request id, title and
+                   choices, the outbox row that asked (its delivery key, so a retry of that
+                   row is known), `voided_at` (its buttons are void: it was settled, or an
+                   answer took it) and `settled_at` with the settling row's text
     ask_buttons    one opaque token per choice (`b-` + 22 url-safe characters from `secrets`:
-                   never an id or a command), the request and the choice it stands for, and
-                   `void`; a request asked again with other choices gets fresh tokens
-    ask_messages   each Telegram message that rang an ask, (chat_id, message_id) -> request,
+                   never an id or a command), the ask and the choice it stands for, and
+                   `void`; an ask rung again with other choices gets fresh tokens
+    ask_messages   each Telegram message that rang an ask, (chat_id, message_id) -> ask key,
                    with the text it showed; written in the transaction of its sent mark
     ask_edits      the edits a settle owes: the ask message's text plus the settling row's,
                    no buttons; queued in the settle's transaction, performed and retried
                    (bounded) by the door's ask task (`chief.door.asks`), gone once done
 
-The Telegram queue entry that rings an ask names its request (`telegram_queue.ask_request_id`).
+The Telegram queue entry that rings an ask names its key (`telegram_queue.ask_key`).
 Every function runs on the store's connection thread, inside the caller's transaction. The
 queue's own statements stay in `chief.store.telegram`; `head` and `mark_rung` here are the
 queue's, with the asks' part added in the same transaction.
 
 The lookups the phone's answers use: `button(conn, token)`, `ask_by_message(conn, chat_id,
-message_id)`, `asks_of_request(conn, request_id)` and `void_request(conn, request_id)`.
+message_id)`, `messages_of_ask(conn, ask_key)` and `void_ask(conn, ask_key)`.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class AskEdit:
     seq: int
     chat_id: int | str
     message_id: int
+    ask_key: str
     request_id: int
     text: str
     attempts: int
@@ -75,7 +82,7 @@ def open_ask(conn: sqlite3.Connection, ask: Ask, outbox_id: str | None) -> bool:
     same choices exist); whether its entry is to be queued. A retry of the outbox row that
     asked, once the request is void (settled before it rang), is not: nothing rings for it."""
     row = conn.execute(
-        "SELECT outbox_id, voided_at FROM asks WHERE request_id = ?", (ask.request_id,)
+        "SELECT outbox_id, voided_at FROM asks WHERE ask_key = ?", (ask.key,)
     ).fetchone()
     if row is not None and outbox_id is not None and row[0] == outbox_id and row[1] is not None:
         return False
@@ -84,115 +91,118 @@ def open_ask(conn: sqlite3.Connection, ask: Ask, outbox_id: str | None) -> bool:
 
 
 def ensure_open(conn: sqlite3.Connection, ask: Ask) -> None:
-    """The request open with live buttons, as the ledger says it is (a reask): recorded when
-    this chief.db never saw it, reopened when it was void here."""
-    row = conn.execute(
-        "SELECT outbox_id FROM asks WHERE request_id = ?", (ask.request_id,)
-    ).fetchone()
+    """The ask open with live buttons, as the ledger says it is (a reask): recorded when this
+    chief.db never saw it, reopened when it was void here."""
+    row = conn.execute("SELECT outbox_id FROM asks WHERE ask_key = ?", (ask.key,)).fetchone()
     _reopen(conn, ask, None if row is None else row[0])
 
 
 def _reopen(conn: sqlite3.Connection, ask: Ask, outbox_id: str | None) -> None:
     choices = json.dumps(list(ask.choices))
     conn.execute(
-        "INSERT INTO asks (request_id, title, choices, outbox_id, opened_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (request_id) DO UPDATE SET title = excluded.title, "
+        "INSERT INTO asks (ask_key, request_id, title, choices, outbox_id, opened_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ask_key) DO UPDATE SET title = excluded.title, "
         "choices = excluded.choices, outbox_id = excluded.outbox_id, voided_at = NULL, "
         "settled_at = NULL, settle_text = NULL",
-        (ask.request_id, ask.title, choices, outbox_id, utc_now()),
+        (ask.key, ask.request_id, ask.title, choices, outbox_id, utc_now()),
     )
-    live = [label for label, _ in live_buttons(conn, ask.request_id)]
+    live = [label for label, _ in live_buttons(conn, ask.key)]
     if live == list(ask.choices):
         return
-    conn.execute("UPDATE ask_buttons SET void = 1 WHERE request_id = ?", (ask.request_id,))
+    conn.execute("UPDATE ask_buttons SET void = 1 WHERE ask_key = ?", (ask.key,))
     now = utc_now()
     conn.executemany(
-        "INSERT INTO ask_buttons (token, request_id, choice, position, minted_at) "
+        "INSERT INTO ask_buttons (token, ask_key, choice, position, minted_at) "
         "VALUES (?, ?, ?, ?, ?)",
         [
-            (mint_token(), ask.request_id, choice, position, now)
+            (mint_token(), ask.key, choice, position, now)
             for position, choice in enumerate(ask.choices)
         ],
     )
 
 
-def live_buttons(conn: sqlite3.Connection, request_id: int) -> Buttons:
-    """The request's live buttons, (label, token) in the choices' order."""
+def live_buttons(conn: sqlite3.Connection, ask_key: str) -> Buttons:
+    """The ask's live buttons, (label, token) in the choices' order."""
     rows = conn.execute(
-        "SELECT choice, token FROM ask_buttons WHERE request_id = ? AND void = 0 ORDER BY position",
-        (request_id,),
+        "SELECT choice, token FROM ask_buttons WHERE ask_key = ? AND void = 0 ORDER BY position",
+        (ask_key,),
     ).fetchall()
     return tuple((str(choice), str(token)) for choice, token in rows)
 
 
-def button(conn: sqlite3.Connection, token: str) -> tuple[int, str, bool] | None:
-    """(request id, choice, void) of a button token; None for a token this chief.db never
-    minted."""
+def button(conn: sqlite3.Connection, token: str) -> tuple[str, int, str, bool] | None:
+    """(ask key, request id, choice, void) of a button token; None for a token this chief.db
+    never minted."""
     row = conn.execute(
-        "SELECT request_id, choice, void FROM ask_buttons WHERE token = ?", (token,)
+        "SELECT b.ask_key, a.request_id, b.choice, b.void FROM ask_buttons b "
+        "JOIN asks a ON a.ask_key = b.ask_key WHERE b.token = ?",
+        (token,),
     ).fetchone()
-    return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
+    return None if row is None else (str(row[0]), int(row[1]), str(row[2]), bool(row[3]))
 
 
-def settled_text(conn: sqlite3.Connection, request_id: int) -> str | None:
-    """The text of the row that settled the request (how it was closed, as the ledger said),
-    or None when it was not settled through the door."""
-    row = conn.execute(
-        "SELECT settle_text FROM asks WHERE request_id = ?", (request_id,)
-    ).fetchone()
+def settled_text(conn: sqlite3.Connection, ask_key: str) -> str | None:
+    """The text of the row that settled the ask (how it was closed, as the ledger said), or
+    None when it was not settled through the door."""
+    row = conn.execute("SELECT settle_text FROM asks WHERE ask_key = ?", (ask_key,)).fetchone()
     return None if row is None or row[0] is None else str(row[0])
 
 
 def ask_by_message(
     conn: sqlite3.Connection, chat_id: int, message_id: int
-) -> tuple[int, list[str], bool] | None:
-    """(request id, choices, void) of the ask a Telegram message rang; None when that message
-    rang no ask."""
+) -> tuple[str, int, list[str], bool] | None:
+    """(ask key, request id, choices, void) of the ask a Telegram message rang; None when that
+    message rang no ask."""
     row = conn.execute(
-        "SELECT a.request_id, a.choices, a.voided_at IS NOT NULL FROM ask_messages m "
-        "JOIN asks a ON a.request_id = m.request_id WHERE m.chat_id = ? AND m.message_id = ?",
+        "SELECT a.ask_key, a.request_id, a.choices, a.voided_at IS NOT NULL FROM ask_messages m "
+        "JOIN asks a ON a.ask_key = m.ask_key WHERE m.chat_id = ? AND m.message_id = ?",
         (chat_id, message_id),
     ).fetchone()
-    return None if row is None else (int(row[0]), list(json.loads(row[1])), bool(row[2]))
+    if row is None:
+        return None
+    return str(row[0]), int(row[1]), list(json.loads(row[2])), bool(row[3])
 
 
-def asks_of_request(conn: sqlite3.Connection, request_id: int) -> list[AskMessage]:
-    """Every message that rang the request, oldest first (the last is its newest ask)."""
+def messages_of_ask(conn: sqlite3.Connection, ask_key: str) -> list[AskMessage]:
+    """Every message that rang the ask, oldest first (the last is its newest)."""
     rows = conn.execute(
-        "SELECT chat_id, message_id, text, sent_at FROM ask_messages WHERE request_id = ? "
+        "SELECT chat_id, message_id, text, sent_at FROM ask_messages WHERE ask_key = ? "
         "ORDER BY sent_at, rowid",
-        (request_id,),
+        (ask_key,),
     ).fetchall()
     return [AskMessage(chat, int(message), str(text), str(at)) for chat, message, text, at in rows]
 
 
-def void_request(conn: sqlite3.Connection, request_id: int) -> None:
-    """The request's buttons void (its answer is taken, or it was settled), and its asks not
+def void_ask(conn: sqlite3.Connection, ask_key: str) -> None:
+    """The ask's buttons void (its answer is taken, or it was settled), and its entries not
     yet sent never ring. Idempotent."""
     conn.execute(
-        "UPDATE asks SET voided_at = ? WHERE request_id = ? AND voided_at IS NULL",
-        (utc_now(), request_id),
+        "UPDATE asks SET voided_at = ? WHERE ask_key = ? AND voided_at IS NULL",
+        (utc_now(), ask_key),
     )
-    conn.execute("UPDATE ask_buttons SET void = 1 WHERE request_id = ?", (request_id,))
+    conn.execute("UPDATE ask_buttons SET void = 1 WHERE ask_key = ?", (ask_key,))
     telegram.drop_void_asks(conn)
 
 
-def settle(conn: sqlite3.Connection, request_id: int, text: str) -> int:
-    """Request `request_id` is closed or abandoned, told by a row whose text is `text`: its
-    buttons void, and an edit queued for each message that rang it. Once per request (a second
-    settle changes nothing); a request this chief.db never asked about is no business of it.
-    How many edits were queued."""
-    row = conn.execute("SELECT settled_at FROM asks WHERE request_id = ?", (request_id,)).fetchone()
+def settle(conn: sqlite3.Connection, ask_key: str, text: str) -> int:
+    """The ask `ask_key` is settled (its request closed or abandoned, or gone from the ledger),
+    told by a row (or an answer) whose text is `text`: its buttons void, and an edit queued for
+    each message that rang it; no other ask, whatever its request id. Once per ask (a second
+    settle changes nothing); an ask this chief.db never saw is no business of it. How many
+    edits were queued."""
+    row = conn.execute(
+        "SELECT settled_at, request_id FROM asks WHERE ask_key = ?", (ask_key,)
+    ).fetchone()
     if row is None or row[0] is not None:
         return 0
     conn.execute(
-        "UPDATE asks SET settled_at = ?, settle_text = ? WHERE request_id = ?",
-        (utc_now(), text, request_id),
+        "UPDATE asks SET settled_at = ?, settle_text = ? WHERE ask_key = ?",
+        (utc_now(), text, ask_key),
     )
-    void_request(conn, request_id)
-    messages = asks_of_request(conn, request_id)
+    void_ask(conn, ask_key)
+    messages = messages_of_ask(conn, ask_key)
     for message in messages:
-        _queue_edit(conn, request_id, message.chat_id, message.message_id, message.text, text)
+        _queue_edit(conn, (ask_key, int(row[1])), message, text)
     return len(messages)
 
 
@@ -200,20 +210,21 @@ def remember(
     conn: sqlite3.Connection, seqs: list[int], chat_id: int | str, message_id: int
 ) -> None:
     """The ask entries among `seqs` rang as (chat_id, message_id): remembered against their
-    request (before the entries leave the queue). A request settled while its ask was in
-    flight gets its edit queued at once."""
+    ask key (before the entries leave the queue). An ask settled while it was in flight gets
+    its edit queued at once."""
     now = utc_now()
-    for request_id, text in telegram.ask_entries(conn, seqs):
+    for ask_key, text in telegram.ask_entries(conn, seqs):
         conn.execute(
-            "INSERT OR REPLACE INTO ask_messages (chat_id, message_id, request_id, text, "
+            "INSERT OR REPLACE INTO ask_messages (chat_id, message_id, ask_key, text, "
             "sent_at) VALUES (?, ?, ?, ?, ?)",
-            (chat_id, message_id, request_id, text, now),
+            (chat_id, message_id, ask_key, text, now),
         )
         row = conn.execute(
-            "SELECT settle_text FROM asks WHERE request_id = ?", (request_id,)
+            "SELECT settle_text, request_id FROM asks WHERE ask_key = ?", (ask_key,)
         ).fetchone()
         if row is not None and row[0] is not None:
-            _queue_edit(conn, request_id, chat_id, message_id, text, str(row[0]))
+            message = AskMessage(chat_id, message_id, text, now)
+            _queue_edit(conn, (ask_key, int(row[1])), message, str(row[0]))
 
 
 def mark_rung(
@@ -235,8 +246,8 @@ def head(conn: sqlite3.Connection, limit: int) -> list[telegram.QueuedRing]:
     entries = telegram.head(conn, limit)
     return [
         entry
-        if entry.ask_request_id is None
-        else replace(entry, buttons=live_buttons(conn, entry.ask_request_id))
+        if entry.ask_key is None
+        else replace(entry, buttons=live_buttons(conn, entry.ask_key))
         for entry in entries
     ]
 
@@ -245,33 +256,38 @@ def queue_ask(conn: sqlite3.Connection, ask: Ask, text: str) -> tuple[int, int]:
     """Ring `ask` again (a reask): the request open with live buttons, and an ask entry with
     no outbox row queued; its seq and how many entries are ahead of it."""
     ensure_open(conn, ask)
-    seq = telegram.insert_telegram(conn, None, text, ask.request_id)
+    seq = telegram.insert_telegram(conn, None, text, ask.key)
     return seq, telegram.entries_ahead(conn, [seq])[seq]
 
 
 def _queue_edit(
-    conn: sqlite3.Connection,
-    request_id: int,
-    chat_id: int | str,
-    message_id: int,
-    asked: str,
-    settled: str,
+    conn: sqlite3.Connection, ask: tuple[str, int], message: AskMessage, settled: str
 ) -> None:
+    """The edit `message` (of the ask `ask`: its key and request id) owes: its text, then
+    `settled`."""
     conn.execute(
-        "INSERT OR IGNORE INTO ask_edits (chat_id, message_id, request_id, text, queued_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (chat_id, message_id, request_id, asked + SETTLE_SEPARATOR + settled, utc_now()),
+        "INSERT OR IGNORE INTO ask_edits (chat_id, message_id, ask_key, request_id, text, "
+        "queued_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            message.chat_id,
+            message.message_id,
+            *ask,
+            message.text + SETTLE_SEPARATOR + settled,
+            utc_now(),
+        ),
     )
 
 
 def due_edits(conn: sqlite3.Connection, now: float, limit: int) -> list[AskEdit]:
     """The edits due at `now` (unix seconds), oldest first."""
     rows = conn.execute(
-        "SELECT seq, chat_id, message_id, request_id, text, attempts FROM ask_edits "
+        "SELECT seq, chat_id, message_id, ask_key, request_id, text, attempts FROM ask_edits "
         "WHERE next_attempt_at <= ? ORDER BY seq LIMIT ?",
         (now, limit),
     ).fetchall()
-    return [AskEdit(int(a), b, int(c), int(d), str(e), int(f)) for a, b, c, d, e, f in rows]
+    return [
+        AskEdit(int(a), b, int(c), str(d), int(e), str(f), int(g)) for a, b, c, d, e, f, g in rows
+    ]
 
 
 def next_edit_at(conn: sqlite3.Connection) -> float | None:

@@ -96,23 +96,23 @@ def accept(
             if seq is None:
                 seq = _insert_entry(conn, row)
         if row.extras.settles is not None:
-            asks.settle(conn, row.extras.settles, row.text)
+            asks.settle(conn, row.extras.settles.key, row.text)
         seqs.append(None if seq is None else int(seq))
-    # A settle takes an unsent ask of its request off the queue: that entry is no longer there.
+    # A settle takes an unsent ask of its own off the queue: that entry is no longer there.
     ahead = entries_ahead(conn, [seq for seq in seqs if seq is not None])
     seqs = [seq if seq in ahead else None for seq in seqs]
     return [_accepted(row, landed, sent, seq, ahead) for row, seq in zip(rows, seqs, strict=True)]
 
 
 def _insert_entry(conn: sqlite3.Connection, row: ReportRow) -> int | None:
-    """The Telegram entry of a row to ring: an ask's names its request (its buttons live);
+    """The Telegram entry of a row to ring: an ask's names its ask key (its buttons live);
     an ask its settle voided before it rang gets none."""
     ask = row.extras.ask
     if ask is None:
         return insert_telegram(conn, row.outbox_id, row.text)
     if not asks.open_ask(conn, ask, row.outbox_id):
         return None
-    return insert_telegram(conn, row.outbox_id, row.text, ask.request_id)
+    return insert_telegram(conn, row.outbox_id, row.text, ask.key)
 
 
 def _accepted(

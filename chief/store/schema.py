@@ -78,11 +78,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
     ),
     (
-        # Asks (issue 21): a request to the owner rung alone with one button per choice. The
-        # queue entry that rings it names its request; `chief.store.asks` owns the rest.
-        "ALTER TABLE telegram_queue ADD COLUMN ask_request_id INTEGER",
+        # Asks (issue 21): a request to the owner rung alone with one button per choice. An
+        # ask is known by its ask key (the ledger's random `q-` key of the question), never by
+        # the request's id alone: ids come back (a fresh coop.db, a restored backup, a second
+        # ledger behind this door). The queue entry that rings it names its key;
+        # `chief.store.asks` owns the rest.
+        "ALTER TABLE telegram_queue ADD COLUMN ask_key TEXT",
         """CREATE TABLE asks (
-            request_id INTEGER PRIMARY KEY,
+            ask_key TEXT PRIMARY KEY,
+            request_id INTEGER NOT NULL,
             title TEXT NOT NULL,
             choices TEXT NOT NULL,
             outbox_id TEXT,
@@ -93,26 +97,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         """CREATE TABLE ask_buttons (
             token TEXT PRIMARY KEY,
-            request_id INTEGER NOT NULL REFERENCES asks(request_id),
+            ask_key TEXT NOT NULL REFERENCES asks(ask_key),
             choice TEXT NOT NULL,
             position INTEGER NOT NULL,
             void INTEGER NOT NULL DEFAULT 0,
             minted_at TEXT NOT NULL
         )""",
-        "CREATE INDEX ask_buttons_by_request ON ask_buttons (request_id, void, position)",
+        "CREATE INDEX ask_buttons_by_ask ON ask_buttons (ask_key, void, position)",
         """CREATE TABLE ask_messages (
             chat_id INTEGER NOT NULL,
             message_id INTEGER NOT NULL,
-            request_id INTEGER NOT NULL REFERENCES asks(request_id),
+            ask_key TEXT NOT NULL REFERENCES asks(ask_key),
             text TEXT NOT NULL,
             sent_at TEXT NOT NULL,
             PRIMARY KEY (chat_id, message_id)
         )""",
-        "CREATE INDEX ask_messages_by_request ON ask_messages (request_id, sent_at)",
+        "CREATE INDEX ask_messages_by_ask ON ask_messages (ask_key, sent_at)",
         """CREATE TABLE ask_edits (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
             chat_id INTEGER NOT NULL,
             message_id INTEGER NOT NULL,
+            ask_key TEXT NOT NULL,
             request_id INTEGER NOT NULL,
             text TEXT NOT NULL,
             queued_at TEXT NOT NULL,
@@ -125,11 +130,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         # The owner's answers from the phone (chief.store.answers): one row per tap or reply
         # that became an answer, recorded before the tap is acknowledged; `answer_key` is the
-        # ledger's exactly-once key, `update_id` finds a replayed update's row.
+        # ledger's exactly-once key, `update_id` finds a replayed update's row, `ask_key` is the
+        # question answered (the ledger applies it only to the request with that key).
         """CREATE TABLE telegram_answers (
             answer_key TEXT PRIMARY KEY,
             update_id INTEGER NOT NULL UNIQUE,
             request_id INTEGER NOT NULL,
+            ask_key TEXT NOT NULL,
             choice TEXT,
             text TEXT,
             chat_id INTEGER NOT NULL,
@@ -148,7 +155,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             edited_at TEXT,
             CHECK ((choice IS NULL) <> (text IS NULL))
         )""",
-        "CREATE INDEX telegram_answers_by_request ON telegram_answers (request_id)",
+        "CREATE INDEX telegram_answers_by_ask ON telegram_answers (ask_key)",
         # What the forwarder still has work on: the answers waiting for the ledger.
         """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
         WHERE state = 'pending'""",

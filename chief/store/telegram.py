@@ -1,6 +1,6 @@
 """The door's Telegram tables: the queue the sender task rings in order (`telegram_queue`, with
 each send's in-flight record), the in-doubt events (`telegram_doubts`) and the sent marks
-(`coop_notify_sent`); an ask's entry names its request (`ask_request_id`, see
+(`coop_notify_sent`); an ask's entry names its ask key (`ask_key`, see
 `chief.store.asks`). Every function runs on the store's connection thread, inside the caller's
 transaction unless it says otherwise."""
 
@@ -25,7 +25,7 @@ class QueuedRing:
     attempts: int
     next_attempt_at: float  # unix seconds; 0 when never tried
     repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
-    ask_request_id: int | None = None  # an ask: rung alone, with its request's buttons
+    ask_key: str | None = None  # an ask: rung alone, with that ask's buttons
     buttons: Buttons = ()  # an ask's live buttons, (label, token) (`chief.store.asks.head`)
 
 
@@ -50,13 +50,12 @@ class TelegramQueueStatus:
 
 
 def insert_telegram(
-    conn: sqlite3.Connection, outbox_id: str | None, text: str, ask_request_id: int | None = None
+    conn: sqlite3.Connection, outbox_id: str | None, text: str, ask_key: str | None = None
 ) -> int:
-    """A new Telegram queue entry (an ask's, with `ask_request_id`); its seq."""
+    """A new Telegram queue entry (an ask's, with its `ask_key`); its seq."""
     cursor = conn.execute(
-        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_request_id) "
-        "VALUES (?, ?, ?, ?)",
-        (outbox_id, text, utc_now(), ask_request_id),
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key) VALUES (?, ?, ?, ?)",
+        (outbox_id, text, utc_now(), ask_key),
     )
     return int(cursor.lastrowid or 0)
 
@@ -90,36 +89,36 @@ def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
 
 def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
     rows = conn.execute(
-        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_request_id "
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key "
         "FROM telegram_queue ORDER BY seq LIMIT ?",
         (limit,),
     ).fetchall()
     return [
-        QueuedRing(int(a), b, str(c), int(d), float(e), f, None if g is None else int(g))
+        QueuedRing(int(a), b, str(c), int(d), float(e), f, None if g is None else str(g))
         for a, b, c, d, e, f, g in rows
     ]
 
 
-def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[int, str]]:
-    """(request id, text) of the ask entries among `seqs`, in queue order."""
+def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:
+    """(ask key, text) of the ask entries among `seqs`, in queue order."""
     if not seqs:
         return []
     marks = ", ".join("?" * len(seqs))
     rows = conn.execute(
-        "SELECT ask_request_id, text FROM telegram_queue "
-        f"WHERE seq IN ({marks}) AND ask_request_id IS NOT NULL ORDER BY seq",
+        "SELECT ask_key, text FROM telegram_queue "
+        f"WHERE seq IN ({marks}) AND ask_key IS NOT NULL ORDER BY seq",
         seqs,
     ).fetchall()
-    return [(int(request_id), str(text)) for request_id, text in rows]
+    return [(str(ask_key), str(text)) for ask_key, text in rows]
 
 
 def drop_void_asks(conn: sqlite3.Connection) -> None:
-    """Take off the queue every ask entry whose request's buttons are void (settled, or
-    answered) that no send carries now: it never rings. One in flight is marked when it rang,
-    and its message edited (`chief.store.asks.remember`)."""
+    """Take off the queue every ask entry whose ask's buttons are void (settled, or answered)
+    that no send carries now: it never rings. One in flight is marked when it rang, and its
+    message edited (`chief.store.asks.remember`)."""
     conn.execute(
-        "DELETE FROM telegram_queue WHERE send_id IS NULL AND ask_request_id IN "
-        "(SELECT request_id FROM asks WHERE voided_at IS NOT NULL)"
+        "DELETE FROM telegram_queue WHERE send_id IS NULL AND ask_key IN "
+        "(SELECT ask_key FROM asks WHERE voided_at IS NOT NULL)"
     )
 
 

@@ -2,6 +2,7 @@
 The Chief's door relays the owner's answers from Telegram here, and asks here for `/status`.
 
     POST /api/coop/phone/answer   {"answer_key": "a-<32 hex>", "request_id": N,
+                                   "ask_key": "q-<32 hex>",          (the question's own key)
                                    "choice": LABEL | "text": TEXT}   (exactly one of the two)
                                   -> 200 {"outcome", "detail", "request": {...} | null}
     GET  /api/coop/phone/summary  -> 200 {"owner", "todos", "requests", "oldest", "outbox"}
@@ -44,6 +45,7 @@ SUMMARY_PATH = PREFIX + "/summary"
 # Shared fact, pinned by tests/contract/test_shared_facts.py (the door sends it).
 SERVICE_KEY_HEADER = door.SERVICE_KEY_HEADER
 ANSWER_KEY_PATTERN = r"^a-[0-9a-f]{32}$"
+ASK_KEY_PATTERN = r"^q-[0-9a-f]{32}$"
 SQLITE_INTEGER_MAX = 2**63 - 1
 #: A choice longer than any label is still answered (`not_a_choice`), up to this bound.
 MAX_CHOICE_FIELD_CHARS = 256
@@ -58,6 +60,7 @@ class AnswerBody(BaseModel):
 
     answer_key: str = Field(pattern=ANSWER_KEY_PATTERN)
     request_id: int = Field(ge=1, le=SQLITE_INTEGER_MAX)
+    ask_key: str = Field(pattern=ASK_KEY_PATTERN)
     choice: str | None = Field(default=None, min_length=1, max_length=MAX_CHOICE_FIELD_CHARS)
     text: str | None = Field(default=None, min_length=1, max_length=lifecycle.MAX_ANSWER_CHARS)
 
@@ -132,6 +135,7 @@ def make_router(
                 unit,
                 body.request_id,
                 answer_key=body.answer_key,
+                ask_key=body.ask_key,
                 choice=body.choice,
                 text=body.text,
             )

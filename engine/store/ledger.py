@@ -9,10 +9,12 @@ moved the row between the read and the write, which the verb turns into its refu
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 from engine.lifecycle import TABLES
 from engine.store import now_iso
+from engine.store.schema import ASK_KEY_BYTES, ASK_KEY_PREFIX
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays off the CLI's path
 if TYPE_CHECKING:
@@ -62,6 +64,11 @@ def load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row | Non
     return found
 
 
+def new_ask_key() -> str:
+    """A fresh ask key (`engine.store.schema`, migration 4): random, never the request's id."""
+    return ASK_KEY_PREFIX + os.urandom(ASK_KEY_BYTES).hex()
+
+
 def insert(
     conn: sqlite3.Connection,
     kind: str,
@@ -71,8 +78,10 @@ def insert(
     actor: str,
     at: str,
     choices: list[str] | None = None,
+    ask_key: str | None = None,
 ) -> int:
-    """A new open todo or request (a request's `choices` stored as a JSON list); its id."""
+    """A new open todo or request (a request's `choices` stored as a JSON list, and its
+    `ask_key` when it is filed to the owner's phone); its id."""
     if kind == "todo":
         cur = conn.execute(
             "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
@@ -82,7 +91,7 @@ def insert(
     else:
         cur = conn.execute(
             "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
-            " updated_at, choices) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " updated_at, choices, ask_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 title,
                 body,
@@ -91,6 +100,7 @@ def insert(
                 at,
                 at,
                 None if not choices else json.dumps(choices),
+                ask_key,
             ),
         )
     return int(cur.lastrowid or 0)

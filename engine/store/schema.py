@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 # new keys apart from the old ones: rows older than migration 3 keep their id as their key.
 DELIVERY_KEY_PREFIX = "d-"
 DELIVERY_KEY_BYTES = 16
+# An ask key is this prefix and 16 random bytes in hex: the identity of one question put to the
+# owner's phone (`requests.ask_key`), drawn with the request (`engine.store.ledger.insert`).
+ASK_KEY_PREFIX = "q-"
+ASK_KEY_BYTES = 16
 
 # Each entry moves the schema one version up; `PRAGMA user_version` records how far a file is.
 # Status columns are plain TEXT with no CHECK: the rules live in the verbs (engine.lifecycle).
@@ -135,9 +139,15 @@ MIGRATIONS: list[str] = [
     # door needs beside its text (`extra`, a JSON object: `ask`, `settles`, `ring`; NULL for an
     # ordinary row, whose body stays exactly as before); and every answer from the phone is
     # filed once by the key the door gave it (`coop_answers`), in the transaction that applies
-    # it, so a retried answer finds its outcome instead of applying again.
+    # it, so a retried answer finds its outcome instead of applying again. A request filed to
+    # the owner carries its ask key (`ask_key`, `q-` + 32 random hex digits, NULL for a request
+    # never asked on the phone): the door knows the question by it, never by the request's id,
+    # which a fresh coop.db, a restored backup or a second ledger hands out again; an answer
+    # applies only to the request whose ask key it names.
     """
     ALTER TABLE requests ADD COLUMN choices TEXT;
+    ALTER TABLE requests ADD COLUMN ask_key TEXT;
+    CREATE UNIQUE INDEX requests_ask_key ON requests (ask_key) WHERE ask_key IS NOT NULL;
     ALTER TABLE coop_outbox ADD COLUMN extra TEXT;
     CREATE TABLE coop_answers (
         answer_key TEXT PRIMARY KEY,

@@ -68,22 +68,28 @@ def _add(
     title = lifecycle.require_title(title)
     at = store.now_iso()
     conn = unit.tx()
-    item_id = ledger_store.insert(conn, kind, title, body, addressed_to, actor, at, choices)
+    asked = kind == "request" and addressed_to is not None and addressed_to == unit.config().owner
+    # The question's own identity, drawn in this transaction: the door keys its buttons, its
+    # message and every answer by it, since a request's id comes back (a fresh coop.db, a
+    # restored backup, a second ledger behind the same door).
+    ask_key = ledger_store.new_ask_key() if asked else None
+    item_id = ledger_store.insert(
+        conn, kind, title, body, addressed_to, actor, at, choices, ask_key=ask_key
+    )
     payload: dict[str, Any] = {"title": title}
     if addressed_to:
         payload["addressed_to"] = addressed_to
     if choices:
         payload["choices"] = choices
     ledger_store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
-    outbox_id = None
-    if kind == "request" and addressed_to is not None and addressed_to == unit.config().owner:
+    if ask_key is not None:
         # Reported when filed, not only when closed: the owner's phone asks the question.
         outbox_id = queue.enqueue(
             conn,
             "request_added",
             lifecycle.ask_text(item_id, actor, title, choices),
             source=f"request:{item_id}",
-            extra=lifecycle.ask_extra(item_id, title, choices),
+            extra=lifecycle.ask_extra(item_id, ask_key, title, choices),
         )
         return _result(conn, kind, item_id, outbox_id=outbox_id)
     return _result(conn, kind, item_id)
@@ -222,10 +228,11 @@ def _finish(
 
 
 def _settles(kind: str, row: sqlite3.Row, owner: str, *, ring: bool) -> dict[str, Any] | None:
-    """A request to the owner that closes (or is abandoned) settles its ask on the phone."""
-    if kind != "request" or row["addressed_to"] != owner:
+    """A request asked on the phone (it has an ask key) that closes (or is abandoned) settles
+    that ask: the door finds it by the key. A request never asked has nothing to settle."""
+    if kind != "request" or row["ask_key"] is None:
         return None
-    return lifecycle.settles_extra(row["id"], ring=ring)
+    return lifecycle.settles_extra(row["id"], row["ask_key"], ring=ring)
 
 
 def _closing_payload(

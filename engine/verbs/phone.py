@@ -16,11 +16,19 @@ The outcomes of an answer (the door shows `detail` as a toast):
 
     closed            the request was open or taken: closed by the owner, the choice (or the
                       text) its result; the close's event says `via: telegram` with the key, and
-                      its outbox row `{"settles": N, "ring": false}` (a Chief line, no ring back)
+                      its outbox row `{"settles": {N, its ask key}, "ring": false}` (no ring back)
     noted             a text reply to a request with choices: a `note` event, nothing else
     already_closed    closed or abandoned already: nothing changes; who, how, with what result
     not_a_choice      the choice is not one the request offers: nothing changes
     unknown_request   no such request: nothing changes
+    not_this_request  the answer names an ask key that is not the request's: the question it
+                      answers is no longer in this ledger (the id was handed out again by a
+                      fresh coop.db, a restored backup, or it came from another ledger behind
+                      the same door): nothing changes
+
+An answer names the request by its id AND the ask key the request was filed with; the key is
+checked first of the request's facts, so an answer to a question this ledger no longer holds
+never closes, notes or refuses on behalf of a different request that happens to bear its id.
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ from engine.verbs.unit import Row, Unit
 
 CLOSED, NOTED, ALREADY_CLOSED = "closed", "noted", "already_closed"
 NOT_A_CHOICE, UNKNOWN_REQUEST = "not_a_choice", "unknown_request"
-OUTCOMES = (CLOSED, NOTED, ALREADY_CLOSED, NOT_A_CHOICE, UNKNOWN_REQUEST)
+NOT_THIS_REQUEST = "not_this_request"
+OUTCOMES = (CLOSED, NOTED, ALREADY_CLOSED, NOT_A_CHOICE, UNKNOWN_REQUEST, NOT_THIS_REQUEST)
 #: A toast shows up to 200 characters (the Bot API's `answerCallbackQuery` text).
 DETAIL_CHARS = 180
 #: The phone's lists: the oldest open items of each kind.
@@ -53,10 +62,12 @@ def answer_request(
     request_id: int,
     *,
     answer_key: str,
+    ask_key: str,
     choice: str | None = None,
     text: str | None = None,
 ) -> Row:
-    """Apply the owner's answer from the phone to request `request_id`, once per `answer_key`:
+    """Apply the owner's answer from the phone to request `request_id`, once per `answer_key`,
+    when `ask_key` is that request's ask key (else `not_this_request`, nothing changes):
     `choice` (a button's label) or `text` (a reply), exactly one. A key seen before answers its
     filed outcome and changes nothing. The answer: `outcome`, `detail` (one line), `request`
     (the row now, or None), `outbox_id` (the close's row, else None) and `replayed`.
@@ -71,7 +82,7 @@ def answer_request(
     filed = answers_store.find(conn, answer_key)
     if filed is not None:
         return _answer(conn, filed["request_id"], filed["outcome"], filed["detail"], replayed=True)
-    outcome, detail, outbox_id = _apply(conn, unit, request_id, answer_key, choice, text)
+    outcome, detail, outbox_id = _apply(conn, unit, request_id, (answer_key, ask_key), choice, text)
     detail = lifecycle.one_line(detail, DETAIL_CHARS)
     answers_store.file(conn, answer_key, request_id, outcome, detail, store.now_iso())
     return _answer(conn, request_id, outcome, detail, outbox_id=outbox_id)
@@ -100,15 +111,18 @@ def _apply(
     conn: sqlite3.Connection,
     unit: Unit,
     request_id: int,
-    answer_key: str,
+    keys: tuple[str, str],
     choice: str | None,
     text: str | None,
 ) -> tuple[str, str, int | None]:
     """Decide and apply one new answer, inside the caller's transaction: its outcome, its
-    detail and the close's outbox row id."""
+    detail and the close's outbox row id. `keys`: the answer's key and the ask key it names."""
+    answer_key, ask_key = keys
     row = ledger_store.load(conn, "request", request_id)
     if row is None:
         return UNKNOWN_REQUEST, f"request #{request_id} does not exist", None
+    if row["ask_key"] != ask_key:
+        return NOT_THIS_REQUEST, not_this_request_detail(request_id), None
     if row["status"] in lifecycle.TERMINAL:
         return ALREADY_CLOSED, _closed_detail(conn, row), None
     owner = unit.config().owner
@@ -134,6 +148,14 @@ def _apply(
     return CLOSED, f"request #{request_id} closed: {result}", closed["outbox_id"]
 
 
+def not_this_request_detail(request_id: int) -> str:
+    """The words of `not_this_request`: the question is gone, the id is someone else's now."""
+    return (
+        f"This question is no longer in the ledger (request #{request_id} is another request"
+        " now); nothing was changed."
+    )
+
+
 def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     """`request #7 was already closed by owner at a terminal: decline` (the first close is the
     record: its closer, how its event says it came, its result or reason)."""
@@ -147,8 +169,9 @@ def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
 
 def phone_summary(unit: Unit) -> Row:
     """What the phone's `/status`, `/todos` and `/requests` show: open and taken items of each
-    kind (how many, the oldest `SUMMARY_ITEMS`), the oldest of them all, and the outbox's
-    health (pending rows, the oldest one's age, the last error of a row still failing)."""
+    kind (how many, the oldest `SUMMARY_ITEMS`; a request with its `ask_key`, by which the
+    door rings it again), the oldest of them all, and the outbox's health (pending rows, the
+    oldest one's age, the last error of a row still failing)."""
     conn = unit.tx()
     now = time.time()
     answer: Row = {"owner": unit.config().owner}
@@ -180,4 +203,4 @@ def phone_summary(unit: Unit) -> Row:
 
 
 _TODO_FIELDS = ("id", "title", "status", "taken_by", "created_at")
-_REQUEST_FIELDS = (*_TODO_FIELDS[:4], "addressed_to", "choices", "created_at")
+_REQUEST_FIELDS = (*_TODO_FIELDS[:4], "addressed_to", "choices", "ask_key", "created_at")

@@ -11,6 +11,7 @@ from tests.e2e.door.conftest import Harness, spawn_door
 from tests.support.door import body, key_headers
 from tests.support.waiting import wait_until_sync
 
+KEY = "q-" + "7" * 32  # the ask key the ledger drew for request #7
 pytestmark = pytest.mark.timeout(120)
 
 ASKED = "request #7 from agent: order the bigger bag? (approve / decline)"
@@ -30,12 +31,15 @@ def test_a_door_killed_between_a_settle_and_its_edit_edits_after_restart(
     door = spawn_door(harness.env(COOP_TEST_FAULTS=f"door.before_ask_edit:pause-while={hold}"))
     ask = body("ask", text=ASKED) | {
         "kind": "request.added",
-        "ask": {"request_id": 7, "title": "order?", "choices": ["approve", "decline"]},
+        "ask": {"request_id": 7, "key": KEY, "title": "order?", "choices": ["approve", "decline"]},
     }
     assert harness.notify(door, ask).status_code == 200
     wait_until_sync(lambda: harness.sent_marks("ask") == 1, timeout_s=15, what="the ask rung")
     assert the_ask(harness)["reply_markup"] is not None  # its buttons
-    settle = body("settle", text=SETTLED) | {"kind": "request.closed", "settles": 7}
+    settle = body("settle", text=SETTLED) | {
+        "kind": "request.closed",
+        "settles": {"request_id": 7, "key": KEY},
+    }
     # The crash point holds the door's whole event loop, so the settle's answer may or may not
     # get out before it: the settle's commit comes before the edit is attempted either way.
     try:

@@ -65,6 +65,13 @@ def outbox_extras(env: dict[str, str]) -> list[tuple[str, dict[str, Any] | None]
     return [(kind, None if extra is None else json.loads(extra)) for kind, extra in rows]
 
 
+def ask_key_of(env: dict[str, str], request_id: int) -> str:
+    """The ask key the ledger drew for the request (what the door's answers name)."""
+    with closing(sqlite3.connect(env["COOP_DB"])) as conn:
+        row = conn.execute("SELECT ask_key FROM requests WHERE id = ?", (request_id,)).fetchone()
+    return str(row[0])
+
+
 def _ask(env: dict[str, str], title: str = "order the bigger bag?") -> int:
     out = ok(env, "request", "add", title, "--to", "owner", "--choices", "approve,decline")
     return int(out.split("#", 1)[1].split()[0])
@@ -83,7 +90,12 @@ def test_a_tap_closes_the_request_once_and_a_retry_answers_the_same(
         _cutover(serve, stack_env)
     request_id = _ask(stack_env)
     key = answer_key()
-    body = {"answer_key": key, "request_id": request_id, "choice": "decline"}
+    body = {
+        "answer_key": key,
+        "request_id": request_id,
+        "ask_key": ask_key_of(stack_env, request_id),
+        "choice": "decline",
+    }
 
     first = post_answer(serve, stack_env, body)
     again = post_answer(serve, stack_env, body)
@@ -104,7 +116,10 @@ def test_a_tap_closes_the_request_once_and_a_retry_answers_the_same(
     ]
     assert outbox_extras(stack_env)[-1] == (
         "request_closed",
-        {"settles": request_id, "ring": False},
+        {
+            "settles": {"request_id": request_id, "key": ask_key_of(stack_env, request_id)},
+            "ring": False,
+        },
     )
     # A second key for the same request: the first close is the record.
     late = post_answer(serve, stack_env, {**body, "answer_key": answer_key(), "choice": "approve"})
@@ -126,6 +141,7 @@ def test_the_summary_shows_open_items_and_the_outbox(
     assert [i["title"] for i in found["todos"]["items"]] == ["water the plants"]
     assert found["requests"]["items"][0]["id"] == request_id
     assert found["requests"]["items"][0]["choices"] == ["approve", "decline"]
+    assert found["requests"]["items"][0]["ask_key"] == ask_key_of(stack_env, request_id)
     assert found["oldest"]["kind"] == "todo"
     assert found["oldest"]["age_s"] >= 0
     # No door listens (the stack's door URL is a closed port): both rows wait, one has failed.
@@ -148,7 +164,12 @@ def test_the_guard_refuses_before_anything_runs(
 ) -> None:
     serve.start()
     request_id = _ask(stack_env)
-    body = {"answer_key": answer_key(), "request_id": request_id, "choice": "approve"}
+    body = {
+        "answer_key": answer_key(),
+        "request_id": request_id,
+        "ask_key": ask_key_of(stack_env, request_id),
+        "choice": "approve",
+    }
     with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
         for headers, status in REFUSED:
             sent = {KEY_HEADER: _key(stack_env), **headers}
@@ -172,7 +193,12 @@ def test_a_service_killed_after_the_commit_answers_the_retry_once(
     hold.touch()
     serve.start(faults=f"engine.phone.after_commit:pause-while={hold}")
     key = answer_key()
-    body = {"answer_key": key, "request_id": request_id, "choice": "approve"}
+    body = {
+        "answer_key": key,
+        "request_id": request_id,
+        "ask_key": ask_key_of(stack_env, request_id),
+        "choice": "approve",
+    }
 
     lost: list[BaseException] = []
 
@@ -214,19 +240,26 @@ def test_the_rows_reach_a_recording_door_with_their_extras(
         taken = post_answer(
             serve,
             stack_env,
-            {"answer_key": answer_key(), "request_id": request_id, "choice": "approve"},
+            {
+                "answer_key": answer_key(),
+                "request_id": request_id,
+                "ask_key": ask_key_of(stack_env, request_id),
+                "choice": "approve",
+            },
         )
         assert taken.json()["outcome"] == "closed"
         wait_until_sync(lambda: len(door.received) == 2, timeout_s=TIMEOUT_S, what="the settle")
     ask, settle = door.received
     assert ask["kind"] == "request_added"
+    key = ask_key_of(stack_env, request_id)
     assert ask["ask"] == {
         "request_id": request_id,
+        "key": key,
         "title": "order the bigger bag?",
         "choices": ["approve", "decline"],
     }
     assert settle["kind"] == "request_closed"
-    assert (settle["settles"], settle["ring"]) == (request_id, False)
+    assert (settle["settles"], settle["ring"]) == ({"request_id": request_id, "key": key}, False)
     assert (
         settle["text"] == f"request #{request_id} closed by owner: order the bigger bag?\napprove"
     )

@@ -34,10 +34,11 @@ def tap(update_id: int, token: str = "tok-approve") -> Tap:  # noqa: S107 (a but
     return Tap(update_id, token, f"q{update_id}", 42, 3, "request #7: order? (approve / decline)")
 
 
+ASK7, ASK8, ASK9 = ("q-" + digit * 32 for digit in "789")
 BUTTONS = {
-    "tok-approve": Button(7, "approve", live=True),
-    "tok-decline": Button(7, "decline", live=True),
-    "tok-void": Button(8, "yes", live=False, settled="by owner at a terminal: no"),
+    "tok-approve": Button(7, ASK7, "approve", live=True),
+    "tok-decline": Button(7, ASK7, "decline", live=True),
+    "tok-void": Button(8, ASK8, "yes", live=False, settled="by owner at a terminal: no"),
 }
 
 
@@ -45,8 +46,8 @@ def button_of(_conn: sqlite3.Connection, token: str) -> Button | None:
     return BUTTONS.get(token)
 
 
-def ask_of(_conn: sqlite3.Connection, chat_id: int, message_id: int) -> int | None:
-    return 9 if (chat_id, message_id) == (42, 5) else None
+def ask_of(_conn: sqlite3.Connection, chat_id: int, message_id: int) -> tuple[int, str] | None:
+    return (9, ASK9) if (chat_id, message_id) == (42, 5) else None
 
 
 async def test_a_tap_is_recorded_once_and_a_replay_finds_its_row(

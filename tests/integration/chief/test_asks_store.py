@@ -1,8 +1,9 @@
 """The asks' tables on a real chief.db, through the Chief the door uses: an ask's entry carries
 its live buttons; a settle that comes while its ask is in flight lets the send finish and
 queues the edit with the sent mark; one that comes while the send fails or is in doubt takes
-the ask off the queue (it never rings, nor repeats); a settle is once per request; an ask of a
-request settled before (a fresh ledger reusing its id) opens it again with fresh tokens."""
+the ask off the queue (it never rings, nor repeats); a settle is once per ask; a fresh
+ledger's ask reusing a request id is another ask (its own key, fresh tokens), and the old ask's
+message and tokens stay the old ask's."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import pytest
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.model import Ask, Extras
+from chief.model import Ask, Extras, Settle
 
 pytestmark = pytest.mark.timeout(30)
 
 CHAT = 4242
-ASK = Ask(7, "order?", ("approve", "decline"))
+KEY = "q-" + "7" * 32
+ASK = Ask(7, KEY, "order?", ("approve", "decline"))
+SETTLE = Settle(7, KEY)
 
 
 def opened(folder: Path) -> AbstractAsyncContextManager[Chief]:
@@ -46,15 +49,15 @@ async def test_a_settle_during_the_asks_send_queues_its_edit_with_the_mark(tmp_p
         [head] = await chief.telegram_head(10)
         assert [label for label, _ in head.buttons] == ["approve", "decline"]
         await chief.begin_send([seq], "send-1")  # the ask is on its way to Telegram
-        await notify(chief, "settle", "request #7 closed", Extras(settles=7))
+        await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
         assert next(e.seq for e in await chief.telegram_head(10)) == seq  # in flight: kept
         await chief.mark_rung([seq], ["ask"], 501, CHAT)
-        assert await chief.ask_by_message(CHAT, 501) == (7, ["approve", "decline"], True)
+        assert await chief.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
         assert edits(chief) == [(CHAT, 501, "request #7: order?\n\nrequest #7 closed")]
-        await notify(chief, "settle-2", "request #7 abandoned", Extras(settles=7))
-        assert len(edits(chief)) == 1  # once per request
+        await notify(chief, "settle-2", "request #7 abandoned", Extras(settles=SETTLE))
+        assert len(edits(chief)) == 1  # once per ask
         for _, token in head.buttons:
-            assert (await chief.ask_button(token) or (0, "", False))[2] is True
+            assert (await chief.ask_button(token) or ("", 0, "", False))[3] is True
 
 
 @pytest.mark.parametrize("outcome", ["failed", "in_doubt"])
@@ -65,7 +68,7 @@ async def test_a_settle_during_a_send_that_did_not_ring_for_sure_drops_the_ask(
         seq = await notify(chief, "ask", "request #7: order?", Extras(ask=ASK))
         assert seq is not None
         await chief.begin_send([seq], "send-1")
-        await notify(chief, "settle", "request #7 closed", Extras(settles=7))
+        await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
         if outcome == "failed":
             await chief.defer_rings([seq], 0.0, "refused")
         else:
@@ -74,27 +77,29 @@ async def test_a_settle_during_a_send_that_did_not_ring_for_sure_drops_the_ask(
         assert [entry.text for entry in await chief.telegram_head(10)] == ["request #7 closed"]
 
 
-async def test_an_ask_of_a_request_settled_before_opens_it_again_with_fresh_tokens(
+async def test_a_fresh_ledgers_ask_of_the_same_request_id_is_another_ask(
     tmp_path: Path,
 ) -> None:
     async with opened(tmp_path) as chief:
         await notify(chief, "ask-old", "request #7: order?", Extras(ask=ASK))
         [old] = await chief.telegram_head(10)
         await chief.mark_rung([old.seq], ["ask-old"], 501, CHAT)
-        await notify(chief, "settle", "request #7 closed", Extras(settles=7))
+        await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
         # The same row again changes nothing: it rang, its sent mark answers.
         assert await notify(chief, "ask-old", "request #7: order?", Extras(ask=ASK)) is None
-        # A fresh ledger files its own request #7: a new row, a new ask.
-        seq = await notify(
-            chief, "ask-new", "request #7: walk?", Extras(ask=Ask(7, "walk?", ("ok",)))
-        )
+        # A fresh ledger files its own request #7: a new row, a new ask (its own key).
+        fresh = Ask(7, "q-" + "f" * 32, "walk?", ("ok",))
+        seq = await notify(chief, "ask-new", "request #7: walk?", Extras(ask=fresh))
         settled, new = await chief.telegram_head(10)
         assert (settled.text, new.seq) == ("request #7 closed", seq)
         assert [label for label, _ in new.buttons] == ["ok"]
         assert {token for _, token in new.buttons}.isdisjoint(token for _, token in old.buttons)
         for _, token in old.buttons:
-            assert (await chief.ask_button(token) or (0, "", False))[2] is True
-        assert await chief.ask_by_message(CHAT, 501) == (7, ["ok"], False)
+            assert (await chief.ask_button(token) or ("", 0, "", False))[3] is True
+        for _, token in new.buttons:
+            assert await chief.ask_button(token) == (fresh.key, 7, "ok", False)
+        # The old message is still the old ask's: settled, its choices, never the new one's.
+        assert await chief.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
 
 
 async def test_a_reask_of_an_open_request_keeps_its_tokens(tmp_path: Path) -> None:
@@ -107,5 +112,5 @@ async def test_a_reask_of_an_open_request_keeps_its_tokens(tmp_path: Path) -> No
         [again] = await chief.telegram_head(10)
         assert (again.seq, again.outbox_id, again.buttons) == (seq, None, first.buttons)
         await chief.mark_rung([seq], [], 502, CHAT)
-        messages = await chief.asks_of_request(7)
+        messages = await chief.messages_of_ask(KEY)
         assert [message.message_id for message in messages] == [501, 502]

@@ -30,7 +30,7 @@ from tests.support.waiting import wait_until
 
 CHAT = 4242
 ASK_TEXT = "request #7 from agent: order the bigger bag? (approve / decline)"
-ASK = Ask(7, "order the bigger bag?", ("approve", "decline"))
+ASK = Ask(7, "q-" + "7" * 32, "order the bigger bag?", ("approve", "decline"))
 MESSAGE_ID = 3
 
 
@@ -57,9 +57,15 @@ class Ledger:
     calls: int = 0
 
     async def answer(
-        self, answer_key: str, request_id: int, choice: str | None = None, text: str | None = None
+        self,
+        answer_key: str,
+        request_id: int,
+        ask_key: str,
+        choice: str | None = None,
+        text: str | None = None,
     ) -> dict[str, Any]:
         self.calls += 1
+        assert ask_key == ASK.key  # the door names the question it answers
         if self.down:
             raise EngineUnreachable("the ledger service (coop serve) is not running")
         await anyio.sleep(self.delay_s)

@@ -29,10 +29,19 @@ def ask_text(request_id: int, choices: list[str]) -> str:
     return f"request #{request_id} from agent: order the bigger bag?{shown}"
 
 
+def key(request_id: int) -> str:
+    """The ask key the ledger would have drawn for the request (any `q-` + 32 hex will do)."""
+    return f"q-{request_id:032x}"
+
+
 def ask(outbox_id: str, request_id: int, choices: list[str]) -> dict[str, Any]:
     document: dict[str, Any] = body(outbox_id, text=ask_text(request_id, choices))
     document["kind"] = "request.added"
-    document["ask"] = {"request_id": request_id, "title": "order the bigger bag?"}
+    document["ask"] = {
+        "request_id": request_id,
+        "key": key(request_id),
+        "title": "order the bigger bag?",
+    }
     if choices:
         document["ask"]["choices"] = choices
     return document
@@ -40,7 +49,8 @@ def ask(outbox_id: str, request_id: int, choices: list[str]) -> dict[str, Any]:
 
 def settle(outbox_id: str, request_id: int, text: str = "", **extra: object) -> dict[str, Any]:
     line = text or f"request #{request_id} closed by owner: decline"
-    return body(outbox_id, text=line) | {"kind": "request.closed", "settles": request_id} | extra
+    settles = {"request_id": request_id, "key": key(request_id)}
+    return body(outbox_id, text=line) | {"kind": "request.closed", "settles": settles} | extra
 
 
 def buttons(message: dict[str, Any]) -> list[tuple[str, str]]:
@@ -101,10 +111,10 @@ async def test_an_ask_rings_alone_with_its_buttons_while_the_rows_around_it_dige
         for label, data in shown:
             assert TOKEN.match(data), data
             assert 1 <= len(data.encode()) <= 64
-            assert await stack.chief.ask_button(data) == (7, label, False)
+            assert await stack.chief.ask_button(data) == (key(7), 7, label, False)
         assert len({data for _, data in shown}) == count
         remembered = await stack.chief.ask_by_message(int(CHAT_ID), asked["message_id"])
-        assert remembered == (7, choices, False)
+        assert remembered == (key(7), 7, choices, False)
         assert await stack.chief.ask_by_message(int(CHAT_ID), first["message_id"]) is None
 
 
@@ -144,7 +154,7 @@ async def test_an_ask_without_choices_rings_alone_and_is_remembered(tmp_path: Pa
         asked = stack.emulator.messages[1]
         assert buttons(asked) == []
         remembered = await stack.chief.ask_by_message(int(CHAT_ID), asked["message_id"])
-        assert remembered == (9, [], False)
+        assert remembered == (key(9), 9, [], False)
 
 
 async def test_ring_false_lands_the_chief_line_and_rings_nothing(tmp_path: Path) -> None:
@@ -183,7 +193,7 @@ async def test_a_settle_edits_the_ask_message_and_removes_its_buttons(tmp_path: 
         for token in tokens:
             button = await stack.chief.ask_button(token)
             assert button is not None
-            assert button[2] is True
+            assert button[3] is True
         assert stack.emulator.texts()[-1] == closed  # the settle's own line rang too
 
 
@@ -222,7 +232,7 @@ async def test_a_settle_in_the_asks_own_batch_leaves_no_button_anywhere(tmp_path
         # A retry of the ask row does not bring it back.
         again = await stack.notify(ask("ask", 7, CHOICES[2]))
         assert again.json()["telegram"] == "not_rung"
-        assert await stack.chief.asks_of_request(7) == []
+        assert await stack.chief.messages_of_ask(key(7)) == []
 
 
 async def test_a_settle_before_a_deferred_ask_rang_means_it_never_rings(tmp_path: Path) -> None:
@@ -235,7 +245,7 @@ async def test_a_settle_before_a_deferred_ask_rang_means_it_never_rings(tmp_path
         await rung(stack, 1)
         assert stack.emulator.texts() == ["request #7 closed by owner: decline"]
         assert all(buttons(message) == [] for message in stack.emulator.messages)
-        assert await stack.chief.asks_of_request(7) == []
+        assert await stack.chief.messages_of_ask(key(7)) == []
 
 
 async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Path) -> None:
@@ -244,24 +254,33 @@ async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Pat
         assert stack.service.asks is not None
         await stack.notify(ask("ask", 7, CHOICES[2]))
         await rung(stack, 1)
-        request = {"id": 7, "title": "order the bigger bag?", "choices": CHOICES[2]}
+        request = {
+            "id": 7,
+            "ask_key": key(7),
+            "title": "order the bigger bag?",
+            "choices": CHOICES[2],
+        }
         await stack.service.asks.reask(request)
         # A request this chief.db never saw (a fresh chief.db): its buttons are minted now.
-        await stack.service.asks.reask({"id": 8, "title": "walk the dog?", "choices": None})
-        await stack.service.asks.reask({"id": 9, "title": "which bag?", "choices": ["s", "m"]})
+        await stack.service.asks.reask(
+            {"id": 8, "ask_key": key(8), "title": "walk the dog?", "choices": None}
+        )
+        await stack.service.asks.reask(
+            {"id": 9, "ask_key": key(9), "title": "which bag?", "choices": ["s", "m"]}
+        )
         await rung(stack, 4)
         old, again, eight, nine = stack.emulator.messages
         assert again["text"] == "request #7: order the bigger bag? (approve / decline)"
         assert buttons(again) == buttons(old)  # the same live tokens
-        messages = await stack.chief.asks_of_request(7)
+        messages = await stack.chief.messages_of_ask(key(7))
         assert [m.message_id for m in messages] == [old["message_id"], again["message_id"]]
         for message in (old, again):
             remembered = await stack.chief.ask_by_message(int(CHAT_ID), message["message_id"])
-            assert remembered == (7, CHOICES[2], False)
+            assert remembered == (key(7), 7, CHOICES[2], False)
         assert (eight["text"], buttons(eight)) == ("request #8: walk the dog?", [])
         assert [label for label, _ in buttons(nine)] == ["s", "m"]
         token = buttons(nine)[1][1]
-        assert await stack.chief.ask_button(token) == (9, "m", False)
+        assert await stack.chief.ask_button(token) == (key(9), 9, "m", False)
         # Settled, every message that rang it is edited.
         await stack.notify(settle("settle", 7))
         await wait_until(
@@ -292,4 +311,4 @@ async def test_an_ask_in_doubt_rings_again_alone_marked_with_the_same_buttons(
         assert after["text"] == "todo #4 done: after"
         assert buttons(repeat) == buttons(first) != []
         remembered = await stack.chief.ask_by_message(int(CHAT_ID), repeat["message_id"])
-        assert remembered == (7, CHOICES[2], False)
+        assert remembered == (key(7), 7, CHOICES[2], False)

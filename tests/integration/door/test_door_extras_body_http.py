@@ -7,6 +7,7 @@ rules' and never a server error (real HTTP, a valid key, after the guard passed)
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -20,7 +21,15 @@ from tests.integration.door.test_door_batch_body_http import assert_item_refused
 
 pytestmark = pytest.mark.timeout(120)
 
-ASK = {"request_id": 7, "title": "order the bigger bag?", "choices": ["approve", "decline"]}
+KEY = "q-" + "7" * 32
+ASK = {
+    "request_id": 7,
+    "key": KEY,
+    "title": "order the bigger bag?",
+    "choices": ["approve", "decline"],
+}
+SETTLE = {"request_id": 7, "key": KEY}
+ASK_KEY_RE = re.compile(r"q-[0-9a-f]{32}")
 
 
 def row(outbox_id: str, **extras: object) -> dict[str, Any]:
@@ -31,7 +40,11 @@ MALFORMED: list[tuple[dict[str, Any], list[object]]] = [
     ({"ask": None}, ["ask"]),
     ({"ask": "approve"}, ["ask"]),
     ({"ask": ASK | {"extra": 1}}, ["ask", "extra"]),
-    ({"ask": {"title": "t", "choices": []}}, ["ask", "request_id"]),
+    ({"ask": {"title": "t", "key": KEY, "choices": []}}, ["ask", "request_id"]),
+    ({"ask": {k: v for k, v in ASK.items() if k != "key"}}, ["ask", "key"]),
+    ({"ask": ASK | {"key": "7"}}, ["ask", "key"]),
+    ({"ask": ASK | {"key": "q-" + "A" * 32}}, ["ask", "key"]),
+    ({"ask": ASK | {"key": 7}}, ["ask", "key"]),
     ({"ask": ASK | {"request_id": 0}}, ["ask", "request_id"]),
     ({"ask": ASK | {"request_id": -3}}, ["ask", "request_id"]),
     ({"ask": ASK | {"request_id": "7"}}, ["ask", "request_id"]),
@@ -56,6 +69,11 @@ MALFORMED: list[tuple[dict[str, Any], list[object]]] = [
     ({"settles": 7.5}, ["settles"]),
     ({"settles": False}, ["settles"]),
     ({"settles": [7]}, ["settles"]),
+    ({"settles": 7}, ["settles"]),  # an id alone names no ask: ids come back
+    ({"settles": {"request_id": 7}}, ["settles", "key"]),
+    ({"settles": SETTLE | {"key": "d-" + "0" * 32}}, ["settles", "key"]),
+    ({"settles": SETTLE | {"request_id": 0}}, ["settles", "request_id"]),
+    ({"settles": SETTLE | {"extra": 1}}, ["settles", "extra"]),
     ({"ring": None}, ["ring"]),
     ({"ring": 0}, ["ring"]),
     ({"ring": "false"}, ["ring"]),
@@ -75,7 +93,9 @@ def test_a_malformed_extra_is_a_located_422_and_writes_nothing(
     assert door.written() == before
 
 
-@pytest.mark.parametrize("extra", [{"ask": ASK}, {"settles": 7}, {"ring": False}, {"ring": True}])
+@pytest.mark.parametrize(
+    "extra", [{"ask": ASK}, {"settles": SETTLE}, {"ring": False}, {"ring": True}]
+)
 def test_an_extra_without_an_outbox_id_is_a_located_422(door: LiveDoor, extra: object) -> None:
     document = {"text": "t", "kind": "k"} | extra  # type: ignore[operator]
     response = door.notify(document)
@@ -89,10 +109,10 @@ def test_an_extra_without_an_outbox_id_is_a_located_422(door: LiveDoor, extra: o
     [
         {"ask": ASK},
         {"ask": ASK | {"choices": []}},
-        {"ask": {"request_id": 8, "title": "a text reply answers this"}},
+        {"ask": {"request_id": 8, "key": "q-" + "8" * 32, "title": "a text reply answers this"}},
         {"ask": ASK | {"choices": ["a", "b", "c", "é" * 24]}},
-        {"settles": 7},
-        {"settles": 7, "ring": False},
+        {"settles": SETTLE},
+        {"settles": SETTLE, "ring": False},
         {"ring": True},
     ],
     ids=lambda value: json.dumps(value)[:60],
@@ -114,8 +134,8 @@ def test_a_batch_item_with_a_malformed_extra_is_its_own_refusal(
     tag = uuid.uuid4().hex[:8]
     document = {
         "items": [
-            row(f"{tag}-0", ask=ASK | {"request_id": 100}),
-            row(f"{tag}-1", settles=100),
+            row(f"{tag}-0", ask=ASK | {"request_id": 100, "key": f"q-{tag:0>32}"}),
+            row(f"{tag}-1", settles={"request_id": 100, "key": f"q-{tag:0>32}"}),
             row(f"{tag}-bad", **extras),
             *rows(2, tag + "-behind"),
         ]
@@ -143,15 +163,26 @@ LABELS = st.one_of(
 GOOD_LABELS = st.lists(
     st.sampled_from(["approve", "decline", "later", "big bag", "é" * 24]), max_size=4, unique=True
 )
+VALID_KEYS = st.binary(min_size=16, max_size=16).map(lambda raw: "q-" + raw.hex())
+ASK_KEYS = st.one_of(
+    VALID_KEYS,
+    st.sampled_from(["q-" + "A" * 32, "q-" + "0" * 31, "d-" + "0" * 32, "7"]),
+    JSON_SCALARS,
+)
 ASKS = st.one_of(
     st.fixed_dictionaries(
-        {"request_id": st.integers(1, 10_000), "title": st.text(min_size=1, max_size=20)},
+        {
+            "request_id": st.integers(1, 10_000),
+            "key": VALID_KEYS,
+            "title": st.text(min_size=1, max_size=20),
+        },
         optional={"choices": GOOD_LABELS},
     ),
     JSON_SCALARS,
     st.fixed_dictionaries(
         {"request_id": st.one_of(st.integers(-1, 2**63), JSON_SCALARS), "title": JSON_SCALARS},
         optional={
+            "key": ASK_KEYS,
             "choices": st.one_of(
                 st.lists(st.one_of(LABELS, JSON_SCALARS), max_size=6), JSON_SCALARS
             ),
@@ -163,7 +194,15 @@ EXTRAS = st.fixed_dictionaries(
     {},
     optional={
         "ask": ASKS,
-        "settles": st.one_of(st.integers(1, 10_000), st.integers(-1, 2**63), JSON_SCALARS),
+        "settles": st.one_of(
+            st.fixed_dictionaries({"request_id": st.integers(1, 10_000), "key": VALID_KEYS}),
+            st.fixed_dictionaries(
+                {"request_id": st.integers(-1, 2**63), "key": ASK_KEYS},
+                optional={"extra": JSON_SCALARS},
+            ),
+            st.integers(1, 10_000),  # an id alone: refused (ids come back)
+            JSON_SCALARS,
+        ),
         "ring": st.one_of(st.booleans(), JSON_SCALARS),
     },
 )
@@ -183,11 +222,26 @@ def _label(value: object) -> bool:
     )
 
 
+def _ask_key(value: object) -> bool:
+    return isinstance(value, str) and ASK_KEY_RE.fullmatch(value) is not None
+
+
+def _settles(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"request_id", "key"}
+        and _request_id(value["request_id"])
+        and _ask_key(value["key"])
+    )
+
+
 def _ask(value: object) -> bool:
-    if not isinstance(value, dict) or not set(value) <= {"request_id", "title", "choices"}:
+    if not isinstance(value, dict) or not set(value) <= {"request_id", "key", "title", "choices"}:
         return False
     title, choices = value.get("title"), value.get("choices", [])
     if not _request_id(value.get("request_id")) or not isinstance(title, str) or not title:
+        return False
+    if not _ask_key(value.get("key")):
         return False
     if any(0xD800 <= ord(c) <= 0xDFFF for c in title):
         return False
@@ -200,7 +254,7 @@ def well_formed(extras: dict[str, Any]) -> bool:
     """The rules of SPEC21 §1, written out independently of the door's models."""
     return (
         ("ask" not in extras or _ask(extras["ask"]))
-        and ("settles" not in extras or _request_id(extras["settles"]))
+        and ("settles" not in extras or _settles(extras["settles"]))
         and ("ring" not in extras or type(extras["ring"]) is bool)
     )
 

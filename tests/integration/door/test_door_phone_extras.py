@@ -12,10 +12,18 @@ from tests.integration.door.conftest import LiveDoor
 pytestmark = pytest.mark.timeout(60)
 
 VALID = {"text": "request #7 from agent: order the bigger bag?", "kind": "request_added"}
+KEY = "q-" + "7" * 32
 EXTRAS = [
-    {"ask": {"request_id": 7, "title": "order the bigger bag?", "choices": ["approve"]}},
-    {"settles": 7},
-    {"settles": 7, "ring": False},
+    {
+        "ask": {
+            "request_id": 7,
+            "key": KEY,
+            "title": "order the bigger bag?",
+            "choices": ["approve"],
+        }
+    },
+    {"settles": {"request_id": 7, "key": KEY}},
+    {"settles": {"request_id": 7, "key": KEY}, "ring": False},
 ]
 
 

@@ -75,14 +75,16 @@ def test_migrations_are_recorded_and_reopening_is_a_no_op(db):
         assert conn.execute("PRAGMA user_version").fetchone()[0] == version
 
 
-def test_a_request_has_a_todos_columns_plus_whom_it_is_for_and_its_choices(db):
+def test_a_request_has_a_todos_columns_plus_whom_it_is_for_its_choices_and_its_ask_key(db):
     """The two item tables are twins in migration 1 (`engine.store.schema`, written out in
     full: a migration is never edited); the verbs and `engine.store.ledger` read both alike."""
     store.open_connection(db).close()
     with sqlite3.connect(db) as conn:
         todos = [row[1:] for row in conn.execute("PRAGMA table_info(todos)")]
         requests = [row[1:] for row in conn.execute("PRAGMA table_info(requests)")]
-    only_requests = ("addressed_to", "choices")  # whom it is for; the answers it offers
+    # whom it is for; the answers it offers; the key of the question the phone asked
+    only_requests = ("addressed_to", "choices", "ask_key")
     assert [column for column in requests if column[0] not in only_requests] == todos
     assert ("addressed_to", "TEXT", 0, None, 0) in requests
     assert ("choices", "TEXT", 0, None, 0) in requests
+    assert ("ask_key", "TEXT", 0, None, 0) in requests

@@ -24,12 +24,24 @@ RACE_ROUNDS = 20
 RACE_TIMEOUT_S = 30.0
 
 
-def answer(db: str, request_id: int, key: str | None = None, **given: str) -> dict[str, Any]:
-    """One answer in one transaction of its own, as the owner service's route runs it."""
+def answer(
+    db: str, request_id: int, key: str | None = None, *, ask_key: str | None = None, **given: str
+) -> dict[str, Any]:
+    """One answer in one transaction of its own, as the owner service's route runs it; it
+    names the request's own ask key unless `ask_key` is given."""
     path = Path(db)
+    asked = ask_key or ask_key_of(db, request_id)
     with store.unit_of_work(path, writing=True) as tx:
         unit = Unit(tx=tx, config=lambda: SETTINGS._replace(db_path=path))
-        return phone_verbs.answer_request(unit, request_id, answer_key=key or new_key(), **given)
+        return phone_verbs.answer_request(
+            unit, request_id, answer_key=key or new_key(), ask_key=asked, **given
+        )
+
+
+def ask_key_of(db: str, request_id: int) -> str:
+    """The request's ask key (a key no request has, for one never asked or not there)."""
+    found = table(db, "SELECT ask_key FROM requests WHERE id = ?", request_id)
+    return str(found[0][0]) if found and found[0][0] else "q-" + "0" * 32
 
 
 def new_key() -> str:
@@ -79,7 +91,7 @@ def test_a_tap_closes_the_request_by_the_owner_with_the_choice(db: str) -> None:
     last_row = table(db, "SELECT kind, extra FROM coop_outbox ORDER BY id DESC LIMIT 1")[0]
     assert (last_row[0], json.loads(last_row[1])) == (
         "request_closed",
-        {"settles": request_id, "ring": False},
+        {"settles": {"request_id": request_id, "key": ask_key_of(db, request_id)}, "ring": False},
     )
     assert found["outbox_id"] is not None
 

@@ -5,6 +5,7 @@ by `request show` and `list --json`, and the request reported when filed."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -118,6 +119,8 @@ def test_show_and_list_give_the_choices(coop: Coop, db: str) -> None:
     # Only the request to the owner is reported when filed.
     with closing(sqlite3.connect(db)) as conn:
         rows = conn.execute("SELECT kind, text, extra FROM coop_outbox").fetchall()
+        (key,) = conn.execute("SELECT ask_key FROM requests WHERE id = 1").fetchone()
+    assert re.fullmatch(r"q-[0-9a-f]{32}", key)
     assert [(kind, text, json.loads(extra)) for kind, text, extra in rows] == [
         (
             "request_added",
@@ -125,6 +128,7 @@ def test_show_and_list_give_the_choices(coop: Coop, db: str) -> None:
             {
                 "ask": {
                     "request_id": 1,
+                    "key": key,
                     "title": "order the bigger bag?",
                     "choices": ["approve", "decline"],
                 }
@@ -142,9 +146,13 @@ def test_a_close_of_a_request_to_the_owner_settles_its_ask(coop: Coop, db: str) 
     coop("todo", "done", "1")
     with closing(sqlite3.connect(db)) as conn:
         rows = conn.execute("SELECT kind, extra FROM coop_outbox ORDER BY id").fetchall()
+        keys = conn.execute("SELECT ask_key FROM requests ORDER BY id").fetchall()
+    (key,), (never_asked,) = keys
+    assert never_asked is None  # a request to someone else is never asked on the phone
+    ask = {"request_id": 1, "key": key, "title": "any news?", "choices": []}
     assert [(kind, extra and json.loads(extra)) for kind, extra in rows] == [
-        ("request_added", {"ask": {"request_id": 1, "title": "any news?", "choices": []}}),
-        ("request_closed", {"settles": 1}),
+        ("request_added", {"ask": ask}),
+        ("request_closed", {"settles": {"request_id": 1, "key": key}}),
         ("request_closed", None),
         ("todo_done", None),
     ]

@@ -10,6 +10,8 @@ door comes with that change."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -36,13 +38,14 @@ def test_a_row_without_extras_sends_exactly_the_ordinary_body() -> None:
 
 
 def test_a_rows_extras_follow_its_three_fields_and_never_replace_them() -> None:
-    extra = {"settles": 3, "ring": False, "outbox_id": "forged", "text": "forged"}
+    settles = {"request_id": 3, "key": "q-" + "3" * 32}
+    extra = {"settles": settles, "ring": False, "outbox_id": "forged", "text": "forged"}
     row = OutboxRow(8, "request_closed", "request #3 closed", 0, 0.0, "d-1", extra)
     assert payload(row) == {
         "text": "request #3 closed",
         "kind": "request_closed",
         "outbox_id": "d-1",
-        "settles": 3,
+        "settles": settles,
         "ring": False,
     }
 
@@ -77,7 +80,15 @@ def _worker(config: NotifierConfig) -> Worker:
     )
 
 
-def _expected(asked: int) -> list[dict[str, object]]:
+def _ask_key(db: str, request_id: int) -> str:
+    with closing(sqlite3.connect(db)) as conn:
+        (found,) = conn.execute(
+            "SELECT ask_key FROM requests WHERE id = ?", (request_id,)
+        ).fetchone()
+    return str(found)
+
+
+def _expected(asked: int, key: str) -> list[dict[str, object]]:
     """What the door receives, key by key (the text and outbox_id aside)."""
     return [
         {"kind": "todo_done"},
@@ -85,11 +96,12 @@ def _expected(asked: int) -> list[dict[str, object]]:
             "kind": "request_added",
             "ask": {
                 "request_id": asked,
+                "key": key,
                 "title": "order the bigger bag?",
                 "choices": ["approve", "decline"],
             },
         },
-        {"kind": "request_closed", "settles": asked},
+        {"kind": "request_closed", "settles": {"request_id": asked, "key": key}},
     ]
 
 
@@ -111,7 +123,7 @@ async def test_the_notifier_sends_each_rows_extras_in_its_body(
     received = door.received
     assert door.batches == (1 if batch_route else 0)
     assert [{k: v for k, v in r.items() if k not in ("text", "outbox_id")} for r in received] == (
-        _expected(asked)
+        _expected(asked, _ask_key(db, asked))
     )
     assert set(received[0]) == {"text", "kind", "outbox_id"}  # an ordinary row, as before
     assert received[1]["text"] == (
@@ -134,5 +146,6 @@ async def test_the_fake_door_records_the_extras_as_sent(tmp_path: Path) -> None:
         await worker.aclose()
         await worker.db.aclose()
     (sent,) = fake.sent
-    assert sent["ask"] == {"request_id": 1, "title": "any news?", "choices": []}
+    key = _ask_key(db, 1)
+    assert sent["ask"] == {"request_id": 1, "key": key, "title": "any news?", "choices": []}
     assert sent["text"] == "request #1 from agent: any news? (reply to answer)"

@@ -1,7 +1,8 @@
 """The phone's routes of the owner app on a real uvicorn (loopback, port 0) over a real ledger:
 the strict body, the kick after a committed close (never after an answer that changed
-nothing), a service key unusable at start, a database failure answering 503 with nothing
-filed, and two keys racing through HTTP in local mode (each request on its own connection)."""
+nothing), an answer naming another ask key (`not_this_request`: nothing changes, no kick), a
+service key unusable at start, a database failure answering 503 with nothing filed, and two
+keys racing through HTTP in local mode (each request on its own connection)."""
 
 from __future__ import annotations
 
@@ -71,20 +72,42 @@ def new_key() -> str:
     return "a-" + secrets.token_hex(16)
 
 
+def ask_key(app: App, request_id: int) -> str:
+    """The ask key the ledger drew for the request (what the door's answers name)."""
+    with closing(sqlite3.connect(app.db)) as conn:
+        (found,) = conn.execute(
+            "SELECT ask_key FROM requests WHERE id = ?", (request_id,)
+        ).fetchone()
+    return str(found)
+
+
+NO_SUCH_ASK = "q-" + "0" * 32
+A = NO_SUCH_ASK  # a well-formed ask key: each body below is out of shape for one reason
+
+
 @pytest.mark.parametrize(
     "body",
     [
-        {"request_id": 1, "choice": "approve"},
-        {"answer_key": "a-123", "request_id": 1, "choice": "approve"},
-        {"answer_key": "A-" + "0" * 32, "request_id": 1, "choice": "approve"},
-        {"answer_key": "a-" + "0" * 32, "request_id": "1", "choice": "approve"},
-        {"answer_key": "a-" + "0" * 32, "request_id": 0, "choice": "approve"},
-        {"answer_key": "a-" + "0" * 32, "request_id": 2**63, "choice": "approve"},
-        {"answer_key": "a-" + "0" * 32, "request_id": 1},
-        {"answer_key": "a-" + "0" * 32, "request_id": 1, "choice": "a", "text": "b"},
-        {"answer_key": "a-" + "0" * 32, "request_id": 1, "text": ""},
-        {"answer_key": "a-" + "0" * 32, "request_id": 1, "text": "x" * 4001},
-        {"answer_key": "a-" + "0" * 32, "request_id": 1, "choice": "approve", "via": "cli"},
+        {"request_id": 1, "ask_key": A, "choice": "approve"},
+        {"answer_key": "a-123", "request_id": 1, "ask_key": A, "choice": "approve"},
+        {"answer_key": "A-" + "0" * 32, "request_id": 1, "ask_key": A, "choice": "approve"},
+        {"answer_key": "a-" + "0" * 32, "request_id": "1", "ask_key": A, "choice": "approve"},
+        {"answer_key": "a-" + "0" * 32, "request_id": 0, "ask_key": A, "choice": "approve"},
+        {"answer_key": "a-" + "0" * 32, "request_id": 2**63, "ask_key": A, "choice": "approve"},
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": A},
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": A, "choice": "a", "text": "b"},
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": A, "text": ""},
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": A, "text": "x" * 4001},
+        {
+            "answer_key": "a-" + "0" * 32,
+            "request_id": 1,
+            "ask_key": A,
+            "choice": "approve",
+            "via": "cli",
+        },
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "choice": "approve"},  # no ask key
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": "q-1", "choice": "approve"},
+        {"answer_key": "a-" + "0" * 32, "request_id": 1, "ask_key": 1, "choice": "approve"},
     ],
     ids=lambda body: ",".join(f"{k}={str(v)[:10]}" for k, v in body.items()),
 )
@@ -98,11 +121,23 @@ def test_a_body_out_of_shape_is_422_and_changes_nothing(local: App, body: dict[s
 
 def test_a_committed_close_kicks_and_an_answer_that_changed_nothing_does_not(local: App) -> None:
     request_id = _ask(local)
-    noted = local.answer({"answer_key": new_key(), "request_id": request_id, "text": "hm"})
-    wrong = local.answer({"answer_key": new_key(), "request_id": request_id, "choice": "maybe"})
+    asked = {"request_id": request_id, "ask_key": ask_key(local, request_id)}
+    noted = local.answer({"answer_key": new_key(), **asked, "text": "hm"})
+    wrong = local.answer({"answer_key": new_key(), **asked, "choice": "maybe"})
+    other = local.answer(
+        {
+            "answer_key": new_key(),
+            "request_id": request_id,
+            "ask_key": NO_SUCH_ASK,
+            "choice": "approve",
+        }
+    )
     assert (noted.json()["outcome"], wrong.json()["outcome"]) == ("noted", "not_a_choice")
+    assert other.json()["outcome"] == "not_this_request"
+    assert "no longer in the ledger" in other.json()["detail"]
+    assert other.json()["request"]["status"] == "open"
     assert local.kicks == []
-    closed = local.answer({"answer_key": new_key(), "request_id": request_id, "choice": "approve"})
+    closed = local.answer({"answer_key": new_key(), **asked, "choice": "approve"})
     assert closed.json()["outcome"] == "closed"
     assert set(closed.json()) == {"outcome", "detail", "request"}
     assert local.kicks == [1]
@@ -111,7 +146,9 @@ def test_a_committed_close_kicks_and_an_answer_that_changed_nothing_does_not(loc
 def test_a_service_key_unusable_at_start_answers_503(home: Path) -> None:
     key_file = write_key(home / "service.key", KEY, mode=0o644)
     for app in _serve(home):
-        refused = app.answer({"answer_key": new_key(), "request_id": 1, "choice": "approve"})
+        refused = app.answer(
+            {"answer_key": new_key(), "request_id": 1, "ask_key": NO_SUCH_ASK, "choice": "approve"}
+        )
         assert refused.status_code == 503
         assert "chmod 600" in refused.json()["detail"]
         assert str(key_file) in refused.json()["detail"]
@@ -124,7 +161,12 @@ def test_a_database_failure_answers_503_and_the_retry_applies_once(
     full = tmp_path / "disk-full"
     full.touch()
     monkeypatch.setenv("COOP_TEST_FAULTS", f"engine.outbox.after_insert:raise-while={full}")
-    body = {"answer_key": new_key(), "request_id": request_id, "choice": "approve"}
+    body = {
+        "answer_key": new_key(),
+        "request_id": request_id,
+        "ask_key": ask_key(local, request_id),
+        "choice": "approve",
+    }
     failed = local.answer(body)
     assert failed.status_code == 503, failed.text
     with closing(sqlite3.connect(local.db)) as conn:
@@ -143,7 +185,12 @@ def _race(app: App, request_id: int) -> list[str]:
 
     def tap(choice: str) -> None:
         barrier.wait()
-        body = {"answer_key": new_key(), "request_id": request_id, "choice": choice}
+        body = {
+            "answer_key": new_key(),
+            "request_id": request_id,
+            "ask_key": ask_key(app, request_id),
+            "choice": choice,
+        }
         outcomes.append(app.answer(body).json()["outcome"])
 
     threads = [threading.Thread(target=tap, args=(c,)) for c in ("approve", "decline")]

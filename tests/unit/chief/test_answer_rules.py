@@ -22,7 +22,8 @@ from chief.answer_rules import (
     toast_for,
 )
 
-LIVE = Button(request_id=7, choice="approve", live=True)
+KEY = "q-" + "7" * 32
+LIVE = Button(request_id=7, ask_key=KEY, choice="approve", live=True)
 
 
 def answer(**fields: object) -> Answer:
@@ -30,6 +31,7 @@ def answer(**fields: object) -> Answer:
         answer_key="a-" + "0" * 32,
         update_id=10,
         request_id=7,
+        ask_key=KEY,
         choice="approve",
         text=None,
         chat_id=42,
@@ -42,13 +44,13 @@ def answer(**fields: object) -> Answer:
 
 
 def test_a_tap_on_a_live_button_of_an_unanswered_request_is_a_new_answer() -> None:
-    assert decide_tap(None, LIVE, None) == NewAnswer(7, choice="approve")
+    assert decide_tap(None, LIVE, None) == NewAnswer(7, KEY, choice="approve")
 
 
 def test_the_same_update_again_finds_its_answer_and_records_nothing() -> None:
     earlier = answer()
     assert decide_tap(earlier, LIVE, None) == Seen(earlier)
-    assert decide_reply(earlier, 7, "yes") == Seen(earlier)
+    assert decide_reply(earlier, (7, KEY), "yes") == Seen(earlier)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +71,7 @@ def test_a_double_tap_records_nothing_and_says_what_was_answered(
 
 
 def test_a_void_button_says_the_request_is_settled_and_how_when_known() -> None:
-    void = Button(7, "approve", live=False, settled="by owner at a terminal: decline")
+    void = Button(7, KEY, "approve", live=False, settled="by owner at a terminal: decline")
     decision = decide_tap(None, void, None)
     assert decision == Refused(
         "Request #7 is already settled (by owner at a terminal: decline); nothing was changed."
@@ -86,9 +88,9 @@ def test_an_unknown_token_changes_nothing_and_says_settled() -> None:
 
 
 def test_a_reply_to_an_ask_message_is_a_text_answer_and_to_anything_else_none() -> None:
-    assert decide_reply(None, 7, "the big one") == NewAnswer(7, text="the big one")
+    assert decide_reply(None, (7, KEY), "the big one") == NewAnswer(7, KEY, text="the big one")
     assert decide_reply(None, None, "hello") is None
-    assert decide_reply(None, 7, "   ") is None
+    assert decide_reply(None, (7, KEY), "   ") is None
 
 
 def test_a_refused_tap_or_a_noted_text_decides_nothing_a_closing_text_does() -> None:
@@ -102,7 +104,8 @@ def test_a_refused_tap_or_a_noted_text_decides_nothing_a_closing_text_does() -> 
 @pytest.mark.parametrize(
     ("outcome", "state"),
     [("closed", "applied"), ("noted", "applied"), ("already_closed", "refused"),
-     ("not_a_choice", "refused"), ("unknown_request", "refused")],
+     ("not_a_choice", "refused"), ("unknown_request", "refused"),
+     ("not_this_request", "refused")],
 )  # fmt: skip
 def test_each_outcome_settles_the_answer(outcome: str, state: str) -> None:
     assert state_for(outcome) == state
@@ -127,6 +130,17 @@ def test_the_settled_message_gains_the_outcome_and_a_note_or_a_wrong_choice_none
     assert (settled_line(refused) or "").endswith("closed at a terminal")
     assert settled_line(answer(choice=None, text="hm", state="applied", outcome="noted")) is None
     assert settled_line(answer(state="refused", outcome="not_a_choice")) is None
+
+
+def test_an_answer_to_a_question_no_longer_in_the_ledger_says_so_and_settles_its_message() -> None:
+    detail = (
+        "This question is no longer in the ledger (request #7 is another request now); nothing"
+        " was changed."
+    )
+    gone = answer(state="refused", outcome="not_this_request", detail=detail)
+    assert toast_for(gone) == detail
+    assert settled_line(gone) == f"ℹ️ {detail}"
+    assert not gone.deciding
 
 
 def test_the_forwarders_backoff_doubles_and_is_bounded() -> None:

@@ -81,16 +81,25 @@ def test_the_chat_is_remembered_as_telegram_names_it() -> None:
 
 
 def test_a_request_rung_again_reads_as_its_ask() -> None:
-    request = {"id": 7, "title": "order?", "choices": ["approve", "decline"], "status": "open"}
-    assert ask_of(request) == Ask(7, "order?", ("approve", "decline"))
+    key = "q-" + "7" * 32
+    request = {
+        "id": 7,
+        "ask_key": key,
+        "title": "order?",
+        "choices": ["approve", "decline"],
+        "status": "open",
+    }
+    assert ask_of(request) == Ask(7, key, "order?", ("approve", "decline"))
     assert ask_text(request) == "request #7: order? (approve / decline)"
     assert ask_text({"id": 8, "title": "walk?", "choices": None}) == "request #8: walk?"
     for bad in (
-        {"id": 0, "title": "t"},
-        {"id": True, "title": "t"},
-        {"id": 7, "title": ""},
-        {"id": 7, "title": "t", "choices": "a,b"},
-        {"id": 7, "title": "t", "choices": ["a", "A"]},
+        {"id": 0, "title": "t", "ask_key": key},
+        {"id": True, "title": "t", "ask_key": key},
+        {"id": 7, "title": "", "ask_key": key},
+        {"id": 7, "title": "t", "choices": "a,b", "ask_key": key},
+        {"id": 7, "title": "t", "choices": ["a", "A"], "ask_key": key},
+        {"id": 7, "title": "t"},  # never asked: no ask key
+        {"id": 7, "title": "t", "ask_key": "7"},
     ):
         with pytest.raises(ChiefInputError):
             ask_of(bad)

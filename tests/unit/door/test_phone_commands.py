@@ -67,6 +67,8 @@ def _request(request_id: int, to: str, choices: list[str] | None) -> dict[str, A
         "taken_by": None,
         "addressed_to": to,
         "choices": choices,
+        # The ledger gives a request filed to the owner its ask key; none to anyone else.
+        "ask_key": f"q-{request_id:032x}" if to == "owner" else None,
     }
 
 
