@@ -154,16 +154,17 @@ class Answers:
         await self._toast(query.id, toast_for(answer))
 
     def _button_on(self, tap: Tap) -> ButtonOf:
-        """`button_of`, for this tap's message only: a token read on an ask message that rang
-        another request is no button of it (callback data that message's buttons never held),
-        so it decides nothing. A message not (yet) known as an ask keeps the token's word."""
+        """`button_of`, for this tap's message only: a token read on a message that rang
+        another question (another ask key) is no button of it (callback data that message's
+        buttons never held), so it decides nothing. A message not (yet) known as an ask keeps
+        the token's word."""
 
         def button(conn: sqlite3.Connection, token: str) -> Button | None:
             found = self.button_of(conn, token)
             if found is None:
                 return None
             asked = self.ask_of(conn, tap.chat_id, tap.message_id)
-            return found if asked in (None, found.request_id) else None
+            return found if asked is None or asked[1] == found.ask_key else None
 
         return button
 

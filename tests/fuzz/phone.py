@@ -131,7 +131,8 @@ class PhoneFuzz:
     def tokens(self, request_id: int) -> list[str]:
         with closing(sqlite3.connect(self.stack.chief_db)) as conn:
             rows = conn.execute(
-                "SELECT token FROM ask_buttons WHERE request_id = ? ORDER BY position",
+                "SELECT b.token FROM ask_buttons b JOIN asks a ON a.ask_key = b.ask_key"
+                " WHERE a.request_id = ? ORDER BY b.position",
                 (request_id,),
             ).fetchall()
         return [str(token) for (token,) in rows]

@@ -19,7 +19,7 @@ import pytest
 
 from engine import kick
 from tests.e2e.owner.conftest import ServeProcess, ok, run_coop
-from tests.e2e.owner.test_phone_endpoints import post_answer
+from tests.e2e.owner.test_phone_endpoints import ask_key_of, post_answer
 from tests.support.procs import PROCESS_TIMEOUT_S, child_env
 from tests.support.waiting import wait_until_sync
 
@@ -118,7 +118,12 @@ def test_the_owners_answer_from_the_phone_wakes_the_waiter(
             timeout_s=START_S,
             what="the waiter's first look",
         )
-        body = {"answer_key": "a-" + secrets.token_hex(16), "request_id": 1, "choice": "yes"}
+        body = {
+            "answer_key": "a-" + secrets.token_hex(16),
+            "request_id": 1,
+            "ask_key": ask_key_of(env, 1),
+            "choice": "yes",
+        }
         answered = post_answer(serve, env, body)
         assert answered.status_code == 200, answered.text
         assert answered.json()["outcome"] == "closed"
