@@ -7,8 +7,6 @@
                                      (`read_updates`), which the door passes over
     reply(chat_id, text, buttons=, reply_to=)   sendMessage, with inline buttons; its message id
     answer_callback(query_id, text)  answerCallbackQuery: the toast of a tap
-    edit(chat_id, message_id, text, buttons=)   editMessageText (no buttons: they are removed);
-                                     an edit that changes nothing is no error
     set_commands(commands)           setMyCommands: the menu Telegram shows
 
 `BotPhone` is the real one, on python-telegram-bot's public `Bot` pointed at `base_url` (the
@@ -45,7 +43,7 @@ from telegram import (
     ReplyParameters,
     Update,
 )
-from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, TelegramError
+from telegram.error import Conflict, EndPointNotFound, InvalidToken, TelegramError
 from telegram.warnings import PTBUserWarning
 
 from chief.errors import TelegramConflict, TelegramUnavailable
@@ -54,13 +52,11 @@ from chief.telegram.sender import TransportRequest, fit_for_telegram, translate_
 #: rows of (label, callback_data): one inline button each
 Buttons = Sequence[Sequence[tuple[str, str]]]
 
-# Replies, toasts and edits: a handful of connections is plenty for one owner's taps.
+# Replies and toasts: a handful of connections is plenty for one owner's taps.
 CONNECTION_POOL_SIZE = 4
 # The kinds of update the door reads; anything else (edits, reactions, channel posts) is not
 # asked for, so Telegram never wakes the poll for it.
 ALLOWED_UPDATES = ("message", "callback_query")
-# Telegram's answer to an edit that changes nothing: the edit is already what it asks for.
-NOT_MODIFIED = "message is not modified"
 
 # PTB's generic call, used for getUpdates so each update is read on its own, advises its named
 # method, which reads the whole answer at once (one update it cannot read fails every poll).
@@ -83,9 +79,6 @@ class TelegramPhone(Protocol):
         reply_to: int | None = None,
     ) -> int: ...
     async def answer_callback(self, query_id: str, text: str) -> None: ...
-    async def edit(
-        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
-    ) -> None: ...
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None: ...
 
 
@@ -187,24 +180,6 @@ class BotPhone:
             lambda: self._bot.answer_callback_query(query_id, text=text or None),
             "answerCallbackQuery",
         )
-
-    async def edit(
-        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
-    ) -> None:
-        try:
-            await self._call(
-                lambda: self._bot.edit_message_text(
-                    fit_for_telegram(text),
-                    chat_id=chat_id,
-                    message_id=message_id,
-                    reply_markup=markup(buttons),
-                ),
-                "editMessageText",
-            )
-        except TelegramUnavailable as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, BadRequest) or NOT_MODIFIED not in cause.message.lower():
-                raise
 
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
         await self._call(

@@ -1,7 +1,8 @@
 """The inbound Telegram seam (chief/telegram/phone.py, `BotPhone`) on the real python-telegram-bot
 `Bot` against the Bot API emulator on a real uvicorn: the long poll, a reply with buttons and
-a reply-to, a toast, an edit that removes the buttons (and one that changes nothing), the
-commands' menu; and every failure as the door sees it: another reader (409) is a
+a reply-to, a toast, the commands' menu (and the edit the door makes of an ask, which is the
+sender's: `BotSender.edit`, removing the buttons; one that changes nothing, or of a message
+that is gone, is done); and every failure as the door sees it: another reader (409) is a
 TelegramConflict, a bad token a TelegramRefused, a 5xx a TelegramUnavailable, and a cancelled
 poll ends at once and frees the poller's place."""
 
@@ -18,7 +19,7 @@ from telegram import Bot
 from chief.errors import TelegramConflict, TelegramRefused, TelegramUnavailable
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.phone import BotPhone
-from chief.telegram.sender import TransportRequest
+from chief.telegram.sender import BotSender, TransportRequest
 from tests.support.asgi import serve_asgi
 from tests.support.door import BOT_TOKEN
 from tests.support.phone import AsyncEmulatorOwner
@@ -68,7 +69,7 @@ async def test_the_long_poll_brings_the_owners_text_and_an_offset_confirms_it(se
     assert await seam.owner.pending_updates() == []
 
 
-async def test_a_reply_carries_its_buttons_and_its_reply_to_and_an_edit_removes_them(
+async def test_a_reply_carries_its_buttons_and_its_reply_to_and_the_senders_edit_removes_them(
     seam: Seam,
 ) -> None:
     asked = await seam.owner.text(OWNER_ID, OWNER_ID, "which bag?")
@@ -84,13 +85,17 @@ async def test_a_reply_carries_its_buttons_and_its_reply_to_and_an_edit_removes_
     pressed = await seam.owner.press(OWNER_ID, OWNER_ID, message_id, text="approve")
     await seam.phone.answer_callback(pressed["callback_query_id"], "approved")
     assert [a["text"] for a in await seam.owner.callback_answers()] == ["approved"]
-    await seam.phone.edit(OWNER_ID, message_id, "request #7: approved")
-    await seam.phone.edit(OWNER_ID, message_id, "request #7: approved")  # no change: no error
-    (edited,) = seam.emulator.messages
-    assert edited["text"] == "request #7: approved"
-    assert not (edited.get("reply_markup") or {}).get("inline_keyboard")
-    with pytest.raises(TelegramUnavailable, match="not found"):
-        await seam.phone.edit(OWNER_ID, 999, "no such message")
+    sender = BotSender(BOT_TOKEN, str(OWNER_ID), base_url=seam.url + "/bot", timeout_s=TIMEOUT_S)
+    try:
+        await sender.edit(OWNER_ID, message_id, "request #7: approved")
+        await sender.edit(OWNER_ID, message_id, "request #7: approved")  # no change: done
+        (edited,) = seam.emulator.messages
+        assert edited["text"] == "request #7: approved"
+        assert not (edited.get("reply_markup") or {}).get("inline_keyboard")
+        await sender.edit(OWNER_ID, 999, "no such message")  # gone: nothing left to do
+        assert [e["text"] for e in edited["edits"]] == ["request #7: order the bag?"]
+    finally:
+        await sender.aclose()
 
 
 async def test_the_commands_menu_is_what_was_registered(seam: Seam) -> None:

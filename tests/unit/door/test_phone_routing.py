@@ -108,11 +108,6 @@ class ScriptedTelegram:
     async def answer_callback(self, query_id: str, text: str) -> None:
         raise AssertionError("the phone's routing answers no callback itself")
 
-    async def edit(
-        self, chat_id: int, message_id: int, text: str, *, buttons: Buttons | None = None
-    ) -> None:
-        raise AssertionError("the phone's routing edits nothing itself")
-
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
         self.commands = list(commands)
 
