@@ -16,7 +16,7 @@ import pytest
 from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import BadRequest, Conflict
 
-from chief.telegram.emulator import BOT_USER, create_emulator
+from chief.telegram.emulator import BOT_USER, EmulatorState, create_emulator
 from chief.telegram.sender import TransportRequest
 from tests.support.asgi import serve_asgi
 from tests.support.door import BOT_TOKEN
@@ -34,6 +34,7 @@ class Phone:
     bot: Bot
     owner: AsyncEmulatorOwner
     url: str
+    emulator: EmulatorState
 
 
 def _bot(url: str) -> Bot:
@@ -48,11 +49,11 @@ def _bot(url: str) -> Bot:
 
 @pytest.fixture
 async def phone() -> AsyncIterator[Phone]:
-    app, _ = create_emulator(token=BOT_TOKEN)
+    app, state = create_emulator(token=BOT_TOKEN)
     async with serve_asgi(app) as url, AsyncEmulatorOwner(url) as owner:
         bot = _bot(url)
         async with bot:
-            yield Phone(bot, owner, url)
+            yield Phone(bot, owner, url, state)
 
 
 def keyboard(*labels: str) -> InlineKeyboardMarkup:
@@ -117,14 +118,8 @@ async def test_long_poll_wakes_when_an_update_arrives_and_is_bounded_by_its_time
 
 
 async def _until_polling(phone: Phone) -> None:
-    """Wait (bounded) until the emulator holds a long poll, read from its call count."""
-    import httpx
-
-    async with httpx.AsyncClient(base_url=phone.url, trust_env=False) as client:
-        with anyio.fail_after(10):
-            while (await client.get("/emulator/calls")).json()["calls"].get("getupdates", 0) < 1:
-                await anyio.sleep(0.01)
-    await anyio.sleep(0.05)  # the call was counted; let it reach its wait
+    """Wait (bounded) until the emulator holds a long poll open (its own state says so)."""
+    await phone.owner.wait_for(lambda _: phone.emulator.updates.polling, what="a long poll")
 
 
 async def test_an_offset_confirms_and_a_replay_delivers_the_same_update_again(
