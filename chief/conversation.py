@@ -39,7 +39,6 @@ from chief.errors import ChiefConfigError, ChiefError
 from chief.landing import DRAIN_BATCH_ROWS, Landings, ReportHop, accept_and_land
 from chief.model import (
     NO_EXTRAS,
-    Ask,
     Extras,
     Message,
     check_message,
@@ -49,11 +48,7 @@ from chief.model import (
 )
 from chief.store import (
     Accepted,
-    AskEdit,
-    AskMessage,
     ChiefStore,
-    InDoubt,
-    QueuedRing,
     ReportRow,
     TelegramQueueStatus,
 )
@@ -86,6 +81,12 @@ class Chief:
         self._pass_finished = anyio.Event()
         self._landings = Landings()
         self._log = log.bind(chief_id=chief_id)
+
+    @property
+    def store(self) -> ChiefStore:
+        """The Chief's chief.db store: the door's sender and ask task work on its Telegram
+        queue and asks directly (a report still goes through the Chief, under its turn lock)."""
+        return self._store
 
     @classmethod
     @asynccontextmanager
@@ -253,78 +254,15 @@ class Chief:
         """Queue a Telegram entry that has no outbox row; its queue seq and the entries ahead."""
         return await self._store.queue_telegram(text)
 
-    async def telegram_head(self, limit: int) -> list[QueuedRing]:
-        """The first `limit` entries of the Telegram queue, oldest first."""
-        return await self._store.telegram_head(limit)
-
-    async def mark_rung(
-        self,
-        seqs: list[int],
-        outbox_ids: list[str],
-        telegram_message_id: int,
-        chat_id: int | str | None = None,
-    ) -> None:
-        """Mark the rows one Telegram message carried as sent and take them off the queue; an
-        ask it rang is remembered as (chat_id, message id) against its request."""
-        await self._store.mark_rung(seqs, outbox_ids, telegram_message_id, chat_id)
-
-    async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
-        """Record a failed try of these entries and when to try again."""
-        await self._store.defer_rings(seqs, next_attempt_at, error)
-
-    async def begin_send(self, seqs: list[int], send_id: str) -> None:
-        """Record durably, before the send, that send `send_id` carries these entries."""
-        await self._store.begin_send(seqs, send_id)
-
-    async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]:
-        """Turn each send still in flight into an in-doubt event (its rows ring once more, as
-        one group, marked); with `next_attempt_at`, not before it."""
-        return await self._store.record_doubts(reason, next_attempt_at)
-
     async def telegram_status(self) -> TelegramQueueStatus:
         """The Telegram queue as an operator sees it."""
         return await self._store.telegram_status()
 
-    # -- the door's asks (chief.store.asks: tokens, ask messages, the edits settles owe)
-
-    async def queue_ask(self, ask: Ask, text: str) -> tuple[int, int]:
-        """Ring `ask` again: its request open with live buttons and an ask entry queued; the
-        entry's seq and the entries ahead of it."""
-        return await self._store.queue_ask(ask, text)
-
-    async def due_ask_edits(self, now: float, limit: int) -> list[AskEdit]:
-        """The edits settles owe that are due at `now` (unix seconds), oldest first."""
-        return await self._store.due_ask_edits(now, limit)
-
-    async def next_ask_edit_at(self) -> float | None:
-        """When the earliest owed edit is due (unix seconds), or None."""
-        return await self._store.next_ask_edit_at()
-
-    async def ask_edit_done(self, seq: int) -> None:
-        """An owed edit happened (or there is nothing left to edit)."""
-        await self._store.ask_edit_done(seq)
-
-    async def defer_ask_edit(self, seq: int, next_attempt_at: float, error: str) -> None:
-        """Record a failed try of an owed edit and when to try again."""
-        await self._store.defer_ask_edit(seq, next_attempt_at, error)
+    # -- the door's answers (the sender and the ask task work on `store` itself)
 
     async def pending_answers(self) -> int:
         """The owner's answers from the phone still waiting for the ledger."""
         return await self._store.pending_answers()
-
-    async def ask_button(self, token: str) -> tuple[str, int, str, bool] | None:
-        """(ask key, request id, choice, void) of a button token, or None."""
-        return await self._store.ask_button(token)
-
-    async def ask_by_message(
-        self, chat_id: int, message_id: int
-    ) -> tuple[str, int, list[str], bool] | None:
-        """(ask key, request id, choices, void) of the ask a Telegram message rang, or None."""
-        return await self._store.ask_by_message(chat_id, message_id)
-
-    async def messages_of_ask(self, ask_key: str) -> list[AskMessage]:
-        """Every message that rang the ask, oldest first (the last is its newest)."""
-        return await self._store.messages_of_ask(ask_key)
 
     # -- the drainer -------------------------------------------------------------------------
 

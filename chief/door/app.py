@@ -275,10 +275,10 @@ def build_ringer(
     wall_clock: Callable[[], datetime] | None = None,
     quiet: QuietOverride | None = None,
 ) -> Ringer:
-    """The door's Telegram sender task over `chief`'s queue (not started)."""
+    """The door's Telegram sender task over the queue in `chief`'s store (not started)."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
     return Ringer(
-        chief,
+        chief.store,
         sender if metrics is None else metered(sender, metrics),
         chat_id=sender.chat_id,
         quiet_hours=config.telegram_quiet_hours,
@@ -297,7 +297,7 @@ def build_asks(
 ) -> Asks:
     """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
-    return Asks(chief, sender, ringer, **options)
+    return Asks(chief.store, sender, ringer, **options)
 
 
 @asynccontextmanager

@@ -58,7 +58,7 @@ RETRY_S = 1.0
 
 
 class AskStore(Protocol):
-    """What the ask task needs of the Chief's store (`chief.conversation.Chief`)."""
+    """What the ask task needs of the Chief's store (`chief.store.ChiefStore`)."""
 
     async def queue_ask(self, ask: Ask, text: str) -> tuple[int, int]: ...
     async def due_ask_edits(self, now: float, limit: int) -> list[AskEdit]: ...

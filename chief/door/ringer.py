@@ -89,7 +89,7 @@ RESTART_DOUBT = "the door stopped between a send and its sent mark; the send may
 
 
 class RingQueue(Protocol):
-    """What the sender task needs of the Chief's store (`chief.conversation.Chief`)."""
+    """What the sender task needs of the Chief's store (`chief.store.ChiefStore`)."""
 
     async def telegram_head(self, limit: int) -> list[QueuedRing]: ...
     async def mark_rung(

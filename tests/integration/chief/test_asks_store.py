@@ -46,18 +46,18 @@ async def test_a_settle_during_the_asks_send_queues_its_edit_with_the_mark(tmp_p
     async with opened(tmp_path) as chief:
         seq = await notify(chief, "ask", "request #7: order?", Extras(ask=ASK))
         assert seq is not None
-        [head] = await chief.telegram_head(10)
+        [head] = await chief.store.telegram_head(10)
         assert [label for label, _ in head.buttons] == ["approve", "decline"]
-        await chief.begin_send([seq], "send-1")  # the ask is on its way to Telegram
+        await chief.store.begin_send([seq], "send-1")  # the ask is on its way to Telegram
         await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
-        assert next(e.seq for e in await chief.telegram_head(10)) == seq  # in flight: kept
-        await chief.mark_rung([seq], ["ask"], 501, CHAT)
-        assert await chief.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
+        assert next(e.seq for e in await chief.store.telegram_head(10)) == seq  # in flight: kept
+        await chief.store.mark_rung([seq], ["ask"], 501, CHAT)
+        assert await chief.store.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
         assert edits(chief) == [(CHAT, 501, "request #7: order?\n\nrequest #7 closed")]
         await notify(chief, "settle-2", "request #7 abandoned", Extras(settles=SETTLE))
         assert len(edits(chief)) == 1  # once per ask
         for _, token in head.buttons:
-            assert (await chief.ask_button(token) or ("", 0, "", False))[3] is True
+            assert (await chief.store.ask_button(token) or ("", 0, "", False))[3] is True
 
 
 @pytest.mark.parametrize("outcome", ["failed", "in_doubt"])
@@ -67,14 +67,16 @@ async def test_a_settle_during_a_send_that_did_not_ring_for_sure_drops_the_ask(
     async with opened(tmp_path) as chief:
         seq = await notify(chief, "ask", "request #7: order?", Extras(ask=ASK))
         assert seq is not None
-        await chief.begin_send([seq], "send-1")
+        await chief.store.begin_send([seq], "send-1")
         await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
         if outcome == "failed":
-            await chief.defer_rings([seq], 0.0, "refused")
+            await chief.store.defer_rings([seq], 0.0, "refused")
         else:
-            [event] = await chief.record_doubts("the answer was lost", 0.0)
+            [event] = await chief.store.record_doubts("the answer was lost", 0.0)
             assert event.seqs == [seq]  # the event is still recorded
-        assert [entry.text for entry in await chief.telegram_head(10)] == ["request #7 closed"]
+        assert [entry.text for entry in await chief.store.telegram_head(10)] == [
+            "request #7 closed"
+        ]
 
 
 async def test_a_fresh_ledgers_ask_of_the_same_request_id_is_another_ask(
@@ -82,35 +84,35 @@ async def test_a_fresh_ledgers_ask_of_the_same_request_id_is_another_ask(
 ) -> None:
     async with opened(tmp_path) as chief:
         await notify(chief, "ask-old", "request #7: order?", Extras(ask=ASK))
-        [old] = await chief.telegram_head(10)
-        await chief.mark_rung([old.seq], ["ask-old"], 501, CHAT)
+        [old] = await chief.store.telegram_head(10)
+        await chief.store.mark_rung([old.seq], ["ask-old"], 501, CHAT)
         await notify(chief, "settle", "request #7 closed", Extras(settles=SETTLE))
         # The same row again changes nothing: it rang, its sent mark answers.
         assert await notify(chief, "ask-old", "request #7: order?", Extras(ask=ASK)) is None
         # A fresh ledger files its own request #7: a new row, a new ask (its own key).
         fresh = Ask(7, "q-" + "f" * 32, "walk?", ("ok",))
         seq = await notify(chief, "ask-new", "request #7: walk?", Extras(ask=fresh))
-        settled, new = await chief.telegram_head(10)
+        settled, new = await chief.store.telegram_head(10)
         assert (settled.text, new.seq) == ("request #7 closed", seq)
         assert [label for label, _ in new.buttons] == ["ok"]
         assert {token for _, token in new.buttons}.isdisjoint(token for _, token in old.buttons)
         for _, token in old.buttons:
-            assert (await chief.ask_button(token) or ("", 0, "", False))[3] is True
+            assert (await chief.store.ask_button(token) or ("", 0, "", False))[3] is True
         for _, token in new.buttons:
-            assert await chief.ask_button(token) == (fresh.key, 7, "ok", False)
+            assert await chief.store.ask_button(token) == (fresh.key, 7, "ok", False)
         # The old message is still the old ask's: settled, its choices, never the new one's.
-        assert await chief.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
+        assert await chief.store.ask_by_message(CHAT, 501) == (KEY, 7, ["approve", "decline"], True)
 
 
 async def test_a_reask_of_an_open_request_keeps_its_tokens(tmp_path: Path) -> None:
     async with opened(tmp_path) as chief:
         await notify(chief, "ask", "request #7: order?", Extras(ask=ASK))
-        [first] = await chief.telegram_head(10)
-        await chief.mark_rung([first.seq], ["ask"], 501, CHAT)
-        seq, ahead = await chief.queue_ask(ASK, "request #7: order? (approve / decline)")
+        [first] = await chief.store.telegram_head(10)
+        await chief.store.mark_rung([first.seq], ["ask"], 501, CHAT)
+        seq, ahead = await chief.store.queue_ask(ASK, "request #7: order? (approve / decline)")
         assert ahead == 0
-        [again] = await chief.telegram_head(10)
+        [again] = await chief.store.telegram_head(10)
         assert (again.seq, again.outbox_id, again.buttons) == (seq, None, first.buttons)
-        await chief.mark_rung([seq], [], 502, CHAT)
-        messages = await chief.messages_of_ask(KEY)
+        await chief.store.mark_rung([seq], [], 502, CHAT)
+        messages = await chief.store.messages_of_ask(KEY)
         assert [message.message_id for message in messages] == [501, 502]

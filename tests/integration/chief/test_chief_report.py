@@ -212,8 +212,8 @@ async def test_an_error_in_the_body_propagates_as_itself(chief_config: ChiefConf
 
 async def test_a_sent_mark_is_written_once_and_counted(chief_config: ChiefConfig) -> None:
     async with Chief.open(chief_config) as chief:
-        await chief.mark_rung([], ["41"], 9001)
-        await chief.mark_rung([], ["41"], 9002)  # a repeat writes nothing
+        await chief.store.mark_rung([], ["41"], 9001)
+        await chief.store.mark_rung([], ["41"], 9002)  # a repeat writes nothing
         _, accepted = await chief.report_notify("row 41", "41", wait=1.0, queue_telegram=True)
         assert (accepted.already_sent, accepted.telegram_message_id) == (True, 9001)
         assert accepted.telegram_seq is None  # rung already: not queued again

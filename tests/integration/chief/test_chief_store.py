@@ -151,8 +151,8 @@ async def test_a_chief_db_of_the_second_schema_keeps_its_queue_with_nothing_in_f
             "VALUES ('9', 'row 9', '2026-11-29T00:00:00+00:00')"
         )
     async with Chief.open(chief_config) as chief:
-        assert await chief.record_doubts("restart", None) == []
-        (head,) = await chief.telegram_head(10)
+        assert await chief.store.record_doubts("restart", None) == []
+        (head,) = await chief.store.telegram_head(10)
         assert (head.outbox_id, head.repeat_of) == ("9", None)
         assert (await chief.telegram_status()).in_doubt_events == 0
     assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
@@ -164,25 +164,25 @@ async def test_a_send_left_in_flight_is_one_in_doubt_event_that_keeps_its_group(
     async with Chief.open(chief_config) as chief:
         for n in (1, 2, 3):
             await chief.report_notify(f"row {n}", str(n), wait=1.0, queue_telegram=True)
-        first, second, third = await chief.telegram_head(10)
-        await chief.begin_send([first.seq, second.seq], "send-a")
+        first, second, third = await chief.store.telegram_head(10)
+        await chief.store.begin_send([first.seq, second.seq], "send-a")
     # The door died: the next opener finds the send in flight.
     async with Chief.open(chief_config) as chief:
-        (event,) = await chief.record_doubts("restart", None)
+        (event,) = await chief.store.record_doubts("restart", None)
         assert (event.send_id, event.seqs, event.outbox_ids) == (
             "send-a",
             [first.seq, second.seq],
             ["1", "2"],
         )
-        head = await chief.telegram_head(10)
+        head = await chief.store.telegram_head(10)
         assert [entry.repeat_of for entry in head] == ["send-a", "send-a", None]
         assert [entry.attempts for entry in head] == [0, 0, 0]  # due at once
-        assert await chief.record_doubts("restart", None) == []  # recorded once
+        assert await chief.store.record_doubts("restart", None) == []  # recorded once
         # The repeat in flight fails plainly: its group stays, its in-flight record goes.
-        await chief.begin_send([first.seq, second.seq], "send-b")
-        await chief.defer_rings([first.seq, second.seq], 0.0, "refused")
-        assert await chief.record_doubts("restart", None) == []
-        head = await chief.telegram_head(10)
+        await chief.store.begin_send([first.seq, second.seq], "send-b")
+        await chief.store.defer_rings([first.seq, second.seq], 0.0, "refused")
+        assert await chief.store.record_doubts("restart", None) == []
+        head = await chief.store.telegram_head(10)
         assert [entry.repeat_of for entry in head] == ["send-a", "send-a", None]
         assert (await chief.telegram_status()).in_doubt_events == 1
     assert query(

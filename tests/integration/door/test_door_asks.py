@@ -111,11 +111,11 @@ async def test_an_ask_rings_alone_with_its_buttons_while_the_rows_around_it_dige
         for label, data in shown:
             assert TOKEN.match(data), data
             assert 1 <= len(data.encode()) <= 64
-            assert await stack.chief.ask_button(data) == (key(7), 7, label, False)
+            assert await stack.chief.store.ask_button(data) == (key(7), 7, label, False)
         assert len({data for _, data in shown}) == count
-        remembered = await stack.chief.ask_by_message(int(CHAT_ID), asked["message_id"])
+        remembered = await stack.chief.store.ask_by_message(int(CHAT_ID), asked["message_id"])
         assert remembered == (key(7), 7, choices, False)
-        assert await stack.chief.ask_by_message(int(CHAT_ID), first["message_id"]) is None
+        assert await stack.chief.store.ask_by_message(int(CHAT_ID), first["message_id"]) is None
 
 
 async def test_button_tokens_are_opaque_and_differ_between_requests(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ async def test_an_ask_without_choices_rings_alone_and_is_remembered(tmp_path: Pa
         ]
         asked = stack.emulator.messages[1]
         assert buttons(asked) == []
-        remembered = await stack.chief.ask_by_message(int(CHAT_ID), asked["message_id"])
+        remembered = await stack.chief.store.ask_by_message(int(CHAT_ID), asked["message_id"])
         assert remembered == (key(9), 9, [], False)
 
 
@@ -191,7 +191,7 @@ async def test_a_settle_edits_the_ask_message_and_removes_its_buttons(tmp_path: 
         assert message["reply_markup"] is None  # the keyboard removed, not left empty
         assert len(message["edits"]) == 1
         for token in tokens:
-            button = await stack.chief.ask_button(token)
+            button = await stack.chief.store.ask_button(token)
             assert button is not None
             assert button[3] is True
         assert stack.emulator.texts()[-1] == closed  # the settle's own line rang too
@@ -232,7 +232,7 @@ async def test_a_settle_in_the_asks_own_batch_leaves_no_button_anywhere(tmp_path
         # A retry of the ask row does not bring it back.
         again = await stack.notify(ask("ask", 7, CHOICES[2]))
         assert again.json()["telegram"] == "not_rung"
-        assert await stack.chief.messages_of_ask(key(7)) == []
+        assert await stack.chief.store.messages_of_ask(key(7)) == []
 
 
 async def test_a_settle_before_a_deferred_ask_rang_means_it_never_rings(tmp_path: Path) -> None:
@@ -245,7 +245,7 @@ async def test_a_settle_before_a_deferred_ask_rang_means_it_never_rings(tmp_path
         await rung(stack, 1)
         assert stack.emulator.texts() == ["request #7 closed by owner: decline"]
         assert all(buttons(message) == [] for message in stack.emulator.messages)
-        assert await stack.chief.messages_of_ask(key(7)) == []
+        assert await stack.chief.store.messages_of_ask(key(7)) == []
 
 
 async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Path) -> None:
@@ -272,15 +272,15 @@ async def test_reask_rings_the_request_again_with_its_live_buttons(tmp_path: Pat
         old, again, eight, nine = stack.emulator.messages
         assert again["text"] == "request #7: order the bigger bag? (approve / decline)"
         assert buttons(again) == buttons(old)  # the same live tokens
-        messages = await stack.chief.messages_of_ask(key(7))
+        messages = await stack.chief.store.messages_of_ask(key(7))
         assert [m.message_id for m in messages] == [old["message_id"], again["message_id"]]
         for message in (old, again):
-            remembered = await stack.chief.ask_by_message(int(CHAT_ID), message["message_id"])
+            remembered = await stack.chief.store.ask_by_message(int(CHAT_ID), message["message_id"])
             assert remembered == (key(7), 7, CHOICES[2], False)
         assert (eight["text"], buttons(eight)) == ("request #8: walk the dog?", [])
         assert [label for label, _ in buttons(nine)] == ["s", "m"]
         token = buttons(nine)[1][1]
-        assert await stack.chief.ask_button(token) == (key(9), 9, "m", False)
+        assert await stack.chief.store.ask_button(token) == (key(9), 9, "m", False)
         # Settled, every message that rang it is edited.
         await stack.notify(settle("settle", 7))
         await wait_until(
@@ -310,5 +310,5 @@ async def test_an_ask_in_doubt_rings_again_alone_marked_with_the_same_buttons(
         assert repeat["text"] == REPEAT_MARKER + ask_text(7, CHOICES[2])  # alone, marked
         assert after["text"] == "todo #4 done: after"
         assert buttons(repeat) == buttons(first) != []
-        remembered = await stack.chief.ask_by_message(int(CHAT_ID), repeat["message_id"])
+        remembered = await stack.chief.store.ask_by_message(int(CHAT_ID), repeat["message_id"])
         assert remembered == (key(7), 7, CHOICES[2], False)

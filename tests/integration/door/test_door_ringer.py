@@ -38,7 +38,7 @@ async def test_the_sender_outlives_an_unexpected_failure_and_keeps_order(tmp_pat
     config = ChiefConfig(db_path=tmp_path / "chief.db", owner="owner")
     telegram = FlakyTelegram()
     async with Chief.open(config) as chief, anyio.create_task_group() as tasks:
-        ringer = Ringer(chief, telegram, chat_id="4242")
+        ringer = Ringer(chief.store, telegram, chat_id="4242")
         await tasks.start(ringer.run)
         for n in (1, 2):
             _, reported = await chief.report_notify(
@@ -86,7 +86,7 @@ async def test_a_send_in_doubt_rings_again_as_the_same_group_marked_not_grown(
         rows = [f"row {n}" for n in range(1, 6)]
         for n in (1, 2, 3):  # queued before the sender starts: the first message is a digest
             await chief.report_notify(rows[n - 1], str(n), wait=1.0, queue_telegram=True)
-        ringer = Ringer(chief, telegram, chat_id="4242")
+        ringer = Ringer(chief.store, telegram, chat_id="4242")
         await tasks.start(ringer.run)
         with anyio.fail_after(10):
             await telegram.first.wait()

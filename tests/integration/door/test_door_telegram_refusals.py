@@ -73,7 +73,7 @@ async def next_attempt_at(stack: DoorStack, *, attempts: int) -> float:
     chief = stack.chief
 
     async def deferred() -> float | None:
-        (head,) = await chief.telegram_head(1)
+        (head,) = await chief.store.telegram_head(1)
         return head.next_attempt_at if head.attempts >= attempts else None
 
     found: float = await wait_until(deferred, what=f"failed try {attempts} to be recorded")
