@@ -36,7 +36,9 @@ def configure_logging(json: bool | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (text and newline together): print() writes them apart when stderr
+        # is unbuffered, and another process sharing the stream splices its line in between.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
         cache_logger_on_first_use=False,
     )

@@ -26,7 +26,9 @@ def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
     """One JSON log line on stderr, shaped like the structlog output, without structlog."""
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     line = {**fields, "event": event, "level": level, "timestamp": stamp}
-    print(jsonlib.dumps(line, default=str), file=sys.stderr, flush=True)
+    # One write, text and newline together (see configure_logging).
+    sys.stderr.write(jsonlib.dumps(line, default=str) + "\n")
+    sys.stderr.flush()
 
 
 def configure_logging(json: bool | None = None) -> None:
@@ -48,7 +50,9 @@ def configure_logging(json: bool | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (text and newline together): print() writes them apart when stderr
+        # is unbuffered, and another process sharing the stream splices its line in between.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
         cache_logger_on_first_use=False,
     )
