@@ -46,6 +46,7 @@ from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
 from engine.errors import CoopError
+from engine.faults import fault
 from notifier import delivery
 from notifier.config import NotifierConfig
 from notifier.delivery import Database, open_own_connection
@@ -177,6 +178,9 @@ class Daemon:
                 f"the ledger {self.config.db_path} is in service mode: only its owner service"
                 " (`coop serve`) drains it; run that instead, or `coop cutover --undo` first"
             )
+        # Test-only seam: a daemon that found local mode, not yet holding the lock (a cutover
+        # may land right here).
+        fault("notifier.daemon.before_lock")
         instance = InstanceLock(self.config.db_path)
         instance.acquire()  # before any task group: a refusal stays one plain error
         try:
@@ -260,6 +264,7 @@ class Daemon:
             self._kicked = False
             self._wake = anyio.Event()
             try:
+                fault("notifier.daemon.before_drain")  # test-only seam: a daemon held asleep
                 report = await worker.drain()
                 if report.outcome is DrainOutcome.STOPPED:
                     return True
