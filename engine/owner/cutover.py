@@ -17,7 +17,8 @@ refused by the database (fail closed); re-run the cutover, or undo it.
 The fence is installed by cutover and dropped by undo (not merely disabled), so in local mode
 the database carries no trace of it. Undo is an operator act: it drops the fence and records a
 `cutover_undo` event in the same transaction, then removes the owner file and the credential
-it created, and returns the list of what it did for the CLI to print.
+it created (each removal made durable by a directory fsync), and returns the list of what it
+did for the CLI to print.
 """
 
 from __future__ import annotations
@@ -142,14 +143,29 @@ def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
         conn.close()
     if removed:
         done.append(f"dropped the fence ({len(removed)} triggers) on {path}")
+    removed_from: set[Path] = set()
     if owner_file.exists():
         owner_file.unlink()
+        removed_from.add(owner_file.parent)
         done.append(f"removed the owner file {owner_file}")
     # Only the credential this module creates: an owner file could name any path.
     credential = credential_path(path)
     if credential.exists():
         credential.unlink()
+        removed_from.add(credential.parent)
         done.append(f"removed the owner credential {credential}")
+    for folder in removed_from:
+        # A removal is durable only once its folder is fsynced: a power cut would otherwise
+        # bring the owner file back beside the unfenced ledger, routing every caller again.
+        _fsync_dir(folder)
     if not done:
         done.append(f"{path} was already in local mode; nothing to undo")
     return done
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
