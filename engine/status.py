@@ -16,9 +16,9 @@ Four sources, each read where it lives:
 `--check` exits 0 when nothing needs a person, 1 when something does (a pending row older than
 `--max-pending-age`; in service mode, the owner service's daemon not delivering, with the row
 it strands and the daemon that holds the ledger instead, whatever the row's age; an uncertain
-receipt, a door that does not answer, a posture that is not
-normal, and with Telegram configured: Telegram refusing for good, or the door's Telegram queue
-holding an entry older than the same `--max-pending-age`), 2 on a usage error. A door that does
+receipt, a door that does not answer, a posture that is not normal, and with Telegram
+configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
+than the same `--max-pending-age`), 2 on a usage error. A door that does
 not answer is itself the problem named; its Telegram queue is then unknown. The door is asked
 by `engine.door`; the lines an operator reads are `engine.cli.render.status_lines`.
 """
@@ -85,8 +85,9 @@ def owner_service(db: str | None = None) -> dict[str, Any] | None:
     if config is None:
         return None
     url = str(config["url"]).rstrip("/") + "/status"
+    request = urllib.request.Request(url)  # noqa: S310 - the owner file's loopback URL
     try:
-        with loopback.open_url(urllib.request.Request(url), OWNER_TIMEOUT_S) as response:  # noqa: S310
+        with loopback.open_url(request, OWNER_TIMEOUT_S) as response:
             answer = json.loads(response.read())
     except (OSError, ValueError) as exc:
         return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
