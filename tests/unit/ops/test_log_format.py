@@ -21,9 +21,11 @@ COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
+def _restore_structlog() -> Iterator[None]:
+    """Leave structlog as the test found it, for the tests after it in this process."""
+    saved = structlog.get_config()
     yield
-    structlog.reset_defaults()
+    structlog.configure(**saved)
 
 
 def one_line(configure: Callable[[], None], capsys: pytest.CaptureFixture[str]) -> str:
