@@ -100,7 +100,8 @@ class Owner:
 
     def connect(self, synchronous: str = "FULL") -> sqlite3.Connection:
         """A new owner connection (fence function registered). The embedded notifier daemon
-        asks for `synchronous="NORMAL"`: its delivery marks only (README, "Durability")."""
+        asks for `synchronous="NORMAL"`: its delivery marks only (docs/architecture.md,
+        "Durability")."""
         return owner.register_fence_function(
             store.open_connection(self.db, check_same_thread=False, synchronous=synchronous)
         )
