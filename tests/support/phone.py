@@ -136,9 +136,10 @@ class EmulatorOwner:
     def next_update_id(self) -> int:
         return int(self._get("/emulator/updates")["next_id"])
 
-    def restart_ids(self, next_update_id: int) -> dict[str, Any]:
+    def restart_ids(self, next_update_id: int, *, expect: int = 200) -> dict[str, Any]:
         """Number the next update `next_update_id` (ids may go down, as Telegram's do)."""
-        return self._post("/emulator/updates/next_id", {"next_update_id": next_update_id}, 200)
+        body = {"next_update_id": next_update_id}
+        return self._post("/emulator/updates/next_id", body, expect)
 
     def reset(self) -> None:
         self._post("/emulator/reset", {}, 200)
@@ -215,6 +216,10 @@ class AsyncEmulatorOwner:
 
     async def pending_updates(self) -> list[int]:
         return list((await self._get("/emulator/updates"))["pending"])
+
+    async def restart_ids(self, next_update_id: int, *, expect: int = 200) -> dict[str, Any]:
+        body = {"next_update_id": next_update_id}
+        return await self._post("/emulator/updates/next_id", body, expect)
 
     async def reset(self) -> None:
         await self._post("/emulator/reset", {}, 200)
