@@ -190,7 +190,7 @@ COMMANDS.update(
             ),
             arg(
                 "--max-pending-age",
-                type=float,
+                # Text, converted by `status.max_pending_age`: a refusal echoes it as typed.
                 default=None,
                 metavar="SECONDS",
                 help="with --check: a pending row older than this needs a person"
@@ -226,18 +226,58 @@ for _group, _verb in COMMANDS:
         GROUP_VERBS.setdefault(_group, []).append(_verb)
 
 
-def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
-    """The group and the verb `argv` names for certain, else None for either: the group is the
-    first word after the top-level options (`--as X`, `--db=Y`), the verb the word after it."""
+def _after_top(argv: Sequence[str] | None) -> list[str]:
+    """The words after the top-level options (`--as X`, `--db=Y`)."""
     words = list(argv or ())
     while words and (words[0] in COMMON or words[0].startswith(("--as=", "--db="))):
         del words[: 1 if "=" in words[0] else 2]
+    return words
+
+
+def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
+    """The group and the verb `argv` names for certain, else None for either: the group is the
+    first word after the top-level options (`--as X`, `--db=Y`), the verb the word after it."""
+    words = _after_top(argv)
     group = words[0] if words and words[0] in GROUP_HELP else None
     if group is None:
         return None, None
     verbs = GROUP_VERBS.get(group)
     verb = words[1] if verbs is not None and len(words) > 1 and words[1] in verbs else None
     return group, verb
+
+
+def misnamed(argv: Sequence[str] | None) -> str | None:
+    """The one-line usage error for a line that names no command, or a group and no verb, or a
+    word where either goes that is none: the closest names suggested (`difflib`), in the words
+    a person typed, not argparse's (`argument group: invalid choice`). None for any other line,
+    which argparse parses (an option in that place, `--help`, a usage error further on)."""
+    words = _after_top(argv)
+    if not words:
+        return f"{PROG}: name a command: {', '.join(GROUP_HELP)} (see {PROG} --help)"
+    if words[0].startswith("-"):
+        return None
+    if words[0] not in GROUP_HELP:
+        return unknown_word(PROG, "command", words[0], list(GROUP_HELP))
+    verbs = GROUP_VERBS.get(words[0])
+    prog = f"{PROG} {words[0]}"
+    if verbs is None or (len(words) > 1 and words[1].startswith("-")):
+        return None
+    if len(words) == 1:
+        return f"{prog}: name a verb: {', '.join(verbs)} (see {prog} --help)"
+    if words[1] not in verbs:
+        return unknown_word(prog, "verb", words[1], verbs)
+    return None
+
+
+def unknown_word(prog: str, what: str, typed: str, known: list[str]) -> str:
+    """`prog: no command 'todoo'; did you mean todo? (see prog --help)`: the closest of `known`
+    by `difflib`, else all of them. The word is echoed as typed (a repr only escapes what a
+    terminal line cannot show)."""
+    import difflib
+
+    close = difflib.get_close_matches(typed, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"the {what}s are {', '.join(known)}"
+    return f"{prog}: no {what} {typed!r}; {hint} (see {prog} --help)"
 
 
 def dest(names: tuple[str, ...], settings: dict[str, Any]) -> str:
