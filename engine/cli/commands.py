@@ -167,12 +167,28 @@ def reconcile(args: Args, emit: Emit) -> None:
     receipts.prune()
 
 
+def backup(args: Args, emit: Emit) -> None:
+    from engine import backup
+
+    for line in backup.backup(args.dir, db=_db(args)):
+        emit(line)
+
+
+def restore(args: Args, emit: Emit) -> None:
+    from engine import backup
+
+    for line in backup.restore(args.dir, db=_db(args), with_chief=args.with_chief):
+        emit(line)
+
+
 #: The operator's commands, which run no verb of their own (`serve` is the engine service's
 #: process, not a command here). Every verb's command is derived (`engine.cli.tree`).
 COMMANDS: dict[tuple[str, str | None], Handler] = {
     ("status", None): status,
     ("cutover", None): cutover,
     ("reconcile", None): reconcile,
+    ("backup", None): backup,
+    ("restore", None): restore,
 }
 
 

@@ -211,6 +211,24 @@ COMMANDS.update(
             ),
         ),
         ("reconcile", None): Command("ask the owner what became of a request key", arg("key")),
+        ("backup", None): Command(
+            "copy coop.db and chief.db, online and checked, into a new folder inside DIR",
+            arg("dir", metavar="DIR", help="where backups go (created 0700)"),
+            description="Copy coop.db and chief.db through SQLite's backup API while the"
+            " services run, into DIR/coop-backup-<UTC time>, check each copy and print its rows.",
+        ),
+        ("restore", None): Command(
+            "put a backup's coop.db back (the services stopped)",
+            arg("dir", metavar="DIR", help="the backup folder `coop backup` printed"),
+            arg(
+                "--with-chief",
+                action="store_true",
+                help="restore chief.db too: the door forgets what it took since, so rows"
+                " delivered since ring again",
+            ),
+            description="Restore coop.db from a backup while no service holds it, and say what"
+            " is sent again and what is gone. chief.db stays as it is unless --with-chief.",
+        ),
     }
 )
 #: Every group's help line, in the order `--help` lists the groups.
