@@ -177,7 +177,8 @@ class Install:
         current = stamp.exists() and stamp.read_text(encoding="ascii").strip() == digest
         if current and (venv / "bin" / "python").exists():
             return
-        if not (venv / "bin" / "python").exists():
+        upgrade = (venv / "bin" / "python").exists()
+        if not upgrade:
             venv.parent.mkdir(parents=True, exist_ok=True)
             run([self.python, "-m", "venv", str(venv)], f"creating {VENV}")
             self.did(f"created {VENV} ({self.python})")
@@ -194,6 +195,8 @@ class Install:
         stamp.write_text(digest + "\n", encoding="ascii")
         alone = " alone, --no-deps" if self.no_deps else " and its dependencies"
         self.did(f"installed the project from {CHECKOUT} into {VENV}{alone}")
+        if upgrade:
+            print(f"{PROG}: running services keep the old code until restarted: {RESTART}")
 
     def settings(self) -> None:
         self.folder(SETTINGS_DIR, 0o755)
@@ -290,7 +293,7 @@ class Install:
         if not self.changed:
             print(f"{PROG}: nothing changed: the service is installed from this checkout{where}")
         else:
-            print(f"{PROG}: installed{where}; the services are not started")
+            print(f"{PROG}: installed{where}; it started no service")
         print(NEXT)
 
     def uninstall(self) -> None:
@@ -312,6 +315,7 @@ class Install:
         )
 
 
+RESTART = "systemctl restart coop-chief-door coop-engine"
 NEXT = f"""next: put the bot's token in {SETTINGS} (TELEGRAM_BOT_TOKEN), then pair the owner's chat
       with the door stopped (Telegram lets one reader take the bot's updates):
         systemd-run --pty --uid={USER} --gid={USER} -p EnvironmentFile={SETTINGS} \\

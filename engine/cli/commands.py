@@ -2,7 +2,8 @@
 from the verb's signature and the `@command` beside it: it calls the verb's public function
 (`engine.api.public`) with the parsed arguments and prints the answer (`engine.cli.render`), or
 the answer itself with `--json`. The operator's commands that run no verb (`status`, `cutover`,
-`reconcile`) have a handler each, in `COMMANDS`. `run` returns the verb's answer (for tests).
+`reconcile`, and `backup` and `restore`, which copy files rather than use the ledger) have a
+handler each, in `COMMANDS`. `run` returns the verb's answer (for tests).
 """
 
 from __future__ import annotations
