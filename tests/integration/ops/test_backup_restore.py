@@ -7,6 +7,7 @@ checked on the whole running stack in tests/e2e/proof/test_proof_restore.py.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -55,10 +56,10 @@ def one_line(done: subprocess.CompletedProcess[str], status: int = 1) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder with a ledger (two todos, a queued notification) and a Chief's chief.db."""
-    home = tmp_path / "home"
+    home = tmp_path_factory.mktemp("seed") / "home"
     home.mkdir(mode=0o700)
     for argv in (("todo", "add", "one"), ("todo", "add", "two"), ("notify", "hello")):
         assert run(home, *argv).returncode == 0
@@ -70,6 +71,12 @@ def ledger(tmp_path: Path) -> Path:
     )
     assert landed.returncode == 0, landed.stderr
     return home
+
+
+@pytest.fixture
+def ledger(seeded: Path, tmp_path: Path) -> Path:
+    """A copy of the seeded data folder, the test's own."""
+    return Path(shutil.copytree(seeded, tmp_path / "home"))
 
 
 @pytest.fixture
