@@ -27,7 +27,7 @@ import os
 import time
 
 from engine import config, store
-from engine.errors import CoopError, UsageError
+from engine.errors import BackupError, UsageError
 from engine.store import copies
 
 TYPE_CHECKING = False
@@ -50,10 +50,6 @@ CHIEF_LOCK = (".serve.lock", "the door (`chief serve`) or the Chief")
 LOST_TABLES = (("todos", "todo"), ("requests", "request"), ("coop_outbox", "outbox row"))
 
 __all__ = ["backup", "chief_db_path", "restore"]
-
-
-class BackupError(CoopError):
-    """The backup or the restore could not be made; nothing was changed."""
 
 
 def chief_db_path(environ: Mapping[str, str] | None = None) -> str:

@@ -4,11 +4,13 @@ Every verb's command is derived here from the verb itself (`engine.verbs`): its 
 line and the spelling of each parameter from the `@command` beside the function, each
 argument's type and default from the function's signature (read from the function object, no
 `inspect`), in the order the declaration spells them. The operator's commands that run no verb
-(`status`, `serve`, `cutover`, `reconcile`, `backup`, `restore`) are written below. `engine.cli.parser` builds
-argparse from the tree for `--help` and for every usage error; `quick_parse` reads the same
-tree to parse a plain, well-formed command line without argparse at all. argparse costs a cold
-`coop todo done` about a fifth of its time (the module, its gettext and locale lookups, a
-parser per level), which a verb that parses three words should not pay.
+(`status`, `serve`, `cutover`, `reconcile`, `backup`, `restore`) are written below.
+`engine.cli.parser` builds argparse from the tree for `--help` and for every usage error;
+`quick_parse` reads the same tree to parse a plain, well-formed command line without argparse
+at all. argparse costs a cold `coop todo done` about a fifth of its time (the module, its
+gettext and locale lookups, a parser per level), which a verb that parses three words should
+not pay. A line that names no command, or a word where one goes that is none, is answered by
+`misnamed` in a person's words (the closest names, by `difflib`), not argparse's.
 
 `quick_parse` answers exactly what argparse would, or nothing: it takes only exact option names
 (`--summary X`, `--summary=X`), positionals that do not start with `-`, values that convert and
