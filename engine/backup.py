@@ -177,7 +177,10 @@ def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
     held: list[int] = []
     try:
         for path, who in locks:
+            made = not os.path.exists(path)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            if made:
+                _as_folder_owner(path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -193,6 +196,14 @@ def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
     finally:
         for fd in held:
             os.close(fd)
+
+
+def _as_folder_owner(path: str) -> None:
+    """Give a file this command made to its folder's owner: a restore run as root must leave
+    nothing the service's user cannot open (a lock file, a ledger that was not there)."""
+    folder = os.stat(os.path.dirname(os.path.abspath(path)))
+    if os.geteuid() == 0 and (folder.st_uid, folder.st_gid) != (0, 0):
+        os.chown(path, folder.st_uid, folder.st_gid)
 
 
 def _drainer(ledger: str) -> str | None:
@@ -234,28 +245,35 @@ def _source(folder: str) -> str:
 
 
 def _meaning(backup_ids: dict[str, int], live_ids: dict[str, int], pending: int) -> list[str]:
-    """What the restore means for delivery, from the highest ids on both sides."""
+    """What the restore means for delivery, from the highest ids on both sides (`live_ids`
+    empty: there was no ledger)."""
     lines = [
         f"sent again: {_many(pending, 'outbox row')} pending in the backup; a row the door took"
         " since is answered already_sent and rings no second time; the others are delivered once"
+        if pending
+        else "sent again: nothing (no outbox row was pending in the backup)"
     ]
     gone = [
         _many(live_ids[table] - backup_ids.get(table, 0), what)
         for table, what in LOST_TABLES
         if live_ids.get(table, 0) > backup_ids.get(table, 0)
     ]
-    changes = live_ids.get("coop_events", 0) - backup_ids.get("coop_events", 0)
-    if gone or changes > 0:
+    changes = max(live_ids.get("coop_events", 0) - backup_ids.get("coop_events", 0), 0)
+    if not live_ids:
+        lines.append("gone: nothing (there was no ledger here)")
+    elif gone or changes:
+        rows = f"{', '.join(gone)} written after the backup, and " if gone else ""
         lines.append(
-            f"gone: {', '.join(gone) or 'no new rows'} written after the backup, and"
-            f" {_many(max(changes, 0), 'change')} to the ledger; the Chief keeps their lines"
-        )
-        lines.append(
-            "a request filed after the backup may still be asked on the phone: a tap or reply"
-            " there changes nothing and says the question is no longer in the ledger"
+            f"gone: {rows}{_many(changes, 'change')} made since (every todo and request is as the"
+            " backup has it); the Chief keeps the lines they reported"
         )
     else:
         lines.append("gone: nothing (the ledger had not changed since the backup)")
+    if live_ids.get("requests", 0) > backup_ids.get("requests", 0):
+        lines.append(
+            "a request filed after the backup may still be asked on the phone: a tap or a reply"
+            " there changes nothing, and says the question is no longer in the ledger"
+        )
     return lines
 
 
@@ -292,10 +310,10 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
             copies.max_ids(ledger),
             copies.pending_count(backup_ledger),
         )
-        copies.copy(backup_ledger, ledger)
+        _restore_file(backup_ledger, ledger)
         lines = [f"restored {ledger} from {backup_ledger}", *meaning]
         if with_chief:
-            copies.copy(backup_chief, chief)
+            _restore_file(backup_chief, chief)
             lines.append(_chief_restored(chief, backup_chief))
     if not with_chief:
         lines.append(
@@ -303,6 +321,15 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
             " rings twice; --with-chief restores it too"
         )
     return lines
+
+
+def _restore_file(copy: str, live: str) -> None:
+    """The backup's pages over the live file, through the backup API (it settles the live
+    file's WAL too; a copy of the bytes would leave a -wal to be replayed onto wrong pages)."""
+    made = not os.path.exists(live)
+    copies.copy(copy, live)
+    if made:
+        _as_folder_owner(live)
 
 
 def _chief_restored(chief: str, backup_chief: str) -> str:
