@@ -250,6 +250,8 @@ def _after_top(argv: Sequence[str] | None) -> list[str]:
     """The words after the top-level options (`--as X`, `--db=Y`)."""
     words = list(argv or ())
     while words and (words[0] in COMMON or words[0].startswith(("--as=", "--db="))):
+        if "=" not in words[0] and len(words) < 2:
+            break  # an option without its value: argparse says so
         del words[: 1 if "=" in words[0] else 2]
     return words
 
