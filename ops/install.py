@@ -307,12 +307,35 @@ class Install:
             opt.rmdir()
         if not self.changed:
             print(f"{PROG}: nothing to remove: the service is not installed")
-        print(
-            f"{PROG}: kept {DATA} (the data: coop.db, chief.db, the service key), {BACKUPS},"
-            f" {SETTINGS} (the settings, the bot's token) and the {USER} user (the data's"
-            f" owner); once they are not wanted: rm -r {DATA} {BACKUPS} {SETTINGS_DIR};"
-            f" userdel {USER}"
-        )
+        self.say_kept()
+
+    def say_kept(self) -> None:
+        """What --uninstall leaves, and how to remove it once the data is not wanted."""
+        kept = [
+            f"{path} ({what})"
+            for path, what in (
+                (DATA, "the data: coop.db, chief.db, the service key"),
+                (BACKUPS, "the backups"),
+                (SETTINGS, "the settings, with the bot's token"),
+            )
+            if self.at(path).exists()
+        ]
+        user = self._entry("passwd") if self.staged else _user_exists()
+        if user:
+            kept.append(f"the {USER} user (the data's owner)")
+        if kept:
+            print(
+                f"{PROG}: kept {', '.join(kept)}; once the data is not wanted:"
+                f" rm -r {DATA} {BACKUPS} {SETTINGS_DIR}; userdel {USER}"
+            )
+
+
+def _user_exists() -> bool:
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        return False
+    return True
 
 
 RESTART = "systemctl restart coop-chief-door coop-engine"
@@ -384,10 +407,10 @@ def main(argv: list[str]) -> int:
     install = Install(root, options.python, options.no_deps)
     os.umask(0o022)
     try:
-        root.mkdir(parents=True, exist_ok=True)
         if options.uninstall:
             install.uninstall()
         else:
+            root.mkdir(parents=True, exist_ok=True)
             install.install()
     except InstallError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
