@@ -27,6 +27,7 @@ import os
 import time
 
 from engine import config, store
+from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
 
@@ -41,8 +42,8 @@ FOLDER_PREFIX = "coop-backup-"
 STAMP = "%Y%m%dT%H%M%SZ"
 #: The locks whose holder writes the ledger: (the suffix after coop.db, who holds it).
 LEDGER_LOCKS = (
-    (".serve.lock", "`coop serve`"),
-    (".notifier.lock", "a notifier daemon (`coop-notifier run`)"),
+    (SERVE_LOCK_SUFFIX, "`coop serve`"),
+    (DAEMON_LOCK_SUFFIX, "a notifier daemon (`coop-notifier run`)"),
     (".drain-wait.lock", "a notifier drainer"),
 )
 CHIEF_LOCK = (".serve.lock", "the door (`chief serve`) or the Chief")

@@ -153,6 +153,8 @@ class _DoorParts:
                 db_path=str(self.chief_config.db_path),
                 owner_configured=self.service.chief is not None,
                 telegram_configured=self.sender is not None,
+                telegram_chat=self.door_config.telegram_chat_id,
+                telegram_chat_from=self.door_config.telegram_chat_from,
                 posture_file=str(self.door_config.posture_file or ""),
             )
             try:
