@@ -339,11 +339,13 @@ def _user_exists() -> bool:
 
 
 RESTART = "systemctl restart coop-chief-door coop-engine"
+PAIR = (
+    f"sudo sh -c 'set -a; . {SETTINGS}; exec runuser -u {USER} -- {VENV}/bin/chief telegram pair'"
+)
 NEXT = f"""next: put the bot's token in {SETTINGS} (TELEGRAM_BOT_TOKEN), then pair the owner's chat
-      with the door stopped (Telegram lets one reader take the bot's updates):
-        systemd-run --pty --uid={USER} --gid={USER} -p EnvironmentFile={SETTINGS} \\
-            {VENV}/bin/chief telegram pair
-      then start both: systemctl start coop-chief-door coop-engine"""
+      as the service user, with the door stopped (Telegram lets one reader take its updates):
+        {PAIR}
+      then start both: sudo systemctl start coop-chief-door coop-engine"""
 
 
 # ---- helpers ---------------------------------------------------------------------------------
