@@ -47,9 +47,10 @@ __all__ = [
 ]
 
 
-def max_pending_age(given_s: float | None, environ: dict[str, str] | None = None) -> float:
-    """`--max-pending-age`, else `COOP_STATUS_MAX_PENDING_AGE_S`, else 600 s: a positive, finite
-    number of seconds. nan would compare false with every age and switch the check off."""
+def max_pending_age(given_s: str | float | None, environ: dict[str, str] | None = None) -> float:
+    """`--max-pending-age` (its text as typed, or a number), else
+    `COOP_STATUS_MAX_PENDING_AGE_S`, else 600 s: a positive, finite number of seconds. nan would
+    compare false with every age and switch the check off. A refusal echoes the value as typed."""
     env = os.environ if environ is None else environ
     if given_s is not None:
         name, raw = "--max-pending-age", str(given_s)
