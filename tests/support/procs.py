@@ -8,7 +8,7 @@ whole stack together from these).
     door = Service("door", ["chief", "serve"], folder, "door.listening", env,
                    port_env="CHIEF_PORT")
     door.start(); door.events("door.delivered"); door.cpu_s(); door.terminate(); door.kill()
-    free_port(); cpu_s(pid); memory_kb(pid)      # the loopback and /proc helpers
+    free_port(); lasting_port(); cpu_s(pid); memory_kb(pid)   # the loopback and /proc helpers
 
 Every wait is bounded; a start that fails raises `WaitTimeout` with the tail of the process's
 log.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -91,6 +92,32 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def ephemeral_floor() -> int:
+    """The lowest port the kernel hands out for port 0 and outgoing connections."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def lasting_port(attempts: int = 200) -> int:
+    """A loopback port free right now and below the ephemeral range, for a process that comes
+    back on its port after a kill: a port 0 gave could be taken in the gap by any process's
+    outgoing connection (the power-cut run met `Address already in use` that way on a busy
+    machine); no connection is given a port from below that range."""
+    floor = ephemeral_floor()
+    low = max(1024, floor - 12_000)
+    for _ in range(attempts):
+        port = random.randrange(low, floor)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
 
 
 def cpu_s(pid: int) -> float:
@@ -183,7 +210,7 @@ class Service:
         env = dict(self.env)
         if faults:
             env["COOP_TEST_FAULTS"] = faults
-        port = str(self.port or 0) if self.keep_port else "0"
+        port = str(self.port or lasting_port()) if self.keep_port else "0"
         argv = list(self.argv)
         if not self.takes_port:
             pass

@@ -10,9 +10,11 @@ of every bench that starts processes (`tests.support.procs` holds the pieces).
     stack.stop()                          # SIGTERM in reverse start order: the exit statuses
     stack.close()                         # SIGKILL whatever a failed run left running
 
-Each process is a `procs.Service`: it starts on port 0 the first time and logs its port in its
-`*.listening` line; a restart reuses that port (the engine reads the door's URL once, the door
-the emulator's), so a killed part comes back where its peers look for it. Every start logs to
+Each process is a `procs.Service`: it starts on a free port below the ephemeral range the
+first time (`procs.lasting_port`; one on port 0 may be taken by an outgoing connection while
+the part is down) and logs its port in its `*.listening` line; a restart reuses that port
+(the engine reads the door's URL once, the door the emulator's), so a killed part comes back
+where its peers look for it. Every start logs to
 its own file under `<folder>/logs/`. Producers write coop.db directly (local mode, no owner
 file) and wake the daemon with a datagram (`COOP_KICK=datagram`): no detached one-shot drainer
 can outlive a test or a bench.
