@@ -45,6 +45,18 @@ def _db(args: Args) -> str | None:
     return getattr(args, "db", None)
 
 
+def printer(args: Args, emit: Emit) -> Emit:
+    """`emit`, through the one rule for what reaches a terminal (`engine.terminal`): a human
+    line escaped whole (a newline in a title must not forge the next line); a `--json` document
+    keeps its layout's newlines and reads back exactly (a line of it that is no JSON, as a
+    receipt line printed before a refusal, is escaped as a human line is)."""
+    if getattr(args, "json", False):
+        return lambda text: emit(
+            "\n".join(map(terminal.shown, terminal.shown_json(text).split("\n")))
+        )
+    return lambda text: emit(terminal.shown(text))
+
+
 # ---- the verbs: one runner, derived from each verb's signature and `@command` -------------
 
 
@@ -196,18 +208,6 @@ COMMANDS: dict[tuple[str, str | None], Handler] = {
     ("backup", None): backup,
     ("restore", None): restore,
 }
-
-
-def printer(args: Args, emit: Emit) -> Emit:
-    """`emit`, through the one rule for what reaches a terminal (`engine.terminal`): a human
-    line escaped whole (a newline in a title must not forge the next line); a `--json` document
-    keeps its layout's newlines and reads back exactly (a line of it that is no JSON, as a
-    receipt line printed before a refusal, is escaped as a human line is)."""
-    if getattr(args, "json", False):
-        return lambda text: emit(
-            "\n".join(map(terminal.shown, terminal.shown_json(text).split("\n")))
-        )
-    return lambda text: emit(terminal.shown(text))
 
 
 def run(args: Args, emit: Emit) -> Any:
