@@ -7,6 +7,9 @@ terminal. The two modules differ in their docstring only; the same properties ru
   separators, a lone surrogate), escapes each such character and nothing else, and keeps every
   other character as it is;
 - `shown_json` keeps a `json.dumps` document exact: `json.loads` reads the same value back.
+
+The services' console log lines (on a terminal) show a logged value escaped too, by both
+`configure_logging` twins (`chief.logs`, `notifier.logs`).
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chief import logs as chief_logs
 from chief import terminal as chief_terminal
 from engine import terminal as engine_terminal
+from notifier import logs as notifier_logs
 
 ROOT = Path(__file__).resolve().parents[2]
 TWINS: dict[str, ModuleType] = {"engine": engine_terminal, "chief": chief_terminal}
@@ -90,3 +96,18 @@ def test_the_sequences_seen_in_the_wild_are_shown_escaped(twin: str) -> None:
     assert shown("a\x00b\rc\nd\te\x7f") == "a\\x00b\\rc\\nd\\te\\x7f"
     assert shown("\u202eevil\u2066") == "\\u202eevil\\u2066"
     assert shown("café ✅ 日本 \U0001f600") == "café ✅ 日本 \U0001f600"
+
+
+@pytest.mark.parametrize("logs", [chief_logs, notifier_logs], ids=["chief", "notifier"])
+def test_a_console_log_line_shows_an_outside_value_escaped(
+    logs: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = structlog.get_config()
+    try:
+        logs.configure_logging(json=False)
+        structlog.get_logger("t").warning("door.x", error="\x1b]0;pwned\x07\x1b[2J\x9b\u202e")
+    finally:
+        structlog.configure(**saved)
+    err = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().err)  # the renderer's own colours
+    assert not ACTING.search(err.replace("\n", ""))
+    assert "\\x1b]0;pwned\\x07" in err
