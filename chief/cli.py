@@ -445,9 +445,9 @@ def render_message(message: Message) -> str:
     lines indented under the first. Only a newline starts a line; every other control in it (a
     CR, ESC, a C1 or bidi control) is shown escaped (`chief.terminal`)."""
     head = f"#{message.id:<5} {_local_time(message.created_at)}  {_label(message):<{LABEL_WIDTH}} "
-    lines = [shown(line) for line in message.content.split("\n")]
+    first, *rest = message.content.split("\n")
     indent = " " * len(head)
-    return "\n".join([head + lines[0], *(indent + line for line in lines[1:])])
+    return "\n".join([shown(head + first), *(indent + shown(line) for line in rest)])
 
 
 def _json_line(message: Message) -> str:
