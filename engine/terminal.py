@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import re
 
-#: The characters printed as their escape (see the module docstring).
-_ACTING = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+#: The characters printed as their escape (see the module docstring). Patterns, not compiled
+#: here: `re` compiles (about 1 ms) and caches one the first time a text holds anything unusual,
+#: which a cold `coop` printing plain titles never pays.
+_ACTING = r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 #: Inside a JSON document's strings `json.dumps` escapes C0 itself, and outside them its layout
 #: is spaces and newlines: only what it leaves raw (DEL and above, with `ensure_ascii=False`
 #: everything above) is escaped, as JSON's `\uXXXX`, which reads back as the very same text.
-_ACTING_IN_JSON = re.compile(
-    r"[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+_ACTING_IN_JSON = r"[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -49,10 +47,14 @@ def _json_spelled(found: re.Match[str]) -> str:
 
 def shown(text: str) -> str:
     """`text` as one line a terminal shows and never acts on."""
-    return _ACTING.sub(_spelled, text)
+    if text.isprintable():  # every character `_ACTING` names is one Python calls unprintable
+        return text
+    return re.sub(_ACTING, _spelled, text)
 
 
 def shown_json(document: str) -> str:
     """A `json.dumps` document a terminal shows and never acts on, which `json.loads` reads
     back exactly as the document itself would be read."""
-    return _ACTING_IN_JSON.sub(_json_spelled, document)
+    if document.isascii() and "\x7f" not in document:  # `ensure_ascii`'s, with no DEL
+        return document
+    return re.sub(_ACTING_IN_JSON, _json_spelled, document)
