@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args[0], args[1:])
     problem = _misnamed(args)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        print(shown(problem), file=sys.stderr)
         return EXIT_USAGE
     parser = _parser()
     parser.helps = " ".join(["chief", *_named(args)[0]])

@@ -72,7 +72,7 @@ def _parse(words: list[str]) -> Args:
         return quick
     problem = misnamed(words)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        print(shown(problem), file=sys.stderr)
         raise SystemExit(2)
     from engine.cli.parser import build_parser
 
