@@ -17,7 +17,11 @@ answer's key). What a tap or a reply becomes:
                                             settled (and how, when the door knows)
     a reply to an ask message            -> a new pending text answer: the ledger closes a
                                             request without choices with it, and keeps it as
-                                            a note on a request with choices
+                                            a note on a request with choices; a text longer
+                                            than the ledger keeps is cut, with a marker saying
+                                            so (`fit_reply`), and the owner told (`cut_note`)
+    a reply holding a NUL                -> nothing: refused as `coop` refuses a NUL in its
+                                            arguments, the owner told why
     a reply to any other message         -> not an answer
 
 Every answer names its ask key (the ledger's random key of the question the button or the
@@ -59,6 +63,8 @@ ANSWER_KEY_RE = re.compile(r"a-[0-9a-f]{32}")
 TOAST_MAX_CHARS = 200
 # What a text answer may carry to the ledger (its own limit, SPEC: 1..4000 characters).
 ANSWER_TEXT_MAX_CHARS = 4000
+#: The end of a reply cut to fit: what it was and what was kept, in the text the ledger keeps.
+CUT_MARKER = "\n[… cut by the door: {total} characters, the first {kept} kept]"
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ class Seen:
 
 @dataclass(frozen=True)
 class Refused:
-    """Nothing is recorded; the toast says why."""
+    """Nothing is recorded; the toast (for a reply: the door's reply) says why."""
 
     toast: str
 
@@ -184,14 +190,44 @@ def decide_tap(
 
 def decide_reply(
     replayed: Answer | None, asked: tuple[int, str] | None, text: str
-) -> NewAnswer | Seen | None:
+) -> NewAnswer | Seen | Refused | None:
     """What a reply becomes: `asked` is the (request id, ask key) of the ask message replied
-    to (None: not an ask message, so not an answer)."""
+    to (None: not an ask message, so not an answer). A NUL is refused, as `coop` refuses it in
+    an argument; a text past the ledger's limit is cut, marked (`fit_reply`)."""
     if replayed is not None:
         return Seen(replayed)
     if asked is None or not text.strip():
         return None
-    return NewAnswer(*asked, text=text[:ANSWER_TEXT_MAX_CHARS])
+    if "\x00" in text:
+        return Refused(
+            f"Request #{asked[0]}: your reply was not taken: it holds a NUL character, which "
+            "Coop does not keep. Send it again without it."
+        )
+    return NewAnswer(*asked, text=fit_reply(text))
+
+
+def fit_reply(text: str) -> str:
+    """`text` within ANSWER_TEXT_MAX_CHARS: as it is, or its beginning and `CUT_MARKER`."""
+    if len(text) <= ANSWER_TEXT_MAX_CHARS:
+        return text
+    kept = _kept_of(len(text))
+    return text[:kept] + CUT_MARKER.format(total=len(text), kept=kept)
+
+
+def _kept_of(total: int) -> int:
+    """How much of a reply of `total` characters `fit_reply` keeps, its marker included."""
+    return ANSWER_TEXT_MAX_CHARS - len(CUT_MARKER.format(total=total, kept=ANSWER_TEXT_MAX_CHARS))
+
+
+def cut_note(request_id: int, text: str) -> str | None:
+    """What the owner is told of a reply `fit_reply` cut (None: it was kept whole)."""
+    if len(text) <= ANSWER_TEXT_MAX_CHARS:
+        return None
+    kept = _kept_of(len(text))
+    return (
+        f"Request #{request_id}: your reply was {len(text)} characters, more than the "
+        f"{ANSWER_TEXT_MAX_CHARS} Coop keeps: it was cut to its first {kept}, marked as cut."
+    )
 
 
 def state_for(outcome: str) -> AnswerState:

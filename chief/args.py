@@ -10,6 +10,8 @@ import sys
 from collections.abc import Collection
 from typing import NoReturn
 
+from chief.terminal import shown
+
 EXIT_USAGE = 2
 #: The ports a TCP socket can bind; 0 asks the operating system for any free one.
 MAX_PORT = 65535
@@ -19,7 +21,8 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error prints `prog: message (see prog --help)` and exits 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        # argparse quotes an unrecognised argument as it came: escaped, as every line is.
+        print(shown(f"{self.prog}: {message} (see {self.prog} --help)"), file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
     def checked(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from chief.args import OneLineParser
 from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
+from chief.terminal import shown, shown_json
 
 if TYPE_CHECKING:
     from chief.cron import DoorAddress
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args[0], args[1:])
     problem = _misnamed(args)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        print(shown(problem), file=sys.stderr)
         return EXIT_USAGE
     parser = _parser()
     parser.helps = " ".join(["chief", *_named(args)[0]])
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
         options = parser.checked(parser.parse_args(args), own_words={"text"})
     except ChiefInputError as exc:
-        print(exc, file=sys.stderr)
+        print(shown(str(exc)), file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help and --version exit through argparse
         return exc.code if isinstance(exc.code, int) else EXIT_OK
@@ -311,7 +312,7 @@ def _failed(prefix: str, exc: Exception) -> int:
     """Print the error's one line; exit 2 for a wrong setting or input, 1 for anything else."""
     from chief.errors import ChiefConfigError
 
-    print(f"{prefix}: {exc}", file=sys.stderr)
+    print(shown(f"{prefix}: {exc}"), file=sys.stderr)
     return EXIT_USAGE if isinstance(exc, ChiefConfigError | ChiefInputError) else EXIT_FAILED
 
 
@@ -341,23 +342,33 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         return _failed("chief report", exc)
     key = outcome.source_key
     if outcome.how == "already":
-        print(f"chief report: {key} already landed as message #{outcome.message_id}; nothing new")
+        print(
+            shown(
+                f"chief report: {key} already landed as message #{outcome.message_id}; nothing new"
+            )
+        )
     elif outcome.how == "landed":
-        print(f"chief report: landed as message #{outcome.message_id} ({key}, by {outcome.by})")
+        print(
+            shown(f"chief report: landed as message #{outcome.message_id} ({key}, by {outcome.by})")
+        )
     elif outcome.how == "refused":
         # Durable, but a misconfiguration (the key, the posture) to fix: it lands only with the
         # door's next report or its next start.
         print(
-            f"chief report: queued as {key}, but {outcome.note}; it lands with the door's next "
-            "report or restart — check COOP_SERVICE_KEY_FILE and the posture",
+            shown(
+                f"chief report: queued as {key}, but {outcome.note}; it lands with the door's "
+                "next report or restart — check COOP_SERVICE_KEY_FILE and the posture"
+            ),
             file=sys.stderr,
         )
         return EXIT_FAILED
     else:
         why = f" ({outcome.note})" if outcome.note else ""
         print(
-            f"chief report: queued as {key}; the Chief is busy, so the line will land when it is "
-            f"free{why}"
+            shown(
+                f"chief report: queued as {key}; the Chief is busy, so the line will land when it "
+                f"is free{why}"
+            )
         )
     return EXIT_OK
 
@@ -430,24 +441,30 @@ def _local_time(created_at: str) -> str:
 
 
 def render_message(message: Message) -> str:
-    """One message as a person reads it: id, local time, speaker or badge, then the text."""
+    """One message as a person reads it: id, local time, speaker or badge, then the text, its
+    lines indented under the first. Only a newline starts a line; every other control in it (a
+    CR, ESC, a C1 or bidi control) is shown escaped (`chief.terminal`)."""
     head = f"#{message.id:<5} {_local_time(message.created_at)}  {_label(message):<{LABEL_WIDTH}} "
-    lines = message.content.splitlines() or [""]
+    first, *rest = message.content.split("\n")
     indent = " " * len(head)
-    return "\n".join([head + lines[0], *(indent + line for line in lines[1:])])
+    return "\n".join([shown(head + first), *(indent + shown(line) for line in rest)])
 
 
 def _json_line(message: Message) -> str:
-    return json.dumps(
-        {
-            "id": message.id,
-            "role": message.role,
-            "turn_kind": message.turn_kind,
-            "badge": BADGES.get(message.turn_kind, "") or None,
-            "origin": message.origin,
-            "external_request_id": message.external_request_id,
-            "created_at": message.created_at,
-            "content": message.content,
-        },
-        ensure_ascii=False,
+    """One message as a JSON line: exact (`json.loads` gives its text back), and nothing in it
+    a terminal acts on (`chief.terminal.shown_json`)."""
+    return shown_json(
+        json.dumps(
+            {
+                "id": message.id,
+                "role": message.role,
+                "turn_kind": message.turn_kind,
+                "badge": BADGES.get(message.turn_kind, "") or None,
+                "origin": message.origin,
+                "external_request_id": message.external_request_id,
+                "created_at": message.created_at,
+                "content": message.content,
+            },
+            ensure_ascii=False,
+        )
     )

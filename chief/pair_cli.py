@@ -25,6 +25,7 @@ from chief.errors import ChiefConfigError, ChiefError, TelegramUnavailable
 from chief.serve_lock import REPORT_HOLD_POLL_S, REPORT_HOLD_WAIT_S, REPORT_HOLDER, ServeLock
 from chief.telegram.pair import Countdown, PairingSession
 from chief.telegram.pairing import Pairing, read_pairing, remove_pairing
+from chief.terminal import shown
 
 PAIR = "chief telegram pair"
 UNPAIR = "chief telegram unpair"
@@ -37,7 +38,7 @@ CLOSE_BOUND_S = 2.0
 
 
 def _fail(prog: str, words: str, code: int = EXIT_FAILED) -> int:
-    print(f"{prog}: {words}", file=sys.stderr)
+    print(shown(f"{prog}: {words}"), file=sys.stderr)
     return code
 
 
@@ -54,8 +55,10 @@ def pair(timeout_s: float) -> int:
     try:
         if settings.chat_setting is not None:
             print(
-                f"{PAIR}: note: TELEGRAM_CHAT_ID={settings.chat_setting} is set, and it wins "
-                "over the pairing while it is set (unset it to use the pairing)",
+                shown(
+                    f"{PAIR}: note: TELEGRAM_CHAT_ID={settings.chat_setting} is set, and it wins "
+                    "over the pairing while it is set (unset it to use the pairing)"
+                ),
                 flush=True,
             )
         paired, last_error = anyio.run(_session, settings, timeout_s)
@@ -74,7 +77,8 @@ def pair(timeout_s: float) -> int:
             f"no /start with the code came within {timeout_s:g} s{failed}; nothing paired — "
             "run it again",
         )
-    print(f"{PAIR}: paired with {paired.who()}; saved in {settings.pairing_file}")
+    # who() is the names Telegram gave: printed escaped, as everything received is.
+    print(shown(f"{PAIR}: paired with {paired.who()}; saved in {settings.pairing_file}"))
     print("Start the door (`chief serve`): Coop's messages now come to that chat.")
     return EXIT_OK
 
@@ -107,9 +111,11 @@ async def _session(settings: PairSettings, timeout_s: float) -> tuple[Pairing | 
     countdown = Countdown(sys.stderr, PAIR)
     try:
         name = await session.start()
-        print(f"Bot: {name}")
-        print(f"In Telegram, open a private chat with {name} and send:\n")
-        print(f"    /start {session.code}\n")
+        print(shown(f"Bot: {name}"))
+        print(shown(f"In Telegram, open a private chat with {name} and send:"))
+        print()
+        print(f"    /start {session.code}")
+        print()
         print(f"Waiting up to {timeout_s:g} s (Ctrl-C to stop).", flush=True)
         deadline = time.monotonic() + timeout_s
         paired = await session.wait(deadline, settings.pairing_file, countdown.tick)
@@ -131,11 +137,13 @@ def unpair() -> int:
     except ChiefError as exc:
         return _fail(UNPAIR, str(exc))
     if not removed:
-        print(f"{UNPAIR}: nothing was paired (no {path})")
+        print(shown(f"{UNPAIR}: nothing was paired (no {path})"))
         return EXIT_OK
     who = f" with {pairing.who()}" if pairing is not None else " (it was not readable)"
     print(
-        f"{UNPAIR}: removed the pairing{who} ({path}); restart the door: it rings nothing until "
-        "you pair again or set TELEGRAM_CHAT_ID"
+        shown(
+            f"{UNPAIR}: removed the pairing{who} ({path}); restart the door: it rings nothing "
+            "until you pair again or set TELEGRAM_CHAT_ID"
+        )
     )
     return EXIT_OK

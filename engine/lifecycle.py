@@ -235,9 +235,12 @@ def settles_extra(request_id: int, ask_key: str, *, ring: bool = True) -> dict[s
 
 
 def require_answer_text(text: str) -> str:
-    """A text answer from the phone: 1 to `MAX_ANSWER_CHARS` characters, not blank."""
+    """A text answer from the phone: 1 to `MAX_ANSWER_CHARS` characters, not blank, and no
+    NUL (refused as the CLI refuses it in an argument; the door refuses it first)."""
     if not text.strip():
         raise UsageError("the answer is empty: say something")
+    if "\x00" in text:
+        raise UsageError("the answer holds a NUL character: send it again without it")
     if len(text) > MAX_ANSWER_CHARS:
         raise UsageError(f"the answer is {len(text)} characters; keep it to {MAX_ANSWER_CHARS}")
     return text.strip()

@@ -53,7 +53,9 @@ def configure_logging(json: bool | None = None) -> None:
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=True))
+        # repr: a value holding outside text (a title, an error a server wrote) reaches the
+        # terminal escaped, never acted on (engine.terminal's rule; JSON escapes it already).
+        processors.append(structlog.dev.ConsoleRenderer(colors=True, repr_native_str=True))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),

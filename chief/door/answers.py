@@ -2,7 +2,9 @@
 second path, the reverse of the notify door).
 
 A tap on an ask message's button, or a text reply to it, from the obeyed user (the phone loop,
-`chief.door.phone`, has already turned strangers away) goes:
+`chief.door.phone`, has already turned strangers away) goes (a reply's text is taken as `coop`
+takes an argument: one holding a NUL is refused, and one past the ledger's limit is cut with a
+marker; either way the owner is told, in a reply to the ask message, by `chief.answer_rules`):
 
     record      chief.db, one FULL commit (chief.store.answers, ruled by chief.answer_rules):
                 a new pending answer, or nothing (a replay, a double tap, a void token, a
@@ -55,6 +57,7 @@ from chief.answer_rules import (
     Seen,
     Tap,
     backoff_s,
+    cut_note,
     decide_reply,
     decide_tap,
     settled_line,
@@ -102,6 +105,7 @@ class AnswerPhone(Protocol):
     """What the answers need of Telegram (`chief.telegram.phone.TelegramPhone`)."""
 
     async def answer_callback(self, query_id: str, text: str) -> None: ...
+    async def reply(self, chat_id: int, text: str, *, reply_to: int | None = None) -> int: ...
 
 
 def new_answer_key() -> str:
@@ -185,11 +189,25 @@ class Answers:
             update_key=update_key(update),
         )
         recorded = await self.store.record_reply(reply, new_answer_key(), self.ask_of, decide_reply)
+        if isinstance(recorded, Refused):
+            await self._tell(reply, recorded.toast)
+            return
         if recorded is None or isinstance(recorded, Seen):
             return
         fault("door.answer_recorded")
         log.info("answers.recorded", answer_key=recorded.answer_key, request_id=recorded.request_id)
+        note = cut_note(recorded.request_id, reply.text)
+        if note is not None:
+            await self._tell(reply, note)
         await self._wait_settled(recorded)
+
+    async def _tell(self, reply: Reply, text: str) -> None:
+        """Tell the owner what became of their reply, in reply to the ask message it answers
+        (the bot's own, so Telegram always finds it)."""
+        try:
+            await self.phone.reply(reply.chat_id, text, reply_to=reply.message_id)
+        except ChiefError as exc:  # the answer stands (or was refused) all the same
+            log.info("answers.reply_note_failed", message_id=reply.message_id, error=str(exc))
 
     async def _wait_settled(self, answer: Answer) -> Answer:
         """Hand a pending answer to the forwarder and wait for the ledger's answer, at most

@@ -54,6 +54,7 @@ from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
 from chief.telegram.phone import BotPhone
 from chief.telegram.sender import BotSender, build_sender
+from chief.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
@@ -351,11 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         chief_config = ChiefConfig.from_env()
         door_config = DoorConfig.from_env()
     except ChiefError as exc:
-        print(f"chief serve: {exc}", file=sys.stderr)
+        print(shown(f"chief serve: {exc}"), file=sys.stderr)
         return 2
     if args.host is not None:
         if not is_loopback_host(args.host):
-            print(f"chief serve: --host {args.host} is not a loopback address", file=sys.stderr)
+            print(
+                shown(f"chief serve: --host {args.host} is not a loopback address"),
+                file=sys.stderr,
+            )
             return 2
         door_config = replace(door_config, host=args.host)
     if args.port is not None:
@@ -364,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lock.acquire()
     except ChiefError as exc:
-        print(f"chief serve: {exc}", file=sys.stderr)
+        print(shown(f"chief serve: {exc}"), file=sys.stderr)
         return 1
     try:
         app = create_app(door_config, chief_config)

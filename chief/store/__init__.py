@@ -379,8 +379,9 @@ class ChiefStore:
 
     async def record_reply(
         self, reply: Reply, answer_key: str, ask_of: AskOf, decide: Callable[..., Any]
-    ) -> Answer | Seen | None:
-        """`record_tap`'s twin for a text reply to an ask message."""
+    ) -> Answer | Seen | Refused | None:
+        """`record_tap`'s twin for a text reply to an ask message (Refused: nothing recorded,
+        the owner is told why)."""
         return await self._hop(write, answers.record_reply, reply, answer_key, ask_of, decide)
 
     async def settle_answer(

@@ -139,8 +139,10 @@ def record_reply(
     reply: Reply,
     answer_key: str,
     ask_of: AskOf,
-    decide: Callable[[Answer | None, tuple[int, str] | None, str], NewAnswer | Seen | None],
-) -> Answer | Seen | None:
+    decide: Callable[
+        [Answer | None, tuple[int, str] | None, str], NewAnswer | Seen | Refused | None
+    ],
+) -> Answer | Seen | Refused | None:
     """One transaction: the reply's facts, the rules' decision, a new text answer if so."""
     replayed = by_update(conn, reply.update_key)
     asked = None if replayed is not None else ask_of(conn, reply.chat_id, reply.message_id)

@@ -32,6 +32,7 @@ import sys
 
 from engine.cli.tree import PROG, misnamed, quick_parse, refusal
 from engine.errors import CoopError, UsageError
+from engine.terminal import shown
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -41,10 +42,11 @@ if TYPE_CHECKING:
 
 
 def _fail(exc: CoopError) -> int:
-    """One line with the error's exact words; its detail, if any, on a line of its own."""
-    print(f"{PROG}: {exc}", file=sys.stderr)
+    """One line with the error's exact words; its detail, if any, on a line of its own (each
+    escaped: a refusal may quote what it was given, or a stored title)."""
+    print(shown(f"{PROG}: {exc}"), file=sys.stderr)
     if exc.detail:
-        print(f"{PROG}: {exc.detail}", file=sys.stderr)
+        print(shown(f"{PROG}: {exc.detail}"), file=sys.stderr)
     return exc.exit_status
 
 
@@ -70,7 +72,7 @@ def _parse(words: list[str]) -> Args:
         return quick
     problem = misnamed(words)
     if problem is not None:
-        print(problem, file=sys.stderr)
+        print(shown(problem), file=sys.stderr)
         raise SystemExit(2)
     from engine.cli.parser import build_parser
 
@@ -102,6 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         # A folder or file the command needs (the data folder, the receipts) is not usable.
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"{PROG}: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(shown(f"{PROG}: {exc.strerror or exc}{where}"), file=sys.stderr)
         return 1
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from engine import api, lifecycle
+from engine import api, lifecycle, terminal
 from engine.cli import render, tree
 from engine.errors import NeedsAPerson, UsageError
 from engine.verbs.declare import cli_of
@@ -43,6 +43,18 @@ def _operator(args: Args) -> str:
 
 def _db(args: Args) -> str | None:
     return getattr(args, "db", None)
+
+
+def printer(args: Args, emit: Emit) -> Emit:
+    """`emit`, through the one rule for what reaches a terminal (`engine.terminal`): a human
+    line escaped whole (a newline in a title must not forge the next line); a `--json` document
+    keeps its layout's newlines and reads back exactly (a line of it that is no JSON, as a
+    receipt line printed before a refusal, is escaped as a human line is)."""
+    if getattr(args, "json", False):
+        return lambda text: emit(
+            "\n".join(map(terminal.shown, terminal.shown_json(text).split("\n")))
+        )
+    return lambda text: emit(terminal.shown(text))
 
 
 # ---- the verbs: one runner, derived from each verb's signature and `@command` -------------
@@ -199,7 +211,9 @@ COMMANDS: dict[tuple[str, str | None], Handler] = {
 
 
 def run(args: Args, emit: Emit) -> Any:
-    """Run the command `args` names: a verb's, or one of the operator's."""
+    """Run the command `args` names: a verb's, or one of the operator's; every line it prints
+    goes through `printer`."""
+    emit = printer(args, emit)
     words = (args.group, getattr(args, "verb", None))
     command = tree.COMMANDS[words]
     if command.verb is not None:

@@ -17,6 +17,7 @@ import argparse
 import os
 
 from engine.cli.tree import COMMANDS, GROUP_HELP, GROUP_VERBS, PROG, Exclusive, named
+from engine.terminal import shown
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.helps or self.prog} --help)\n")
+        # argparse quotes an unrecognised argument as it came: escaped, as every line is.
+        self.exit(2, shown(f"{self.prog}: {message} (see {self.helps or self.prog} --help)") + "\n")
 
 
 def _version() -> str:

@@ -1,0 +1,60 @@
+"""What a terminal may be given of a text: every line a person reads of `coop` (its answers, its
+refusals on stderr, the `--json` document) passes through here on its way out. Its twin is
+`chief.terminal`; the two are the same code, pinned by tests/contract/test_terminal_twins.py.
+
+A text stored in the ledger, or come from the phone, stays exactly as it was written; only
+what is printed of it changes. The rule: a character a terminal would act on, rather than
+show, is written as its escape, `\\x1b` or `\\u202e`, never emitted:
+
+    C0 controls U+0000-U+001F     NUL, BEL, BS, ESC (every CSI and OSC sequence starts with
+                                  it), CR (rewrites the line), LF and TAB (a field is one line:
+                                  a newline in a title would forge the next line)
+    DEL, C1 controls U+007F-U+009F  U+009B is CSI on its own in many terminals
+    bidirectional controls        U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069: an
+                                  override reorders the rest of the line, ids and states too
+    line separators U+2028-U+2029  some terminals and pagers break the line at them
+    lone surrogates U+D800-U+DFFF  no UTF-8 terminal can be given them at all
+
+A backslash is printed as it is, so a text that spells `\\x1b` reads like one that holds ESC;
+`--json` tells them apart. Layout newlines are the printer's own (one line per call), and a
+text meant to span lines is split at its newlines first and each line escaped (`chief log`).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The characters printed as their escape (see the module docstring). Patterns, not compiled
+#: here: `re` compiles (about 1 ms) and caches one the first time a text holds anything unusual,
+#: which a cold `coop` printing plain titles never pays.
+_ACTING = r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+#: Inside a JSON document's strings `json.dumps` escapes C0 itself, and outside them its layout
+#: is spaces and newlines: only what it leaves raw (DEL and above, with `ensure_ascii=False`
+#: everything above) is escaped, as JSON's `\uXXXX`, which reads back as the very same text.
+_ACTING_IN_JSON = r"[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _spelled(found: re.Match[str]) -> str:
+    char = found.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def _json_spelled(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
+
+
+def shown(text: str) -> str:
+    """`text` as one line a terminal shows and never acts on."""
+    if text.isprintable():  # every character `_ACTING` names is one Python calls unprintable
+        return text
+    return re.sub(_ACTING, _spelled, text)
+
+
+def shown_json(document: str) -> str:
+    """A `json.dumps` document a terminal shows and never acts on, which `json.loads` reads
+    back exactly as the document itself would be read."""
+    if document.isascii() and "\x7f" not in document:  # `ensure_ascii`'s, with no DEL
+        return document
+    return re.sub(_ACTING_IN_JSON, _json_spelled, document)
