@@ -19,6 +19,8 @@
                      (`chief.door.commands`)
         then         the offset, update_id + 1, committed in chief.db: a restart asks Telegram
                      for what follows, and no update is applied twice
+      empty at once  (a Bot API that does not hold the poll open): the next poll waits for
+                     the rest of EMPTY_POLL_MIN_S after this one began, logged once
       on failure     a network error, a 5xx, a timeout: back off (1 s, x1.5, at most 30 s),
                      logged once per outage; a permanent refusal (a bad token): logged once,
                      tried again at 60 s (the ringer names it in the door's status); a 409
@@ -69,6 +71,9 @@ REFUSED_RETRY_S = 60.0
 # A handler or chief.db failed on an update: poll it again after this long, this many times.
 UPDATE_RETRY_S = 1.0
 MAX_UPDATE_ATTEMPTS = 3
+# A poll that comes back empty sooner than this (a Bot API that does not hold it open) is
+# followed by the next only once this much has passed since it began: never a hot loop.
+EMPTY_POLL_MIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,7 @@ class Pauses:
     conflict_s: float = CONFLICT_RETRY_S
     refused_s: float = REFUSED_RETRY_S
     update_retry_s: float = UPDATE_RETRY_S
+    empty_poll_s: float = EMPTY_POLL_MIN_S
 
 
 class UpdateHandlers(Protocol):
@@ -139,6 +145,7 @@ class PhoneLoop(DoorLoop):
         self._outage: str | None = None
         self._backoff_s = 0.0
         self._attempts: dict[int, int] = {}
+        self._polls_not_held = False
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -175,6 +182,7 @@ class PhoneLoop(DoorLoop):
 
     async def _step(self) -> float:
         """One poll and its updates; how long to pause after it (0: poll again at once)."""
+        began_s = anyio.current_time()
         with anyio.CancelScope() as scope:
             self._poll = scope
             try:
@@ -186,6 +194,8 @@ class PhoneLoop(DoorLoop):
         if scope.cancelled_caught:
             return 0.0
         self._recovered()
+        if not updates:
+            return self._paced(anyio.current_time() - began_s)
         for update in updates:
             if self._stopping:
                 break
@@ -210,6 +220,24 @@ class PhoneLoop(DoorLoop):
             event = "door.phone_conflict" if kind == "conflict" else "door.phone_unavailable"
             log.warning(event, kind=kind, error=exc.message, retry_in_s=round(pause_s, 3))
         return pause_s
+
+    def _paced(self, took_s: float) -> float:
+        """The pause after an empty poll: the rest of `empty_poll_s` when Telegram did not hold
+        it open (logged once until a poll is held again)."""
+        rest_s = self.pauses.empty_poll_s - took_s
+        if rest_s <= 0:
+            self._polls_not_held = False
+            return 0.0
+        if not self._polls_not_held:
+            self._polls_not_held = True
+            log.warning(
+                "door.phone_polls_not_held",
+                took_s=round(took_s, 3),
+                poll_timeout_s=self.poll_timeout_s,
+                next_in_s=round(rest_s, 3),
+                hint="the Bot API answers getUpdates at once; the door polls about once a second",
+            )
+        return rest_s
 
     def _recovered(self) -> None:
         if self._outage is not None:
