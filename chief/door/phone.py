@@ -1,7 +1,8 @@
 """The door's phone: a task that long-polls Telegram for the owner's updates and routes each one.
 
     at the start     the stored offset (chief.db); the commands registered (setMyCommands,
-                     once: a failure is logged, never fatal)
+                     once: a failure is logged, never fatal; tried again quietly before
+                     each poll of an outage until it is registered)
     loop:
       poll           getUpdates(offset, POLL_TIMEOUT_S): Telegram holds it open until an
                      update arrives or the poll times out; a stop cancels it at once
@@ -146,6 +147,7 @@ class PhoneLoop(DoorLoop):
         self._backoff_s = 0.0
         self._attempts: dict[int, int] = {}
         self._polls_not_held = False
+        self._commands_registered = False
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -165,7 +167,8 @@ class PhoneLoop(DoorLoop):
     def _retry_s(self) -> float:
         return self.pauses.update_retry_s
 
-    async def _register_commands(self) -> None:
+    async def _register_commands(self, *, quiet: bool = False) -> None:
+        """setMyCommands; a failure logged unless `quiet` (an outage already logged)."""
         if self._stopping:
             return
         try:
@@ -173,15 +176,21 @@ class PhoneLoop(DoorLoop):
                 self._poll = scope  # a stop during start-up cancels this too
                 await self.phone.set_commands(self.command_list)
         except TelegramUnavailable as exc:
-            log.warning("door.phone_commands_unregistered", error=exc.message)
+            if not quiet:
+                log.warning("door.phone_commands_unregistered", error=exc.message)
         else:
             if not scope.cancelled_caught:
+                self._commands_registered = True
                 log.info("door.phone_commands_registered", commands=len(self.command_list))
         finally:
             self._poll = None
 
     async def _step(self) -> float:
         """One poll and its updates; how long to pause after it (0: poll again at once)."""
+        if self._outage is not None and not self._commands_registered:
+            # Telegram could not be used at the start (its getMe, say): the menu is registered
+            # as soon as it can be, not after the first poll that Telegram holds open.
+            await self._register_commands(quiet=True)
         began_s = anyio.current_time()
         with anyio.CancelScope() as scope:
             self._poll = scope

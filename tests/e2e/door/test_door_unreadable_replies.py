@@ -204,4 +204,6 @@ def test_an_unreadable_get_me_leaves_the_door_up_chief_only_and_is_tried_again(
     phone.owner.wait_for(lambda _: queue_empty(phone), WAIT_S, "the Telegram queue drained")
     assert len(rang(phone, text)) == 1
     assert chief_lines(phone, text) == 1
+    # The phone's menu, refused with getMe at the start, is registered once its polls recover.
+    stack.door.wait_event("door.phone_commands_registered", timeout_s=WAIT_S * 2)
     no_traceback(phone)
