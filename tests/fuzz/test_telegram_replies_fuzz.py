@@ -38,11 +38,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOKEN = "123456:fuzz-token"
 CALL_BOUND_S = 10.0
-EXAMPLES = 90
+EXAMPLES = 120
 HTML = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+# `reply` is the phone's sendMessage (an answer to a command), beside the sender's.
 METHODS = (
     "getMe",
     "sendMessage",
+    "reply",
     "editMessageText",
     "answerCallbackQuery",
     "setMyCommands",
@@ -179,6 +181,8 @@ async def drive(method: str, base_url: str) -> Any:
                 await sender.aclose()
         phone = BotPhone(TOKEN, base_url=base_url, timeout_s=CALL_BOUND_S / 4)
         try:
+            if method == "reply":
+                return await phone.reply(4242, "the status", reply_to=3)
             if method == "answerCallbackQuery":
                 return await phone.answer_callback("q1", "done")
             if method == "setMyCommands":
@@ -203,7 +207,7 @@ def test_every_answer_to_every_method_is_contained(
     bot_api: tuple[PlannedBotApi, str], method: str, answer: Answer
 ) -> None:
     api, base_url = bot_api
-    api.planned = {method: answer}
+    api.planned = {"sendMessage" if method == "reply" else method: answer}
     tracebacks = _Tracebacks()
     logging.getLogger("telegram").addHandler(tracebacks)
     try:
@@ -219,7 +223,7 @@ def test_every_answer_to_every_method_is_contained(
         return
     if accepted(answer):
         assert failure is None, f"Telegram took it (ok: true), the door says {failure}"
-        if method == "sendMessage":
+        if method in ("sendMessage", "reply"):
             document = json.loads(answer[1])["result"]
             known = document.get("message_id") if isinstance(document, dict) else None
             expected = (
