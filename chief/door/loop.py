@@ -4,9 +4,11 @@ task (`asks.Asks`) and the phone's poller (`phone.PhoneLoop`).
 Each runs turns until it is stopped: `_step()` does one turn and says how long to pause after it
 (0: at once; `math.inf`: until nudged). A `nudge()` cuts the pause short, a `stop()` ends the
 loop after the turn in flight, and a turn that raises is logged with its task's event name and
-retried after `_retry_s()`: a task outlives any one failure. `stopped` is set when `run` has
-returned. `running_task(task, bound_s)` runs one inside a block and, on leaving it, lets the turn in
-flight finish within the bound before the task is cancelled.
+retried after `_retry_s()`: a task outlives any one failure. The traceback is logged once per
+outage (the same error again is counted, not logged again; a turn that ends well closes it).
+`stopped` is set when `run` has returned. `running_task(task, bound_s)` runs one inside a block
+and, on leaving it, lets the turn in flight finish within the bound before the task is
+cancelled.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class DoorLoop:
     def __init__(self) -> None:
         self._wake = anyio.Event()
         self._stopping = False
+        # The failure of the turns failing now (its words), and how many failed so far.
+        self._failing: str | None = None
+        self._failed_turns = 0
         #: set when `run` has returned (after `stop()`, the turn in flight finished)
         self.stopped = anyio.Event()
 
@@ -53,12 +58,28 @@ class DoorLoop:
                 try:
                     pause_s = await self._step()
                 except Exception as exc:  # the task must outlive any one failure
-                    log.exception(self.failed_event, error=str(exc))
+                    self._turn_failed(exc)
                     pause_s = self._retry_s()
+                else:
+                    self._turn_ended_well()
                 if pause_s > 0 and not self._stopping:
                     await self._pause(pause_s)
         finally:
             self.stopped.set()
+
+    def _turn_failed(self, exc: Exception) -> None:
+        """Log a failed turn's traceback once per outage: a turn retried every second must not
+        fill the log with the same traceback."""
+        words = f"{type(exc).__name__}: {exc}"
+        self._failed_turns += 1
+        if words != self._failing:
+            self._failing = words
+            log.exception(self.failed_event, error=str(exc), retry_in_s=self._retry_s())
+
+    def _turn_ended_well(self) -> None:
+        if self._failing is not None:
+            log.info(self.failed_event + "_over", failed_turns=self._failed_turns)
+        self._failing, self._failed_turns = None, 0
 
     async def _before_start(self) -> None:
         """What the task reads before its starter goes on (nothing by default)."""

@@ -212,11 +212,13 @@ class _MeteredSender:
         self._inner = inner
         self._metrics = metrics
 
-    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
+    async def send(
+        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+    ) -> int | None:
         # `buttons` passed on only when given: a sender double without them still serves rows.
         options = {} if buttons is None else {"buttons": buttons}
         try:
-            message_id: int = await self._inner.send(text, silent=silent, **options)
+            message_id: int | None = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:
             self._metrics.count_send_failure(exc)
             raise

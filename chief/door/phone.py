@@ -1,7 +1,8 @@
 """The door's phone: a task that long-polls Telegram for the owner's updates and routes each one.
 
     at the start     the commands registered (setMyCommands, once: a failure is logged, never
-                     fatal); the first poll sends no offset
+                     fatal; tried again quietly before each poll of an outage until it is
+                     registered); the first poll sends no offset
     loop:
       poll           getUpdates(offset, POLL_TIMEOUT_S): Telegram holds it open until an
                      update arrives or the poll times out; a stop cancels it at once
@@ -29,6 +30,8 @@
                      earliest update it holds unconfirmed, whatever its id. No id floor is
                      kept, so ids that start again lower are never confirmed unread (Telegram
                      confirms every update below an offset, delivered or not).
+      empty at once  (a Bot API that does not hold the poll open): the next poll waits for
+                     the rest of EMPTY_POLL_MIN_S after this one began, logged once
       on failure     a network error, a 5xx, a timeout: back off (1 s, x1.5, at most 30 s),
                      logged once per outage; a permanent refusal (a bad token): logged once,
                      tried again at 60 s (the ringer names it in the door's status); a 409
@@ -88,6 +91,9 @@ MAX_UPDATE_ATTEMPTS = 3
 STRANGERS_LOG_S = 60.0
 # Distinct stranger ids remembered between two lines (past it, new senders are only counted).
 MAX_STRANGER_IDS = 10_000
+# A poll that comes back empty sooner than this (a Bot API that does not hold it open) is
+# followed by the next only once this much has passed since it began: never a hot loop.
+EMPTY_POLL_MIN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class Pauses:
     refused_s: float = REFUSED_RETRY_S
     update_retry_s: float = UPDATE_RETRY_S
     strangers_log_s: float = STRANGERS_LOG_S
+    empty_poll_s: float = EMPTY_POLL_MIN_S
 
 
 class UpdateHandlers(Protocol):
@@ -164,6 +171,8 @@ class PhoneLoop(DoorLoop):
         self._attempts: dict[str, int] = {}  # update key -> failed attempts
         self._last_id: int | None = None  # the last update's id (to notice ids going back)
         self._strangers = StrangerTally()
+        self._polls_not_held = False
+        self._commands_registered = False
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -194,7 +203,8 @@ class PhoneLoop(DoorLoop):
     def _retry_s(self) -> float:
         return self.pauses.update_retry_s
 
-    async def _register_commands(self) -> None:
+    async def _register_commands(self, *, quiet: bool = False) -> None:
+        """setMyCommands; a failure logged unless `quiet` (an outage already logged)."""
         if self._stopping:
             return
         try:
@@ -202,15 +212,22 @@ class PhoneLoop(DoorLoop):
                 self._poll = scope  # a stop during start-up cancels this too
                 await self.phone.set_commands(self.command_list)
         except TelegramUnavailable as exc:
-            log.warning("door.phone_commands_unregistered", error=exc.message)
+            if not quiet:
+                log.warning("door.phone_commands_unregistered", error=exc.message)
         else:
             if not scope.cancelled_caught:
+                self._commands_registered = True
                 log.info("door.phone_commands_registered", commands=len(self.command_list))
         finally:
             self._poll = None
 
     async def _step(self) -> float:
         """One poll and its updates; how long to pause after it (0: poll again at once)."""
+        if self._outage is not None and not self._commands_registered:
+            # Telegram could not be used at the start (its getMe, say): the menu is registered
+            # as soon as it can be, not after the first poll that Telegram holds open.
+            await self._register_commands(quiet=True)
+        began_s = anyio.current_time()
         with anyio.CancelScope() as scope:
             self._poll = scope
             try:
@@ -226,6 +243,9 @@ class PhoneLoop(DoorLoop):
             return 0.0
         self._recovered()
         self.offset = _confirming(updates)
+        if not updates:
+            self._strangers_line()
+            return self._paced(anyio.current_time() - began_s)
         for index, update in enumerate(updates):
             if self._stopping:
                 break
@@ -252,6 +272,24 @@ class PhoneLoop(DoorLoop):
             event = "door.phone_conflict" if kind == "conflict" else "door.phone_unavailable"
             log.warning(event, kind=kind, error=exc.message, retry_in_s=round(pause_s, 3))
         return pause_s
+
+    def _paced(self, took_s: float) -> float:
+        """The pause after an empty poll: the rest of `empty_poll_s` when Telegram did not hold
+        it open (logged once until a poll is held again)."""
+        rest_s = self.pauses.empty_poll_s - took_s
+        if rest_s <= 0:
+            self._polls_not_held = False
+            return 0.0
+        if not self._polls_not_held:
+            self._polls_not_held = True
+            log.warning(
+                "door.phone_polls_not_held",
+                took_s=round(took_s, 3),
+                poll_timeout_s=self.poll_timeout_s,
+                next_in_s=round(rest_s, 3),
+                hint="the Bot API answers getUpdates at once; the door polls about once a second",
+            )
+        return rest_s
 
     def _recovered(self) -> None:
         if self._outage is not None:

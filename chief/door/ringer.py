@@ -82,6 +82,9 @@ MARK_RETRY_S = 1.0
 # After the queue could not be read (chief.db), or any other failure of a turn, the sender tries
 # again after this long.
 READ_RETRY_S = 1.0
+# While Telegram cannot be used (the sender's getMe failed or could not be read) and nothing is
+# queued, the sender asks again this often, so the door's status clears without a send.
+UNUSABLE_RETRY_S = 30.0
 # A send still unanswered after this long shows as slow (the door's TELEGRAM_TIMEOUT_S).
 DEFAULT_SLOW_AFTER_S = 10.0
 # Why the sends found in flight at the start are in doubt.
@@ -96,7 +99,7 @@ class RingQueue(Protocol):
         self,
         seqs: list[int],
         outbox_ids: list[str],
-        telegram_message_id: int,
+        telegram_message_id: int | None,
         chat_id: int | str | None = None,
     ) -> None: ...
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None: ...
@@ -104,18 +107,25 @@ class RingQueue(Protocol):
     async def record_doubts(self, reason: str, next_attempt_at: float | None) -> list[InDoubt]: ...
 
 
+@dataclass(frozen=True)
+class Rung:
+    """A message Telegram took: its id, None when its answer could not be read."""
+
+    telegram_message_id: int | None
+
+
 @dataclass
 class _Unmarked:
     seqs: list[int]
     outbox_ids: list[str]
-    telegram_message_id: int
+    telegram_message_id: int | None
     chat_id: int | str | None = None  # set when the message rang an ask: it is remembered
 
 
 @dataclass
 class _Ring:
     event: anyio.Event = field(default_factory=anyio.Event)
-    telegram_message_id: int | None = None
+    rung: Rung | None = None
     waiters: int = 0
 
 
@@ -162,11 +172,22 @@ class Ringer(DoorLoop):
         # last run left in flight.
         self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
         self._sending_since: float | None = None
+        # When an idle sender next asks again whether Telegram can be used (its getMe).
+        self._probe_at = monotonic() + UNUSABLE_RETRY_S
 
     @property
     def last_error(self) -> str | None:
-        """The last failed send's words, for the door's status."""
-        return None if self.failure is None else self.failure.message
+        """The last failed send's words, else why Telegram cannot be used (the sender's getMe
+        failed or could not be read), for the door's status."""
+        if self.failure is not None:
+            return self.failure.message
+        problem = self._sender_problem()
+        return None if problem is None else problem.message
+
+    def _sender_problem(self) -> TelegramUnavailable | None:
+        # Only the real sender (`BotSender.problem`) knows its getMe; a double has no problem.
+        problem = getattr(self.sender, "problem", None)
+        return problem if isinstance(problem, TelegramUnavailable) else None
 
     @property
     def refusal(self) -> TelegramRefused | None:
@@ -191,24 +212,24 @@ class Ringer(DoorLoop):
         since = self._sending_since
         return None if since is None else max(0.0, self._monotonic() - since)
 
-    def unmarked_message_id(self, outbox_id: str) -> int | None:
+    def unmarked_ring(self, outbox_id: str) -> Rung | None:
         """The message that carried `outbox_id` when its mark has not been written yet."""
         if self.unmarked is not None and outbox_id in self.unmarked.outbox_ids:
-            return self.unmarked.telegram_message_id
+            return Rung(self.unmarked.telegram_message_id)
         return None
 
-    async def ring_wait(self, seq: int, ahead: int, timeout_s: float = RING_WAIT_S) -> int | None:
+    async def ring_wait(self, seq: int, ahead: int, timeout_s: float = RING_WAIT_S) -> Rung | None:
         """Nudge the sender; when the entry could ring at once, wait up to `timeout_s` for it.
-        The Telegram message id, or None (still queued)."""
+        The message that carried it, or None (still queued)."""
         return (await self.ring_wait_many([(seq, ahead)], timeout_s))[0]
 
     async def ring_wait_many(
         self, entries: list[tuple[int, int]], timeout_s: float = RING_WAIT_S
-    ) -> list[int | None]:
+    ) -> list[Rung | None]:
         """`ring_wait` for the entries of one notify batch, `(seq, entries ahead)` each: nudge
         the sender and, when the earliest of them could ring at once, wait up to `timeout_s`
         for the message that carries it (a digest carries the ones queued with it). Each entry
-        answers the id of the message that carried it by then, or None (still queued)."""
+        answers the message that carried it by then, or None (still queued)."""
         if not entries:
             return []
         first_seq, first_ahead = min(entries)
@@ -222,7 +243,7 @@ class Ringer(DoorLoop):
             self.nudge()
             with anyio.move_on_after(timeout_s):
                 await self._rings[first_seq].event.wait()
-            return [ring.telegram_message_id for ring in rings]
+            return [ring.rung for ring in rings]
         finally:
             for (seq, _), ring in zip(entries, rings, strict=True):
                 ring.waiters -= 1
@@ -247,7 +268,7 @@ class Ringer(DoorLoop):
             return READ_RETRY_S
         if not head:
             self._backing_off = False
-            return math.inf
+            return await self._ask_again_if_unusable()
         due_in_s = head[0].next_attempt_at - self._wall_clock().timestamp()
         if due_in_s > 0:
             return due_in_s
@@ -258,6 +279,19 @@ class Ringer(DoorLoop):
             return token_in_s
         bucket.take(self._monotonic())
         return await self._ring(head)
+
+    async def _ask_again_if_unusable(self) -> float:
+        """With nothing queued: while Telegram cannot be used, ask again (getMe) every
+        UNUSABLE_RETRY_S; else sleep until nudged."""
+        if self._sender_problem() is None:
+            return math.inf
+        due_in_s = self._probe_at - self._monotonic()
+        start = getattr(self.sender, "start", None)
+        if due_in_s > 0 or start is None:
+            return max(due_in_s, 0.0) or UNUSABLE_RETRY_S
+        self._probe_at = self._monotonic() + UNUSABLE_RETRY_S
+        await start()  # never raises; logs a change of cause once
+        return math.inf if self._sender_problem() is None else UNUSABLE_RETRY_S
 
     async def _ring(self, head: list[QueuedRing]) -> float:
         carried, text = next_message(head)
@@ -289,11 +323,13 @@ class Ringer(DoorLoop):
             self.sent_messages += 1
             self.failure = None  # a send went through: a permanent refusal included
             bound.info("door.rung", telegram_message_id=telegram_id, silent=silent)
-            # Telegram has the message: record it even if the door is stopping.
+            # Telegram has the message: record it even if the door is stopping. An ask whose
+            # message id could not be read is not remembered: no edit can name it.
             with anyio.CancelScope(shield=True):
-                chat = None if asked is None else chat_key(self.chat_id)
+                remembered = asked is not None and telegram_id is not None
+                chat = chat_key(self.chat_id) if remembered else None
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
-        self._answer_waiters(seqs, telegram_id)
+        self._answer_waiters(seqs, Rung(telegram_id))
         return 0.0
 
     def _silent(self) -> bool:
@@ -304,7 +340,7 @@ class Ringer(DoorLoop):
 
     async def _send(
         self, text: str, silent: bool, bound: Any, buttons: list[list[tuple[str, str]]] | None
-    ) -> int:
+    ) -> int | None:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
         # `buttons` passed only for an ask: a sender without them still rings every other row.
@@ -348,11 +384,11 @@ class Ringer(DoorLoop):
             )
         return True
 
-    def _answer_waiters(self, seqs: list[int], telegram_id: int | None) -> None:
+    def _answer_waiters(self, seqs: list[int], rung: Rung | None) -> None:
         for seq in seqs:
             ring = self._rings.get(seq)
             if ring is not None:
-                ring.telegram_message_id = telegram_id
+                ring.rung = rung
                 ring.event.set()
 
     def _hold(self, outbox_ids: list[str]) -> _Holding:

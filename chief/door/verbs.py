@@ -47,7 +47,7 @@ import structlog
 
 from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
-from chief.door.ringer import Ringer
+from chief.door.ringer import Ringer, Rung
 from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
 from chief.faults import fault
 from chief.model import NO_EXTRAS, Extras
@@ -203,8 +203,8 @@ class DoorVerbs:
         if to_ring:
             assert self.ringer is not None
             rung = await self.ringer.ring_wait_many([entry for _, entry in to_ring])
-            for (index, _), telegram_message_id in zip(to_ring, rung, strict=True):
-                answers[index] |= _ring_answer(telegram_message_id)
+            for (index, _), ring in zip(to_ring, rung, strict=True):
+                answers[index] |= _ring_answer(ring)
         _log_batch(outbox_ids, answers)
         return answers
 
@@ -225,10 +225,10 @@ class DoorVerbs:
                 "telegram_message_id": reported.telegram_message_id,
                 "already_sent": True,
             }
-        if (unmarked := self.ringer.unmarked_message_id(outbox_id)) is not None:
+        if (unmarked := self.ringer.unmarked_ring(outbox_id)) is not None:
             # Rang, its mark not written yet (a full disk): the sender writes it before
             # anything else rings.
-            return {"telegram": "sent", "telegram_message_id": unmarked, "already_sent": True}
+            return _ring_answer(unmarked) | {"already_sent": True}
         if reported.telegram_seq is None:
             return {"telegram": "not_rung"}
         return None
@@ -367,10 +367,12 @@ def _log_batch(outbox_ids: list[str], answers: list[dict[str, Any]]) -> None:
     )
 
 
-def _ring_answer(telegram_message_id: int | None) -> dict[str, Any]:
-    if telegram_message_id is None:
+def _ring_answer(rung: Rung | None) -> dict[str, Any]:
+    """A ring's part of a notify's answer: sent (its message id, None when Telegram's answer
+    could not name it), or still queued."""
+    if rung is None:
         return {"telegram": "queued"}
-    return {"telegram": "sent", "telegram_message_id": telegram_message_id}
+    return {"telegram": "sent", "telegram_message_id": rung.telegram_message_id}
 
 
 def _answer(outbox_id: str | None, chief_message_id: int | None) -> dict[str, Any]:

@@ -310,12 +310,13 @@ class ChiefStore:
         self,
         seqs: list[int],
         outbox_ids: list[str],
-        telegram_message_id: int,
+        telegram_message_id: int | None,
         chat_id: int | str | None = None,
     ) -> None:
         """One transaction: mark every outbox row the message carried as sent (a repeat writes
-        nothing) and take their entries off the queue; an ask it rang is remembered as
-        (chat_id, message id) against its request."""
+        nothing; `telegram_message_id` None: Telegram took it and its id could not be read)
+        and take their entries off the queue; an ask it rang is remembered as (chat_id,
+        message id) against its request."""
         await self._hop(write, asks.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:

@@ -231,12 +231,12 @@ def mark_rung(
     conn: sqlite3.Connection,
     seqs: list[int],
     outbox_ids: list[str],
-    telegram_message_id: int,
+    telegram_message_id: int | None,
     chat_id: int | str | None,
 ) -> None:
     """`telegram.mark_rung`, with the asks the message carried remembered (chat_id given) in
     the same transaction."""
-    if chat_id is not None:
+    if chat_id is not None and telegram_message_id is not None:
         remember(conn, seqs, chat_id, telegram_message_id)
     telegram.mark_rung(conn, seqs, outbox_ids, telegram_message_id)
 

@@ -166,7 +166,10 @@ def record_doubts(
 
 
 def mark_rung(
-    conn: sqlite3.Connection, seqs: list[int], outbox_ids: list[str], telegram_message_id: int
+    conn: sqlite3.Connection,
+    seqs: list[int],
+    outbox_ids: list[str],
+    telegram_message_id: int | None,
 ) -> None:
     """The sent mark of every row one Telegram message carried, and their queue entries gone."""
     fault("chief.store.mark_notify_sent")  # test-only: a full disk under the sent mark

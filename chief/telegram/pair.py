@@ -174,6 +174,11 @@ class PairingSession:
                     "TELEGRAM_BOT_TOKEN (the token @BotFather gave)"
                 ) from exc
             raise TelegramUnavailable(str(failure).replace(self._token, "<token>")) from exc
+        except Exception as exc:  # whatever PTB raises on an answer it cannot read
+            raise TelegramUnavailable(
+                f"Telegram answered with something the pairing cannot read ({type(exc).__name__}"
+                f": {str(exc)[:120]}); check TELEGRAM_API_BASE".replace(self._token, "<token>")
+            ) from exc
 
 
 class Countdown:

@@ -16,10 +16,16 @@ getUpdates has its own, whose read timeout covers the poll (PTB adds the poll's 
 that request object's read timeout), so a poll held open by Telegram is never taken for a lost
 answer, and a poll never waits for a pooled connection behind a reply (or the other way round).
 
+Every call goes through PTB's public generic call (`chief.telegram.sender.call_api`): Telegram's
+`ok: true` is the call done, and only what the door needs of its result is read (a reply's
+message id, None when it cannot be read; of a toast or the commands nothing).
+
 Errors are translated where the sender translates them (`chief.telegram.sender.translate_error`,
 the one place that knows PTB's error tree): every failure is a `TelegramUnavailable`, a
-permanent refusal (a bad token) its `TelegramRefused`; a 409 Conflict on getUpdates (another
-reader polls this bot: a second door, `chief telegram pair`) is `TelegramConflict`. Every call
+permanent refusal (a bad token) its `TelegramRefused`; whatever PTB raises on an answer it
+cannot read (a getMe without `is_bot`, getUpdates' `result: null`) is a `TelegramUnavailable`
+too; a 409 Conflict on getUpdates (another reader polls this bot: a second door, `chief
+telegram pair`) is `TelegramConflict`. Every call
 has one overall deadline: `timeout_s` (the door's `TELEGRAM_TIMEOUT_S`), plus the poll's own
 timeout for getUpdates. A cancelled poll (the door stopping) ends at once: the transport drops
 its connection, and the updates it would have brought stay unconfirmed at Telegram.
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -44,10 +49,16 @@ from telegram import (
     Update,
 )
 from telegram.error import Conflict, EndPointNotFound, InvalidToken, TelegramError
-from telegram.warnings import PTBUserWarning
 
 from chief.errors import TelegramConflict, TelegramUnavailable
-from chief.telegram.sender import TransportRequest, fit_for_telegram, translate_error
+from chief.telegram.sender import (
+    TransportRequest,
+    call_api,
+    fit_for_telegram,
+    sent_message_id,
+    translate_error,
+    unreadable_get_me,
+)
 
 #: rows of (label, callback_data): one inline button each
 Buttons = Sequence[Sequence[tuple[str, str]]]
@@ -57,10 +68,6 @@ CONNECTION_POOL_SIZE = 4
 # The kinds of update the door reads; anything else (edits, reactions, channel posts) is not
 # asked for, so Telegram never wakes the poll for it.
 ALLOWED_UPDATES = ("message", "callback_query")
-
-# PTB's generic call, used for getUpdates so each update is read on its own, advises its named
-# method, which reads the whole answer at once (one update it cannot read fails every poll).
-GENERIC_GET_UPDATES_ADVICE = r"Please use 'Bot\.get_updates'"
 
 T = TypeVar("T")
 log = structlog.get_logger("chief.telegram")
@@ -77,7 +84,7 @@ class TelegramPhone(Protocol):
         *,
         buttons: Buttons | None = None,
         reply_to: int | None = None,
-    ) -> int: ...
+    ) -> int | None: ...
     async def answer_callback(self, query_id: str, text: str) -> None: ...
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None: ...
 
@@ -145,11 +152,13 @@ class BotPhone:
         parameters: dict[str, Any] = {"timeout": poll_s, "allowed_updates": list(ALLOWED_UPDATES)}
         if offset is not None:
             parameters["offset"] = offset
-        warnings.filterwarnings("ignore", GENERIC_GET_UPDATES_ADVICE, PTBUserWarning)
         try:
-            result = await self._bot.do_api_request(
-                "get_updates",
-                api_kwargs=parameters,
+            # PTB's generic call, so each update is read on its own: PTB's get_updates reads the
+            # whole answer at once (one update it cannot read would fail every poll).
+            result = await call_api(
+                self._bot,
+                "getUpdates",
+                parameters,
                 read_timeout=(self._polling.read_timeout or 0.0) + poll_s,
             )
         except EndPointNotFound as exc:  # getUpdates exists: a 404 or 401 is the token's
@@ -163,29 +172,31 @@ class BotPhone:
         *,
         buttons: Buttons | None = None,
         reply_to: int | None = None,
-    ) -> int:
-        message = await self._call(
-            lambda: self._bot.send_message(
-                chat_id=chat_id,
-                text=fit_for_telegram(text),
-                reply_markup=markup(buttons),
-                reply_parameters=None if reply_to is None else ReplyParameters(reply_to),
-            ),
-            "sendMessage",
+    ) -> int | None:
+        """sendMessage; its message id, or None when Telegram took it and its id cannot be
+        read (`chief.telegram.sender.sent_message_id`)."""
+        parameters = {
+            "chat_id": chat_id,
+            "text": fit_for_telegram(text),
+            "reply_markup": markup(buttons),
+            "reply_parameters": None if reply_to is None else ReplyParameters(reply_to),
+        }
+        result = await self._call(
+            lambda: call_api(self._bot, "sendMessage", parameters), "sendMessage"
         )
-        return message.message_id
+        return sent_message_id(result, "sendMessage")
 
     async def answer_callback(self, query_id: str, text: str) -> None:
+        """answerCallbackQuery: done once Telegram took it, whatever its result holds."""
+        parameters = {"callback_query_id": query_id, "text": text or None}
         await self._call(
-            lambda: self._bot.answer_callback_query(query_id, text=text or None),
-            "answerCallbackQuery",
+            lambda: call_api(self._bot, "answerCallbackQuery", parameters), "answerCallbackQuery"
         )
 
     async def set_commands(self, commands: Sequence[tuple[str, str]]) -> None:
-        await self._call(
-            lambda: self._bot.set_my_commands([BotCommand(name, text) for name, text in commands]),
-            "setMyCommands",
-        )
+        """setMyCommands: done once Telegram took it, whatever its result holds."""
+        parameters = {"commands": [BotCommand(name, text) for name, text in commands]}
+        await self._call(lambda: call_api(self._bot, "setMyCommands", parameters), "setMyCommands")
 
     async def _call(
         self, call: Callable[[], Awaitable[T]], method: str, *, extra_s: float = 0.0
@@ -194,8 +205,8 @@ class BotPhone:
         errors translated."""
         bound_s = self._timeout_s * 2 + extra_s  # getMe (when due) and the call itself
         with anyio.move_on_after(bound_s) as deadline:
+            await self._initialize()
             try:
-                await self._bot.initialize()  # a no-op once it succeeded
                 return await call()
             except Conflict as exc:
                 raise TelegramConflict(
@@ -204,11 +215,22 @@ class BotPhone:
                 ) from exc
             except TelegramError as exc:
                 raise translate_error(exc) from exc
-            except (KeyError, TypeError, ValueError) as exc:
+            except Exception as exc:  # whatever PTB raises on an answer it cannot read
                 raise TelegramUnavailable(
-                    f"Telegram answered {method} with nothing readable ({exc}); retry later"
+                    f"Telegram answered {method} with nothing readable "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); retry later"
                 ) from exc
         assert deadline.cancelled_caught
         raise TelegramUnavailable(
             f"Telegram did not answer {method} within {bound_s:g} s; retry later"
         )
+
+    async def _initialize(self) -> None:
+        """getMe, until it has succeeded once (a no-op then); a bot PTB cannot read is a
+        `TelegramUnavailable` naming getMe."""
+        try:
+            await self._bot.initialize()
+        except TelegramError as exc:
+            raise translate_error(exc) from exc
+        except Exception as exc:  # whatever PTB raises on a bot it cannot read
+            raise unreadable_get_me(exc) from exc

@@ -23,6 +23,20 @@ subclass `TelegramRefused`, named with what a person does about them:
 
 PTB's own words for a rejected token carry the token; the translation never does.
 
+Answers. The Bot API answers `{"ok": true, "result": ...}` when it took a request (its
+`result` the method's), else `{"ok": false, "error_code", "description"}` with an HTTP error
+status. So `ok: true` is the one fact the door needs: Telegram took it. Every call the door
+makes goes through PTB's public generic call (`call_api`, `Bot.do_api_request`), which hands
+back the raw `result`, and only what the door needs of it is read: a send's message id (none
+readable: the send is still done, never repeated, its missing id logged once:
+`telegram.message_id_unreadable`); of an edit, a toast or the commands nothing at all. A 2xx
+that is not that envelope (an empty body, a proxy's HTML) says nothing of what Telegram did:
+`AnswerUnreadable`, which leaves a send in doubt like a lost answer. getMe is read by PTB
+(`Bot.initialize`); a bot it cannot read (a `User` without `is_bot`) is a `TelegramUnavailable`
+naming getMe, kept in `BotSender.problem` for the door's status, and asked again at each send.
+Whatever PTB raises on an answer it cannot read is translated here and in
+`chief.telegram.phone`: nothing but `TelegramUnavailable` reaches the door.
+
 Timeouts. A send has two bounds. getMe (only while the Bot is not initialised) and every phase
 of sendMessage that comes before Telegram can have the message (waiting for a pooled
 connection, connecting, writing the request) are bounded by `TELEGRAM_TIMEOUT_S`: past it the
@@ -38,12 +52,16 @@ send (what it tells its status) is the ringer's.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dtm
+import functools
+import json
 import os
+import ssl
 import urllib.request
 import warnings
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -60,7 +78,7 @@ from telegram.error import (
     TimedOut,
 )
 from telegram.request import BaseRequest, RequestData
-from telegram.warnings import PTBDeprecationWarning
+from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from chief.errors import TelegramRefused, TelegramUnavailable
 from chief.loopback_http import is_loopback_host
@@ -74,9 +92,19 @@ CONNECTION_POOL_SIZE = 8
 LATE_REPLY_FACTOR = 6.0
 
 
+# PTB's generic call (`Bot.do_api_request`), which hands back the raw `result`, advises its named
+# method, which reads the result into PTB's objects: an answer it cannot read fails the call.
+GENERIC_CALL_ADVICE = r"Please use 'Bot\.\w+'"
+
+
 class AnswerLost(NetworkError):
     """The request was written and its answer never came (read timeout, dropped connection):
     Telegram may have acted on it."""
+
+
+class AnswerUnreadable(AnswerLost):
+    """The request was written and a 2xx came back that is not the Bot API's `{"ok": true,
+    "result": ...}` (an empty body, a proxy's HTML page): what Telegram did is unknown."""
 
 
 MAX_TELEGRAM_UTF16_UNITS = 4096
@@ -87,9 +115,12 @@ Buttons = Sequence[Sequence[tuple[str, str]]]
 
 
 class TelegramSender(Protocol):
-    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
+    async def send(
+        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+    ) -> int | None:
         """Send `text` to the owner's chat (`silent`: with disable_notification; `buttons`: an
-        inline keyboard under it); return Telegram's message id.
+        inline keyboard under it); return Telegram's message id (None: Telegram took it and its
+        id cannot be read).
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure, with
         `in_doubt` when the request went out and its answer never came (it may have rung)."""
@@ -151,7 +182,9 @@ class TransportRequest(BaseRequest):
 
     async def initialize(self) -> None:
         if self._transport is None:
-            self._transport = httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy)
+            self._transport = httpx.AsyncHTTPTransport(
+                limits=self._limits, proxy=self._proxy, verify=tls_context()
+            )
 
     async def shutdown(self) -> None:
         transport, self._transport = self._transport, None
@@ -206,12 +239,78 @@ class TransportRequest(BaseRequest):
             raise AnswerLost(f"httpx.{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
             raise NetworkError(f"httpx.{type(exc).__name__}: {exc}") from exc
+        if 200 <= response.status_code <= 299 and not is_envelope(content):
+            raise AnswerUnreadable(
+                f"Telegram answered {response.status_code} with what is not the Bot API's "
+                f"answer: {_sample(content)}"
+            )
         return response.status_code, content
+
+    @staticmethod
+    def parse_json_payload(payload: bytes) -> dict[str, Any]:
+        """Telegram's JSON, as PTB's own reading (`BaseRequest.parse_json_payload`, documented
+        to be overridden) but without its traceback in the log for a body that is not JSON:
+        the caller's translation says it in one line."""
+        try:
+            document = json.loads(payload.decode("utf-8", "replace"))
+        except ValueError as exc:
+            raise TelegramError(f"Invalid server response: {_sample(payload)}") from exc
+        if not isinstance(document, dict):
+            raise TelegramError(f"Invalid server response: {_sample(payload)}")
+        return document
 
     def _or_default(self, value: object) -> float | None:
         if isinstance(value, (int, float)) or value is None:
             return value
         return self._timeout_s  # PTB's DEFAULT_NONE: nothing asked for this call
+
+
+def is_envelope(content: bytes) -> bool:
+    """Whether a 2xx body is the Bot API's answer, `{"ok": true, "result": ...}`: Telegram took
+    the request, whatever its result holds. Anything else (an empty body, HTML, `ok` missing)
+    does not say what Telegram did."""
+    try:
+        document = json.loads(content)
+    except ValueError:  # UnicodeDecodeError included
+        return False
+    return isinstance(document, dict) and document.get("ok") is True and "result" in document
+
+
+def _sample(content: bytes) -> str:
+    """The start of an answer, for a log line (never more than 80 characters)."""
+    text = content[:80].decode("utf-8", "replace")
+    return repr(text) if text else "an empty body"
+
+
+async def call_api(bot: Bot, method: str, parameters: dict[str, Any], **timeouts: Any) -> Any:
+    """The Bot API's `result` for `method`, as Telegram sent it (PTB's public generic call,
+    `Bot.do_api_request`): Telegram took the request when this returns, whatever the result
+    holds, and only what the caller needs of it is read. Raises PTB's errors
+    (`translate_error`); `AnswerUnreadable` when the answer does not say what Telegram did."""
+    warnings.filterwarnings("ignore", GENERIC_CALL_ADVICE, PTBUserWarning)
+    return await bot.do_api_request(method, api_kwargs=parameters, **timeouts)
+
+
+def sent_message_id(result: Any, method: str) -> int | None:
+    """The message id of a message Telegram sent (`result`, a Message), or None when it cannot
+    be read: logged once, and the send is still done (Telegram took it)."""
+    message_id = result.get("message_id") if isinstance(result, dict) else None
+    if isinstance(message_id, int) and not isinstance(message_id, bool) and message_id > 0:
+        return message_id
+    log.warning(
+        "telegram.message_id_unreadable",
+        method=method,
+        answer=repr(result)[:200],
+        hint="Telegram took the message; the door cannot name it (no edit of it later)",
+    )
+    return None
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's verifying TLS context, made once per process and shared by every Bot API
+    transport (the door has three): loading the CA bundle costs ~80 ms of CPU each time."""
+    return httpx.create_ssl_context()
 
 
 def environment_proxy(url: str) -> str | None:
@@ -247,14 +346,16 @@ class BotSender:
         self._chat_id: int | str = int(chat_id) if _is_int(chat_id) else chat_id
         #: the chat as configured, for pacing
         self.chat_id = chat_id
+        #: why Telegram cannot be used (its getMe failed or could not be read), until it can
+        self.problem: TelegramUnavailable | None = None
 
     async def start(self) -> None:
-        """Open the connection pool and call getMe. A Bot API that is down at start is logged
-        and retried on the first send: the door must still land reports in the Chief."""
-        try:
-            await self._initialize()
-        except TelegramUnavailable as exc:
-            log.warning("telegram.init_failed", error=str(exc))
+        """Open the connection pool and call getMe. A Bot API that is down at start, or whose
+        getMe cannot be read, is logged once (`problem` keeps it for the door's status) and
+        asked again at the next send: the door must still land reports in the Chief."""
+        with contextlib.suppress(TelegramUnavailable):
+            with anyio.move_on_after(self._timeout_s):
+                await self._initialize()
 
     async def aclose(self) -> None:
         try:
@@ -262,7 +363,9 @@ class BotSender:
         except TelegramError as exc:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
-    async def send(self, text: str, *, silent: bool = False, buttons: Buttons | None = None) -> int:
+    async def send(
+        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+    ) -> int | None:
         # One deadline over each call, not PTB's per-phase timeouts alone (each read, each
         # phase): a slow getMe followed by a stuck sendMessage once took the door past the
         # engine's client timeout. getMe touches no chat: its deadline is TELEGRAM_TIMEOUT_S.
@@ -284,18 +387,24 @@ class BotSender:
             )
         raise AssertionError("unreachable: the send returned or its bound passed")
 
-    async def _send(self, text: str, silent: bool, markup: InlineKeyboardMarkup | None) -> int:
+    async def _send(
+        self, text: str, silent: bool, markup: InlineKeyboardMarkup | None
+    ) -> int | None:
+        """sendMessage; its message id, or None when Telegram took it (`ok: true`) and its
+        message cannot be read: the send is done either way, never repeated."""
+        parameters = {
+            "chat_id": self._chat_id,
+            "text": fit_for_telegram(text),
+            "disable_notification": silent,
+            "reply_markup": markup,
+        }
         try:
-            # The public Bot.send_message, not the private Bot._post under it: parsing the whole
-            # Message costs ~0.15 ms per send, cheaper than a door that breaks on a library
-            # upgrade. Connect, write and pool waits keep TELEGRAM_TIMEOUT_S (nothing was sent
-            # while they last); the answer is awaited up to the late-reply bound.
-            message = await self._bot.send_message(
-                chat_id=self._chat_id,
-                text=fit_for_telegram(text),
-                disable_notification=silent,
-                reply_markup=markup,
-                read_timeout=self.late_bound_s,
+            # Connect, write and pool waits keep TELEGRAM_TIMEOUT_S (nothing was sent while they
+            # last); the answer is awaited up to the late-reply bound. Only the message id is
+            # read of the answer: a Message PTB cannot build (a `date` in milliseconds) was
+            # still sent.
+            result = await call_api(
+                self._bot, "sendMessage", parameters, read_timeout=self.late_bound_s
             )
         except AnswerLost as exc:
             raise TelegramUnavailable(
@@ -305,18 +414,14 @@ class BotSender:
             ) from exc
         except TelegramError as exc:
             raise translate_error(exc) from exc
-        except (KeyError, TypeError, ValueError) as exc:
-            # An answer PTB could not read as a Message: a failed send, deferred like any other.
-            raise TelegramUnavailable(
-                f"Telegram answered sendMessage with no readable message ({exc}); retry later"
-            ) from exc
-        return message.message_id
+        return sent_message_id(result, "sendMessage")
 
     async def edit(self, chat_id: int | str, message_id: int, text: str) -> None:
         """Replace a message's text and remove its buttons (a settled ask). Done when Telegram
-        says the message is already so ("message is not modified") or is gone ("message to
-        edit not found"): an edit repeated after a lost answer, or a message deleted by the
-        owner, has nothing left to do. Any other failure raises `TelegramUnavailable`."""
+        took it (`ok: true`, whatever its result holds), or says the message is already so
+        ("message is not modified") or is gone ("message to edit not found"): an edit
+        repeated after a lost answer, or a message deleted by the owner, has nothing left to
+        do. Any other failure raises `TelegramUnavailable`."""
         with anyio.move_on_after(self._timeout_s) as deadline:
             await self._edit(chat_id, message_id, text)
         if deadline.cancelled_caught:
@@ -327,12 +432,11 @@ class BotSender:
 
     async def _edit(self, chat_id: int | str, message_id: int, text: str) -> None:
         await self._initialize()
+        # No reply_markup: an edit without one removes the inline keyboard (PTB sends an
+        # empty keyboard as "{}", which is not one).
+        parameters = {"chat_id": chat_id, "message_id": message_id, "text": fit_for_telegram(text)}
         try:
-            # No reply_markup: an edit without one removes the inline keyboard (PTB sends an
-            # empty keyboard as "{}", which is not one).
-            await self._bot.edit_message_text(
-                fit_for_telegram(text), chat_id=chat_id, message_id=message_id
-            )
+            await call_api(self._bot, "editMessageText", parameters)
         except BadRequest as exc:
             if not edit_is_moot(exc.message):
                 raise translate_error(exc) from exc
@@ -341,11 +445,33 @@ class BotSender:
             raise translate_error(exc) from exc
 
     async def _initialize(self) -> None:
-        # Bot.initialize is a no-op once it succeeded and retries getMe after a failure.
+        """getMe, until it has succeeded once (Bot.initialize is a no-op then); its failure, or
+        a bot PTB cannot read, kept in `problem` and logged once per outage."""
         try:
             await self._bot.initialize()
         except TelegramError as exc:
-            raise translate_error(exc) from exc
+            raise self._unusable(translate_error(exc)) from exc
+        except Exception as exc:  # whatever PTB raises on a bot it cannot read
+            raise self._unusable(unreadable_get_me(exc)) from exc
+        if self.problem is not None:
+            log.info("telegram.usable_again", after=self.problem.message)
+            self.problem = None
+
+    def _unusable(self, exc: TelegramUnavailable) -> TelegramUnavailable:
+        if self.problem is None or self.problem.message != exc.message:
+            log.warning("telegram.init_failed", error=exc.message)
+        self.problem = exc
+        return exc
+
+
+def unreadable_get_me(exc: Exception) -> TelegramUnavailable:
+    """Telegram answered getMe (`ok: true`) with a bot python-telegram-bot cannot read: nothing
+    can ring until it can (the Bot API is not the one this door speaks)."""
+    return TelegramUnavailable(
+        f"Telegram answered getMe with a bot the door cannot read ({type(exc).__name__}: "
+        f"{str(exc)[:120]}); nothing rings until it can: check TELEGRAM_API_BASE; the door asks "
+        "again at each send"
+    )
 
 
 def edit_is_moot(description: str) -> bool:

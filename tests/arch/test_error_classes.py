@@ -23,6 +23,7 @@ ROOTS = {"engine": "CoopError", "notifier": "NotifierError", "chief": "ChiefErro
 OUTSIDE = {
     # A subclass of python-telegram-bot's own NetworkError, so PTB's retry paths treat it as theirs.
     ("chief/telegram/sender.py", "AnswerLost"): "PTB's error type, at the Telegram seam",
+    ("chief/telegram/sender.py", "AnswerUnreadable"): "AnswerLost's kind, at the Telegram seam",
     # The emulator's Bot API refusal, answered as Telegram's JSON, never raised past it.
     ("chief/telegram/emulator/shapes.py", "Refusal"): "the emulator answers it as the Bot API",
     # Control flow inside the quick parse, never raised past it.

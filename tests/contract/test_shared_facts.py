@@ -27,6 +27,7 @@ from chief.door import config as door_config
 from chief.door import guard as door_guard
 from chief.door import router as door_router
 from chief.door import verbs as door_verbs
+from chief.door.ringer import Rung
 from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
@@ -352,14 +353,15 @@ def test_the_engine_client_timeout_default_is_one_number() -> None:
     )
 
 
-@pytest.mark.parametrize("telegram_message_id", [None, 42])
+# Queued, rung, and rung with a message id Telegram's answer could not name (issue 26).
+@pytest.mark.parametrize("rung", [None, Rung(42), Rung(None)])
 def test_every_answer_the_door_gives_a_notify_is_a_delivery_to_the_notifier(
-    telegram_message_id: int | None,
+    rung: Rung | None,
 ) -> None:
     import json
 
     answers = [
-        door_verbs._answer("41", 7) | door_verbs._ring_answer(telegram_message_id),
+        door_verbs._answer("41", 7) | door_verbs._ring_answer(rung),
         door_verbs._answer("41", 7) | {"telegram": "not_configured"},
     ]
     for answer in answers:
@@ -408,7 +410,7 @@ def test_the_batch_answer_is_one_notify_answer_per_row_in_order() -> None:
     row_answer = answer_schema["$defs"]["NotifyAnswer"]
     assert row_answer == door_router.NotifyAnswer.model_json_schema()
     rows = [
-        door_verbs._answer("41", 7) | door_verbs._ring_answer(42),
+        door_verbs._answer("41", 7) | door_verbs._ring_answer(Rung(42)),
         door_verbs._answer("42", None) | door_verbs._ring_answer(None),
         door_verbs._answer("43", 9) | {"telegram": "not_configured"},
         door_verbs._answer("44", 9)

@@ -211,6 +211,11 @@ class Stack:
     def arm_telegram_fault(self, **fault: Any) -> None:
         self._emulator("POST", "faults", json=fault)
 
+    def arm_telegram_replies(self, **armed: Any) -> None:
+        """Answers the door cannot read (`chief.telegram.emulator.replies`; clear=True forgets
+        them)."""
+        self._emulator("POST", "replies", json=armed)
+
     def telegram_calls(self) -> dict[str, Any]:
         return dict(self._emulator("GET", "calls"))
 

@@ -71,6 +71,11 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   `400 Bad Request: chat not found`, `403 Forbidden: bot was blocked by the user`;
   with `"replace": true` the armed faults are forgotten in the same step, so a test switching
   Telegram from one failure to another leaves no moment in which a send succeeds;
+- `POST /emulator/replies` `{"shape": "no_is_bot" | "date_ms" | "result_null" |
+  "no_message_id" | "empty" | "html" | "at_once", "methods": ["getMe", ...], "count": N,
+  "replace"?}`: the next N calls of those methods answer what a client cannot read (the method
+  runs first, so Telegram took it; a getUpdates answers at once, confirming nothing) (`replies`);
+  `{"clear": true}` forgets them; `GET` lists the armed shapes;
 - `GET /emulator/calls`: how many API calls each method received, and `too_many_requests`;
 - `--flood-limits` (off by default): Telegram's flood control, about 1 message/s per private
   chat with a burst of 3, 20/min per group chat (negative ids), 30/s overall; past them a

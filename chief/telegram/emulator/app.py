@@ -16,10 +16,10 @@ import structlog
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from chief.telegram.emulator import owner, raw
+from chief.telegram.emulator import owner, raw, replies
 from chief.telegram.emulator.methods import BotMethods
 from chief.telegram.emulator.shapes import Refusal
 from chief.telegram.emulator.state import REFUSALS, EmulatorState, FloodLimits, parse_fault
@@ -81,6 +81,7 @@ def create_emulator(
             Route("/emulator/messages", controls.messages, methods=["GET"]),
             Route("/emulator/calls", controls.calls, methods=["GET"]),
             Route("/emulator/faults", controls.faults, methods=["GET", "POST"]),
+            Route("/emulator/replies", controls.replies, methods=["GET", "POST"]),
             Route("/emulator/reset", controls.reset, methods=["POST"]),
             Route("/emulator/owner/text", controls.owner_text, methods=["POST"]),
             Route("/emulator/owner/press", controls.owner_press, methods=["POST"]),
@@ -103,7 +104,7 @@ class _Routes:
         self.state = state
         self.methods = BotMethods(state)
 
-    async def api(self, request: Request) -> JSONResponse:
+    async def api(self, request: Request) -> Response:
         """`/bot{token}/{method}`: the token, the body, an armed fault, then the method."""
         state = self.state
         if state.token is not None and request.path_params["token"] != state.token:
@@ -125,6 +126,9 @@ class _Routes:
             return _error(fault.status, "Internal Server Error")
         if fault is not None and fault.mode in REFUSALS:
             return _error(*REFUSALS[fault.mode])
+        shape = state.reply_shapes.take(method)
+        if shape is not None:
+            return await self._shaped(method, params, request, shape)
         answer = await self._answer(method, params, request)
         if fault is not None and fault.mode == "delay":
             await _delay(request, fault.delay_s)
@@ -144,6 +148,23 @@ class _Routes:
         if method == "sendmessage":
             answer.background = BackgroundTask(self._after_send, self.state.messages[-1])
         return answer
+
+    async def _shaped(
+        self, method: str, params: dict[str, Any], request: Request, shape: str
+    ) -> Response:
+        """The method run (a getUpdates never: it answers nothing, at once), then its answer
+        replaced by an unreadable `shape` (`replies`)."""
+        result: Any = []
+        if method != "getupdates":
+            answer = await self._answer(method, params, request)
+            if answer.status_code != 200:
+                return answer  # refused: Telegram's own refusal, readable
+            result = json.loads(bytes(answer.body))["result"]
+        shaped = replies.render(shape, result)
+        if method == "sendmessage":
+            shaped.background = BackgroundTask(self._after_send, self.state.messages[-1])
+        log.info("emulator.reply_shaped", method=method, shape=shape)
+        return shaped
 
     async def _after_send(self, record: dict[str, Any]) -> None:
         """The receipt line and log event of a kept message, written after its answer went
@@ -202,6 +223,19 @@ class _Controls:
         state.arm(fault)
         log.info("emulator.fault_armed", **fault.as_dict())
         return JSONResponse({"ok": True, "faults": [f.as_dict() for f in state.faults]})
+
+    async def replies(self, request: Request) -> JSONResponse:
+        shapes = self.state.reply_shapes
+        if request.method == "POST":
+            try:
+                document = await _document(request)
+                if document.get("clear") is True:
+                    shapes.clear()
+                else:
+                    log.info("emulator.reply_shape_armed", **shapes.arm(document).as_dict())
+            except ValueError as exc:
+                return _refused(str(exc))
+        return JSONResponse({"ok": True, "replies": [a.as_dict() for a in shapes.armed]})
 
     async def reset(self, _: Request) -> JSONResponse:
         self.state.reset()

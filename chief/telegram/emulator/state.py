@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from chief.telegram.emulator.replies import ReplyShapes
 from chief.telegram.emulator.updates import UpdateQueue
 
 MAX_FAULT_DELAY_S = 300.0
@@ -79,6 +80,8 @@ class EmulatorState:
     callback_answers: list[dict[str, Any]] = field(default_factory=list)
     #: the last setMyCommands list
     commands: list[dict[str, str]] = field(default_factory=list)
+    #: answers a client cannot read, armed per method (`replies`)
+    reply_shapes: ReplyShapes = field(default_factory=ReplyShapes)
     _next_message_ids: dict[str, int] = field(default_factory=dict)
     _by_chat: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     _log_file: TextIO | None = field(default=None, repr=False)
@@ -175,6 +178,7 @@ class EmulatorState:
         self.commands = []
         self.calls.clear()
         self.faults.clear()
+        self.reply_shapes.clear()
         self.too_many_requests = 0
         if self.flood is not None:
             self.flood = FloodLimits()

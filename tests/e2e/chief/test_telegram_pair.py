@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 
 from chief.telegram.emulator import BOT_USER, create_emulator
@@ -297,3 +298,18 @@ def test_a_failed_poll_is_tried_again_until_the_deadline(setup: Setup) -> None:
     assert len(errors) == 1, again.stderr()
     assert "(the last poll failed: " in errors[0]
     assert "nothing paired" in errors[0]
+
+
+def test_a_get_me_the_pairing_cannot_read_is_one_line(setup: Setup) -> None:
+    # An independent Bot API emulator answers getMe without `is_bot` (issue 26).
+    armed = httpx.post(
+        setup.url + "/emulator/replies",
+        json={"shape": "no_is_bot", "methods": ["getMe"], "count": 10},
+        timeout=EXIT_TIMEOUT_S,
+    )
+    assert armed.status_code == 200, armed.text
+    pairing = setup.pair()
+    assert pairing.finish() == 1
+    assert len(pairing.err) == 1, pairing.stderr()
+    assert "cannot read" in pairing.stderr()
+    assert BOT_TOKEN not in pairing.stdout() + pairing.stderr()

@@ -27,7 +27,7 @@ from chief.telegram.phone import Buttons
 
 OWNER_ID = 4242
 STRANGER_ID = 777
-FAST = Pauses(0.01, 0.05, 0.01, 0.01, 0.01)
+FAST = Pauses(0.01, 0.05, 0.01, 0.01, 0.01, empty_poll_s=0.01)
 WAIT_S = 5.0
 
 

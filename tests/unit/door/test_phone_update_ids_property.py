@@ -36,7 +36,7 @@ from chief.telegram.phone import Buttons
 
 OWNER_ID = 4242
 LIMIT = 3  # Telegram's is 100; a small one makes partial batches common
-FAST = Pauses(0.001, 0.001, 0.001, 0.001, 0.001)
+FAST = Pauses(0.001, 0.001, 0.001, 0.001, 0.001, empty_poll_s=0.001)
 WAIT_S = 10.0
 
 # One poll's worth of events: ("new", jump_to or None) | ("replay", None) | ("fail", confirmed)
