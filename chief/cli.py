@@ -19,6 +19,7 @@ and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothin
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import sys
@@ -55,10 +56,14 @@ GROUP_HELP = {"telegram": "pair the owner's Telegram chat, or forget the pairing
 
 
 class _Parser(OneLineParser):
-    """argparse, but a usage error is one line (not the usage block) and no exit inside."""
+    """argparse, but a usage error is one line (not the usage block) and no exit inside. It
+    points at the `--help` of the command the line names (`helps`): argparse reports an
+    unrecognized option at the top level whatever command it followed."""
+
+    helps: str | None = None
 
     def error(self, message: str) -> NoReturn:
-        raise ChiefInputError(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise ChiefInputError(f"{self.prog}: {message} (see {self.helps or self.prog} --help)")
 
 
 def _positive_int(raw: str) -> int:
@@ -201,12 +206,55 @@ def _parser() -> _Parser:
     return parser
 
 
+def _named(args: list[str]) -> tuple[list[str], list[str]]:
+    """The command words `args` starts with (`log`, `telegram pair`), and the names that could
+    come next where they stop short (the commands, or a group's)."""
+    heads = [name.split() for name in [*COMMANDS, *DISPATCHED]]
+    taken: list[str] = []
+    for word in args:
+        following = [head[len(taken)] for head in heads if head[: len(taken)] == taken]
+        if word not in following:
+            return taken, list(dict.fromkeys(following))
+        taken.append(word)
+        if taken in heads:
+            return taken, []
+    return taken, list(
+        dict.fromkeys(head[len(taken)] for head in heads if head[: len(taken)] == taken)
+    )
+
+
+def _misnamed(args: list[str]) -> str | None:
+    """The one-line usage error for a line that names no command, or a word where a command
+    goes that is none, with the closest names (`difflib`); None for any other line."""
+    taken, following = _named(args)
+    if not following:
+        return None
+    prog = " ".join(["chief", *taken])
+    if len(args) == len(taken):
+        return f"{prog}: name a command: {', '.join(following)} (see {prog} --help)"
+    typed = args[len(taken)]
+    if typed.startswith("-"):
+        return None
+    close = difflib.get_close_matches(typed, following, n=3, cutoff=0.6)
+    hint = (
+        f"did you mean {' or '.join(close)}?"
+        if close
+        else f"the commands are {', '.join(following)}"
+    )
+    return f"{prog}: no command {typed!r}; {hint} (see {prog} --help)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chief` console script; returns the exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in DISPATCHED:
         return _dispatch(args[0], args[1:])
+    problem = _misnamed(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     parser = _parser()
+    parser.helps = " ".join(["chief", *_named(args)[0]])
     try:
         # TEXT is `chief report`'s own to refuse (check_cron_text), as it is from stdin.
         options = parser.checked(parser.parse_args(args), own_words={"text"})

@@ -18,7 +18,9 @@
     ├── NeedsAPerson                `coop status --check` found something; exit 1
     ├── TimedOut                    `coop request wait` gave up: the request is still open;
     │                               exit 3
-    └── ServiceError                `coop serve` cannot start (its port is taken, ...)
+    ├── ServiceError                `coop serve` cannot start (its port is taken, ...)
+    └── BackupError                 `coop backup` or `coop restore` cannot be made (no ledger,
+                                    a process holds it, a copy fails its check); exit 1
 
 Domain errors travel from the owner service to the compatibility client as (type name, message)
 and are re-raised as the same type with the same words: keep constructors to one message argument
@@ -104,6 +106,10 @@ class TimedOut(CoopError):
 
 class ServiceError(CoopError):
     """The engine service (`coop serve`) cannot start; the message says what to fix."""
+
+
+class BackupError(CoopError):
+    """The backup or the restore could not be made; nothing was changed."""
 
 
 #: Every error type the owner service may send back as a verdict, by name.

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 
-from engine.cli.tree import PROG, quick_parse, refusal
+from engine.cli.tree import PROG, misnamed, quick_parse, refusal
 from engine.errors import CoopError, UsageError
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
@@ -68,6 +68,10 @@ def _parse(words: list[str]) -> Args:
     quick = quick_parse(words)
     if quick is not None:
         return quick
+    problem = misnamed(words)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        raise SystemExit(2)
     from engine.cli.parser import build_parser
 
     return build_parser(words).parse_args(words)

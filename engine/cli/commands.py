@@ -2,7 +2,8 @@
 from the verb's signature and the `@command` beside it: it calls the verb's public function
 (`engine.api.public`) with the parsed arguments and prints the answer (`engine.cli.render`), or
 the answer itself with `--json`. The operator's commands that run no verb (`status`, `cutover`,
-`reconcile`) have a handler each, in `COMMANDS`. `run` returns the verb's answer (for tests).
+`reconcile`, and `backup` and `restore`, which copy files rather than use the ledger) have a
+handler each, in `COMMANDS`. `run` returns the verb's answer (for tests).
 """
 
 from __future__ import annotations
@@ -127,7 +128,12 @@ def status(args: Args, emit: Emit) -> None:
         for receipt in pending:
             emit(f"uncertain receipt {receipt['key']}  {receipt['method']}")
         raise
-    report = {**snapshot, "uncertain_receipts": pending, "door": status.door_status()}
+    report = {
+        **snapshot,
+        "uncertain_receipts": pending,
+        "door": status.door_status(),
+        "owner_service": status.owner_service(_db(args)),
+    }
     found = status.problems(report, max_age_s)
     if args.json:
         emit(json.dumps({**report, "problems": found}, indent=2))
@@ -167,12 +173,28 @@ def reconcile(args: Args, emit: Emit) -> None:
     receipts.prune()
 
 
+def backup(args: Args, emit: Emit) -> None:
+    from engine import backup
+
+    for line in backup.backup(args.dir, db=_db(args)):
+        emit(line)
+
+
+def restore(args: Args, emit: Emit) -> None:
+    from engine import backup
+
+    for line in backup.restore(args.dir, db=_db(args), with_chief=args.with_chief):
+        emit(line)
+
+
 #: The operator's commands, which run no verb of their own (`serve` is the engine service's
 #: process, not a command here). Every verb's command is derived (`engine.cli.tree`).
 COMMANDS: dict[tuple[str, str | None], Handler] = {
     ("status", None): status,
     ("cutover", None): cutover,
     ("reconcile", None): reconcile,
+    ("backup", None): backup,
+    ("restore", None): restore,
 }
 
 

@@ -36,14 +36,18 @@ class _Formatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming where to look."""
+    """argparse, but a usage error is one line naming where to look: the `--help` of the
+    command the line names (`helps`), since argparse reports an unrecognized option at the top
+    level whatever command it followed."""
+
+    helps: str | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {message} (see {self.helps or self.prog} --help)\n")
 
 
 def _version() -> str:
@@ -81,6 +85,7 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
         parents=[common],
     )
     parser.add_argument("--version", nargs=0, action=_Version, help="print the version")
+    parser.helps = " ".join(word for word in (PROG, group, verb) if word is not None)
     groups = parser.add_subparsers(dest="group", required=True, parser_class=Parser)
     for name in GROUP_HELP:
         if group is not None and name != group:

@@ -4,11 +4,13 @@ Every verb's command is derived here from the verb itself (`engine.verbs`): its 
 line and the spelling of each parameter from the `@command` beside the function, each
 argument's type and default from the function's signature (read from the function object, no
 `inspect`), in the order the declaration spells them. The operator's commands that run no verb
-(`status`, `serve`, `cutover`, `reconcile`) are written below. `engine.cli.parser` builds
-argparse from the tree for `--help` and for every usage error; `quick_parse` reads the same
-tree to parse a plain, well-formed command line without argparse at all. argparse costs a cold
-`coop todo done` about a fifth of its time (the module, its gettext and locale lookups, a
-parser per level), which a verb that parses three words should not pay.
+(`status`, `serve`, `cutover`, `reconcile`, `backup`, `restore`) are written below.
+`engine.cli.parser` builds argparse from the tree for `--help` and for every usage error;
+`quick_parse` reads the same tree to parse a plain, well-formed command line without argparse
+at all. argparse costs a cold `coop todo done` about a fifth of its time (the module, its
+gettext and locale lookups, a parser per level), which a verb that parses three words should
+not pay. A line that names no command, or a word where one goes that is none, is answered by
+`misnamed` in a person's words (the closest names, by `difflib`), not argparse's.
 
 `quick_parse` answers exactly what argparse would, or nothing: it takes only exact option names
 (`--summary X`, `--summary=X`), positionals that do not start with `-`, values that convert and
@@ -190,7 +192,7 @@ COMMANDS.update(
             ),
             arg(
                 "--max-pending-age",
-                type=float,
+                # Text, converted by `status.max_pending_age`: a refusal echoes it as typed.
                 default=None,
                 metavar="SECONDS",
                 help="with --check: a pending row older than this needs a person"
@@ -211,6 +213,24 @@ COMMANDS.update(
             ),
         ),
         ("reconcile", None): Command("ask the owner what became of a request key", arg("key")),
+        ("backup", None): Command(
+            "copy coop.db and chief.db, online and checked, into a new folder inside DIR",
+            arg("dir", metavar="DIR", help="where backups go (created 0700)"),
+            description="Copy coop.db and chief.db through SQLite's backup API while the"
+            " services run, into DIR/coop-backup-<UTC time>, check each copy and print its rows.",
+        ),
+        ("restore", None): Command(
+            "put a backup's coop.db back (the services stopped)",
+            arg("dir", metavar="DIR", help="the backup folder `coop backup` printed"),
+            arg(
+                "--with-chief",
+                action="store_true",
+                help="restore chief.db too: the door forgets what it took since, so rows"
+                " delivered since ring again",
+            ),
+            description="Restore coop.db from a backup while no service holds it, and say what"
+            " is sent again and what is gone. chief.db stays as it is unless --with-chief.",
+        ),
     }
 )
 #: Every group's help line, in the order `--help` lists the groups.
@@ -226,18 +246,60 @@ for _group, _verb in COMMANDS:
         GROUP_VERBS.setdefault(_group, []).append(_verb)
 
 
+def _after_top(argv: Sequence[str] | None) -> list[str]:
+    """The words after the top-level options (`--as X`, `--db=Y`)."""
+    words = list(argv or ())
+    while words and (words[0] in COMMON or words[0].startswith(("--as=", "--db="))):
+        if "=" not in words[0] and len(words) < 2:
+            break  # an option without its value: argparse says so
+        del words[: 1 if "=" in words[0] else 2]
+    return words
+
+
 def named(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
     """The group and the verb `argv` names for certain, else None for either: the group is the
     first word after the top-level options (`--as X`, `--db=Y`), the verb the word after it."""
-    words = list(argv or ())
-    while words and (words[0] in COMMON or words[0].startswith(("--as=", "--db="))):
-        del words[: 1 if "=" in words[0] else 2]
+    words = _after_top(argv)
     group = words[0] if words and words[0] in GROUP_HELP else None
     if group is None:
         return None, None
     verbs = GROUP_VERBS.get(group)
     verb = words[1] if verbs is not None and len(words) > 1 and words[1] in verbs else None
     return group, verb
+
+
+def misnamed(argv: Sequence[str] | None) -> str | None:
+    """The one-line usage error for a line that names no command, or a group and no verb, or a
+    word where either goes that is none: the closest names suggested (`difflib`), in the words
+    a person typed, not argparse's (`argument group: invalid choice`). None for any other line,
+    which argparse parses (an option in that place, `--help`, a usage error further on)."""
+    words = _after_top(argv)
+    if not words:
+        return f"{PROG}: name a command: {', '.join(GROUP_HELP)} (see {PROG} --help)"
+    if words[0].startswith("-"):
+        return None
+    if words[0] not in GROUP_HELP:
+        return unknown_word(PROG, "command", words[0], list(GROUP_HELP))
+    verbs = GROUP_VERBS.get(words[0])
+    prog = f"{PROG} {words[0]}"
+    if verbs is None or (len(words) > 1 and words[1].startswith("-")):
+        return None
+    if len(words) == 1:
+        return f"{prog}: name a verb: {', '.join(verbs)} (see {prog} --help)"
+    if words[1] not in verbs:
+        return unknown_word(prog, "verb", words[1], verbs)
+    return None
+
+
+def unknown_word(prog: str, what: str, typed: str, known: list[str]) -> str:
+    """`prog: no command 'todoo'; did you mean todo? (see prog --help)`: the closest of `known`
+    by `difflib`, else all of them. The word is echoed as typed (a repr only escapes what a
+    terminal line cannot show)."""
+    import difflib
+
+    close = difflib.get_close_matches(typed, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"the {what}s are {', '.join(known)}"
+    return f"{prog}: no {what} {typed!r}; {hint} (see {prog} --help)"
 
 
 def dest(names: tuple[str, ...], settings: dict[str, Any]) -> str:

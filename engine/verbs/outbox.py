@@ -53,7 +53,9 @@ def notify(unit: Unit, text: str, *, actor: str, kind: str = "note", db: Db = No
 def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3.Row:
     row = queue.row(conn, outbox_id)
     if row is None:
-        raise NotFound(f"outbox row #{outbox_id} does not exist — `coop status` lists the rows")
+        raise NotFound(
+            f"outbox row #{outbox_id} does not exist — `coop outbox list` shows the rows"
+        )
     if row["state"] != "pending":
         raise LifecycleError(
             f"outbox row #{outbox_id} is {row['state']!r} — only a pending row can be {verb}"

@@ -5,7 +5,7 @@ change here: `coop` from `engine.cli.tree.COMMANDS` (and `COMMON`), `chief` from
 `chief.cli.COMMANDS`, and the commands `chief` dispatches (`chief.cli.DISPATCHED`) from their own
 `--help`.
 
-The contract each run is held to (the exit statuses are in README.md, "Exit statuses"):
+The contract each run is held to (the exit statuses are in docs/cli.md, "Exit statuses"):
 - it exits 0, 1 or 2 (`--help` and `--version` exit 0 through argparse);
 - no exception escapes `main`, and stderr holds no traceback and at most two lines of the
   entry point's own (a service's JSON log lines are not its words);
@@ -88,8 +88,9 @@ def _a_safe_path(word: str) -> bool:
 
 paths = words.filter(_a_safe_path)
 
-#: Arguments that name a file the command creates or opens: drawn from `paths`.
-PATH_OPTIONS = {"--db", "--log"}
+#: Arguments that name a file or folder the command creates or opens: drawn from `paths`
+#: (`dir`: `coop backup DIR` creates it, `coop restore DIR` reads it).
+PATH_OPTIONS = {"--db", "--log", "dir"}
 #: Arguments converted to a number by the command rather than by argparse's `type`.
 NUMBER_OPTIONS = {"--wait", "--port", "--max-pending-age", "--limit"}
 
@@ -160,7 +161,9 @@ def command_line(draw: st.DrawFn, head: Sequence[str], args: Sequence[Arg]) -> l
         else:
             pieces.append([names[0], _value(draw, names, settings)])
     if draw(st.integers(0, 5)) == 0:
-        pieces.append([draw(words)])
+        # A stray word can stand in for a path positional left out: a path then, too.
+        takes_path = any(names[0] in PATH_OPTIONS for names, _ in args)
+        pieces.append([draw(paths if takes_path else words)])
     ordered = draw(st.permutations(pieces))
     return [*head, *(word for piece in ordered for word in piece)]
 

@@ -1,8 +1,9 @@
 """The delivery identity at an operator's edges, on the real stack (`coop serve`, `chief serve`,
-the Telegram emulator, `coop` processes): a coop.db restored from a backup taken the README's
-way, a fresh coop.db beside a chief.db that has served another, and a coop.db written by the
-previous schema with a row in flight. Each new row reaches the Chief and Telegram exactly once,
-and a row the door had already taken is not taken again.
+the Telegram emulator, `coop` processes): a coop.db restored by `coop restore` from a backup
+`coop backup` took while the engine ran (a restore refused while it runs), a fresh coop.db
+beside a chief.db that has served another, and a coop.db written by the previous schema with a
+row in flight. Each new row reaches the Chief and Telegram exactly once, and a row the door had
+already taken is not taken again.
 
 Rows are told apart by their text (each unique); the Chief's lines are counted by content and
 Telegram's by the texts each message carries (a digest carries several).
@@ -11,10 +12,7 @@ Telegram's by the texts each message carries (a digest carries several).
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
@@ -88,21 +86,13 @@ def _door_answer(stack: ProofStack, text: str) -> dict[str, object]:
     return answer
 
 
-def _sqlite(db: str, command: str) -> None:
-    """The README's backup and restore commands: the sqlite3 shell where the machine has it,
-    else the README's Python one-liner (the same backup API)."""
-    verb, target = command.split(" ", 1)
-    if shutil.which("sqlite3"):
-        argv = ["sqlite3", db, command]
-    elif verb == ".backup":
-        argv = [sys.executable, "-c", _ONE_LINER.format(source=db, target=target)]
-    else:
-        argv = [sys.executable, "-c", _ONE_LINER.format(source=target, target=db)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+def _backup(stack: ProofStack) -> Path:
+    """`coop backup` into the stack's folder, while the services run: the backup folder."""
+    done = stack.coop("backup", str(stack.folder / "backups"))
     assert done.returncode == 0, done.stderr
-
-
-_ONE_LINER = "import sqlite3; sqlite3.connect('{source}').backup(sqlite3.connect('{target}'))"
+    (folder,) = (stack.folder / "backups").iterdir()
+    assert f"wrote {folder / 'coop.db'}" in done.stdout
+    return folder
 
 
 def test_a_restored_coop_db_delivers_every_new_row_once(make_stack: MakeStack) -> None:
@@ -121,16 +111,20 @@ def test_a_restored_coop_db_delivers_every_new_row_once(make_stack: MakeStack) -
         timeout_s=LANDED_WITHIN_S,
         what="the row deferred while the door is down",
     )
-    backup = stack.folder / "backup" / "coop.db"
-    backup.parent.mkdir()
-    _sqlite(str(stack.coop_db), f".backup {backup}")
+    backup = _backup(stack)
     stack.door.start()
     after = ["after backup 1", "after backup 2", "after backup 3"]
     _notify(stack, *after)
     _once_everywhere(stack, ["pending at backup", *after])
 
+    refused = stack.coop("restore", str(backup))  # `coop serve` holds the ledger
+    assert refused.returncode == 1, refused
+    assert f"`coop serve` (pid {stack.engine.pid}) holds {stack.coop_db}" in refused.stderr
     assert stack.engine.terminate() == 0
-    _sqlite(str(stack.coop_db), f".restore {backup}")
+    restored = stack.coop("restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+    assert "sent again: 1 outbox row pending in the backup" in restored.stdout
+    assert "gone: 3 outbox rows written after the backup" in restored.stdout
     stack.start_engine()
     _all_delivered(stack)  # the row pending in the backup: the door answers it already sent
     assert _door_answer(stack, "pending at backup")["already_sent"] is True

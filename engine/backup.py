@@ -1,0 +1,341 @@
+"""`coop backup DIR` and `coop restore DIR`: the data folder's two databases, copied through
+SQLite's online backup API (never as files: a live WAL file copied by bytes is not a database).
+
+Backup takes coop.db (required: no ledger, no backup, and nothing is created) and chief.db (when
+the door has made one) while the services run, into a new time-stamped folder inside DIR (0700),
+checks each copy with `PRAGMA integrity_check`, fsyncs the copies and the folders, and answers
+what it wrote and each table's rows. A failure removes what it had created.
+
+Restore copies a backup's coop.db over the live one, and its chief.db only when asked
+(`with_chief`). It refuses while a process holds the ledger: `coop serve`
+(`<coop.db>.serve.lock`), a notifier daemon (`<coop.db>.notifier.lock`) or a drainer's waiter,
+and, for chief.db, the door (`<chief.db>.serve.lock`). It holds those locks itself while it
+writes, so none of them starts meanwhile. It answers what the restore means for delivery, read
+from both files before the copy: the rows pending in the backup (sent again; the door answers
+`already_sent` for those it took since, so they ring once), and what was written after the
+backup (gone from the ledger; the Chief keeps its lines).
+
+Where chief.db lives is the Chief's rule (`CHIEF_DB`, else `<data folder>/chief.db`), written
+here again because the engine never imports the Chief: a deliberate twin, pinned equal to
+`chief.config` by tests/contract/test_backup_paths.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+from engine import config, store
+from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
+from engine.errors import BackupError, UsageError
+from engine.store import copies
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+COOP_DB = "coop.db"
+CHIEF_DB = "chief.db"
+#: A backup folder's name: this prefix and the UTC time it was taken.
+FOLDER_PREFIX = "coop-backup-"
+STAMP = "%Y%m%dT%H%M%SZ"
+#: The locks whose holder writes the ledger: (the suffix after coop.db, who holds it).
+LEDGER_LOCKS = (
+    (SERVE_LOCK_SUFFIX, "`coop serve`"),
+    (DAEMON_LOCK_SUFFIX, "a notifier daemon (`coop-notifier run`)"),
+    (".drain-wait.lock", "a notifier drainer"),
+)
+CHIEF_LOCK = (".serve.lock", "the door (`chief serve`) or the Chief")
+#: The tables whose ids tell what a restore loses: written after the backup means a higher id.
+LOST_TABLES = (("todos", "todo"), ("requests", "request"), ("coop_outbox", "outbox row"))
+
+__all__ = ["backup", "chief_db_path", "restore"]
+
+
+def chief_db_path(environ: Mapping[str, str] | None = None) -> str:
+    """Where the Chief keeps chief.db: `CHIEF_DB`, else `<data folder>/chief.db` (the twin of
+    `chief.config`'s rule)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get("CHIEF_DB")
+    if explicit is not None and explicit.strip():
+        return config.pure_path(os.path.expanduser(explicit))
+    return os.path.join(config.data_folder(env), CHIEF_DB)
+
+
+def _check(path: str) -> dict[str, int]:
+    """Each table's row count, once `PRAGMA integrity_check` says ok; else BackupError."""
+    verdict, counts = copies.checked_counts(path)
+    if verdict != ["ok"]:
+        raise BackupError(f"{path} fails its integrity check: {'; '.join(verdict[:3])}")
+    return counts
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """The tables that have rows, with their counts."""
+    return ", ".join(f"{name} {count}" for name, count in counts.items() if count) or "none"
+
+
+def _many(count: int, what: str) -> str:
+    return f"{count} {what}" + ("" if count == 1 else "s")
+
+
+# ---- backup ----------------------------------------------------------------------------------
+
+
+def _new_folder(target: str) -> tuple[str, list[str]]:
+    """A new time-stamped folder inside `target` (0700), and every folder made for it (the
+    ones to remove on failure)."""
+    made: list[str] = []
+    missing = []
+    parent = os.path.abspath(target)
+    while not os.path.exists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(missing):
+        os.mkdir(folder, 0o700)
+        made.append(folder)
+    stamp = time.strftime(STAMP, time.gmtime())
+    for number in range(1, 100):
+        folder = os.path.join(target, FOLDER_PREFIX + stamp + ("" if number == 1 else f"-{number}"))
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue
+        made.append(folder)
+        return folder, made
+    raise BackupError(f"{target} already holds 99 backups taken this second")
+
+
+def _remove(made: list[str]) -> None:
+    import shutil
+
+    for folder in reversed(made):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def backup(target: str, *, db: str | None = None) -> list[str]:
+    """Back coop.db (and chief.db, when it exists) up into a new folder inside `target`; the
+    lines saying what was written. No ledger: refused, nothing created."""
+    if not target.strip():
+        raise UsageError("give the folder to back up into, e.g. `coop backup /var/backups/coop`")
+    ledger = store.locate(db)
+    if not os.path.isfile(ledger):
+        raise BackupError(
+            f"no ledger at {ledger}: nothing to back up (set COOP_HOME or --db to the ledger)"
+        )
+    sources = [(COOP_DB, ledger)]
+    chief = chief_db_path()
+    if os.path.isfile(chief):
+        sources.append((CHIEF_DB, chief))
+    folder, made = _new_folder(target)
+    try:
+        lines = [_back_up_one(source, os.path.join(folder, name)) for name, source in sources]
+        _fsync(folder)
+        _fsync(os.path.dirname(os.path.abspath(folder)))
+    except BaseException:
+        _remove(made)
+        raise
+    if len(sources) == 1:
+        lines.append(f"no chief.db at {chief}: the door has not run here; only coop.db is saved")
+    lines.append(f"backup {folder} done; restore it with `coop restore {folder}`")
+    return lines
+
+
+def _back_up_one(source: str, copy: str) -> str:
+    copies.copy(source, copy)
+    copies.single_file(copy)
+    counts = _check(copy)
+    os.chmod(copy, 0o600)
+    _fsync(copy)
+    return f"wrote {copy} from {source} (integrity ok; rows: {_counts(counts)})"
+
+
+# ---- restore ---------------------------------------------------------------------------------
+
+
+def _holder(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as file:
+            return file.read().split()[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
+@contextlib.contextmanager
+def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
+    """Hold each `(path, who)` lock for the restore, or refuse naming the pid that holds one."""
+    import fcntl
+
+    held: list[int] = []
+    try:
+        for path, who in locks:
+            made = not os.path.exists(path)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            if made:
+                _as_folder_owner(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise BackupError(
+                    f"{who} (pid {_holder(path)}) holds {path.rsplit('.', 2)[0]}: stop it first"
+                    " (systemctl stop coop-engine coop-chief-door), then restore"
+                ) from None
+            held.append(fd)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} coop restore\n".encode("ascii"), 0)
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _as_folder_owner(path: str) -> None:
+    """Give a file this command made to its folder's owner: a restore run as root must leave
+    nothing the service's user cannot open (a lock file, a ledger that was not there)."""
+    folder = os.stat(os.path.dirname(os.path.abspath(path)))
+    if os.geteuid() == 0 and (folder.st_uid, folder.st_gid) != (0, 0):
+        os.chown(path, folder.st_uid, folder.st_gid)
+
+
+def _drainer(ledger: str) -> str | None:
+    """The refusal when a live process on this host holds the ledger's worker lock (a one-shot
+    drainer takes no lock file), else None."""
+    holder = copies.holder(ledger)
+    if holder is None or holder[1] != os.uname().nodename or not _alive(holder[0]):
+        return None
+    return (
+        f"a notifier worker (pid {holder[0]}) is draining {ledger}: let it finish, or stop it,"
+        " then restore (`coop worker unlock` clears a lock whose process is gone)"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _source(folder: str) -> str:
+    """The backup folder `folder` names: itself, when it holds coop.db."""
+    if os.path.isfile(os.path.join(folder, COOP_DB)):
+        return folder
+    try:
+        inside = sorted(name for name in os.listdir(folder) if name.startswith(FOLDER_PREFIX))
+    except OSError as exc:
+        raise BackupError(f"no backup at {folder}: {exc.strerror or exc}") from None
+    if inside:
+        raise UsageError(
+            f"{folder} holds backups, not one backup: name one, e.g. the newest:"
+            f" `coop restore {os.path.join(folder, inside[-1])}`"
+        )
+    raise BackupError(f"no backup at {folder}: it holds no {COOP_DB}")
+
+
+def _meaning(backup_ids: dict[str, int], live_ids: dict[str, int], pending: int) -> list[str]:
+    """What the restore means for delivery, from the highest ids on both sides (`live_ids`
+    empty: there was no ledger)."""
+    lines = [
+        f"sent again: {_many(pending, 'outbox row')} pending in the backup; a row the door took"
+        " since is answered already_sent and rings no second time; the others are delivered once"
+        if pending
+        else "sent again: nothing (no outbox row was pending in the backup)"
+    ]
+    gone = [
+        _many(live_ids[table] - backup_ids.get(table, 0), what)
+        for table, what in LOST_TABLES
+        if live_ids.get(table, 0) > backup_ids.get(table, 0)
+    ]
+    changes = max(live_ids.get("coop_events", 0) - backup_ids.get("coop_events", 0), 0)
+    if not live_ids:
+        lines.append("gone: nothing (there was no ledger here)")
+    elif gone or changes:
+        rows = f"{', '.join(gone)} written after the backup, and " if gone else ""
+        lines.append(
+            f"gone: {rows}{_many(changes, 'change')} made since (every todo and request is as the"
+            " backup has it); the Chief keeps the lines they reported"
+        )
+    else:
+        lines.append("gone: nothing (the ledger had not changed since the backup)")
+    if live_ids.get("requests", 0) > backup_ids.get("requests", 0):
+        lines.append(
+            "a request filed after the backup may still be asked on the phone: a tap or a reply"
+            " there changes nothing, and says the question is no longer in the ledger"
+        )
+    return lines
+
+
+def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> list[str]:
+    """Restore the backup in `folder` over the live coop.db (and chief.db with `with_chief`);
+    the lines saying what it did and what that means for delivery."""
+    if not folder.strip():
+        raise UsageError(
+            "give the backup folder, e.g. `coop restore /var/backups/coop/coop-backup-…`"
+        )
+    source = _source(folder)
+    ledger = store.locate(db)
+    chief = chief_db_path()
+    backup_chief = os.path.join(source, CHIEF_DB)
+    if with_chief and not os.path.isfile(backup_chief):
+        raise BackupError(f"--with-chief: the backup {source} holds no {CHIEF_DB}")
+    backup_ledger = os.path.join(source, COOP_DB)
+    for copy, live in ((backup_ledger, ledger), (backup_chief, chief)):
+        if os.path.isfile(live) and os.path.samefile(copy, live):
+            raise UsageError(f"{source} is the data folder itself, not a backup of it")
+    _check(backup_ledger)
+    if with_chief:
+        _check(backup_chief)
+    locks = [(ledger + suffix, who) for suffix, who in LEDGER_LOCKS]
+    if with_chief:
+        locks.append((chief + CHIEF_LOCK[0], CHIEF_LOCK[1]))
+    os.makedirs(os.path.dirname(os.path.abspath(ledger)), 0o700, exist_ok=True)
+    with _holding(locks):
+        busy = _drainer(ledger)
+        if busy is not None:
+            raise BackupError(busy)
+        meaning = _meaning(
+            copies.max_ids(backup_ledger),
+            copies.max_ids(ledger),
+            copies.pending_count(backup_ledger),
+        )
+        _restore_file(backup_ledger, ledger)
+        lines = [f"restored {ledger} from {backup_ledger}", *meaning]
+        if with_chief:
+            _restore_file(backup_chief, chief)
+            lines.append(_chief_restored(chief, backup_chief))
+    if not with_chief:
+        lines.append(
+            f"chief.db left as it is ({chief}): the door remembers every row it took, so none"
+            " rings twice; --with-chief restores it too"
+        )
+    return lines
+
+
+def _restore_file(copy: str, live: str) -> None:
+    """The backup's pages over the live file, through the backup API (it settles the live
+    file's WAL too; a copy of the bytes would leave a -wal to be replayed onto wrong pages)."""
+    made = not os.path.exists(live)
+    copies.copy(copy, live)
+    if made:
+        _as_folder_owner(live)
+
+
+def _chief_restored(chief: str, backup_chief: str) -> str:
+    return (
+        f"restored {chief} from {backup_chief}: the door forgets what it took after the backup,"
+        " so a row pending in the backup and delivered since is delivered and rung a second"
+        " time, and the conversation loses its lines written since"
+    )
