@@ -13,10 +13,11 @@ group or other bit lets others read or write, may have been replaced (a planted 
 another chat, and the door would ring it), so the refusal says what to check and the
 `chown`/`chmod` to run. Data files are tightened instead: a chief.db, its -wal/-shm or a lock
 file of this user's that a loose umask left 0644 (before this rule) only loses the group and
-other bits, which takes access away and grants none; one of another user's is refused. A folder
-that exists already is left as it is (it may be one chief did not make); every folder chief
-makes is 0700. SQLite gives a new -wal and -shm the database file's own mode, so a 0600 file
-makes them 0600 whatever the umask.
+other bits, which takes access away and grants none; one of another user's is refused (unless
+root opens it, the operator acting for the service's user). A folder that exists already is
+left as it is (it may be one chief did not make); every folder chief makes is 0700. SQLite gives
+a new -wal and -shm the database file's own mode, so a 0600 file makes them 0600 whatever the
+umask.
 
 Twin of `engine.private` (the packages share no code): the code below the docstrings is the
 same, pinned by tests/contract/test_shared_facts.py.
@@ -80,8 +81,7 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
 
 def private_file(path: str | os.PathLike[str]) -> None:
     """Make `path` an empty 0600 file unless it exists (never through a planted link); an
-    existing one of this user's loses its group and other bits; another user's raises OSError
-    in one line."""
+    existing one loses its group and other bits (`tighten`)."""
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, FILE_MODE)
@@ -92,13 +92,16 @@ def private_file(path: str | os.PathLike[str]) -> None:
 
 
 def tighten(path: str | os.PathLike[str]) -> None:
-    """Take the group and other bits off the existing data file `path` of this user's; OSError
-    in one line when it is another user's; nothing when it is gone."""
+    """Take the group and other bits off the existing data file `path`; OSError in one line
+    when it is another user's (root excepted); nothing when it is gone."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return
-    if info.st_uid != os.geteuid():
+    # Root is the operator acting for the service's user (`coop restore`, `sudo coop status`):
+    # it may open their files, as SQLite lets it. Anyone else is handed a file another user
+    # could have planted in a loose folder.
+    if info.st_uid != os.geteuid() and os.geteuid() != 0:
         raise OSError(
             f"{os.fspath(path)} belongs to uid {info.st_uid}, not to uid {os.geteuid()} who "
             f"runs this: check what it holds, then run `chown {os.geteuid()} {os.fspath(path)}`"

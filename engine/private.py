@@ -13,7 +13,8 @@ user owns, or that a group or other bit lets others read or write, may have been
 the refusal says what to check and the `chown`/`chmod` to run. Data files are tightened
 instead: a database, its -wal/-shm, a log or a receipt of this user's that a loose umask left
 0644 (before this rule) only loses the group and other bits, which takes access away and grants
-none; one of another user's is refused. A folder that exists already is left as it is (it may
+none; one of another user's is refused (unless root opens it: the operator acting for the
+service's user, as `coop restore` does). A folder that exists already is left as it is (it may
 be one the engine did not make, `/tmp` or a shared `/srv`); every folder the engine makes is
 0700. SQLite gives a new -wal and -shm the database file's own mode, so a 0600 database makes
 them 0600 whatever the umask.
@@ -81,8 +82,7 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
 
 def private_file(path: str | os.PathLike[str]) -> None:
     """Make `path` an empty 0600 file unless it exists (never through a planted link); an
-    existing one of this user's loses its group and other bits; another user's raises OSError
-    in one line."""
+    existing one loses its group and other bits (`tighten`)."""
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, FILE_MODE)
@@ -93,13 +93,16 @@ def private_file(path: str | os.PathLike[str]) -> None:
 
 
 def tighten(path: str | os.PathLike[str]) -> None:
-    """Take the group and other bits off the existing data file `path` of this user's; OSError
-    in one line when it is another user's; nothing when it is gone."""
+    """Take the group and other bits off the existing data file `path`; OSError in one line
+    when it is another user's (root excepted); nothing when it is gone."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
         return
-    if info.st_uid != os.geteuid():
+    # Root is the operator acting for the service's user (`coop restore`, `sudo coop status`):
+    # it may open their files, as SQLite lets it. Anyone else is handed a file another user
+    # could have planted in a loose folder.
+    if info.st_uid != os.geteuid() and os.geteuid() != 0:
         raise OSError(
             f"{os.fspath(path)} belongs to uid {info.st_uid}, not to uid {os.geteuid()} who "
             f"runs this: check what it holds, then run `chown {os.geteuid()} {os.fspath(path)}`"

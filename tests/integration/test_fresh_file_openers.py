@@ -154,20 +154,50 @@ def test_a_database_a_loose_umask_made_earlier_is_tightened_with_its_wal_and_shm
     assert loose == []
 
 
-@pytest.mark.parametrize("name", CONNECTORS)
-def test_a_database_another_user_owns_is_refused_in_one_line(tmp_path: Path, name: str) -> None:
+def _needs_root() -> None:
     if os.geteuid() != 0:
-        pytest.skip("handing a file to another user needs root")
+        pytest.skip("another user's file needs root to make")
+
+
+@contextmanager
+def _acting_as(uid: int) -> Iterator[None]:
+    """This process with effective user `uid` (root can switch back: its saved id stays 0)."""
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@pytest.mark.parametrize("name", CONNECTORS)
+def test_a_database_root_does_not_own_is_refused_to_anyone_but_root(
+    tmp_path: Path, name: str
+) -> None:
+    """A user handed a database another user planted in a loose folder is refused in one line;
+    root, the operator acting for the service's user (`coop restore`), opens it."""
+    _needs_root()
     import pwd
+    import tempfile
 
-    path = tmp_path / name
-    sqlite3.connect(path).close()
-    os.chown(path, pwd.getpwnam("nobody").pw_uid, -1)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    folder = Path(tempfile.mkdtemp(prefix="coop-planted-"))  # /tmp: nobody can reach it
+    try:
+        os.chown(folder, nobody, -1)
+        path = folder / name
+        sqlite3.connect(path).close()  # root's: planted for nobody
+        os.chmod(path, 0o666)  # noqa: S103 - the planted file under test
 
-    with pytest.raises((StoreError, ChiefStoreError, OSError)) as refused:
+        with _acting_as(nobody), pytest.raises((StoreError, ChiefStoreError, OSError)) as refused:
+            CONNECTORS[name](path).close()
+        os.chown(path, nobody, -1)  # now the service's (nobody's) own ledger, opened by root
         CONNECTORS[name](path).close()
+        mode = stat.S_IMODE(path.stat().st_mode)
+    finally:
+        import shutil
 
+        shutil.rmtree(folder)
     words = str(refused.value)
-    assert "belongs to uid" in words
+    assert "belongs to uid 0" in words
     assert "chown" in words
     assert "\n" not in words
+    assert mode == 0o600
