@@ -113,6 +113,8 @@ def test_coop_verbs_and_a_waiter_make_a_private_folder(tmp_path: Path) -> None:
             _ok(coop("request", "take", "1", env=env, inherit=False))
             _ok(coop("request", "close", "1", "--summary", "done", env=env, inherit=False))
         assert waiter.wait(WAIT_S) == 0, waiter.stderr.read() if waiter.stderr else ""
+        with umask_000():
+            _ok(coop("backup", str(tmp_path / "fresh" / "backups"), env=env, inherit=False))
     finally:
         if waiter.poll() is None:
             waiter.kill()
