@@ -419,12 +419,14 @@ def _door_address() -> DoorAddress | None:
     from chief.errors import DoorError
 
     try:
+        # The key as the door read it (`read_service_key`): a file not this user's alone is
+        # refused there, never sent.
         door = DoorConfig.from_env()
-        key = door.service_key_file.read_text(encoding="utf-8").strip()
-    except (DoorError, OSError, UnicodeDecodeError):
+        door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
+    except (DoorError, UnicodeEncodeError):
         return None
     host = f"[{door.host}]" if ":" in door.host else door.host
-    return DoorAddress(f"http://{host}:{door.port}", key, SERVICE_KEY_HEADER)
+    return DoorAddress(f"http://{host}:{door.port}", door.service_key, SERVICE_KEY_HEADER)
 
 
 def _label(message: Message) -> str:

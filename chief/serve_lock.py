@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from chief import private
 from chief.errors import DoorError
 
 # What a holder of the serve lock writes after its pid.
@@ -52,7 +53,7 @@ class ServeLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; False (and nothing held) when someone does."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private.make_folders(self.path.parent)  # 0700 whatever the umask
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -26,7 +26,7 @@ import contextlib
 import os
 import time
 
-from engine import config, store
+from engine import config, private, store
 from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
@@ -151,6 +151,7 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
 
 
 def _back_up_one(source: str, copy: str) -> str:
+    private.private_file(copy)  # 0600 before a page is copied, whatever the umask
     copies.copy(source, copy)
     copies.single_file(copy)
     counts = _check(copy)
@@ -301,7 +302,7 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
     locks = [(ledger + suffix, who) for suffix, who in LEDGER_LOCKS]
     if with_chief:
         locks.append((chief + CHIEF_LOCK[0], CHIEF_LOCK[1]))
-    os.makedirs(os.path.dirname(os.path.abspath(ledger)), 0o700, exist_ok=True)
+    private.make_folders(os.path.dirname(os.path.abspath(ledger)))  # each one it makes 0700
     with _holding(locks):
         busy = _drainer(ledger)
         if busy is not None:
@@ -328,6 +329,7 @@ def _restore_file(copy: str, live: str) -> None:
     """The backup's pages over the live file, through the backup API (it settles the live
     file's WAL too; a copy of the bytes would leave a -wal to be replayed onto wrong pages)."""
     made = not os.path.exists(live)
+    private.private_database(live)  # 0600 before SQLite writes it, whatever the umask
     copies.copy(copy, live)
     if made:
         _as_folder_owner(live)

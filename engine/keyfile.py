@@ -1,13 +1,15 @@
 """The one reader of the engine's private files: the owner credential and the door's service key.
 
 Every secret the engine reads comes through `read_private`, which refuses before reading a
-byte anything but a regular file private to its owner (no group or world bit: 0600 or 0400),
-and a file that is empty or too large to be a key (a wrong path). The notify door and the
+byte anything but a regular file of this user's with no group or world bit (0600 or 0400; the
+rule is `engine.private.trust_problem`), and a file that is empty or too large to be a key (a
+wrong path). The notify door and the
 notifier keep their own readers with the same rule (the packages share no code); the contract
 test `tests/contract/test_shared_facts.py` holds the three to it.
 
 It raises `engine.errors.KeyFileError` (missing, unreadable, not a regular file, empty or too
-large) and its `KeyFileNotPrivate` (a group or world bit is set: `chmod 600` it).
+large) and its `KeyFileNotPrivate` (another user's, or a group or world bit is set: the message
+says the `chown`/`chmod` to run).
 
 Standard library only: the `coop` CLI reads the owner credential on every routed call.
 """
@@ -18,11 +20,11 @@ import os
 import stat
 from pathlib import Path
 
+from engine import private
 from engine.errors import KeyFileError, KeyFileNotPrivate
 
 #: A key is one short line; a bigger file is a wrong path. The door and the notifier use 4096 too.
 MAX_KEY_FILE_BYTES = 4096
-PRIVATE_MODE_MASK = 0o077
 
 
 def read_private(path: Path, what: str) -> str:
@@ -37,11 +39,9 @@ def read_private(path: Path, what: str) -> str:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise KeyFileError(f"{what} {path} is not a regular file")
-        if info.st_mode & PRIVATE_MODE_MASK:
-            raise KeyFileNotPrivate(
-                f"{what} {path} has mode {stat.S_IMODE(info.st_mode):04o}; it must be private"
-                f" (0600): run `chmod 600 {path}`"
-            )
+        problem = private.trust_problem(info, path, what)
+        if problem is not None:
+            raise KeyFileNotPrivate(problem)
         raw = os.read(fd, MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise KeyFileError(f"{what} {path} cannot be read ({exc.strerror})") from exc

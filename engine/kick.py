@@ -39,6 +39,8 @@ import contextlib
 import os
 import sys
 
+from engine import private
+
 # Off the CLI's cold path: `pathlib` (annotations only) and `socket` (imported by the one
 # function that sends: with COOP_KICK=off a verb never loads it).
 TYPE_CHECKING = False
@@ -114,8 +116,11 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
     import subprocess  # only when no daemon listens: the common path is one datagram
 
     env = dict(os.environ, COOP_DB=os.fspath(db))
-    # Its log lines go beside the store, where an operator looks for them.
-    with open(os.fspath(db) + ".drainer.log", "ab") as log:
+    # Its log lines go beside the store, where an operator looks for them: 0600 whatever the
+    # umask (they name rows and the door), never through a link planted at the name.
+    log_path = os.fspath(db) + ".drainer.log"
+    private.private_file(log_path)
+    with open(log_path, "ab", opener=_no_follow) as log:
         launcher = subprocess.Popen(
             ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-m", "notifier", "drain"],
             env=env,
@@ -216,6 +221,10 @@ def wake_waiters(db: str | os.PathLike[str], request_id: int | None = None) -> i
     return sent
 
 
+def _no_follow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW, private.FILE_MODE)
+
+
 def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
@@ -226,9 +235,9 @@ def _private_folder(folder: str) -> None:
     this user's (in /tmp, anyone could have made it first). The store's own folder is made if
     missing, as opening the store would: a wait on a ledger not yet made then answers as
     `request show` does (no such request), not with a missing folder."""
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    private.make_folders(os.path.dirname(folder))
     with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
+        os.mkdir(folder, private.FOLDER_MODE)
     import stat
 
     info = os.lstat(folder)
@@ -236,8 +245,8 @@ def _private_folder(folder: str) -> None:
         import errno
 
         raise PermissionError(errno.EPERM, "not a folder of this user's for waiters", folder)
-    if info.st_mode & 0o077:
-        os.chmod(folder, 0o700)
+    if info.st_mode & private.OTHERS_BITS:
+        os.chmod(folder, private.FOLDER_MODE)
 
 
 class Waiter:
@@ -271,6 +280,9 @@ class Waiter:
             self.path = os.path.join(self.folder, name)
             try:
                 sock.bind(self.path)
+                # A socket file takes the umask's mode; its 0700 folder already keeps others out,
+                # and the file says so too.
+                os.chmod(self.path, private.FILE_MODE)
                 return self
             except FileNotFoundError:
                 sock.close()

@@ -11,7 +11,9 @@ so running processes follow a cutover or its undo at their next call. A bad file
 before anything is routed or opened: a wrong mode, another database, invalid JSON (nested past
 the parser's depth too), a missing `database`, a `database`, `url` or `credential_file` that is
 not UTF-8 text without a NUL, a file over 64 KiB, one that is not a regular file (a FIFO would
-block) or an unreadable one all raise exactly
+block), one another user owns or a group or other bit opens (it says where the owner listens
+and which credential to send there: another local user could have written it), or an
+unreadable one all raise exactly
 `Invalid Coop owner configuration` (`OwnerUnavailable`), with what was wrong in its `detail`,
 which the CLI prints on a line of its own.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import os
 import stat  # loaded by `os` already: free on the CLI's path
 
+from engine import private
 from engine.config import db_file, pure_path
 from engine.errors import OwnerUnavailable
 
@@ -108,8 +111,12 @@ def _owner_text(path: str) -> str | None:
     chunks: list[bytes] = []
     size = 0
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)  # the open file's: the file read is the file checked
+        if not stat.S_ISREG(info.st_mode):
             raise _invalid(f"{path} is not a regular file")
+        problem = private.trust_problem(info, path, "the owner file")
+        if problem is not None:
+            raise _invalid(problem)
         while size <= MAX_OWNER_FILE_BYTES and (chunk := os.read(fd, MAX_OWNER_FILE_BYTES + 1)):
             chunks.append(chunk)
             size += len(chunk)

@@ -23,12 +23,12 @@ rotating the key means restarting the notifier.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from engine import private as engine_private
 from engine.config import data_home
 from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
@@ -180,9 +180,10 @@ def _check_door_url(url: str) -> None:
 
 
 def read_service_key(path: Path) -> str:
-    """The key in `path`, refusing a file anyone but its owner could read (as the door does)."""
+    """The key in `path`, refusing a file that is not this user's alone (the engine's rule,
+    `engine.private.trust_problem`, as the door's twin applies it)."""
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ServiceKeyError(
             f"COOP_SERVICE_KEY_FILE {path} does not exist — write the door's service key there"
@@ -190,20 +191,22 @@ def read_service_key(path: Path) -> str:
         ) from None
     except OSError as exc:
         raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        raise ServiceKeyError(
-            f"COOP_SERVICE_KEY_FILE {path} has mode {stat.S_IMODE(info.st_mode):04o}; the service"
-            f" key must be private (0600) — run `chmod 600 {path}`"
-        )
-    if info.st_size > MAX_KEY_FILE_BYTES:
-        raise ServiceKeyError(
-            f"COOP_SERVICE_KEY_FILE {path} is {info.st_size} bytes; a service key is one short"
-            " line — check the path"
-        )
     try:
-        key = path.read_text(encoding="utf-8").strip()
+        # Checked on the open file itself, so the file read is the file checked.
+        info = os.fstat(fd)
+        problem = engine_private.trust_problem(info, path, "COOP_SERVICE_KEY_FILE")
+        if problem is not None:
+            raise ServiceKeyError(problem)
+        if info.st_size > MAX_KEY_FILE_BYTES:
+            raise ServiceKeyError(
+                f"COOP_SERVICE_KEY_FILE {path} is {info.st_size} bytes; a service key is one"
+                " short line — check the path"
+            )
+        key = os.read(fd, MAX_KEY_FILE_BYTES + 1).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
+    finally:
+        os.close(fd)
     if not key:
         raise ServiceKeyError(
             f"COOP_SERVICE_KEY_FILE {path} is empty — write the door's service key there"

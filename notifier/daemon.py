@@ -52,6 +52,7 @@ import structlog
 from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
+from engine import private as engine_private
 from engine.daemon_lock import daemon_lock_file
 from engine.errors import CoopError
 from engine.faults import fault
@@ -86,6 +87,12 @@ class InstanceLock:
         self.path = self._lock.path
 
     def acquire(self) -> None:
+        # The daemon may be the first process on a fresh data folder: made 0700, as the store
+        # makes it, before the lock file goes into it.
+        try:
+            engine_private.make_folders(self.db_path.parent)
+        except OSError as exc:
+            raise StoreError(f"cannot make the folder of {self.db_path}: {exc}") from exc
         if not self._lock.try_acquire():
             raise DaemonAlreadyRunning(
                 f"another notifier daemon (pid {self._lock.holder()}) already runs for"

@@ -47,7 +47,6 @@ import hashlib
 import ipaddress
 import math
 import os
-import stat
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from datetime import tzinfo
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from chief import private
 from chief.door.pacing import QuietHours
 from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
@@ -299,27 +299,25 @@ def read_service_key_digest(path: Path) -> bytes:
 
 
 def read_service_key(path: Path) -> bytes:
-    """The key in `path` (surrounding blanks stripped), refusing a file anyone but its owner
-    could read."""
+    """The key in `path` (surrounding blanks stripped), refusing a file that is not this user's
+    alone (`chief.private.trust_problem`): another user's key would let them in, or be theirs."""
     try:
-        mode = path.stat().st_mode
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise DoorError(
             f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror}); create it with a "
             "random key and `chmod 600` it"
         ) from exc
-    if not stat.S_ISREG(mode):
-        raise DoorError(f"COOP_SERVICE_KEY_FILE {path} is not a regular file")
-    if mode & 0o077:
-        raise DoorError(
-            f"COOP_SERVICE_KEY_FILE {path} has mode {stat.S_IMODE(mode):04o}; the service key "
-            f"must be private (0600): run `chmod 600 {path}`"
-        )
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_KEY_FILE_BYTES + 1)
+        # Checked on the open file itself, so the file read is the file checked.
+        problem = private.trust_problem(os.fstat(fd), path, "COOP_SERVICE_KEY_FILE")
+        if problem is not None:
+            raise DoorError(problem)
+        raw = os.read(fd, MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise DoorError(f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
     key = raw.strip()
     if len(raw) > MAX_KEY_FILE_BYTES or not key:
         raise DoorError(

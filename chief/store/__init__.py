@@ -78,6 +78,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from chief import private
 from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
@@ -159,14 +160,15 @@ class ChiefStore:
                 "the right file"
             )
         try:
-            await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+            # 0700 whatever the umask: chief.db holds the conversation and the ask keys.
+            await anyio.to_thread.run_sync(private.make_folders, path.parent)
         except OSError as exc:
             raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
         store = cls(path)
         try:
             try:
                 await store._db_thread.call(store._open)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:  # OSError: another user's file
                 raise ChiefStoreError(f"cannot open chief.db at {path}: {exc}") from exc
             await store._hop(schema.prepare, path)
             yield store

@@ -7,6 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from chief import private
 from chief.errors import ChiefStoreError
 from chief.store.sql import write
 
@@ -241,6 +242,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def connect(path: Path) -> sqlite3.Connection:
+    # Owner-only whatever the umask: the file made 0600 before SQLite opens it (SQLite gives
+    # -wal and -shm the file's mode), an older looser one tightened with its -wal and -shm.
+    private.private_database(path)
     # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
     return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 

@@ -4,26 +4,29 @@ found them (`<COOP_HOME>/telegram-pairing.json`, mode 0600):
     {"chat_id": 4242, "user_id": 4242, "username": "owner" | null, "first_name": "Owner" | null,
      "bot": "@coop_bot", "paired_at": "2026-12-01T17:30:00+00:00"}
 
-`write_pairing` replaces it atomically (a 0600 temporary file in the same folder, written and
-fsynced, renamed over the old one, then the folder fsynced): a crash leaves the old pairing or
-the new one, never half of one. `read_pairing` answers None when there is no file; a file that
-cannot be read or is not a pairing raises `ChiefConfigError` in one line naming it and what to
-do. `remove_pairing` removes it and says whether there was one.
+`write_pairing` replaces it atomically (`chief.private.write_atomic`: a fresh 0600 temporary
+name in the same folder, never a link planted there, written and fsynced, renamed over the old
+one, then the folder fsynced): a crash leaves the old pairing or the new one, never half of one.
+`read_pairing` answers None when there is no file; a file that cannot be read or is not a
+pairing raises `ChiefConfigError` in one line naming it and what to do. The pairing says which
+chat the door obeys and rings, so a file another user owns, or one a group or other bit opens,
+is refused the same way (never repaired: it may have been swapped for one naming their chat).
+`remove_pairing` removes it and says whether there was one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from chief import private
 from chief.errors import ChiefConfigError
 
 PAIRING_FILE_NAME = "telegram-pairing.json"
-PAIRING_FILE_MODE = 0o600
+PAIRING_FILE_MODE = private.FILE_MODE
 # A pairing is a few hundred bytes; anything much larger is not one.
 MAX_PAIRING_FILE_BYTES = 64 * 1024
 
@@ -57,12 +60,21 @@ def _broken(path: Path, why: str) -> ChiefConfigError:
 def read_pairing(path: Path) -> Pairing | None:
     """The pairing in `path`, or None when there is none; ChiefConfigError when it is broken."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_PAIRING_FILE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise _broken(path, f"cannot be read ({exc.strerror})") from exc
+    try:
+        # Checked on the open file itself, so the file read is the file checked.
+        problem = private.trust_problem(os.fstat(fd), path, "the Telegram pairing file")
+        if problem is not None:
+            raise ChiefConfigError(problem)
+        raw = os.read(fd, MAX_PAIRING_FILE_BYTES + 1)
+    except OSError as exc:
+        raise _broken(path, f"cannot be read ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
     if len(raw) > MAX_PAIRING_FILE_BYTES:
         raise _broken(path, f"is over {MAX_PAIRING_FILE_BYTES} bytes")
     try:
@@ -103,23 +115,7 @@ def _pairing(document: Any) -> Pairing:
 def write_pairing(path: Path, pairing: Pairing) -> None:
     """Replace the pairing in `path` atomically, mode 0600 (see the module docstring)."""
     data = (json.dumps(asdict(pairing), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
-    folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = folder / f".{path.name}.{os.getpid()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PAIRING_FILE_MODE)
-    try:
-        try:
-            os.fchmod(fd, PAIRING_FILE_MODE)  # a leftover temporary file may have kept a mode
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    _fsync_folder(folder)
+    private.write_atomic(path, data)
 
 
 def remove_pairing(path: Path) -> bool:
@@ -132,14 +128,5 @@ def remove_pairing(path: Path) -> bool:
         raise ChiefConfigError(
             f"the Telegram pairing file {path} cannot be removed ({exc.strerror})"
         ) from exc
-    _fsync_folder(path.parent)
+    private.fsync_folder(path.parent)
     return True
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename or an unlink in `folder` durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

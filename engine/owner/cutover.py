@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine import owner, store
+from engine import owner, private, store
 from engine.daemon_lock import daemon_lock_free_of_others
 from engine.errors import StoreError, UsageError
 from engine.owner.compat import check_owner_url
@@ -44,7 +44,7 @@ from engine.store.ledger import record_event
 
 CREDENTIAL_SUFFIX = ".owner.key"
 CREDENTIAL_BYTES = 32
-PRIVATE_MODE = 0o600
+PRIVATE_MODE = private.FILE_MODE
 
 
 def credential_path(db: Path) -> Path:
@@ -52,20 +52,9 @@ def credential_path(db: Path) -> Path:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write `text` to a new 0600 file, atomically (temp + rename), fsync'd."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write `text` to a new 0600 file, atomically (a fresh temporary name, never a link
+    planted there; fsync'd, renamed, the folder fsync'd)."""
+    private.write_atomic(path, text.encode())
 
 
 def _owner_connection(db: Path) -> sqlite3.Connection:

@@ -29,12 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine import private
 from engine.config import data_home
 
 RECEIPTS_DIR_NAME = "receipts"
 PRUNE_STAMP_NAME = ".pruned"
-DIR_MODE = 0o700
-FILE_MODE = 0o600
+DIR_MODE = private.FOLDER_MODE
+FILE_MODE = private.FILE_MODE
 UNCERTAIN, COMMITTED, REJECTED = "uncertain", "committed", "rejected"
 STATES = (UNCERTAIN, COMMITTED, REJECTED)
 SETTLED_KEEP_S = 24 * 3600.0
@@ -48,7 +49,7 @@ def receipts_dir(environ: Mapping[str, str] | None = None) -> Path:
 def _ensure_dir(directory: Path) -> Path:
     if not directory.is_dir():
         missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]
-        directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        private.make_folders(directory)  # each one it makes 0700, whatever the umask
         # A new folder's name is durable only once its parent is fsynced: without it a power
         # cut can take the folder, and the uncertain receipt in it, however well that one was
         # synced (tests/powercut/test_holes.py).
@@ -110,7 +111,7 @@ def create(
 
 def _write_synced(path: Path, body: dict[str, Any], flag: int) -> None:
     """Write `body` as JSON to `path` (created with `flag`: O_EXCL or O_TRUNC) and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flag, FILE_MODE)
     try:
         os.write(fd, json.dumps(body, sort_keys=True).encode())
         os.fsync(fd)

@@ -27,6 +27,7 @@ import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from engine import private
 from engine.config import db_file, pure_path
 from engine.errors import StoreError
 from engine.store.schema import FENCE_FUNCTION, MIGRATIONS, statements
@@ -107,7 +108,9 @@ def open_connection(
     if synchronous not in SYNCHRONOUS_MODES:
         raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, not {synchronous!r}")
     try:
-        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+        # Owner-only whatever the umask: the folders 0700, the file 0600 before SQLite opens it
+        # (SQLite gives -wal and -shm the file's mode), an older looser file tightened.
+        private.private_database(path)
         conn = sqlite3.connect(
             path,
             timeout=BUSY_TIMEOUT_MS / 1000,
@@ -123,7 +126,8 @@ def open_connection(
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
     except (sqlite3.Error, OSError) as exc:
-        # OSError: the folder cannot be made (a file in the way, no permission).
+        # OSError: the folder cannot be made (a file in the way, no permission), or the file is
+        # another user's.
         raise StoreError(f"cannot open the Coop database at {path}: {exc}") from exc
     return conn
 

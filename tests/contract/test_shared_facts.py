@@ -13,12 +13,15 @@ the engine), so its copy is the engine's.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 from fastapi import HTTPException
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from chief import model as chief_model
@@ -175,6 +178,86 @@ def test_every_reader_refuses_a_missing_key_file_and_a_folder(tmp_path: Path) ->
     for path in (tmp_path / "absent.key", tmp_path):
         answers = {name: reads(path) for name, reads in KEY_READERS.items()}
         assert answers == dict.fromkeys(KEY_READERS, False), path
+
+
+# ---- the trusted files' rule (private by construction) ---------------------------------------
+
+
+def _pairing_reads(path: Path) -> bool:
+    from chief.errors import ChiefConfigError
+    from chief.telegram.pairing import read_pairing
+
+    try:
+        read_pairing(path)
+    except ChiefConfigError:
+        return False
+    return True
+
+
+def _owner_file_reads(path: Path) -> bool:
+    from engine import owner_file
+    from engine.errors import OwnerUnavailable
+
+    try:
+        owner_file._owner_text(str(path))
+    except OwnerUnavailable:
+        return False
+    return True
+
+
+TRUST_READERS = KEY_READERS | {"pairing": _pairing_reads, "owner file": _owner_file_reads}
+# One line every reader takes when the rule lets it: a key, a pairing and an owner file's text.
+TRUSTED_TEXT = json.dumps({"chat_id": 1, "user_id": 1, "bot": "@b", "paired_at": "now"}) + "\n"
+
+
+def test_both_packages_keep_private_files_with_the_same_code() -> None:
+    """`engine.private` and `chief.private` (folders 0700, files 0600, the trust rule, the
+    atomic write) are one module written twice: everything below the docstring is equal."""
+    import ast
+    import inspect
+
+    from chief import private as chief_private
+    from engine import private as engine_private
+
+    def below_docstring(module: object) -> str:
+        tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+        return ast.dump(ast.Module(body=tree.body[1:], type_ignores=[]))
+
+    assert below_docstring(engine_private) == below_docstring(chief_private)
+    assert (engine_private.FOLDER_MODE, engine_private.FILE_MODE) == (0o700, 0o600)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(mode=st.integers(0, 0o7777))
+def test_every_reader_of_a_trusted_file_applies_the_same_rule_to_any_mode(
+    tmp_path: Path, mode: int
+) -> None:
+    """Readable by this user with no group or other bit, or refused: by every reader alike."""
+    path = tmp_path / "trusted"
+    path.write_text(TRUSTED_TEXT)
+    path.chmod(mode)
+    expected = not mode & 0o077 and os.access(path, os.R_OK)
+
+    answers = {name: reads(path) for name, reads in TRUST_READERS.items()}
+
+    assert answers == dict.fromkeys(TRUST_READERS, expected), f"{mode:04o}"
+
+
+def test_every_reader_of_a_trusted_file_refuses_another_users(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("handing a file to another user needs root")
+    import pwd
+
+    path = tmp_path / "trusted"
+    path.write_text(TRUSTED_TEXT)
+    path.chmod(0o600)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(path, nobody.pw_uid, nobody.pw_gid)
+
+    answers = {name: reads(path) for name, reads in TRUST_READERS.items()}
+
+    assert answers == dict.fromkeys(TRUST_READERS, False)
 
 
 def test_the_key_file_size_limit_is_one_number() -> None:

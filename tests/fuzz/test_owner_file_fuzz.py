@@ -117,6 +117,7 @@ def test_any_owner_file_is_the_exact_words_or_a_usable_config(
     def fuzz(body: bytes | Nested) -> None:
         written = body.body(folder) if isinstance(body, Nested) else body
         (folder / "coop.db.owner.json").write_bytes(written)
+        (folder / "coop.db.owner.json").chmod(0o600)  # private: only what it holds is fuzzed
         try:
             config = owner_file.owner_config(db)
         except OwnerUnavailable as exc:

@@ -201,6 +201,7 @@ def test_in_service_mode_a_drain_leaves_the_store_to_the_owner_and_a_daemon_refu
     ids = add_rows(db_path, 1)
     owner_file = Path(str(db_path) + ".owner.json")
     owner_file.write_text(f'{{"mode": "service", "database": "{db_path}"}}')
+    owner_file.chmod(0o600)  # as `coop cutover` writes it
     env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none", COOP_KICK="off")
     log = tmp_path / "timer-drain.log"
     assert start_notifier(["drain", "--no-wait"], env, log).wait(timeout=30) == 0

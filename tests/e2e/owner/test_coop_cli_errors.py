@@ -37,6 +37,7 @@ def _owner_file(tmp_path: Path, **changes: object) -> Path:
     }
     path = tmp_path / "coop.db.owner.json"
     path.write_text(json.dumps(body))
+    path.chmod(0o600)  # as `coop cutover` writes it
     return path
 
 
@@ -59,6 +60,7 @@ def test_a_broken_owner_file_is_exactly_the_designs_sentence(
     tmp_path: Path, env: dict[str, str], broken: str, detail: str
 ) -> None:
     (tmp_path / "coop.db.owner.json").write_text(broken)
+    (tmp_path / "coop.db.owner.json").chmod(0o600)  # private: broken inside only
 
     done = coop("todo", "add", "write the report", env=env)
 

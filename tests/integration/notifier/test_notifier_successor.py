@@ -19,6 +19,7 @@ def test_service_mode_leaves_work_to_the_owner(tmp_path: Path, monkeypatch):
     db = tmp_path / "coop.db"
     owner_file = Path(str(db) + ".owner.json")
     owner_file.write_text(json.dumps({"mode": "service", "database": str(db)}))
+    owner_file.chmod(0o600)  # as `coop cutover` writes it
     assert may_spawn_drainer(db) is False
 
 

@@ -87,6 +87,7 @@ def test_a_broken_pairing_file_is_one_line_naming_it(
 ) -> None:
     path = tmp_path / PAIRING_FILE_NAME
     path.write_text(content)
+    path.chmod(0o600)  # private, as `chief telegram pair` writes it: broken inside only
     with pytest.raises(ChiefConfigError) as caught:
         read_pairing(path)
     words = str(caught.value)

@@ -352,6 +352,7 @@ def test_every_broken_owner_file_says_the_exact_words(
     owner_path: Path, home: Path, variant: str
 ) -> None:
     owner_path.write_text(BROKEN_OWNER_FILES[variant](home), encoding="utf-8")
+    owner_path.chmod(0o600)  # private: broken inside only
     with pytest.raises(OwnerUnavailable) as caught:
         owner_file.owner_config(home / "coop.db")
     assert str(caught.value) == owner_file.INVALID_OWNER

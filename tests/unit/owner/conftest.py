@@ -19,4 +19,5 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def write_owner_file(path: Path, body: object) -> Path:
     path.write_text(body if isinstance(body, str) else json.dumps(body), encoding="utf-8")
+    path.chmod(0o600)  # as `coop cutover` writes it: a looser one is refused before it is read
     return path
