@@ -11,9 +11,11 @@ server:
    when it has one) within `request_deadline_s` of opening, or of its last response; else it is
    closed. A request is complete once the app has its whole body, or has answered.
 2. A cap. At most `max_connections` live at once. A new connection at the cap takes the place of
-   the oldest one that has never completed a request (closed at once); when every connection has
-   completed a request, the new one is closed instead. So idle and slow clients cannot take the
-   last place from a real one, and the process keeps file descriptors to spare.
+   an idle one, closed at once: the oldest that has never completed a request, else the one
+   idle longest between requests (a keep-alive client opens a new connection when it finds its
+   old one closed). Only when every connection has a request in the app is the new one closed
+   instead. So idle and slow clients cannot take the last place from a real one, and the
+   process keeps file descriptors to spare.
 
 The two halves meet by the peer's address: uvicorn puts the transport's peer in the ASGI scope's
 `client` (with `proxy_headers` off, the address itself), and on one listening socket no two live
@@ -48,11 +50,11 @@ Peer = tuple[str, int]
 class _Connection:
     """One live connection as the gate sees it."""
 
-    __slots__ = ("busy", "opened", "served", "timer", "transport")
+    __slots__ = ("busy", "idle_since", "served", "timer", "transport")
 
     def __init__(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
-        self.opened = time.monotonic()
+        self.idle_since = time.monotonic()  # opened, or last answered
         self.busy = False  # a complete request is in the app
         self.served = 0  # requests answered on it
         self.timer: asyncio.TimerHandle | None = None
@@ -96,10 +98,10 @@ class ConnectionGate:
             del self.live[peer]
 
     def _evict_one(self) -> bool:
-        never_asked = [(c.opened, p) for p, c in self.live.items() if not c.served and not c.busy]
-        if not never_asked:
+        idle = [(c.served > 0, c.idle_since, p) for p, c in self.live.items() if not c.busy]
+        if not idle:
             return False
-        peer = min(never_asked)[1]
+        peer = min(idle)[2]  # never asked before answered; the longest idle first
         conn = self.live.pop(peer)
         if conn.timer is not None:
             conn.timer.cancel()
@@ -149,6 +151,7 @@ class ConnectionGate:
         """The app has answered on the connection: the next request's deadline starts now."""
         conn.busy = False
         conn.served += 1
+        conn.idle_since = time.monotonic()
         if self.live.get(peer) is conn and conn.timer is None:
             self._arm(peer, conn)
 

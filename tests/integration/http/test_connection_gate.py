@@ -4,7 +4,9 @@ deadline and a small cap so that nothing waits long.
 - A connection that sends nothing, one that sends half its headers, and one that stops in the
   middle of its body are each closed once the request deadline passes.
 - At the cap, a newcomer takes the place of the oldest connection that never completed a
-  request; a keep-alive client that has been answered keeps its connection.
+  request; a keep-alive client that has been answered keeps its connection. With only answered
+  keep-alive connections idle, it takes the place of the longest idle one, whose client opens a
+  new connection for its next request.
 - When every connection holds a request in the app, a newcomer is closed at once, and served
   again once one answers.
 - Every answer carries a `Date` header (the server no longer ticks to refresh one).
@@ -121,6 +123,21 @@ async def test_at_the_cap_a_newcomer_evicts_the_oldest_that_never_asked() -> Non
         assert gate.shed["evicted"] >= 1
         for stream in idle:
             await stream.aclose()
+
+
+async def test_with_only_kept_alive_connections_idle_a_newcomer_takes_the_longest_idle() -> None:
+    gate = ConnectionGate(max_connections=2, request_deadline_s=60.0)
+    async with (
+        serving(gate, App()) as port,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as first,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as second,
+    ):
+        assert await get(port, client=first) == 200
+        assert await get(port, client=second) == 200
+        assert await get(port) == 200  # at the cap: the first client's connection makes room
+        assert gate.shed["evicted"] == 1
+        assert await get(port, client=first) == 200  # it finds its connection closed: a new one
+        assert len(gate.live) <= 2
 
 
 async def test_when_every_connection_is_in_a_request_a_newcomer_is_closed() -> None:
