@@ -121,6 +121,7 @@ class Tap:
     chat_id: int
     message_id: int
     ask_text: str
+    update_key: str  # the update's id and content digest: a replay's guard (ids repeat)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class Reply:
     chat_id: int
     message_id: int  # the message replied to
     ask_text: str
+    update_key: str  # the update's id and content digest: a replay's guard (ids repeat)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """Structured logging for the chief entry points: one structlog event per line on stderr.
 
 JSON when stderr is not a terminal (production, systemd, tests), key=value console output on a
-tty. Library code only calls `structlog.get_logger(...)`; entry points call `configure_logging()`.
+tty; `COOP_LOG_FORMAT=json|console` forces either, and `COOP_LOG_TIMESTAMP=off` leaves the time
+out of console lines (`ops/run` sets both when its output is a terminal: honcho stamps each line
+itself). Library code only calls `structlog.get_logger(...)`; entry points call
+`configure_logging()`.
 
 `configure_logging` is the twin of `notifier.logs.configure_logging` (chief must not import the
 notifier): `tests/contract/test_logging_twins.py` fails if their code ever differs.
@@ -10,6 +13,7 @@ notifier): `tests/contract/test_logging_twins.py` fails if their code ever diffe
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
@@ -18,16 +22,20 @@ import structlog
 def configure_logging(json: bool | None = None) -> None:
     """Configure structlog for this process; calling it again just applies the same setup again.
 
-    `json=None` picks JSON unless stderr is a terminal.
+    `json=None` follows `COOP_LOG_FORMAT` (`json` or `console`; anything else counts as unset:
+    a log setting never stops a service), else picks JSON unless stderr is a terminal.
     """
+    forced = os.environ.get("COOP_LOG_FORMAT", "").strip().lower()
     if json is None:
-        json = not sys.stderr.isatty()
+        json = forced == "json" if forced in ("json", "console") else not sys.stderr.isatty()
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.StackInfoRenderer(),
     ]
+    # Under `ops/run` on a terminal honcho stamps each line itself: one time per line, not two.
+    if json or os.environ.get("COOP_LOG_TIMESTAMP", "").strip().lower() != "off":
+        processors.append(structlog.processors.TimeStamper(fmt="iso", utc=True))
+    processors.append(structlog.processors.StackInfoRenderer())
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
@@ -36,7 +44,9 @@ def configure_logging(json: bool | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (text and newline together): print() writes them apart when stderr
+        # is unbuffered, and another process sharing the stream splices its line in between.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
         cache_logger_on_first_use=False,
     )

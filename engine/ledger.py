@@ -1,4 +1,4 @@
-"""The ledger's public functions, by the names library callers and the README use.
+"""The ledger's public functions, by the names library callers and the docs use.
 
 Each is its verb (`engine.verbs.ledger`, the one source: signature, docstring, `coop` command)
 run through `engine.api`, the edge that decides local or owner service; the SQL is

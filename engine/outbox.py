@@ -1,4 +1,4 @@
-"""The outbox's public functions, by the names library callers and the README use: an explicit
+"""The outbox's public functions, by the names library callers and the docs use: an explicit
 notification, the operator's two acts on a row (cancel with a reason, retry now), the owner's
 one act on the notifier's worker lock (`unlock_worker`), and the operator's reads.
 

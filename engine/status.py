@@ -1,6 +1,6 @@
 """`coop status`: what an operator needs to know at a glance, and `--check` for monitoring.
 
-Three sources, each read where it lives:
+Four sources, each read where it lives:
 - the ledger's database (`status_snapshot`, a public function of `engine.outbox`: in service
   mode the owner answers it):
   ledger counts by state and stale takes, the outbox by state, the oldest pending row's age,
@@ -9,12 +9,16 @@ Three sources, each read where it lives:
 - the notify door's status endpoint, when it answers: undelivered Chief reports, sent count,
   posture, whether Telegram is configured, and its Telegram queue (depth, oldest age, last
   error, Telegram's permanent refusal). The outbox counts a row delivered once the door queued
-  it, so a Telegram outage shows only there.
+  it, so a Telegram outage shows only there;
+- in service mode, the owner service's `/status`: whether its notifier daemon delivers, and
+  the pid of the daemon that holds the ledger instead (`owner_service`).
 
 `--check` exits 0 when nothing needs a person, 1 when something does (a pending row older than
-`--max-pending-age`, an uncertain receipt, a door that does not answer, a posture that is not
-normal, and with Telegram configured: Telegram refusing for good, or the door's Telegram queue
-holding an entry older than the same `--max-pending-age`), 2 on a usage error. A door that does
+`--max-pending-age`; in service mode, the owner service's daemon not delivering, with the row
+it strands and the daemon that holds the ledger instead, whatever the row's age; an uncertain
+receipt, a door that does not answer, a posture that is not normal, and with Telegram
+configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
+than the same `--max-pending-age`), 2 on a usage error. A door that does
 not answer is itself the problem named; its Telegram queue is then unknown. The door is asked
 by `engine.door`; the lines an operator reads are `engine.cli.render.status_lines`.
 """
@@ -29,11 +33,14 @@ from engine.errors import UsageError
 from engine.outbox import status_snapshot
 
 DEFAULT_MAX_PENDING_AGE_S = 600.0
+OWNER_TIMEOUT_S = 2.0
 
 __all__ = [
     "collect",
+    "delivery_problems",
     "door_status",
     "max_pending_age",
+    "owner_service",
     "problems",
     "status_snapshot",
     "telegram_problems",
@@ -64,19 +71,45 @@ def uncertain_receipts() -> list[dict[str, Any]]:
     return receipts.uncertain()
 
 
+def owner_service(db: str | None = None) -> dict[str, Any] | None:
+    """In service mode, the owner service's `/status` (whether its daemon delivers, and which
+    daemon holds the ledger instead), `{"answered": False, ...}` when it does not answer; None
+    in local mode. Asked without a credential, over loopback, never through a proxy."""
+    import json
+    import urllib.request
+
+    from engine import loopback
+    from engine.owner_file import owner_config
+
+    config = owner_config(db)
+    if config is None:
+        return None
+    url = str(config["url"]).rstrip("/") + "/status"
+    request = urllib.request.Request(url)  # noqa: S310 - the owner file's loopback URL
+    try:
+        with loopback.open_url(request, OWNER_TIMEOUT_S) as response:
+            answer = json.loads(response.read())
+    except (OSError, ValueError) as exc:
+        return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
+    if not isinstance(answer, dict):
+        return {"answered": False, "url": url, "error": "its answer is not a JSON object"}
+    return {"answered": True, "url": url, **answer}
+
+
 def collect(db: str | None = None) -> dict[str, Any]:
     return {
         **status_snapshot(db=db),
         "uncertain_receipts": uncertain_receipts(),
         "door": door_status(),
+        "owner_service": owner_service(db),
     }
 
 
 def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
     """What needs a person, one line each; empty when healthy."""
-    found = []
+    found = delivery_problems(status)
     oldest = status["oldest_pending"]
-    if oldest and oldest["age_s"] > max_pending_age_s:
+    if oldest and oldest["age_s"] > max_pending_age_s and not found:
         found.append(
             f"outbox row #{oldest['id']} has waited {oldest['age_s']:.0f}s"
             f" (more than {max_pending_age_s:.0f}s)"
@@ -92,6 +125,32 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
         found.append(f"the door's posture is {door['posture']!r}")
     found.extend(telegram_problems(door, max_pending_age_s))
     return found
+
+
+def delivery_problems(status: dict[str, Any]) -> list[str]:
+    """In service mode, the owner service's daemon not delivering: the rows pending wait for a
+    daemon that holds the ledger but whose every write the cutover's fence refuses, or for one
+    that failed. Whatever their age: nothing will deliver them until a person acts."""
+    service = status.get("owner_service")
+    if not isinstance(service, dict) or service.get("answered") is not True:
+        return []  # local mode, or an owner that does not answer (the snapshot failed then)
+    if service.get("daemon") is True:
+        return []
+    oldest = status.get("oldest_pending")
+    waits = f"outbox row #{oldest['id']} is pending: " if oldest else ""
+    holder = service.get("daemon_lock_holder")
+    if isinstance(holder, bool) or not isinstance(holder, int) or holder <= 0:
+        # Only a pid is named (the answer is printed); else the service's log says who.
+        return [
+            f"{waits}coop serve's notifier daemon does not deliver (its log says why:"
+            " service.delivery_left_to_daemon or service.daemon_failed); see there, or"
+            " restart coop serve"
+        ]
+    return [
+        f"{waits}a notifier daemon (pid {holder}) holds the ledger's daemon lock, but the"
+        " cutover's fence refuses its writes, so coop serve cannot deliver; stop it"
+        f" (`kill {holder}`), and coop serve takes delivery over within seconds"
+    ]
 
 
 def telegram_problems(door: dict[str, Any], max_pending_age_s: float) -> list[str]:

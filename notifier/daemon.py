@@ -27,6 +27,13 @@ A drain that fails (the store is full or unreadable, the lock was cleared under 
 pause (COOP_BACKOFF_BASE_S doubling up to COOP_BACKOFF_MAX_S; a kick or a stop ends the pause):
 the daemon, and the `coop serve` it lives in, go on.
 
+A standalone daemon (its own connections) that the cutover's fence refuses steps aside: when a
+drain fails and the ledger carries the fence (`engine.store.fence_refuses`: only the owner
+service's connections pass it), it logs one line (`notifier.daemon.stepped_aside`) and `run()`
+returns, releasing the ledger's lock, so that `coop serve`'s daemon, which tries that lock every
+second, takes delivery over and resumes what is pending. `coop cutover` refuses while such a
+daemon holds the ledger (`engine.daemon_lock`); this covers one that took the lock after it.
+
 Stop order: finish the row in flight, release the lock, close the socket; then, if a due row
 is left, kick (`engine.kick.kick`, honouring `COOP_KICK`): a datagram to a successor daemon, or
 a one-shot drainer, so no row waits for the next producer.
@@ -45,7 +52,9 @@ import structlog
 from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
+from engine.daemon_lock import daemon_lock_file
 from engine.errors import CoopError
+from engine.faults import fault
 from notifier import delivery
 from notifier.config import NotifierConfig
 from notifier.delivery import Database, open_own_connection
@@ -63,7 +72,7 @@ MAX_DATAGRAM_BYTES = 64
 
 
 def instance_lock_path(db_path: Path) -> Path:
-    return Path(str(db_path) + ".notifier.lock")
+    return Path(daemon_lock_file(db_path))
 
 
 class InstanceLock:
@@ -177,6 +186,9 @@ class Daemon:
                 f"the ledger {self.config.db_path} is in service mode: only its owner service"
                 " (`coop serve`) drains it; run that instead, or `coop cutover --undo` first"
             )
+        # Test-only seam: a daemon that found local mode, not yet holding the lock (a cutover
+        # may land right here).
+        fault("notifier.daemon.before_lock")
         instance = InstanceLock(self.config.db_path)
         instance.acquire()  # before any task group: a refusal stays one plain error
         try:
@@ -260,6 +272,7 @@ class Daemon:
             self._kicked = False
             self._wake = anyio.Event()
             try:
+                fault("notifier.daemon.before_drain")  # test-only seam: a daemon held asleep
                 report = await worker.drain()
                 if report.outcome is DrainOutcome.STOPPED:
                     return True
@@ -279,6 +292,8 @@ class Daemon:
                         )
                 failures = 0
             except Exception as exc:  # the daemon outlives any one failed drain
+                if await self._steps_aside(db):
+                    return False  # the owner service's daemon resumes what is pending
                 failures += 1
                 sleep_s = self._failed(exc, failures)
             if self._kicked or sleep_s <= 0:
@@ -286,6 +301,32 @@ class Daemon:
             with anyio.move_on_after(sleep_s):
                 await self._wake.wait()
         return False
+
+    async def _steps_aside(self, db: Database) -> bool:
+        """After a failed drain: whether the cutover's fence refused it, this daemon not being
+        the owner service's. Then it says so in one line and stops, releasing the ledger's
+        lock, so that `coop serve`'s daemon (which tries that lock every second) takes
+        delivery over: retrying could only be refused again, and kept the lock from it."""
+        try:
+            refused = await db.call(delivery.fence_refuses)
+        except (NotifierError, CoopError):
+            return False  # the store itself fails: the usual backoff
+        if not refused:
+            return False
+        if may_spawn_drainer(self.config.db_path):  # a fence, but no owner file (or a bad one)
+            note = (
+                "the ledger carries the cutover's fence but no owner file (a cutover cut short):"
+                " only coop serve's daemon can write it; run `coop cutover --url URL` again, or"
+                " `coop cutover --undo`"
+            )
+        else:
+            note = "the ledger is in service mode: coop serve's daemon delivers from now on"
+        self.log.warning(
+            "notifier.daemon.stepped_aside",
+            reason="the cutover's fence refuses this daemon's writes",
+            note=note + "; this daemon stops",
+        )
+        return True
 
     def _failed(self, exc: Exception, failures: int) -> float:
         """Log a failed drain; return how long to pause before the next one."""

@@ -153,6 +153,15 @@ def owner_service_drains(db_path: Path) -> bool:
         raise StoreError(f"the owner file of {db_path} cannot be used: {exc}") from exc
 
 
+def fence_refuses(conn: sqlite3.Connection) -> bool:
+    """Whether the cutover's fence refuses this connection's writes (`engine.store`): only the
+    owner service's connections pass it."""
+    try:
+        return engine_store.fence_refuses(conn)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the Coop database's schema: {exc}") from exc
+
+
 # -- the queue -----------------------------------------------------------------------------
 
 

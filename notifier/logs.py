@@ -1,7 +1,9 @@
 """Structured logging for the notifier's entry points: one structlog event per line on stderr.
 
 JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file),
-key=value console output on a tty. Library modules only call `structlog.get_logger(...)`; the
+key=value console output on a tty; `COOP_LOG_FORMAT=json|console` forces either and
+`COOP_LOG_TIMESTAMP=off` leaves the time out of console lines (`ops/run` on a terminal, where
+honcho stamps each line). Library modules only call `structlog.get_logger(...)`; the
 entry point (`notifier.__main__`) calls `configure_logging()`. An embedding service (`coop serve`)
 configures structlog itself. `configure_logging` is the twin of `chief.logs.configure_logging`
 (chief must not import the notifier): `tests/contract/test_logging_twins.py` fails if their code
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json as jsonlib
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -26,21 +29,27 @@ def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
     """One JSON log line on stderr, shaped like the structlog output, without structlog."""
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     line = {**fields, "event": event, "level": level, "timestamp": stamp}
-    print(jsonlib.dumps(line, default=str), file=sys.stderr, flush=True)
+    # One write, text and newline together (see configure_logging).
+    sys.stderr.write(jsonlib.dumps(line, default=str) + "\n")
+    sys.stderr.flush()
 
 
 def configure_logging(json: bool | None = None) -> None:
-    """Configure structlog for this process. `json=None` picks JSON unless stderr is a tty."""
+    """Configure structlog for this process. `json=None` follows `COOP_LOG_FORMAT` (json or
+    console; anything else counts as unset), else picks JSON unless stderr is a tty."""
     import structlog
 
+    forced = os.environ.get("COOP_LOG_FORMAT", "").strip().lower()
     if json is None:
-        json = not sys.stderr.isatty()
+        json = forced == "json" if forced in ("json", "console") else not sys.stderr.isatty()
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.StackInfoRenderer(),
     ]
+    # Under `ops/run` on a terminal honcho stamps each line itself: one time per line, not two.
+    if json or os.environ.get("COOP_LOG_TIMESTAMP", "").strip().lower() != "off":
+        processors.append(structlog.processors.TimeStamper(fmt="iso", utc=True))
+    processors.append(structlog.processors.StackInfoRenderer())
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
@@ -48,7 +57,9 @@ def configure_logging(json: bool | None = None) -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (text and newline together): print() writes them apart when stderr
+        # is unbuffered, and another process sharing the stream splices its line in between.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
         cache_logger_on_first_use=False,
     )

@@ -53,6 +53,7 @@ import anyio
 import structlog
 
 from engine import kick, store
+from engine.daemon_lock import serve_lock_file
 from engine.errors import CoopError, ServiceError, UsageError
 from engine.loopback import LOOPBACK_PEERS
 from engine.metrics import mount_metrics
@@ -198,7 +199,8 @@ class DaemonPart:
     Beside a standalone daemon (`coop-notifier run` holds the store's daemon lock) the service
     says once that it serves the owner endpoint and leaves delivery to that daemon, then tries
     the lock again every `retry_s` (one non-blocking `flock`, no database read): when that
-    daemon stops, this one takes delivery over within about a second. Any other failure is
+    daemon stops (after a cutover it steps aside at its next drain: the fence refuses it),
+    this one takes delivery over within about a second. Any other failure is
     logged (`service.daemon_failed`) and the owner endpoint goes on answering. Kicks go to
     this daemon while it delivers, else to whichever daemon listens on the store's socket."""
 
@@ -214,6 +216,9 @@ class DaemonPart:
         self._stop_asked = anyio.Event()
         #: Called with `running` whenever it changes (the app's `/status`).
         self.on_running: Callable[[bool], None] = lambda running: None
+        #: Called with the pid of the daemon delivery is left to, and None once this one
+        #: delivers (the app's `/status`: `coop status --check` names it).
+        self.on_left_to: Callable[[int | str | None], None] = lambda pid: None
         if daemon is not None:
             daemon.on_started = self._started
 
@@ -227,6 +232,7 @@ class DaemonPart:
         if self._left_to is not None:
             log.info("service.delivery_taken_over", stopped_daemon_pid=_pid(self._left_to))
             self._left_to = None
+            self.on_left_to(None)
         self._set_running(True)
 
     def _set_running(self, running: bool) -> None:
@@ -261,6 +267,7 @@ class DaemonPart:
                         f" that daemon stops (its lock is tried every {self.retry_s:g} s)",
                     )
                 self._left_to = holder
+                self.on_left_to(_pid(holder))
             with anyio.move_on_after(self.retry_s):
                 await self._stop_asked.wait()
 
@@ -288,7 +295,7 @@ def claim_ledger(db_path: Path) -> PidLock:
 
 
 def serve_lock_path(db_path: Path) -> Path:
-    return Path(str(db_path) + ".serve.lock")
+    return Path(serve_lock_file(db_path))
 
 
 async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> None:
@@ -309,6 +316,7 @@ async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: O
     mount_metrics(app, config.db_path, extra=[metrics.enable()])
     app.state.daemon_running = part.running
     part.on_running = lambda running: setattr(app.state, "daemon_running", running)
+    part.on_left_to = lambda pid: setattr(app.state, "daemon_lock_holder", pid)
     server = _Server(
         loopback_config(app, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
     )

@@ -8,8 +8,8 @@ A tap on an ask message's button, or a text reply to it, from the obeyed user (t
                 a new pending answer, or nothing (a replay, a double tap, a void token, a
                 token read on another request's ask message)
     [crash]     fault point `door.answer_recorded`: the answer is durable and not yet sent;
-                the next start's forwarder sends it (the offset was not committed either, so
-                the same update comes again and finds its row)
+                the next start's forwarder sends it (the phone did not record the update
+                as handled either, so it comes again and finds its row by its key)
     forward     the forwarder posts it to the ledger (`EngineLink.answer`, POST
                 /api/coop/phone/answer with the answer's key and the ask key of the question:
                 the ledger applies it only to the request bearing that key, else answers
@@ -62,6 +62,7 @@ from chief.answer_rules import (
 )
 from chief.errors import ChiefError, EngineUnreachable
 from chief.faults import fault
+from chief.telegram.update_key import update_key
 
 if TYPE_CHECKING:
     import sqlite3
@@ -139,6 +140,7 @@ class Answers:
             chat_id=message.chat.id,
             message_id=message.message_id,
             ask_text=getattr(message, "text", None) or "",
+            update_key=update_key(update),
         )
         recorded = await self.store.record_tap(
             tap, new_answer_key(), self._button_on(tap), decide_tap
@@ -180,6 +182,7 @@ class Answers:
             chat_id=message.chat.id,
             message_id=replied.message_id,
             ask_text=replied.text or "",
+            update_key=update_key(update),
         )
         recorded = await self.store.record_reply(reply, new_answer_key(), self.ask_of, decide_reply)
         if recorded is None or isinstance(recorded, Seen):

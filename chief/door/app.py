@@ -8,7 +8,7 @@ and the ask task that performs the edits settles owe (`chief.door.asks`, the sam
 `CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
 configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
 starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
-with its own connection to chief.db (the offset, the /quiet override the sender obeys) and a
+with its own connection to chief.db (updates handled, the /quiet override the sender obeys) and a
 link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The
 owner's taps and replies are the door's answers (`chief.door.answers`): recorded in chief.db,
 then forwarded to the ledger by their own task, which resumes at the start what a restart left
@@ -153,6 +153,8 @@ class _DoorParts:
                 db_path=str(self.chief_config.db_path),
                 owner_configured=self.service.chief is not None,
                 telegram_configured=self.sender is not None,
+                telegram_chat=self.door_config.telegram_chat_id,
+                telegram_chat_from=self.door_config.telegram_chat_from,
                 posture_file=str(self.door_config.posture_file or ""),
             )
             try:
@@ -174,7 +176,7 @@ class _DoorParts:
         if self.sender is not None:
             from chief.store import ChiefStore
 
-            # The phone's own connection: the offset and the /quiet override (which the sender
+            # The phone's own connection: updates handled and the /quiet override (which the sender
             # obeys from the start, the phone or not).
             inbox = await stack.enter_async_context(ChiefStore.open(self.chief_config.db_path))
             quiet = QuietOverride((await inbox.inbox_state()).quiet_until)

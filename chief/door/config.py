@@ -136,6 +136,8 @@ class DoorConfig:
     telegram_user_id: int | None = None
     #: The pairing read at start (None: none, or no token to read it for).
     telegram_pairing: Pairing | None = None
+    #: Why the door rings `telegram_chat_id`: "TELEGRAM_CHAT_ID" or "pairing" (None: no chat).
+    telegram_chat_from: str | None = None
     #: `TELEGRAM_QUIET_HOURS` in `TELEGRAM_QUIET_TZ`: when messages go out silently (None: off).
     telegram_quiet_hours: QuietHours | None = None
     #: `CHIEF_NOTIFY_BATCH_MAX`: the most rows one notify-batch request may carry.
@@ -210,6 +212,7 @@ class DoorConfig:
             pairing_file=pairing_path,
             telegram_user_id=user_id,
             telegram_pairing=pairing,
+            telegram_chat_from=chat_source(env, chat_id),
             telegram_quiet_hours=_quiet_hours(
                 env.get("TELEGRAM_QUIET_HOURS", ""), env.get("TELEGRAM_QUIET_TZ", "")
             ),
@@ -260,6 +263,13 @@ class PairSettings:
 def pairing_file(env: Mapping[str, str]) -> Path:
     """Where `chief telegram pair` writes the pairing: `<COOP_HOME>/telegram-pairing.json`."""
     return data_home(env) / PAIRING_FILE_NAME
+
+
+def chat_source(env: Mapping[str, str], chat_id: str | None) -> str | None:
+    """Where the door's chat `chat_id` came from: the setting wins over the pairing."""
+    if chat_id is None:
+        return None
+    return "TELEGRAM_CHAT_ID" if env.get("TELEGRAM_CHAT_ID", "").strip() else "pairing"
 
 
 def obeyed(chat_setting: str | None, pairing: Pairing | None) -> tuple[str | None, int | None]:

@@ -1,45 +1,58 @@
 """The door's phone: a task that long-polls Telegram for the owner's updates and routes each one.
 
-    at the start     the stored offset (chief.db); the commands registered (setMyCommands,
-                     once: a failure is logged, never fatal)
+    at the start     the commands registered (setMyCommands, once: a failure is logged, never
+                     fatal); the first poll sends no offset
     loop:
       poll           getUpdates(offset, POLL_TIMEOUT_S): Telegram holds it open until an
                      update arrives or the poll times out; a stop cancels it at once
-      for each update, in order:
-        seen before  its id below the committed offset (Telegram delivered it again, the
-                     emulator replayed it): skipped, nothing applied twice
+      for each update, in order, known by its key (its id and a digest of its content,
+      `chief.telegram.update_key`), never by its id alone:
+        seen before  its key among the updates handled (chief.db keeps the last
+                     `inbox.MAX_SEEN`): Telegram delivered it again (a crash before the
+                     confirmation reached it), the emulator replayed it; nothing again
+        ids went back  an id below the last one: logged once, in words, and handled like any
+                     other (Telegram picks a random id after a week without updates; the
+                     emulator starts again from 1 on a restart)
         a stranger   not the obeyed user in the obeyed chat (an update without a sender or
                      a chat, such as one the seam could not read, included): nothing changes,
-                     nothing is answered; counted (`coop_telegram_strangers_total`), logged
-                     once per sender (chief.db remembers who was logged), its offset committed
-                     with it
+                     nothing is answered; counted (`coop_telegram_strangers_total`) and summed
+                     up in one `door.telegram_strangers` line at most every STRANGERS_LOG_S (how
+                     many strangers and updates since the last line; the rest at the stop)
         a tap        a callback query: `handlers.on_tap(update)`
         a reply      a message replying to a message: `handlers.on_reply(update)`
         a command    `/status` `/todos` `/requests` `/quiet` `/help` `/start`
                      (`chief.door.commands`)
-        then         the offset, update_id + 1, committed in chief.db: a restart asks Telegram
-                     for what follows, and no update is applied twice
+        then         its key recorded in chief.db as handled
+      the offset     the next poll confirms the batch just handled (its highest id + 1) and
+                     nothing else; after an empty poll, a failed one or the start there is
+                     nothing to confirm and no offset is sent: Telegram answers from the
+                     earliest update it holds unconfirmed, whatever its id. No id floor is
+                     kept, so ids that start again lower are never confirmed unread (Telegram
+                     confirms every update below an offset, delivered or not).
       on failure     a network error, a 5xx, a timeout: back off (1 s, x1.5, at most 30 s),
                      logged once per outage; a permanent refusal (a bad token): logged once,
                      tried again at 60 s (the ringer names it in the door's status); a 409
                      Conflict (another reader: a second door, `chief telegram pair`): logged
                      once, tried again every 15 s
-      a handler that fails   the offset stays: the update comes again (the handlers are
-                     idempotent on update_id), at most MAX_UPDATE_ATTEMPTS times, then skipped,
-                     logged
+      a handler that fails   the next offset stops below it: the update comes again (the
+                     handlers are idempotent on its key), at most MAX_UPDATE_ATTEMPTS times,
+                     then skipped, logged
 
 Who is obeyed is decided once at the start (`DoorConfig.telegram_user_id` and the chat). A crash
-between a handler and its offset commit delivers that update again: the handlers (taps and
-replies) are idempotent on update_id; a command may answer twice.
+between a handler and the record of its key delivers that update again: the handlers (taps and
+replies) are idempotent on the update's key (`chief.store.answers`); a command may answer twice.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import anyio.abc
 import structlog
 from telegram import Update
 
@@ -49,6 +62,7 @@ from chief.door.loop import DoorLoop
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.phone import TelegramPhone
+from chief.telegram.update_key import update_key
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import InboxState
@@ -69,6 +83,11 @@ REFUSED_RETRY_S = 60.0
 # A handler or chief.db failed on an update: poll it again after this long, this many times.
 UPDATE_RETRY_S = 1.0
 MAX_UPDATE_ATTEMPTS = 3
+# Strangers are summed up in one log line at most this often (a flood is one line, not one per
+# sender); the count is in /metrics at once (`coop_telegram_strangers_total`).
+STRANGERS_LOG_S = 60.0
+# Distinct stranger ids remembered between two lines (past it, new senders are only counted).
+MAX_STRANGER_IDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -81,11 +100,13 @@ class Pauses:
     conflict_s: float = CONFLICT_RETRY_S
     refused_s: float = REFUSED_RETRY_S
     update_retry_s: float = UPDATE_RETRY_S
+    strangers_log_s: float = STRANGERS_LOG_S
 
 
 class UpdateHandlers(Protocol):
     """Taps and text replies from the owner (the door's answers implement it). Each is
-    idempotent on `update.update_id`: a crash before the offset commit delivers it again."""
+    idempotent on the update's key (`chief.telegram.update_key`), never its id alone: a crash
+    before the phone records the update delivers it again, and ids repeat."""
 
     async def on_tap(self, update: Update) -> None: ...
     async def on_reply(self, update: Update) -> None: ...
@@ -95,9 +116,10 @@ class InboxStore(Protocol):
     """What the phone keeps in chief.db (`chief.store.ChiefStore`)."""
 
     async def inbox_state(self) -> InboxState: ...
-    async def commit_offset(self, next_offset: int) -> None: ...
+    async def was_handled(self, update_key: str) -> bool: ...
+    async def note_handled(self, update_key: str, update_id: int) -> None: ...
     async def note_stranger(
-        self, sender_id: int, chat_id: int | None, next_offset: int
+        self, sender_id: int, chat_id: int | None, update_key: str, update_id: int
     ) -> bool: ...
 
 
@@ -130,7 +152,8 @@ class PhoneLoop(DoorLoop):
         self.poll_timeout_s = poll_timeout_s
         self.command_list = command_list
         self.pauses = pauses
-        #: the next getUpdates offset (None: from whatever Telegram still holds)
+        #: the next getUpdates offset: past the batch just handled, to confirm it; None
+        #: otherwise (from the earliest update Telegram has not had confirmed, whatever its id)
         self.offset: int | None = None
         #: updates handled (strangers included) since the start
         self.handled = 0
@@ -138,7 +161,9 @@ class PhoneLoop(DoorLoop):
         self._poll: anyio.CancelScope | None = None
         self._outage: str | None = None
         self._backoff_s = 0.0
-        self._attempts: dict[int, int] = {}
+        self._attempts: dict[str, int] = {}  # update key -> failed attempts
+        self._last_id: int | None = None  # the last update's id (to notice ids going back)
+        self._strangers = StrangerTally()
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -146,11 +171,22 @@ class PhoneLoop(DoorLoop):
             self._poll.cancel()
         super().stop()
 
-    async def _before_start(self) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Poll until `stop()`; the strangers not yet summed up get their line at the end."""
         try:
-            self.offset = (await self.store.inbox_state()).next_offset
+            await super().run(task_status=task_status)
+        finally:
+            self._strangers_line(at_end=True)
+
+    async def _before_start(self) -> None:
+        # No stored offset is sent: Telegram remembers what was confirmed, and a stored floor
+        # above ids that started again would confirm (drop) the owner's new updates unread.
+        try:
+            self._last_id = (await self.store.inbox_state()).last_update_id
         except ChiefError as exc:
-            log.error("door.phone_offset_unread", error=str(exc))
+            log.error("door.phone_inbox_unread", error=str(exc))
 
     async def _after_start(self) -> None:
         await self._register_commands()
@@ -180,17 +216,23 @@ class PhoneLoop(DoorLoop):
             try:
                 updates = await self.phone.get_updates(self.offset, self.poll_timeout_s)
             except TelegramUnavailable as exc:
+                # A confirmation that may not have reached Telegram is safe to drop: the batch
+                # comes again, each update known by its key, and nothing new is confirmed unread.
+                self.offset = None
                 return self._failed(exc)
             finally:
                 self._poll = None
         if scope.cancelled_caught:
             return 0.0
         self._recovered()
-        for update in updates:
+        self.offset = _confirming(updates)
+        for index, update in enumerate(updates):
             if self._stopping:
                 break
             if not await self._handle(update):
+                self.offset = _confirming(updates[:index], before=updates[index:])
                 return self.pauses.update_retry_s
+        self._strangers_line()
         return 0.0
 
     def _failed(self, exc: TelegramUnavailable) -> float:
@@ -218,22 +260,24 @@ class PhoneLoop(DoorLoop):
         self._backoff_s = 0.0
 
     async def _handle(self, update: Update) -> bool:
-        """Route one update and commit its offset; False when it must come again."""
-        next_offset = update.update_id + 1
-        if self.offset is not None and update.update_id < self.offset:
-            # Handled before (a redelivery, a replay): its offset is committed; nothing again.
-            log.info("door.phone_seen_before", update_id=update.update_id, offset=self.offset)
+        """Route one update and record it as handled; False when it must come again."""
+        key = update_key(update)
+        if await self._was_handled(key):
+            # A replay (Telegram delivering it again after a crash, the emulator's replay): the
+            # same id and content as an update handled before; nothing again.
+            log.info("door.phone_seen_before", update_id=update.update_id)
             return True
+        self._went_back(update.update_id)
         user, chat = update.effective_user, update.effective_chat
         if user is None or chat is None or (user.id, chat.id) != (self.user_id, self.chat_id):
-            await self._stranger(update, next_offset)
+            await self._stranger(update, key)
             return True
         try:
             await self._route(update, chat.id)
         except Exception as exc:  # a handler's failure must not stop the phone
-            attempts = self._attempts.get(update.update_id, 0) + 1
+            attempts = self._attempts.get(key, 0) + 1
             if attempts < MAX_UPDATE_ATTEMPTS:
-                self._attempts = {update.update_id: attempts}
+                self._attempts = {key: attempts}
                 log.warning(
                     "door.phone_update_failed",
                     update_id=update.update_id,
@@ -243,8 +287,28 @@ class PhoneLoop(DoorLoop):
                 return False
             log.exception("door.phone_update_skipped", update_id=update.update_id, error=str(exc))
         self._attempts = {}
-        await self._commit(next_offset)
+        await self._note(key, update.update_id)
         return True
+
+    async def _was_handled(self, key: str) -> bool:
+        try:
+            return await self.store.was_handled(key)
+        except ChiefError as exc:  # handled as new: the handlers are idempotent on its key
+            log.error("door.phone_seen_unread", error=str(exc))
+            return False
+
+    def _went_back(self, update_id: int) -> None:
+        """Say once, when it happens, that Telegram's update ids went back: nothing is skipped
+        for it, but an operator reading the ids in the log should know why they fell."""
+        last, self._last_id = self._last_id, update_id
+        if last is not None and update_id < last:
+            log.warning(
+                "door.phone_ids_went_back",
+                update_id=update_id,
+                previous=last,
+                meaning="Telegram's update counter started again (it does after a week without "
+                "updates; the emulator does on a restart): every update is still handled",
+            )
 
     async def _route(self, update: Update, chat_id: int) -> None:
         message = update.message
@@ -263,30 +327,90 @@ class PhoneLoop(DoorLoop):
             return
         await getattr(self.handlers, method)(update)
 
-    async def _stranger(self, update: Update, next_offset: int) -> None:
-        """Count it, log its sender once, commit its offset: nothing else, no answer."""
+    async def _stranger(self, update: Update, key: str) -> None:
+        """Count it and record it as handled: nothing else, no answer; the strangers' line
+        says how many came (`_strangers_line`)."""
         self.on_stranger()
         user, chat = update.effective_user, update.effective_chat
         sender_id = user.id if user is not None else (chat.id if chat is not None else 0)
         chat_id = None if chat is None else chat.id
         try:
-            new = await self.store.note_stranger(sender_id, chat_id, next_offset)
+            new = await self.store.note_stranger(sender_id, chat_id, key, update.update_id)
         except ChiefError as exc:
-            log.error("door.phone_offset_failed", error=str(exc))
+            log.error("door.phone_seen_failed", error=str(exc))
             new = False
-        if new:
-            log.warning("door.telegram_stranger", sender_id=sender_id, chat_id=chat_id)
-        self.offset = next_offset
+        self._strangers.add(sender_id, new=new)
         self.handled += 1
+        self._strangers_line()
 
-    async def _commit(self, next_offset: int) -> None:
-        # The offset moves on in memory even when chief.db fails: the next commit writes a later
-        # one, and the handlers are idempotent on update_id should a restart bring it back.
-        self.offset = next_offset
+    def _strangers_line(self, *, at_end: bool = False) -> None:
+        """One line for the strangers since the last one, at most once per
+        `pauses.strangers_log_s` (and at the end): a flood is one line, not one per sender."""
+        tally, now = self._strangers, time.monotonic()
+        if not tally.updates:
+            return
+        if not at_end and now - tally.logged_at < self.pauses.strangers_log_s:
+            return
+        log.warning(
+            "door.telegram_strangers",
+            strangers=tally.distinct(),
+            new_strangers=tally.new,
+            updates=tally.updates,
+            since_s=None if tally.logged_at == -math.inf else round(now - tally.logged_at, 1),
+            first_sender_id=tally.first_sender,
+        )
+        self._strangers = StrangerTally(logged_at=now)
+
+    async def _note(self, key: str, update_id: int) -> None:
+        # Recorded in chief.db so that a replay, even after a restart, changes nothing; when
+        # chief.db fails the phone goes on (the handlers are idempotent on the update's key,
+        # only a command may answer twice should Telegram deliver the update again).
         self.handled += 1
         try:
             with anyio.CancelScope(shield=True):
-                await self.store.commit_offset(next_offset)
+                await self.store.note_handled(key, update_id)
         except ChiefError as exc:
-            log.error("door.phone_offset_failed", error=str(exc))
-        fault("door.phone_after_offset")  # test-only: a crash before Telegram hears the offset
+            log.error("door.phone_seen_failed", error=str(exc))
+        fault("door.phone_after_handled")  # test-only: a crash before Telegram hears the offset
+
+
+def _confirming(handled: Sequence[Update], before: Sequence[Update] = ()) -> int | None:
+    """The offset that confirms the `handled` updates and none of those `before` (still to
+    come again): past the highest handled id, or at the lowest id still to come. None when
+    there is nothing to confirm (or the offset would not be positive: Telegram reads a
+    negative one as "the last N")."""
+    if before:
+        offset = min(update.update_id for update in before)
+    elif handled:
+        offset = max(update.update_id for update in handled) + 1
+    else:
+        return None
+    return offset if offset > 0 else None
+
+
+@dataclass
+class StrangerTally:
+    """The strangers since the last strangers' line: their updates, the distinct senders (at
+    most MAX_STRANGER_IDS remembered, so a flood costs bounded memory), the new ones."""
+
+    logged_at: float = -math.inf  # monotonic seconds of the last line; none yet: log at once
+    updates: int = 0
+    new: int = 0
+    first_sender: int | None = None
+    senders: set[int] = field(default_factory=set)
+    more_senders: int = 0  # distinct senders past the remembered ones (counted, not exact)
+
+    def add(self, sender_id: int, *, new: bool) -> None:
+        self.updates += 1
+        self.new += int(new)
+        if self.first_sender is None:
+            self.first_sender = sender_id
+        if sender_id in self.senders:
+            return
+        if len(self.senders) < MAX_STRANGER_IDS:
+            self.senders.add(sender_id)
+        elif new:
+            self.more_senders += 1
+
+    def distinct(self) -> int:
+        return len(self.senders) + self.more_senders

@@ -28,14 +28,20 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
-    telegram_inbox       one row: the next getUpdates offset (update_id + 1 of the last update
-                         the door's phone handled, committed after each) and the owner's
-                         /quiet override (unix seconds it holds until)
-    telegram_strangers   senders the phone does not obey, each counted and logged once (at
-                         most inbox.MAX_STRANGERS, the longest unseen forgotten first)
+    telegram_inbox       one row: the id of the last update the door's phone handled (to
+                         notice when Telegram's ids go back; it filters nothing) and the
+                         owner's /quiet override (unix seconds it holds until)
+    telegram_updates_seen
+                         the keys (id and content digest) of the updates the phone handled,
+                         recorded after each: a replay is applied once (the last
+                         inbox.MAX_SEEN kept)
+    telegram_strangers   senders the phone does not obey, each counted (at most
+                         inbox.MAX_STRANGERS, the longest unseen forgotten first)
     telegram_answers     the owner's answers from the phone, one per tap or reply that became
                          one: recorded (FULL) before the tap is acknowledged, `pending` until
-                         the ledger answers, then `applied` or `refused`; `update_id` UNIQUE
+                         the ledger answers, then `applied` or `refused`; `update_key`
+                         UNIQUE (a replayed update finds its row; a new one under an old
+                         id does not)
 
 Durability: WAL with synchronous=FULL, so a report the door accepted survives power loss, not
 only a process crash (NORMAL would only survive the latter). One exception, the landing: its
@@ -338,21 +344,29 @@ class ChiefStore:
     # -- the door's phone (chief.store.inbox) ------------------------------------------------
 
     async def inbox_state(self) -> InboxState:
-        """The next getUpdates offset and the /quiet override."""
+        """The last update id handled and the /quiet override."""
         return await self._hop(inbox.state)
 
-    async def commit_offset(self, next_offset: int) -> None:
-        """Record that every update below `next_offset` was handled."""
-        await self._hop(write, inbox.commit_offset, next_offset)
+    async def was_handled(self, update_key: str) -> bool:
+        """Whether the update with this key (`chief.telegram.update_key`) was handled."""
+        return bool(await self._hop(inbox.was_handled, update_key))
+
+    async def note_handled(self, update_key: str, update_id: int) -> None:
+        """Record that this update was handled: a replay of it changes nothing."""
+        await self._hop(write, inbox.note_handled, update_key, update_id)
 
     async def set_quiet_until(self, until: float | None) -> None:
         """The /quiet override: silent until `until` (unix seconds), or off (None)."""
         await self._hop(write, inbox.set_quiet_until, until)
 
-    async def note_stranger(self, sender_id: int, chat_id: int | None, next_offset: int) -> bool:
-        """One transaction: count a stranger's update and commit the offset past it; True when
-        the sender is new (log it once)."""
-        return bool(await self._hop(write, inbox.note_stranger, sender_id, chat_id, next_offset))
+    async def note_stranger(
+        self, sender_id: int, chat_id: int | None, update_key: str, update_id: int
+    ) -> bool:
+        """One transaction: count a stranger's update and record it as handled; True when the
+        sender is new."""
+        return bool(
+            await self._hop(write, inbox.note_stranger, sender_id, chat_id, update_key, update_id)
+        )
 
     # The owner's answers from the phone (chief.store.answers), one hop each.
 

@@ -1,12 +1,14 @@
 """The owner's answers from the phone (`telegram_answers`): every statement on that table.
 
 One row per tap or reply that became an answer (`chief.answer_rules` decides which do): its
-`answer_key` (`a-` + 32 hex, the ledger's exactly-once key), the Telegram `update_id` (UNIQUE:
-a replayed update finds its row), the request and the ask key of the question (what "this
-request" means here: ids come back, ask keys never do), the choice or text, the callback query to
-answer, the ask message (its chat, id and text then), the state (`pending` until the ledger answers,
-then `applied` or `refused`), the ledger's outcome and detail, the forwarder's tries, and when
-its outcome was handed to the asks' edits (`edited_at`: in the transaction that settles it).
+`answer_key` (`a-` + 32 hex, the ledger's exactly-once key), the Telegram update's key
+(`update_key`, its id and content digest, UNIQUE: a replayed update finds its row, a new update
+under a reused id does not) and its `update_id`, the request and the ask key of the question
+(what "this request" means here: ids come back, ask keys never do), the choice or text, the
+callback query to answer, the ask message (its chat, id and text then), the state (`pending`
+until the ledger answers, then `applied` or `refused`), the ledger's outcome and detail, the
+forwarder's tries, and when its outcome was handed to the asks' edits (`edited_at`: in the
+transaction that settles it).
 
 Every function runs on the store's connection thread; `record_tap` and `record_reply` are one
 transaction each (the caller wraps them in `write`): the facts are read, the rules decide,
@@ -68,10 +70,11 @@ def _answer(row: tuple[Any, ...]) -> Answer:
     )
 
 
-def by_update(conn: sqlite3.Connection, update_id: int) -> Answer | None:
-    """The answer recorded for this Telegram update, if any."""
+def by_update(conn: sqlite3.Connection, update_key: str) -> Answer | None:
+    """The answer recorded for this Telegram update (by its key, `chief.telegram.update_key`),
+    if any."""
     row = conn.execute(
-        f"SELECT {COLUMNS} FROM telegram_answers WHERE update_id = ?", (update_id,)
+        f"SELECT {COLUMNS} FROM telegram_answers WHERE update_key = ?", (update_key,)
     ).fetchone()
     return None if row is None else _answer(row)
 
@@ -95,14 +98,14 @@ def deciding(conn: sqlite3.Connection, ask_key: str) -> Answer | None:
 
 
 def _insert(
-    conn: sqlite3.Connection, answer_key: str, update_id: int, new: NewAnswer, chat_id: int,
-    message_id: int, ask_text: str, callback_query_id: str | None,
+    conn: sqlite3.Connection, answer_key: str, update: tuple[str, int], new: NewAnswer,
+    chat_id: int, message_id: int, ask_text: str, callback_query_id: str | None,
 ) -> Answer:  # fmt: skip
     conn.execute(
-        "INSERT INTO telegram_answers (answer_key, update_id, request_id, ask_key, choice, text, "
-        "chat_id, message_id, ask_text, callback_query_id, recorded_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (answer_key, update_id, new.request_id, new.ask_key, new.choice, new.text, chat_id,
+        "INSERT INTO telegram_answers (answer_key, update_key, update_id, request_id, ask_key, "
+        "choice, text, chat_id, message_id, ask_text, callback_query_id, recorded_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (answer_key, *update, new.request_id, new.ask_key, new.choice, new.text, chat_id,
          message_id, ask_text, callback_query_id, utc_now()),
     )  # fmt: skip
     answer = by_key(conn, answer_key)
@@ -119,15 +122,15 @@ def record_tap(
 ) -> Answer | Seen | Refused:
     """One transaction: read the tap's facts, let `decide` rule, and record a new answer when
     it says so (under `answer_key`). The new answer, or the decision that recorded nothing."""
-    replayed = by_update(conn, tap.update_id)
+    replayed = by_update(conn, tap.update_key)
     button = None if replayed is not None else button_of(conn, tap.token)
     earlier = None if button is None else deciding(conn, button.ask_key)
     decision = decide(replayed, button, earlier)
     if not isinstance(decision, NewAnswer):
         return decision
     return _insert(
-        conn, answer_key, tap.update_id, decision, tap.chat_id, tap.message_id, tap.ask_text,
-        tap.callback_query_id,
+        conn, answer_key, (tap.update_key, tap.update_id), decision, tap.chat_id,
+        tap.message_id, tap.ask_text, tap.callback_query_id,
     )  # fmt: skip
 
 
@@ -139,14 +142,14 @@ def record_reply(
     decide: Callable[[Answer | None, tuple[int, str] | None, str], NewAnswer | Seen | None],
 ) -> Answer | Seen | None:
     """One transaction: the reply's facts, the rules' decision, a new text answer if so."""
-    replayed = by_update(conn, reply.update_id)
+    replayed = by_update(conn, reply.update_key)
     asked = None if replayed is not None else ask_of(conn, reply.chat_id, reply.message_id)
     decision = decide(replayed, asked, reply.text)
     if not isinstance(decision, NewAnswer):
         return decision
     return _insert(
-        conn, answer_key, reply.update_id, decision, reply.chat_id, reply.message_id,
-        reply.ask_text, None,
+        conn, answer_key, (reply.update_key, reply.update_id), decision, reply.chat_id,
+        reply.message_id, reply.ask_text, None,
     )  # fmt: skip
 
 

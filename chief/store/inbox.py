@@ -1,7 +1,13 @@
-"""The door's phone tables: `telegram_inbox` (one row: the next getUpdates offset and the
-owner's /quiet override) and `telegram_strangers` (senders the door does not obey, one row
-each, so each is logged once, across restarts). Every function runs on the store's connection
-thread, inside the caller's transaction unless it says otherwise."""
+"""The door's phone tables: `telegram_inbox` (one row: the id of the last update handled and
+the owner's /quiet override), `telegram_updates_seen` (the keys of the updates handled, the
+most recent MAX_SEEN kept, so a replay is applied once) and `telegram_strangers` (senders the
+door does not obey, one row each, so a new one is told apart from one seen before, across
+restarts). Every function runs on the store's connection thread, inside the caller's
+transaction unless it says otherwise.
+
+No id filters anything here: Telegram's update ids restart and repeat, so an update is known by
+its key (`chief.telegram.update_key`: its id and a digest of its content).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,12 @@ from dataclasses import dataclass
 
 from chief.store.sql import utc_now
 
+# The most updates remembered as handled, the oldest forgotten first. Telegram delivers an update
+# again only while it is unconfirmed, at most one getUpdates batch (100) after a crash; ten
+# batches' worth keeps every replay harmless at a few hundred kB of chief.db.
+MAX_SEEN = 1000
 # The most strangers remembered; past it the one seen longest ago is forgotten (a flood of
-# senders must not grow chief.db without bound; a forgotten one is logged again if it returns).
+# senders must not grow chief.db without bound; a forgotten one counts as new again if it returns).
 MAX_STRANGERS = 1000
 
 
@@ -19,13 +29,13 @@ MAX_STRANGERS = 1000
 class InboxState:
     """What the phone reads at its start."""
 
-    next_offset: int | None  # None: no update handled yet
+    last_update_id: int | None  # the last update handled (None: none yet); filters nothing
     quiet_until: float | None  # unix seconds; None: no /quiet override
 
 
 def state(conn: sqlite3.Connection) -> InboxState:
     row = conn.execute(
-        "SELECT next_offset, quiet_until FROM telegram_inbox WHERE id = 1"
+        "SELECT last_update_id, quiet_until FROM telegram_inbox WHERE id = 1"
     ).fetchone()
     if row is None:
         return InboxState(None, None)
@@ -35,12 +45,28 @@ def state(conn: sqlite3.Connection) -> InboxState:
     )
 
 
-def commit_offset(conn: sqlite3.Connection, next_offset: int) -> None:
-    """Record that every update below `next_offset` was handled (the offset never goes back)."""
+def was_handled(conn: sqlite3.Connection, update_key: str) -> bool:
+    """Whether the update with this key was handled (a replay of it changes nothing)."""
+    found = conn.execute(
+        "SELECT 1 FROM telegram_updates_seen WHERE update_key = ?", (update_key,)
+    ).fetchone()
+    return found is not None
+
+
+def note_handled(conn: sqlite3.Connection, update_key: str, update_id: int) -> None:
+    """Record that this update was handled (its key remembered, the oldest past MAX_SEEN
+    forgotten) and that its id is the last one seen."""
     conn.execute(
-        "UPDATE telegram_inbox SET next_offset = MAX(COALESCE(next_offset, 0), ?) WHERE id = 1",
-        (next_offset,),
+        "INSERT OR IGNORE INTO telegram_updates_seen (update_key, update_id, handled_at) "
+        "VALUES (?, ?, ?)",
+        (update_key, update_id, utc_now()),
     )
+    conn.execute(
+        "DELETE FROM telegram_updates_seen WHERE rowid <= "
+        "(SELECT MAX(rowid) FROM telegram_updates_seen) - ?",
+        (MAX_SEEN,),
+    )
+    conn.execute("UPDATE telegram_inbox SET last_update_id = ? WHERE id = 1", (update_id,))
 
 
 def set_quiet_until(conn: sqlite3.Connection, until: float | None) -> None:
@@ -48,10 +74,10 @@ def set_quiet_until(conn: sqlite3.Connection, until: float | None) -> None:
 
 
 def note_stranger(
-    conn: sqlite3.Connection, sender_id: int, chat_id: int | None, next_offset: int
+    conn: sqlite3.Connection, sender_id: int, chat_id: int | None, update_key: str, update_id: int
 ) -> bool:
-    """Count an update from a stranger and commit the offset past it, together; True when this
-    sender was not remembered (the caller logs it once)."""
+    """Count an update from a stranger and record it as handled, together; True when this
+    sender was not remembered (a new stranger)."""
     now = utc_now()
     known = conn.execute(
         "UPDATE telegram_strangers SET updates = updates + 1, last_seen_at = ?, chat_id = ? "
@@ -69,5 +95,5 @@ def note_stranger(
             "telegram_strangers ORDER BY last_seen_at DESC, sender_id LIMIT -1 OFFSET ?)",
             (MAX_STRANGERS,),
         )
-    commit_offset(conn, next_offset)
+    note_handled(conn, update_key, update_id)
     return not known

@@ -12,6 +12,13 @@ from chief.store.sql import write
 
 BUSY_TIMEOUT_S = 5.0
 
+# telegram_answers' columns as their first migration made them (issue 26's copies them over).
+_ANSWER_COLUMNS = (
+    "answer_key, update_id, request_id, ask_key, choice, text, chat_id, message_id, ask_text, "
+    "callback_query_id, state, outcome, detail, attempts, next_attempt_at, last_error, "
+    "recorded_at, settled_at, edited_at"
+)
+
 # Each migration is a tuple of statements (not a script: executescript would COMMIT on its own,
 # and the whole migration must sit inside the caller's BEGIN IMMEDIATE).
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -177,6 +184,57 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             first_seen_at TEXT NOT NULL,
             last_seen_at TEXT NOT NULL
         )""",
+    ),
+    (
+        # Issue 26: Telegram's update ids restart and repeat (at random after a week without
+        # updates; an emulator from 1 on restart), so no id floor filters updates any more.
+        # Each update is known by its key (chief.telegram.update_key: its id and a digest of
+        # its content): the updates the phone handled, the most recent ones kept (a replay
+        # comes within one unconfirmed batch), so a replay is applied once and a new update
+        # under an old id is never mistaken for it.
+        """CREATE TABLE telegram_updates_seen (
+            update_key TEXT PRIMARY KEY,
+            update_id INTEGER NOT NULL,
+            handled_at TEXT NOT NULL
+        )""",
+        # The inbox keeps the id of the last update handled, only to notice (and say once)
+        # that the ids went back; it filters nothing.
+        "ALTER TABLE telegram_inbox RENAME COLUMN next_offset TO last_update_id",
+        "UPDATE telegram_inbox SET last_update_id = last_update_id - 1",
+        # An answer's replay guard is the update's key, not its id (a reused id must not find
+        # an old answer): the table rebuilt without `update_id UNIQUE`. A row recorded before
+        # keeps its id as its key (no digest of it is known).
+        """CREATE TABLE telegram_answers_keyed (
+            answer_key TEXT PRIMARY KEY,
+            update_key TEXT NOT NULL UNIQUE,
+            update_id INTEGER NOT NULL,
+            request_id INTEGER NOT NULL,
+            ask_key TEXT NOT NULL,
+            choice TEXT,
+            text TEXT,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            ask_text TEXT NOT NULL DEFAULT '',
+            callback_query_id TEXT,
+            state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (state IN ('pending', 'applied', 'refused')),
+            outcome TEXT,
+            detail TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            recorded_at TEXT NOT NULL,
+            settled_at TEXT,
+            edited_at TEXT,
+            CHECK ((choice IS NULL) <> (text IS NULL))
+        )""",
+        f"""INSERT INTO telegram_answers_keyed (update_key, {_ANSWER_COLUMNS})
+        SELECT CAST(update_id AS TEXT), {_ANSWER_COLUMNS} FROM telegram_answers ORDER BY rowid""",
+        "DROP TABLE telegram_answers",
+        "ALTER TABLE telegram_answers_keyed RENAME TO telegram_answers",
+        "CREATE INDEX telegram_answers_by_ask ON telegram_answers (ask_key)",
+        """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
+        WHERE state = 'pending'""",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

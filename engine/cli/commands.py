@@ -127,7 +127,12 @@ def status(args: Args, emit: Emit) -> None:
         for receipt in pending:
             emit(f"uncertain receipt {receipt['key']}  {receipt['method']}")
         raise
-    report = {**snapshot, "uncertain_receipts": pending, "door": status.door_status()}
+    report = {
+        **snapshot,
+        "uncertain_receipts": pending,
+        "door": status.door_status(),
+        "owner_service": status.owner_service(_db(args)),
+    }
     found = status.problems(report, max_age_s)
     if args.json:
         emit(json.dumps({**report, "problems": found}, indent=2))

@@ -3,8 +3,9 @@
 
     POST /compat/call       run one routed verb for a compatibility client, filed by its key
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
-    GET  /status            mode (service|local|invalid) and whether the daemon runs; nothing
-                            about the database (it needs no credential)
+    GET  /status            mode (service|local|invalid), whether the daemon runs, and the pid
+                            of the daemon delivery is left to; nothing about the database (it
+                            needs no credential)
     POST /api/coop/phone/answer, GET /api/coop/phone/summary
                             the phone's routes (`engine.owner.phone`): the owner's answers from
                             Telegram, relayed by the Chief's door with the service key, and what
@@ -108,7 +109,8 @@ class Owner:
 
     def connect(self, synchronous: str = "FULL") -> sqlite3.Connection:
         """A new owner connection (fence function registered). The embedded notifier daemon
-        asks for `synchronous="NORMAL"`: its delivery marks only (README, "Durability")."""
+        asks for `synchronous="NORMAL"`: its delivery marks only (docs/architecture.md,
+        "Durability")."""
         return owner.register_fence_function(
             store.open_connection(self.db, check_same_thread=False, synchronous=synchronous)
         )
@@ -351,11 +353,21 @@ def create_app(
 
     @app.get("/status")
     async def status() -> dict[str, Any]:
-        try:
-            mode = "service" if owner.owner_config(service.db) is not None else "local"
-        except (CoopError, ValueError, KeyError):
-            mode = "invalid"
-        # No database path: /status answers any loopback caller, credential or not.
-        return {"mode": mode, "daemon": getattr(app.state, "daemon_running", False)}
+        return service_status(service.db, app.state)
 
     return app
+
+
+def service_status(db: Path, state: Any) -> dict[str, Any]:
+    """`/status`: no database path, since it answers any loopback caller, credential or not.
+    While this service's daemon does not deliver, `daemon_lock_holder` is the pid of the daemon
+    that holds the ledger instead (`coop status --check` names it), when there is one."""
+    try:
+        mode = "service" if owner.owner_config(db) is not None else "local"
+    except (CoopError, ValueError, KeyError):
+        mode = "invalid"
+    return {
+        "mode": mode,
+        "daemon": getattr(state, "daemon_running", False),
+        "daemon_lock_holder": getattr(state, "daemon_lock_holder", None),
+    }

@@ -14,10 +14,16 @@ Cutover, in this order (each step fails closed if the next never happens):
 A crash after 3 and before 4 leaves a fenced database without an owner file: local writers are
 refused by the database (fail closed); re-run the cutover, or undo it.
 
+Before step 1 the cutover makes sure no notifier daemon but `coop serve`'s holds the ledger
+(`engine.daemon_lock`): a standalone `coop-notifier run` would be fenced out while it kept the
+ledger's lock from `coop serve`'s daemon, so the cutover refuses in one line naming its pid; a
+free lock is held until the owner file is written.
+
 The fence is installed by cutover and dropped by undo (not merely disabled), so in local mode
 the database carries no trace of it. Undo is an operator act: it drops the fence and records a
 `cutover_undo` event in the same transaction, then removes the owner file and the credential
-it created, and returns the list of what it did for the CLI to print.
+it created (each removal made durable by a directory fsync), and returns the list of what it
+did for the CLI to print.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import owner, store
+from engine.daemon_lock import daemon_lock_free_of_others
 from engine.errors import StoreError, UsageError
 from engine.owner.compat import check_owner_url
 from engine.store.ledger import record_event
@@ -90,6 +97,13 @@ def cutover(url: str, *, actor: str, db: str | os.PathLike[str] | None = None) -
             f"{path} is already in service mode ({owner_file}); `coop cutover --undo` first"
         )
     url = check_owner_url(url)
+    with daemon_lock_free_of_others(path, "the cutover"):
+        return _cut_over(path, owner_file, url, actor)
+
+
+def _cut_over(path: Path, owner_file: Path, url: str, actor: str) -> dict[str, Any]:
+    """The cutover's four steps (the module's docstring), no daemon but `coop serve`'s on the
+    ledger."""
     now = datetime.now(UTC)
     conn = _owner_connection(path)
     try:
@@ -142,14 +156,29 @@ def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
         conn.close()
     if removed:
         done.append(f"dropped the fence ({len(removed)} triggers) on {path}")
+    removed_from: set[Path] = set()
     if owner_file.exists():
         owner_file.unlink()
+        removed_from.add(owner_file.parent)
         done.append(f"removed the owner file {owner_file}")
     # Only the credential this module creates: an owner file could name any path.
     credential = credential_path(path)
     if credential.exists():
         credential.unlink()
+        removed_from.add(credential.parent)
         done.append(f"removed the owner credential {credential}")
+    for folder in removed_from:
+        # A removal is durable only once its folder is fsynced: a power cut would otherwise
+        # bring the owner file back beside the unfenced ledger, routing every caller again.
+        _fsync_dir(folder)
     if not done:
         done.append(f"{path} was already in local mode; nothing to undo")
     return done
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

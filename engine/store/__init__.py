@@ -32,6 +32,7 @@ from engine.errors import StoreError
 from engine.store.schema import FENCE_FUNCTION, MIGRATIONS, statements
 
 # The fence's DDL lives in engine.store.schema; `coop cutover` and its tests call it here.
+from engine.store.schema import fence_refuses as fence_refuses
 from engine.store.schema import fence_triggers as fence_triggers
 from engine.store.schema import install_fence as install_fence
 from engine.store.schema import remove_fence as remove_fence

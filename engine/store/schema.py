@@ -240,6 +240,19 @@ def remove_fence(conn: sqlite3.Connection) -> list[str]:
     return present
 
 
+def fence_refuses(conn: sqlite3.Connection) -> bool:
+    """Whether the fence is up and refuses this connection's writes: it has not registered the
+    owner's function (a standalone notifier daemon after a cutover, or beside a cutover cut
+    short before its owner file was written)."""
+    if not fence_triggers(conn):
+        return False
+    try:
+        conn.execute(f"SELECT {FENCE_FUNCTION}()").fetchone()
+    except sqlite3.OperationalError:  # no such function: not the owner's connection
+        return True
+    return False
+
+
 def fence_triggers(conn: sqlite3.Connection) -> list[str]:
     return [
         row[0]

@@ -23,6 +23,10 @@ What counts as a citation (anything else is prose, a command or an example, and 
   a logger or a fault point's name). The code names a `Chief` instance `chief`, so `chief.turn`
   may also be an attribute of `chief.conversation.Chief`. Data files named like packages
   (`chief.db`, `coop.db`) are not names.
+
+The pages themselves: README.md is a front page under `README_MAX_LINES` lines, and every
+Markdown link between the pages resolves as a reader's viewer resolves it, relative to the page
+that holds it: the file exists, and a `#anchor` names a heading of that page (its GitHub slug).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ DOTTED = re.compile(r"(?:engine|notifier|chief)(?:\.[A-Za-z_]\w*)+")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 INLINE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+README_MAX_LINES = 200
+HEADING = re.compile(r"^#{1,6} (.+)$", re.MULTILINE)
 
 
 def markdown_files() -> list[Path]:
@@ -203,3 +209,48 @@ def test_the_rule_finds_what_it_must() -> None:
         "chief.door.gone",
         "docs/gone.md",
     ]
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to `-`."""
+    kept = "".join(c for c in heading.strip().lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    return {slug(heading) for heading in HEADING.findall(FENCE.sub("", page.read_text()))}
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in LINK.findall(FENCE.sub("", page.read_text())):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists() or (
+            anchor and (linked.suffix != ".md" or anchor not in anchors(linked))
+        ):
+            broken.append(target)
+    return broken
+
+
+def test_the_readme_is_a_front_page() -> None:
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines < README_MAX_LINES, f"README.md has {lines} lines; move reference to docs/"
+
+
+@pytest.mark.parametrize("doc", markdown_files(), ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_link_between_the_pages_resolves(doc: Path) -> None:
+    assert broken_links(doc) == []
+
+
+def test_the_link_rule_finds_what_it_must(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "b.md").write_text("# B page\n## Back up and restore: `coop backup`\n")
+    page = tmp_path / "a.md"
+    page.write_text(
+        "[ok](docs/b.md#back-up-and-restore-coop-backup) [gone](docs/c.md#a) [x](docs/b.md#nope)"
+        " [self](#a) [web](https://example.org/x#y)\n# A\n"
+    )
+    assert broken_links(page) == ["docs/c.md#a", "docs/b.md#nope"]

@@ -5,7 +5,7 @@ change here: `coop` from `engine.cli.tree.COMMANDS` (and `COMMON`), `chief` from
 `chief.cli.COMMANDS`, and the commands `chief` dispatches (`chief.cli.DISPATCHED`) from their own
 `--help`.
 
-The contract each run is held to (the exit statuses are in README.md, "Exit statuses"):
+The contract each run is held to (the exit statuses are in docs/cli.md, "Exit statuses"):
 - it exits 0, 1 or 2 (`--help` and `--version` exit 0 through argparse);
 - no exception escapes `main`, and stderr holds no traceback and at most two lines of the
   entry point's own (a service's JSON log lines are not its words);

@@ -5,10 +5,10 @@ processes (the Bot API emulator playing the owner and anyone else, the door long
     fuzz = PhoneFuzz(stack, EmulatorOwner(url))
     before = fuzz.look()                   # coop.db and chief.db, the bot's messages, toasts
     update_id = fuzz.raw({...})            # or owner.text / owner.press
-    after = fuzz.handled(update_id)        # waits (bounded) for the door's offset past it
+    after = fuzz.handled(update_id)        # waits (bounded) until the door recorded it handled
     fuzz.no_trace()                        # no traceback, no failed update in the door's log
 
-"Handled" is the door's own commit: the phone loop commits an update's offset after its
+"Handled" is the door's own record: the phone loop records an update's key in chief.db after its
 handler returned (its answer sent, its toast answered), so what the update caused is visible
 then, apart from a ledger's answer still on its way (`settled` waits for the door's answer
 rows to leave `pending`).
@@ -37,8 +37,9 @@ WAIT_S = 15.0
 #: record of each answer key it was asked, an answer that changed nothing included; an update
 #: refused at the door reaches no ledger, which chief.db's `telegram_answers` shows)
 LEDGER_TABLES = ("requests", "todos", "coop_events")
-#: chief.db's tables an update may change without being obeyed: the offset, the strangers
-PHONE_BOOKKEEPING = frozenset({"telegram_inbox", "telegram_strangers"})
+#: chief.db's tables an update may change without being obeyed: the last id, the updates
+#: handled, the strangers
+PHONE_BOOKKEEPING = frozenset({"telegram_inbox", "telegram_updates_seen", "telegram_strangers"})
 #: what the door's log must never hold, whatever arrives
 TROUBLE_EVENTS = ("door.phone_failed", "door.phone_update_failed", "door.phone_update_skipped")
 
@@ -137,10 +138,14 @@ class PhoneFuzz:
             ).fetchall()
         return [str(token) for (token,) in rows]
 
-    def offset(self) -> int:
+    def was_handled(self, update_id: int) -> bool:
+        """Whether the door recorded an update with this id as handled (ids do not repeat in
+        the fuzz's emulator run)."""
         with closing(sqlite3.connect(self.stack.chief_db)) as conn:
-            row = conn.execute("SELECT next_offset FROM telegram_inbox WHERE id = 1").fetchone()
-        return int(row[0] or 0) if row else 0
+            row = conn.execute(
+                "SELECT 1 FROM telegram_updates_seen WHERE update_id = ?", (update_id,)
+            ).fetchone()
+        return row is not None
 
     def quiet_until(self) -> float | None:
         with closing(sqlite3.connect(self.stack.chief_db)) as conn:
@@ -183,10 +188,10 @@ class PhoneFuzz:
         )
 
     def handled(self, update_id: int) -> Look:
-        """Wait (bounded) until the door has committed the offset past `update_id`, then
+        """Wait (bounded) until the door has recorded update `update_id` as handled, then
         until every answer it recorded has the ledger's reply; what then holds."""
         self.stack.door.wait_for(
-            lambda: self.offset() > update_id, f"the door to handle update {update_id}", WAIT_S
+            lambda: self.was_handled(update_id), f"the door to handle update {update_id}", WAIT_S
         )
         self.stack.door.wait_for(
             lambda: self.pending_answers() == 0, "the door's answers to settle", WAIT_S

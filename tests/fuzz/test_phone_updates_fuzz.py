@@ -18,9 +18,10 @@ One stack as real processes per module (tests/fuzz/phone.py): the Bot API emulat
   the bot never sent, kinds the door does not read, the owner's id in a stranger's chat and the
   reverse (each read by PTB as an Update: a shape the Bot API sends); and kinds the door reads
   holding what python-telegram-bot cannot read, passed over. Each changes nothing in coop.db or
-  chief.db but the offset and the strangers' table, and answers no stranger.
+  chief.db but the phone's bookkeeping (the last id, the updates handled, the strangers), and
+  answers no stranger.
 
-After every example the door has committed the offset past the update; after each run it still
+After every example the door has recorded the update as handled; after each run it still
 answers /help.
 """
 
@@ -302,7 +303,7 @@ def blocked(owner: dict[str, Any]) -> dict[str, Any]:
 
 
 def refused_alike(fuzz: PhoneFuzz, update: dict[str, Any], owner_tap: bool) -> None:
-    """Deliver `update`; nothing changes but the offset and the strangers, nothing is sent or
+    """Deliver `update`; nothing changes but the phone's bookkeeping, nothing is sent or
     edited, and only the owner's own tap in the owner's chat may be toasted."""
     before = fuzz.look()
     after = fuzz.handled(fuzz.raw(update))
@@ -316,7 +317,7 @@ def refused_alike(fuzz: PhoneFuzz, update: dict[str, Any], owner_tap: bool) -> N
     fuzz.no_trace()
 
 
-def test_any_update_but_a_live_decision_changes_nothing_but_the_offset(
+def test_any_update_but_a_live_decision_changes_nothing_but_the_bookkeeping(
     fuzz: PhoneFuzz, live_world: dict[str, Any]
 ) -> None:
     world = live_world
@@ -501,7 +502,7 @@ def test_an_update_the_door_cannot_read_is_passed_over_and_the_rest_still_come(
     """Found by the fuzz: one update python-telegram-bot cannot read (a shape it does not
     expect, as a newer Bot API could send) failed the whole getUpdates answer, every poll,
     so the poller never got past it: nothing after it was ever read. It is now passed over
-    (its offset committed, nothing changed, no answer) and the updates behind it arrive."""
+    (recorded as handled, nothing changed, no answer) and the updates behind it arrive."""
     before = fuzz.look()
     unreadable = fuzz.raw(update)
     after = fuzz.handled(unreadable)

@@ -5,6 +5,7 @@
     owner.press(4242, 4242, message_id, text="approve") # {"update_id", "callback_query_id", "data"}
     owner.press(4242, 4242, text="approve")             # the newest bot message with that button
     owner.replay(sent["update_id"])
+    owner.restart_ids(1)                                # the next update is numbered 1
     owner.messages(); owner.callback_answers(); owner.commands(); owner.pending_updates()
     owner.wait_for(lambda o: o.messages(), timeout_s=5)  # bounded, returns the first truthy value
 
@@ -128,6 +129,18 @@ class EmulatorOwner:
     def pending_updates(self) -> list[int]:
         return list(self._get("/emulator/updates")["pending"])
 
+    def polling(self) -> bool:
+        """Whether a long poll waits at the emulator now."""
+        return bool(self._get("/emulator/updates")["polling"])
+
+    def next_update_id(self) -> int:
+        return int(self._get("/emulator/updates")["next_id"])
+
+    def restart_ids(self, next_update_id: int, *, expect: int = 200) -> dict[str, Any]:
+        """Number the next update `next_update_id` (ids may go down, as Telegram's do)."""
+        body = {"next_update_id": next_update_id}
+        return self._post("/emulator/updates/next_id", body, expect)
+
     def reset(self) -> None:
         self._post("/emulator/reset", {}, 200)
 
@@ -203,6 +216,10 @@ class AsyncEmulatorOwner:
 
     async def pending_updates(self) -> list[int]:
         return list((await self._get("/emulator/updates"))["pending"])
+
+    async def restart_ids(self, next_update_id: int, *, expect: int = 200) -> dict[str, Any]:
+        body = {"next_update_id": next_update_id}
+        return await self._post("/emulator/updates/next_id", body, expect)
 
     async def reset(self) -> None:
         await self._post("/emulator/reset", {}, 200)

@@ -8,7 +8,8 @@ as Telegram checks it (`methods`, `shapes`):
 - `sendMessage`, keeping `reply_markup` (an inline keyboard's `callback_data` is 1..64 bytes,
   else `400 Bad Request: BUTTON_DATA_INVALID`) and `reply_to_message_id`/`reply_parameters`;
   every message gets a `message_id` counted per chat (the bot's and the users' together);
-- `getUpdates` with `offset` (confirms every delivered update below it), `limit` (1..100),
+- `getUpdates` with `offset` (confirms every update below it, delivered or not, as Telegram
+  does; a replayed one once delivered again), `limit` (1..100),
   `timeout` (a long poll: at once when updates wait, else when one arrives, the caller hangs up
   or the timeout passes, at most 50 s) and `allowed_updates`; a second getUpdates while one
   polls answers `409 Conflict: terminated by other getUpdates request; ...` (`updates`);
@@ -55,7 +56,11 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   (`raw`);
 - `GET /emulator/callback_answers`: every answerCallbackQuery (`callback_query_id`, `text`,
   `show_alert`, `at`); `GET /emulator/commands`: the last setMyCommands list;
-  `GET /emulator/updates`: the ids of the updates not yet confirmed;
+  `GET /emulator/updates`: the ids of the updates not yet confirmed (`pending`), whether a
+  long poll waits (`polling`) and the next update's id (`next_id`);
+- `POST /emulator/updates/next_id` `{"next_update_id": N}` -> `{"next_update_id", "was"}`: the
+  next update is numbered N, below the last one if asked: Telegram's ids jump (at random after
+  a week without updates), and a restarted emulator counts from 1 again;
 - `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay" | "unauthorized" |
   "chat_not_found" | "bot_blocked", "count": N, "retry_after": s, "status": 5xx, "delay_s": s,
   "methods": ["sendMessage"]}`: the next N matching calls answer 429 with

@@ -89,6 +89,7 @@ def create_emulator(
             Route("/emulator/callback_answers", controls.callback_answers, methods=["GET"]),
             Route("/emulator/commands", controls.commands, methods=["GET"]),
             Route("/emulator/updates", controls.updates, methods=["GET"]),
+            Route("/emulator/updates/next_id", controls.next_update_id, methods=["POST"]),
         ],
     )
     return app, state
@@ -231,7 +232,25 @@ class _Controls:
         return JSONResponse({"commands": self.state.commands})
 
     async def updates(self, _: Request) -> JSONResponse:
-        return JSONResponse({"pending": self.state.updates.pending_ids()})
+        queue = self.state.updates
+        return JSONResponse(
+            {"pending": queue.pending_ids(), "polling": queue.polling, "next_id": queue.next_id}
+        )
+
+    async def next_update_id(self, request: Request) -> JSONResponse:
+        return await self._play(request, _restart_ids)
+
+
+def _restart_ids(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
+    """`{"next_update_id": N}`: the next update is numbered N (ids may go down, as Telegram's
+    do after a week without updates); the id the next update would have had."""
+    next_id = document.get("next_update_id")
+    if isinstance(next_id, bool) or not isinstance(next_id, int):
+        raise ValueError("next_update_id must be an integer")
+    was = state.updates.next_id
+    state.updates.restart_ids(next_id)
+    log.info("emulator.update_ids_restarted", next_update_id=next_id, was=was)
+    return {"next_update_id": next_id, "was": was}
 
 
 def main(argv: list[str] | None = None) -> int:

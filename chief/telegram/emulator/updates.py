@@ -1,8 +1,12 @@
 """The emulator's update queue, as `getUpdates` sees it.
 
 An update waits until it is confirmed: a getUpdates whose `offset` is above its `update_id`
-after it was delivered at least once (Telegram forgets every update below the offset; a replayed
-update, delivered again under its old id, is kept until it has been delivered again). A long
+(Telegram forgets every update below the offset, delivered or not: "An update is considered
+confirmed as soon as getUpdates is called with an offset higher than its update_id"; a replayed
+update, delivered again under its old id, is kept until it has been delivered again). Ids count
+from 1 in each process (a restart starts them again, as `ops/run` does) and `restart_ids` sets
+the next one, lower or higher: Telegram's ids are no clock either (after a week without updates
+the next one is chosen at random). A long
 poll waits on an anyio event set by each new update, bounded by its timeout; `polling` says one
 is waiting, so a second concurrent getUpdates can be refused as Telegram refuses it.
 """
@@ -24,6 +28,8 @@ class _Pending:
     delivered: bool = False
     #: queued as is by `/emulator/owner/raw`: delivered whatever `allowed_updates` says
     raw: bool = False
+    #: queued again by `replay` under its old id: kept below an offset until delivered
+    replayed: bool = False
 
     @property
     def kind(self) -> str:
@@ -61,13 +67,14 @@ class UpdateQueue:
         """Deliver update `update_id` again, the same object; None when it was never made."""
         update = self._made.get(update_id)
         if update is not None:
-            self._pending.append(_Pending(update, raw=update_id in self._raw))
+            self._pending.append(_Pending(update, raw=update_id in self._raw, replayed=True))
             self._wake()
         return update
 
     def confirm(self, offset: int | None) -> None:
-        """`offset` > 0 forgets every delivered update below it; a negative one keeps only the
-        last -offset updates (Telegram's "from the end of the queue")."""
+        """`offset` > 0 forgets every update below it (a replayed one once delivered); a
+        negative one keeps only the last -offset updates (Telegram's "from the end of the
+        queue")."""
         if offset is None or offset == 0:
             return
         if offset < 0:
@@ -76,7 +83,7 @@ class UpdateQueue:
         self._pending = [
             entry
             for entry in self._pending
-            if entry.update["update_id"] >= offset or not entry.delivered
+            if entry.update["update_id"] >= offset or (entry.replayed and not entry.delivered)
         ]
 
     def allow(self, allowed: frozenset[str] | None) -> None:
@@ -106,6 +113,18 @@ class UpdateQueue:
         arrived = self._arrived
         with anyio.move_on_after(timeout_s):
             await arrived.wait()
+
+    @property
+    def next_id(self) -> int:
+        """The id the next update gets."""
+        return self._next_id
+
+    def restart_ids(self, next_id: int) -> None:
+        """Number the next update `next_id` (any positive id, below the last one included):
+        what Telegram does after a week without updates, and a restarted emulator does."""
+        if next_id < 1:
+            raise ValueError("next_update_id must be a positive integer")
+        self._next_id = next_id
 
     def pending_ids(self) -> list[int]:
         return [entry.update["update_id"] for entry in self._pending]

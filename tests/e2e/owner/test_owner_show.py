@@ -1,6 +1,6 @@
 """`coop todo show` and `coop request show` routed to a real `coop serve` after `coop cutover`:
 the same fields and events as a local ledger shows, `--json` too, and an unknown id refused in
-one line with exit 2 (the README's exit table: a usage refusal)."""
+one line with exit 2 (docs/cli.md's exit table: a usage refusal)."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def test_the_door_killed_between_the_record_and_the_ledger_lands_the_answer_once
     assert phone.answers(request_id) == [("pending", "")]
     assert phone.toasts(pressed["callback_query_id"]) == []
     door.start()
-    # The update comes again (its offset was never committed) and finds its answer; the
+    # The update comes again (never recorded as handled) and finds its answer by its key; the
     # forwarder sends what the last run left pending.
     assert "closed with approve" in phone.toast(pressed["callback_query_id"])
     landed_once(phone, request_id, "approve")

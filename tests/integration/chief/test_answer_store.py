@@ -31,7 +31,8 @@ def key() -> str:
 
 
 def tap(update_id: int, token: str = "tok-approve") -> Tap:  # noqa: S107 (a button token)
-    return Tap(update_id, token, f"q{update_id}", 42, 3, "request #7: order? (approve / decline)")
+    text = "request #7: order? (approve / decline)"
+    return Tap(update_id, token, f"q{update_id}", 42, 3, text, f"{update_id}:{token}")
 
 
 ASK7, ASK8, ASK9 = ("q-" + digit * 32 for digit in "789")
@@ -99,13 +100,32 @@ async def test_the_ledgers_answer_is_written_once_and_a_refused_tap_frees_the_re
 
 async def test_a_reply_to_an_ask_message_is_a_text_answer(chief_config: ChiefConfig) -> None:
     async with ChiefStore.open(chief_config.db_path) as store:
-        reply = Reply(40, "the big one", 42, 5, "request #9: which bag?")
+        reply = Reply(40, "the big one", 42, 5, "request #9: which bag?", "40:a")
         text = await store.record_reply(reply, key(), ask_of, decide_reply)
         assert isinstance(text, Answer)
         assert (text.request_id, text.choice, text.text) == (9, None, "the big one")
         assert await store.record_reply(reply, key(), ask_of, decide_reply) == Seen(text)
-        elsewhere = Reply(41, "hi", 42, 6, "")
+        elsewhere = Reply(41, "hi", 42, 6, "", "41:a")
         assert await store.record_reply(elsewhere, key(), ask_of, decide_reply) is None
+
+
+async def test_an_update_id_used_again_by_a_new_update_is_a_new_answer(
+    chief_config: ChiefConfig,
+) -> None:
+    # Telegram's ids start again (at random after a week without updates; a restarted
+    # emulator from 1): the same id with other content is another update, not a replay.
+    async with ChiefStore.open(chief_config.db_path) as store:
+        asked = "request #9: which bag?"
+        first = await store.record_reply(
+            Reply(40, "the big one", 42, 5, asked, "40:a"), key(), ask_of, decide_reply
+        )
+        again = await store.record_reply(
+            Reply(40, "the small one", 42, 5, asked, "40:b"), key(), ask_of, decide_reply
+        )
+        assert isinstance(first, Answer)
+        assert isinstance(again, Answer)
+        assert (again.update_id, again.text) == (40, "the small one")
+        assert again.answer_key != first.answer_key
 
 
 async def test_a_deferred_answer_counts_its_tries_and_stays_open(
@@ -132,7 +152,8 @@ def test_an_answer_is_a_choice_or_a_text_never_both(
     conn = sqlite3.connect(chief_config.db_path)
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute(
-            "INSERT INTO telegram_answers (answer_key, update_id, request_id, choice, text, "
-            "chat_id, message_id, recorded_at) VALUES ('a-x', 1, 1, 'a', 'b', 1, 1, 'now')"
+            "INSERT INTO telegram_answers (answer_key, update_key, update_id, request_id, "
+            "ask_key, choice, text, chat_id, message_id, recorded_at) "
+            "VALUES ('a-x', '1:x', 1, 1, 'q-x', 'a', 'b', 1, 1, 'now')"
         )
     conn.close()

@@ -147,6 +147,25 @@ async def test_an_offset_confirms_and_a_replay_delivers_the_same_update_again(
     assert "no update 999999" in refused["description"]
 
 
+async def test_ids_start_again_lower_and_an_offset_confirms_what_waits_below_it(
+    phone: Phone,
+) -> None:
+    # Telegram's ids are no clock (a random one after a week without updates; a restarted
+    # emulator counts from 1), and an offset confirms every update below it, delivered or not.
+    for text in ("one", "two", "three"):
+        await phone.owner.text(OWNER_ID, OWNER_ID, text)
+    assert await phone.bot.get_updates(offset=4) == ()  # confirmed unread
+    assert await phone.owner.restart_ids(2) == {"next_update_id": 2, "was": 4}
+    low = await phone.owner.text(OWNER_ID, OWNER_ID, "after the jump")
+    assert low["update_id"] == 2
+    assert await phone.bot.get_updates(offset=4) == ()  # a floor above it drops it
+    low = await phone.owner.text(OWNER_ID, OWNER_ID, "again")
+    (update,) = await phone.bot.get_updates()  # no offset: the earliest unconfirmed
+    assert (update.update_id, update.message.text) == (3, "again")  # type: ignore[union-attr]
+    refused = await phone.owner.restart_ids(0, expect=400)
+    assert "positive" in refused["description"]
+
+
 async def test_a_second_poller_is_refused_409_while_one_polls(phone: Phone) -> None:
     second = _bot(phone.url)
     async with second, anyio.create_task_group() as tasks:

@@ -1,5 +1,5 @@
 """`coop todo show N` and `coop request show N`: the item's fields and its last events, as lines
-or `--json`, on a real ledger file; an unknown id is one line and exit 2 (the README's exit
+or `--json`, on a real ledger file; an unknown id is one line and exit 2 (docs/cli.md's exit
 table: a usage refusal, as every unknown id is)."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_show_json_is_the_item_and_its_last_events(coop: Coop) -> None:
 
 @pytest.mark.parametrize("kind", ["todo", "request"])
 def test_an_unknown_id_is_one_line_and_exit_2(coop: Coop, kind: str) -> None:
-    # README, exit statuses: an unknown id is a usage refusal, 2.
+    # docs/cli.md, exit statuses: an unknown id is a usage refusal, 2.
     assert coop(kind, "show", "7") == (
         2,
         "",

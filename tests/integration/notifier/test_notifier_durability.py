@@ -1,5 +1,5 @@
 """The notifier's delivery marks commit with synchronous=NORMAL in both of its homes: the
-standalone daemon (`coop-notifier run`) and the one embedded in `coop serve` (README,
+standalone daemon (`coop-notifier run`) and the one embedded in `coop serve` (docs/architecture.md,
 "Durability"). With FULL every mark costs an fdatasync."""
 
 from __future__ import annotations

@@ -100,6 +100,7 @@ def test_a_token_without_a_chat_or_a_pairing_starts_unpaired(home: Path) -> None
     door = config(home, TELEGRAM_BOT_TOKEN=TOKEN)
     assert not door.telegram_configured
     assert (door.telegram_chat_id, door.telegram_user_id) == (None, None)
+    assert door.telegram_chat_from is None
     assert door.pairing_file == home / PAIRING_FILE_NAME
     assert door.telegram_next_step is not None
     assert "chief telegram pair" in door.telegram_next_step
@@ -110,6 +111,7 @@ def test_the_pairing_gives_the_chat_and_the_obeyed_user(home: Path) -> None:
     door = config(home, TELEGRAM_BOT_TOKEN=TOKEN)
     assert door.telegram_configured
     assert (door.telegram_chat_id, door.telegram_user_id) == ("4242", 99)
+    assert door.telegram_chat_from == "pairing"
     assert door.telegram_next_step is None
     assert not door.telegram_chat_overrides_pairing
 
@@ -130,6 +132,7 @@ def test_telegram_chat_id_wins_over_the_pairing(
     door = config(home, TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_CHAT_ID=chat_setting)
     assert (door.telegram_chat_id, door.telegram_user_id) == (chat_setting, user_id)
     assert door.telegram_chat_overrides_pairing is overrides
+    assert door.telegram_chat_from == "TELEGRAM_CHAT_ID"
 
 
 @pytest.mark.parametrize(("chat_setting", "user_id"), [("4242", 4242), ("-5", None)])
@@ -139,6 +142,7 @@ def test_telegram_chat_id_alone_obeys_a_private_chat_s_user(
     door = config(home, TELEGRAM_BOT_TOKEN=TOKEN, TELEGRAM_CHAT_ID=chat_setting)
     assert (door.telegram_chat_id, door.telegram_user_id) == (chat_setting, user_id)
     assert door.telegram_pairing is None
+    assert door.telegram_chat_from == "TELEGRAM_CHAT_ID"
 
 
 def test_a_broken_pairing_stops_the_door_naming_the_file(home: Path) -> None:

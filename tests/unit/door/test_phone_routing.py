@@ -1,5 +1,6 @@
 """The phone's routing (chief/door/phone.py), one update at a time: who is obeyed, where a tap, a
-reply and a command go, when the offset is committed, how failures pause and are logged.
+reply and a command go, which offset each poll sends, how a replay is told from a new update
+under a reused id, how strangers are summed up, how failures pause and are logged.
 
 Telegram is a scripted double of the inbound seam and the handlers a recording double (the
 answers' part, not this one's); chief.db is a real file. The same loop against the real
@@ -169,7 +170,7 @@ async def _idle(telegram: ScriptedTelegram) -> None:
         await telegram.idle.wait()
 
 
-async def test_each_update_goes_where_it_belongs_and_its_offset_is_committed(
+async def test_each_update_goes_where_it_belongs_and_the_next_poll_confirms_the_batch(
     tmp_path: Path,
 ) -> None:
     telegram = ScriptedTelegram(
@@ -186,7 +187,7 @@ async def test_each_update_goes_where_it_belongs_and_its_offset_is_committed(
         await _idle(telegram)
         assert handlers.calls == [("tap", 10), ("reply", 11)]
         assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP_FIRST_LINE)]
-        assert (await store.inbox_state()).next_offset == 15
+        assert (await store.inbox_state()).last_update_id == 14
         assert telegram.offsets == [None, 15]
         assert loop.handled == 5
         assert strangers == []
@@ -199,7 +200,7 @@ async def test_each_update_goes_where_it_belongs_and_its_offset_is_committed(
         ]
 
 
-async def test_strangers_change_nothing_learn_nothing_and_are_logged_once_each(
+async def test_strangers_change_nothing_learn_nothing_and_are_summed_up(
     tmp_path: Path,
 ) -> None:
     telegram = ScriptedTelegram(
@@ -218,20 +219,52 @@ async def test_strangers_change_nothing_learn_nothing_and_are_logged_once_each(
             assert telegram.replies == []
             assert len(strangers) == 4
             state = await store.inbox_state()
-            assert state.next_offset == 24
+            assert state.last_update_id == 23
             assert state.quiet_until is None
-    logged = [entry["sender_id"] for entry in logs if entry["event"] == "door.telegram_stranger"]
-    assert logged == [STRANGER_ID, OWNER_ID]
+    # The first at once, the rest summed up at the stop (the interval had not passed).
+    lines = [entry for entry in logs if entry["event"] == "door.telegram_strangers"]
+    assert [(e["strangers"], e["new_strangers"], e["updates"]) for e in lines] == [
+        (1, 1, 1),
+        (2, 1, 3),
+    ]
+    assert lines[0]["first_sender_id"] == STRANGER_ID
 
 
-async def test_the_stored_offset_is_where_the_next_start_asks_from(tmp_path: Path) -> None:
+async def test_a_flood_of_strangers_is_one_line_per_interval_not_one_per_sender(
+    tmp_path: Path,
+) -> None:
+    senders = range(10_000, 10_500)
+    batches = [
+        [text_update(100 + n, "/start", user=s, chat=s) for n, s in enumerate(senders)][i : i + 100]
+        for i in range(0, 500, 100)
+    ]
+    telegram = ScriptedTelegram(*batches)
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram) as (_, _store, strangers):
+            await _idle(telegram)
+            assert len(strangers) == 500
+            during = [entry for entry in logs if entry["event"].startswith("door.telegram_stra")]
+            assert len(during) == 1, f"{len(during)} lines for 500 strangers"
+    lines = [entry for entry in logs if entry["event"] == "door.telegram_strangers"]
+    assert sum(line["updates"] for line in lines) == 500
+    assert sum(line["strangers"] for line in lines) == 500
+    assert len(lines) == 2  # the first at once, the other 499 at the stop
+
+
+async def test_a_restart_sends_no_offset_and_a_redelivered_update_is_not_applied_again(
+    tmp_path: Path,
+) -> None:
+    # The door stopped before its next poll confirmed /help: Telegram delivers it again to the
+    # next start, which asks with no offset (no stored floor); its key says it was handled.
     first = ScriptedTelegram([text_update(30, "/help")])
     async with running_loop(tmp_path, first):
         await _idle(first)
-    again = ScriptedTelegram()
+    again = ScriptedTelegram([text_update(30, "/help")], [text_update(31, "/help")])
     async with running_loop(tmp_path, again):
         await _idle(again)
-    assert again.offsets == [31]
+    assert first.replies == [(OWNER_ID, HELP)]
+    assert again.replies == [(OWNER_ID, HELP)]  # for 31 only
+    assert again.offsets == [None, 31, 32]
 
 
 async def test_a_failing_handler_gets_the_update_again_then_it_is_skipped(tmp_path: Path) -> None:
@@ -242,8 +275,9 @@ async def test_a_failing_handler_gets_the_update_again_then_it_is_skipped(tmp_pa
         async with running_loop(tmp_path, telegram, handlers) as (_, store, _strangers):
             await _idle(telegram)
             assert handlers.calls == [("tap", 40)] * MAX_UPDATE_ATTEMPTS
-            assert telegram.offsets == [None] * MAX_UPDATE_ATTEMPTS + [41]
-            assert (await store.inbox_state()).next_offset == 41
+            # each retry asks again from the failed update (nothing past it confirmed)
+            assert telegram.offsets == [None] + [40] * (MAX_UPDATE_ATTEMPTS - 1) + [41]
+            assert (await store.inbox_state()).last_update_id == 40
     events = [entry["event"] for entry in logs]
     assert events.count("door.phone_update_failed") == MAX_UPDATE_ATTEMPTS - 1
     assert events.count("door.phone_update_skipped") == 1
@@ -286,21 +320,70 @@ async def test_a_stop_ends_the_loop_at_once(tmp_path: Path, during: str) -> None
     assert telegram.cancelled.is_set() == (during == "poll")
 
 
-async def test_an_update_below_the_offset_is_never_applied_again(tmp_path: Path) -> None:
-    # Telegram (or the emulator's replay) may deliver an update the door already handled: its
-    # id is below the committed offset, and it changes nothing, answers nothing.
+async def test_a_replayed_update_is_never_applied_again(tmp_path: Path) -> None:
+    # Telegram (or the emulator's replay) may deliver an update the door already handled: the
+    # same id and content; it changes nothing, answers nothing.
     telegram = ScriptedTelegram(
         [tap_update(60), text_update(61, "/help")],
         [tap_update(60), text_update(61, "/help")],
         [text_update(62, "/help")],
     )
     handlers = RecordingHandlers()
-    async with running_loop(tmp_path, telegram, handlers) as (loop, store, _):
+    async with running_loop(tmp_path, telegram, handlers) as (_, store, _strangers):
         await _idle(telegram)
         assert handlers.calls == [("tap", 60)]
         assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP)]
-        assert (await store.inbox_state()).next_offset == 63
-        assert loop.offset == 63
+        assert (await store.inbox_state()).last_update_id == 62
+        assert telegram.offsets == [None, 62, 62, 63]
+
+
+async def test_ids_that_go_back_lose_nothing_and_are_said_once(tmp_path: Path) -> None:
+    # Telegram picks a random id after a week without updates; a restarted emulator counts
+    # from 1. Every new update is handled in the poll that brings it, whatever its id; an old
+    # id with new content is a new update; a replay (same id, same content) is not.
+    telegram = ScriptedTelegram(
+        [text_update(80, "/help")],
+        [],  # a long poll that timed out: nothing to confirm
+        [text_update(3, "/nonsense"), tap_update(4)],  # ids started again, lower
+        [text_update(4, "/help")],  # id 4 again, another update
+        [tap_update(4)],  # the tap replayed
+        [text_update(5, "/help")],
+    )
+    handlers = RecordingHandlers()
+    with capture_logs() as logs:
+        async with running_loop(tmp_path, telegram, handlers) as (loop, store, _):
+            await _idle(telegram)
+            assert telegram.replies == [
+                (OWNER_ID, HELP),
+                (OWNER_ID, HELP_FIRST_LINE),
+                (OWNER_ID, HELP),
+                (OWNER_ID, HELP),
+            ]
+            assert handlers.calls == [("tap", 4)]
+            assert loop.handled == 5
+            assert (await store.inbox_state()).last_update_id == 5
+    # The poll after a batch confirms it (its highest id + 1) and nothing else: the empty
+    # poll's successor sends none, so the lower ids are never confirmed unread.
+    assert telegram.offsets == [None, 81, None, 5, 5, 5, 6]
+    went_back = [entry for entry in logs if entry["event"] == "door.phone_ids_went_back"]
+    assert [(e["previous"], e["update_id"]) for e in went_back] == [(80, 3)]
+    assert "still handled" in went_back[0]["meaning"]
+
+
+async def test_a_failed_poll_drops_its_confirmation_and_loses_nothing(tmp_path: Path) -> None:
+    # The poll confirming 90 fails (Telegram restarted, the network dropped): the next poll
+    # sends no offset, so ids that started again below 91 are delivered, and the redelivered
+    # 90 is known by its key.
+    down = TelegramUnavailable("Telegram refused or could not be reached; retry later")
+    telegram = ScriptedTelegram(
+        [text_update(90, "/help")],
+        down,
+        [text_update(90, "/help"), text_update(1, "/nonsense")],
+    )
+    async with running_loop(tmp_path, telegram):
+        await _idle(telegram)
+        assert telegram.replies == [(OWNER_ID, HELP), (OWNER_ID, HELP_FIRST_LINE)]
+    assert telegram.offsets == [None, 91, None, 91]
 
 
 async def test_commands_that_cannot_be_registered_are_logged_and_the_phone_goes_on(

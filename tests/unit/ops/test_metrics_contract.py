@@ -73,7 +73,7 @@ def test_the_alert_rules_and_scrape_config_name_real_metrics(tmp_path: Path) -> 
     telegram = alerts["CoopTelegramQueueStuck"]["expr"]
     assert "coop_telegram_queue_oldest_age_seconds > 600" in telegram
     assert "coop_telegram_queue_depth > 0" in telegram
-    assert "README" in alerts["CoopTelegramQueueStuck"]["annotations"]["description"]
+    assert "docs/operations.md" in alerts["CoopTelegramQueueStuck"]["annotations"]["description"]
     for rule in alerts.values():
         for used in re.findall(r"coop_[a-z_]+", rule["expr"]):
             assert used in sample_names, f"{rule['alert']} uses {used}, which is not exposed"
