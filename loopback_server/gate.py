@@ -81,7 +81,7 @@ class ConnectionGate:
     def admit(self, peer: Peer | None, transport: asyncio.BaseTransport) -> _Connection | None:
         """A new connection: its record, or None when it is to be closed at once."""
         if peer is None:
-            return None
+            return None  # no TCP peer (a Unix socket): nothing to find it by; the services bind TCP
         if len(self.live) >= self.max_connections and not self._evict_one():
             self._count("refused")
             return None
