@@ -152,7 +152,9 @@ class ConnectionGate:
         conn.busy = False
         conn.served += 1
         conn.idle_since = time.monotonic()
-        if self.live.get(peer) is conn and conn.timer is None:
+        if conn.timer is not None:  # answered before its request was complete (a 413)
+            conn.timer.cancel()
+        if self.live.get(peer) is conn:
             self._arm(peer, conn)
 
     def protocol_class(self) -> type[asyncio.Protocol]:
