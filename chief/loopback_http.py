@@ -8,10 +8,12 @@ use it, so it sits beside them rather than inside either: `chief.telegram` impor
 - `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`), and the Bot
   API hosts the Telegram sender reaches without an environment proxy (`telegram.sender`). The
   door's guard checks each request's peer and `Host` header separately (`chief.door.guard`).
-- `run_server`: loopback bind, no access log (every event the project cares about is its own
-  structlog line), SIGTERM/SIGINT handled by uvicorn (finish the requests in flight within a
-  bound, then return so `main` exits 0; any number of further stop signals change nothing), a
-  start failure the app logged as one event printed without a traceback, and one
+- `run_server`: loopback bind on the project's shared server (`loopback_server`: connections
+  capped and given a deadline to ask, a stop that is an event, no access log: every event the
+  project cares about is its own structlog line), SIGTERM/SIGINT handled by uvicorn (finish the
+  requests in flight within a bound, then return so `main` exits 0; any number of further stop
+  signals change nothing), a start failure the app logged as one event printed without a
+  traceback, and one
   `<name>.listening` event carrying the bound port (with port 0 the operating system picks it;
   tests read it there).
 """
@@ -28,14 +30,12 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.errors import ChiefError
+from loopback_server.server import QuietServer, loopback_config
 
 log = structlog.get_logger("chief.loopback_http")
 
 # In-flight requests get this long to finish after SIGTERM before uvicorn closes them.
 GRACEFUL_SHUTDOWN_S = 5.0
-# Beyond this many concurrent connections uvicorn answers 503 at once: a bound on the waiters
-# one misbehaving client can park in the door.
-MAX_CONCURRENT_CONNECTIONS = 200
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -49,7 +49,7 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-class _ListeningServer(uvicorn.Server):
+class _ListeningServer(QuietServer):
     def __init__(self, config: uvicorn.Config, event: str) -> None:
         super().__init__(config)
         self._event = event
@@ -59,7 +59,7 @@ class _ListeningServer(uvicorn.Server):
         # stop gracefully. uvicorn's own handler forces the exit on a second SIGINT (dropping the
         # requests in flight) and re-raises the signals once it returns, so the process died by
         # the signal honcho forwards after Ctrl-C's SIGINT.
-        self.should_exit = True
+        self.request_stop()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -104,15 +104,11 @@ class _QuietStartFailure:
 
 def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
     """Serve `app` until SIGTERM/SIGINT; return False when it could not start (port taken)."""
-    config = uvicorn.Config(
+    config = loopback_config(
         _QuietStartFailure(app),
         host=host,
         port=port,
-        log_config=None,
-        access_log=False,
         lifespan="on",
-        ws="none",
-        limit_concurrency=MAX_CONCURRENT_CONNECTIONS,
         timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
     )
     server = _ListeningServer(config, event)

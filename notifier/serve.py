@@ -39,6 +39,8 @@ exit, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -49,7 +51,6 @@ from typing import Any, NamedTuple
 
 import anyio
 import structlog
-import uvicorn
 
 from engine import kick, store
 from engine.daemon_lock import serve_lock_file
@@ -57,6 +58,7 @@ from engine.errors import CoopError, ServiceError, UsageError
 from engine.loopback import LOOPBACK_PEERS
 from engine.metrics import mount_metrics
 from engine.owner.app import Owner, create_app
+from loopback_server.server import QuietServer, loopback_config
 from notifier import metrics
 from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
@@ -68,8 +70,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8764
 LISTEN_BACKLOG = 128
 SHUTDOWN_TIMEOUT_S = 10
-# How soon a stop signal shows in the log (uvicorn itself looks at `should_exit` every 0.1 s).
-SIGNAL_LOG_POLL_S = 0.1
 # Beside a standalone daemon: how often the service tries that daemon's lock again (one
 # non-blocking flock, no database read), so it takes delivery over about this soon after.
 TAKEOVER_RETRY_S = 1.0
@@ -103,10 +103,11 @@ def build_daemon(service: Owner) -> Daemon:
     return Daemon(NotifierConfig.from_env(), connect=lambda: service.connect(synchronous="NORMAL"))
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: `StopSignals` owns SIGTERM and SIGINT, so the
-    daemon stops after the last request and the process exits 0 (uvicorn would re-raise the
-    signal, and restore the default action that a second signal then dies of)."""
+class _Server(QuietServer):
+    """The shared loopback server (`loopback_server`) without uvicorn's signal handling:
+    `StopSignals` owns SIGTERM and SIGINT, so the daemon stops after the last request and the
+    process exits 0 (uvicorn would re-raise the signal, and restore the default action that a
+    second signal then dies of)."""
 
     def capture_signals(self) -> Any:
         from contextlib import nullcontext
@@ -121,9 +122,10 @@ class StopSignals:
 
     Plain `signal.signal` handlers, installed before the event loop starts and never removed:
     a handler that an event loop installs is removed with it, and a signal arriving after that
-    would kill the process by its default action. The handler only records the signal and sets
-    `should_exit`, which uvicorn polls; `log_pending` writes the log lines from the loop (writing
-    to stderr inside a signal handler could re-enter a write in progress).
+    would kill the process by its default action. The handler only records the signal, asks the
+    server to stop (`QuietServer.request_stop`, which wakes its loop) and wakes `watch`, which
+    writes the log lines from the loop (writing to stderr inside a signal handler could re-enter
+    a write in progress). Nothing polls: at rest the process sleeps.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -131,21 +133,28 @@ class StopSignals:
     def __init__(self) -> None:
         self.received: list[int] = []
         self._logged = 0
-        self._server: uvicorn.Server | None = None
+        self._server: QuietServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._arrived: anyio.Event | None = None
 
     def install(self) -> None:
         for signum in self.SIGNALS:
             signal.signal(signum, self._handle)
 
-    def attach(self, server: uvicorn.Server) -> None:
+    def attach(self, server: QuietServer) -> None:
         self._server = server
         if self.received:
-            server.should_exit = True
+            server.request_stop()
 
     def _handle(self, signum: int, frame: object) -> None:
         self.received.append(signum)
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.request_stop()
+        loop, arrived = self._loop, self._arrived
+        if loop is not None and arrived is not None:
+            # A loop that has closed no longer watches: `log_pending` runs once more at the end.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(arrived.set)
 
     def log_pending(self) -> None:
         for signum in self.received[self._logged :]:
@@ -157,9 +166,14 @@ class StopSignals:
             self._logged += 1
 
     async def watch(self) -> None:
-        while True:
-            self.log_pending()
-            await anyio.sleep(SIGNAL_LOG_POLL_S)
+        self._loop = asyncio.get_running_loop()
+        try:
+            while True:
+                self._arrived = anyio.Event()
+                self.log_pending()  # after the new event: a signal from now on sets it
+                await self._arrived.wait()
+        finally:
+            self._loop = None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -304,13 +318,7 @@ async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: O
     part.on_running = lambda running: setattr(app.state, "daemon_running", running)
     part.on_left_to = lambda pid: setattr(app.state, "daemon_lock_holder", pid)
     server = _Server(
-        uvicorn.Config(
-            app,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S,
-        )
+        loopback_config(app, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
     )
     sock = _bind(config.host, config.port)
     host, port = sock.getsockname()[:2]

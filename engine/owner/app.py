@@ -11,13 +11,17 @@
                             Telegram, relayed by the Chief's door with the service key, and what
                             its `/status` shows; in local mode and after a cutover alike
 
-Guard, before anything else runs (the same checks as the Chief's notify door, pinned by the
+Guard, on the peer and the headers before any body is read (`GuardBeforeBody`, an ASGI
+middleware in front of every route; the same checks as the Chief's notify door, pinned by the
 contract test): the peer is loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
 `Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host`, `X-Real-IP` or session header;
 exactly one `Host`, naming `127.0.0.1`, `localhost` or `[::1]`
-(`engine.loopback.host_is_loopback`; no DNS rebinding); and, for the compat endpoints,
-the `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against
-the credential file the owner file names.
+(`engine.loopback.host_is_loopback`; no DNS rebinding); for the compat endpoints, the
+`X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against the
+credential file the owner file names; for the phone's, the service key (`engine.owner.phone`).
+Then the body is read, at most `MAX_BODY_BYTES` (413 past it, sized or chunked) and nested at
+most `loopback_server.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
+hold nothing.
 
 Mode is decided per request from the owner file, exactly as the clients decide it: with a valid
 owner file for this database the service is the owner and runs calls; without one (local mode,
@@ -38,17 +42,18 @@ import hashlib
 import hmac
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine import keyfile, loopback, owner, store, verbs
 from engine import kick as wake
@@ -56,6 +61,7 @@ from engine.config import EngineConfig
 from engine.errors import CoopError, OwnerUnavailable, StoreError
 from engine.faults import fault
 from engine.owner import commands, compat, phone
+from loopback_server.body import BoundedBody, refusal
 
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
 # purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.
@@ -68,6 +74,9 @@ BROWSER_HEADERS = (
     "x-real-ip",
 )
 SESSION_MARKER = "session"
+#: The largest body the service reads. A routed call's arguments (a title of 500 and a text of
+#: 4,000 characters, up to 6 bytes a character once escaped) fit many times over.
+MAX_BODY_BYTES = 1024 * 1024
 
 # The logger keeps its first name (engine.service): operators' log queries look for it.
 log = structlog.get_logger("engine.service")
@@ -239,6 +248,41 @@ def _phone_runner(service: Owner) -> phone.Runner:
     return run
 
 
+#: A path prefix, the check its requests pass after the loopback guard, and whether the check
+#: reads files (then it runs in a worker thread, as FastAPI ran it as a dependency).
+Check = tuple[str, Callable[[Request], object], bool]
+
+
+class GuardBeforeBody:
+    """ASGI middleware in front of every route: the loopback guard (`guard_request`) and the
+    route's own check (`checks`: the first whose prefix matches) on the peer and the headers,
+    then the body bounded (`loopback_server.body.BoundedBody`). A refusal answers at once,
+    `{"detail": ...}` as FastAPI's, and closes the connection: the body is never read."""
+
+    def __init__(self, app: ASGIApp, checks: Sequence[Check]) -> None:
+        self.app = BoundedBody(app, max_bytes=MAX_BODY_BYTES)
+        self.checks = checks
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                await self._check(Request(scope))
+            except HTTPException as exc:
+                await refusal(exc.status_code, str(exc.detail))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _check(self, request: Request) -> None:
+        guard_request(request)
+        for prefix, check, reads_files in self.checks:
+            if request.url.path.startswith(prefix):
+                if reads_files:
+                    await anyio.to_thread.run_sync(check, request)
+                else:
+                    check(request)
+                return
+
+
 async def _body_refused(_: Request, exc: Exception) -> JSONResponse:
     """FastAPI's 422 for a body out of shape, without each error's `input` and `ctx`: a number
     JSON cannot encode back (`1e999` reads as infinity, `NaN`) made FastAPI's own answer a 500
@@ -246,6 +290,16 @@ async def _body_refused(_: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
     found = [{k: v for k, v in error.items() if k not in ("input", "ctx")} for error in errors]
     return JSONResponse(status_code=422, content={"detail": jsonable_encoder(found)})
+
+
+def _route_checks(service: Owner, key: phone.ServiceKey) -> list[Check]:
+    """Each route's check after the loopback guard: the compat routes the owner credential, the
+    phone's the service key; the rest (`/status`, `/metrics`) only the loopback guard."""
+
+    def owner_credential(request: Request) -> dict[str, Any]:
+        return check_owner_credential(request, service.db)
+
+    return [("/compat", owner_credential, True), (phone.PREFIX, phone.guard(key), False)]
 
 
 def create_app(
@@ -258,11 +312,12 @@ def create_app(
     `service_key`: the phone routes' key (default: read now from `COOP_SERVICE_KEY_FILE`)."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
     app.add_exception_handler(RequestValidationError, _body_refused)
+    # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
+    key = phone.ServiceKey.from_env() if service_key is None else service_key
 
-    def owner_credential(request: Request) -> dict[str, Any]:
-        return check_owner_credential(request, service.db)
+    app.add_middleware(GuardBeforeBody, checks=_route_checks(service, key))
 
-    @app.post("/compat/call", dependencies=[Depends(owner_credential)])
+    @app.post("/compat/call")
     async def compat_call(body: CallBody) -> dict[str, Any]:
         bound = log.bind(key=body.key, method=body.method)
         if body.input_sha256 is not None:
@@ -284,7 +339,7 @@ def create_app(
             after_commit(service.db, result, kick)
         return filed.answer()
 
-    @app.post("/compat/reconcile", dependencies=[Depends(owner_credential)])
+    @app.post("/compat/reconcile")
     async def compat_reconcile(body: ReconcileBody) -> dict[str, Any]:
         try:
             answer = await anyio.to_thread.run_sync(service.reconcile, body.key)
@@ -294,11 +349,9 @@ def create_app(
         log.info("owner.reconcile", key=body.key, outcome=answer["outcome"])
         return answer
 
-    # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
-    key = phone.ServiceKey.from_env() if service_key is None else service_key
-    app.include_router(phone.make_router(_phone_runner(service), key, guard_request, kick))
+    app.include_router(phone.make_router(_phone_runner(service), kick))
 
-    @app.get("/status", dependencies=[Depends(guard_request)])
+    @app.get("/status")
     async def status() -> dict[str, Any]:
         return service_status(service.db, app.state)
 

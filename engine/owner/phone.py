@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 import structlog
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine import door, lifecycle
@@ -112,19 +112,19 @@ def _refuse(status: int, reason: str, detail: str) -> HTTPException:
 Runner = Callable[[Callable[..., Any], bool], Any]
 
 
-def make_router(
-    run: Runner,
-    key: ServiceKey,
-    guard: Callable[[Request], None],
-    kick: Callable[[], None] | None = None,
-) -> APIRouter:
-    """The phone's routes, guarded by `guard` (the owner app's loopback guard) then `key`."""
+def guard(key: ServiceKey) -> Callable[[Request], None]:
+    """The phone's own check, after the owner app's loopback guard: the service key. The owner
+    app runs it on the headers, before the body is read (`engine.owner.app.GuardBeforeBody`)."""
 
-    def guarded(request: Request) -> None:
-        guard(request)
+    def check(request: Request) -> None:
         key.check(request.headers.get(SERVICE_KEY_HEADER))
 
-    router = APIRouter(prefix=PREFIX, dependencies=[Depends(guarded)])
+    return check
+
+
+def make_router(run: Runner, kick: Callable[[], None] | None = None) -> APIRouter:
+    """The phone's routes; the owner app guards them (`guard`) before they run."""
+    router = APIRouter(prefix=PREFIX)
 
     @router.post("/answer")
     async def answer(body: AnswerBody) -> dict[str, Any]:

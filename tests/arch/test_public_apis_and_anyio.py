@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "notifier", "chief")
+PACKAGES = ("engine", "notifier", "chief", "loopback_server")
 
 # Private attributes of third-party objects that this code base has reached for before.
 PRIVATE_ATTRIBUTES = frozenset({"_execute", "_conn", "_thread", "_connection", "_tx", "_running"})

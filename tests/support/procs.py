@@ -189,6 +189,7 @@ class Service:
     start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
     log_path: Path | None = None
     url: str = ""  # the `http://host:port` this start announced
+    cwd: Path = REPO  # the source tree whose code `python -m` runs (a bench's baseline: main's)
 
     @property
     def running(self) -> bool:
@@ -222,7 +223,7 @@ class Service:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", *argv],
                 env=env,
-                cwd=REPO,
+                cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

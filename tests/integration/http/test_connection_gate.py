@@ -1,0 +1,166 @@
+"""The connection gate (`loopback_server.gate`) on a real uvicorn on loopback, with a short
+deadline and a small cap so that nothing waits long.
+
+- A connection that sends nothing, one that sends half its headers, and one that stops in the
+  middle of its body are each closed once the request deadline passes.
+- At the cap, a newcomer takes the place of the oldest connection that never completed a
+  request; a keep-alive client that has been answered keeps its connection. With only answered
+  keep-alive connections idle, it takes the place of the longest idle one, whose client opens a
+  new connection for its next request.
+- When every connection holds a request in the app, a newcomer is closed at once, and served
+  again once one answers.
+- Every answer carries a `Date` header (the server no longer ticks to refresh one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import SocketStream
+from starlette.types import Receive, Scope, Send
+
+from loopback_server.gate import ConnectionGate
+from loopback_server.server import QuietServer, loopback_config
+
+DEADLINE_S = 0.3
+CLOSED_WITHIN_S = 5.0
+
+
+class _InTest(QuietServer):
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # signals belong to the test runner
+
+
+class App:
+    """Answers `ok`; `/slow` waits for `release` first; `/body` reads its body."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.in_app = 0
+        self.disconnects = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        if scope["path"] == "/slow":
+            self.in_app += 1
+            await self.release.wait()
+        if scope["path"] == "/body":
+            while (message := await receive())["type"] == "http.request":
+                if not message.get("more_body"):
+                    break
+            else:
+                self.disconnects += 1
+                return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+@asynccontextmanager
+async def serving(gate: ConnectionGate, app: App) -> AsyncIterator[int]:
+    server = _InTest(loopback_config(app, gate, host="127.0.0.1", port=0, lifespan="off"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        try:
+            yield server.servers[0].sockets[0].getsockname()[1]
+        finally:
+            app.release.set()
+            server.request_stop()
+
+
+async def closed_by_server(stream: SocketStream) -> bool:
+    """True once the server closes `stream` (end of file or reset), within the bound."""
+    with anyio.fail_after(CLOSED_WITHIN_S):
+        try:
+            while True:
+                await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ConnectionResetError):
+            return True
+
+
+async def get(port: int, path: str = "/", client: httpx.AsyncClient | None = None) -> int:
+    if client is not None:
+        return (await client.get(f"http://127.0.0.1:{port}{path}")).status_code
+    async with httpx.AsyncClient(trust_env=False, timeout=5.0) as fresh:
+        return (await fresh.get(f"http://127.0.0.1:{port}{path}")).status_code
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1", b"POST /body HTTP/1.1\r\n"
+     b"Host: 127.0.0.1\r\nContent-Length: 100\r\n\r\nonly ten b"],
+    ids=["nothing", "half the headers", "half the body"],
+)  # fmt: skip
+async def test_a_request_not_complete_by_the_deadline_is_closed(sent: bytes) -> None:
+    app = App()
+    gate = ConnectionGate(max_connections=10, request_deadline_s=DEADLINE_S)
+    async with serving(gate, app) as port, await anyio.connect_tcp("127.0.0.1", port) as stream:
+        if sent:
+            await stream.send(sent)
+        assert await closed_by_server(stream)
+    assert gate.shed["timed_out"] == 1
+
+
+async def test_at_the_cap_a_newcomer_evicts_the_oldest_that_never_asked() -> None:
+    app = App()
+    gate = ConnectionGate(max_connections=3, request_deadline_s=60.0)
+    async with (
+        serving(gate, app) as port,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as kept,
+    ):
+        assert await get(port, client=kept) == 200  # answered: kept alive, never evicted
+        idle = [await anyio.connect_tcp("127.0.0.1", port) for _ in range(2)]
+        assert await get(port) == 200  # the cap is full: the oldest idle one makes room
+        assert await closed_by_server(idle[0])
+        assert await get(port, client=kept) == 200
+        assert gate.shed["evicted"] >= 1
+        for stream in idle:
+            await stream.aclose()
+
+
+async def test_with_only_kept_alive_connections_idle_a_newcomer_takes_the_longest_idle() -> None:
+    gate = ConnectionGate(max_connections=2, request_deadline_s=60.0)
+    async with (
+        serving(gate, App()) as port,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as first,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as second,
+    ):
+        assert await get(port, client=first) == 200
+        assert await get(port, client=second) == 200
+        assert await get(port) == 200  # at the cap: the first client's connection makes room
+        assert gate.shed["evicted"] == 1
+        assert await get(port, client=first) == 200  # it finds its connection closed: a new one
+        assert len(gate.live) <= 2
+
+
+async def test_when_every_connection_is_in_a_request_a_newcomer_is_closed() -> None:
+    app = App()
+    gate = ConnectionGate(max_connections=2, request_deadline_s=60.0)
+    async with serving(gate, app) as port:
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(get, port, "/slow")
+            with anyio.fail_after(5):
+                while app.in_app < 2:
+                    await anyio.sleep(0.01)
+            async with await anyio.connect_tcp("127.0.0.1", port) as newcomer:
+                assert await closed_by_server(newcomer)
+            assert gate.shed["refused"] == 1
+            app.release.set()
+        assert await get(port) == 200  # the two answered: there is room again
+
+
+async def test_every_answer_carries_a_date_header() -> None:
+    async with (
+        serving(ConnectionGate(), App()) as port,
+        httpx.AsyncClient(trust_env=False, timeout=5.0) as client,
+    ):
+        answer = await client.get(f"http://127.0.0.1:{port}/")
+    assert answer.headers["date"].endswith(" GMT")
