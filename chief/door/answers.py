@@ -105,7 +105,9 @@ class AnswerPhone(Protocol):
     """What the answers need of Telegram (`chief.telegram.phone.TelegramPhone`)."""
 
     async def answer_callback(self, query_id: str, text: str) -> None: ...
-    async def reply(self, chat_id: int, text: str, *, reply_to: int | None = None) -> int: ...
+    async def reply(
+        self, chat_id: int, text: str, *, reply_to: int | None = None
+    ) -> int | None: ...
 
 
 def new_answer_key() -> str:
