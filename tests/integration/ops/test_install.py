@@ -14,8 +14,10 @@ Needs root (it creates a user and chowns); skips in one line otherwise.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import pickle
 import re
 import shutil
 import stat
@@ -90,15 +92,33 @@ class Staged:
     after_second: dict[str, tuple[object, ...]]
 
 
-@pytest.fixture(scope="module")
-def staged(tmp_path_factory: pytest.TempPathFactory) -> Staged:
-    root = tmp_path_factory.mktemp("install") / "root"
+def _stage(root: Path) -> Staged:
     first = install("--root", str(root), "--no-deps")
     assert first.code == 0, first.err
     after_first = tree(root)
     second = install("--root", str(root), "--no-deps")
     assert second.code == 0, second.err
     return Staged(root, first, second, after_first, tree(root))
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Staged:
+    """The two runs, made once per test session: under xdist the test workers share one staged
+    root (every test only reads it, or a copy), built by the first worker to ask under a lock
+    (each install is a venv and a wheel build, about 10 s of CPU)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "ops-install-staged"
+    folder.mkdir(exist_ok=True)
+    with (folder / "lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = folder / "staged.pickle"
+        if made.exists():
+            found: Staged = pickle.loads(made.read_bytes())  # noqa: S301 (this session wrote it)
+            return found
+        result = _stage(folder / "root")
+        made.write_bytes(pickle.dumps(result))
+        return result
 
 
 def entry(root: Path, database: str, name: str) -> list[str]:
