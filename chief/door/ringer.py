@@ -162,6 +162,10 @@ class Ringer(DoorLoop):
         self._rings: dict[int, _Ring] = {}
         super().__init__()
         self._backing_off = False
+        # An outage of failed sends, logged once when it starts and once when a send goes
+        # through again (a minute-long backoff still made one line per try an hour of lines):
+        # (sends failed, monotonic time of the first).
+        self._outage: tuple[int, float] | None = None
         self.unmarked: _Unmarked | None = None
         #: the last failed send, for the door's status; None once a send succeeds
         self.failure: TelegramUnavailable | None = None
@@ -322,6 +326,7 @@ class Ringer(DoorLoop):
             fault("door.after_telegram_send")
             self.sent_messages += 1
             self.failure = None  # a send went through: a permanent refusal included
+            self._end_outage(bound)
             bound.info("door.rung", telegram_message_id=telegram_id, silent=silent)
             # Telegram has the message: record it even if the door is stopping. An ask whose
             # message id could not be read is not remembered: no edit can name it.
@@ -354,6 +359,16 @@ class Ringer(DoorLoop):
                 bound.warning(
                     "door.send_slow", waited_s=round(waited_s, 3), deadline_s=self.slow_after_s
                 )
+
+    def _end_outage(self, bound: Any) -> None:
+        if self._outage is not None:
+            failed, since = self._outage
+            self._outage = None
+            bound.info(
+                "door.send_recovered",
+                failed_sends=failed,
+                outage_s=round(self._monotonic() - since, 3),
+            )
 
     async def _in_doubt(self, carried: list[QueuedRing], exc: TelegramUnavailable) -> None:
         """The request went out and no answer came: one in-doubt event; the same entries ring
@@ -413,14 +428,18 @@ class Ringer(DoorLoop):
                     retry_in_s=round(wait_s, 3),
                     attempt=attempts,
                 )
-        else:
+        elif self._outage is None:
+            self._outage = (1, self._monotonic())
             bound.warning(
                 "door.send_failed",
                 error=exc.message,
                 retry_after_s=exc.retry_after_s,
                 retry_in_s=round(wait_s, 3),
                 attempt=attempts,
+                note="logged once per outage; door.send_recovered says when it ends",
             )
+        else:
+            self._outage = (self._outage[0] + 1, self._outage[1])
         next_at = self._wall_clock().timestamp() + wait_s
         try:
             await self.queue.defer_rings([entry.seq for entry in carried], next_at, exc.message)

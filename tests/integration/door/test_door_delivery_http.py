@@ -146,3 +146,25 @@ def test_door_cuts_a_wide_text_for_telegram_and_keeps_it_whole_in_the_chief(
     (sent,) = [text for text in door.emulator.texts() if text.startswith("🌱")]
     assert len(sent.encode("utf-16-le")) // 2 <= 4096
     assert sent.endswith("[cut for Telegram; the whole line is in the Master Chief]")
+
+
+def test_an_outage_of_several_failed_sends_is_one_line_and_its_end_another(door: LiveDoor) -> None:
+    """Telegram failing two sends in a row is one outage: one `door.send_failed` line when it
+    starts and one `door.send_recovered` (how many sends failed, for how long) when a send goes
+    through again, never a line per try."""
+    outbox_id = new_id()
+    text = f"outage {outbox_id}"
+    door.emulator.arm(parse_fault({"mode": "5xx", "status": 502, "count": 2}))
+    with capture_logs() as logs:
+        assert door.notify(body(outbox_id, text=text)).status_code == 200
+        door.wait_rung(text)
+        wait_until_sync(
+            lambda: any(e["event"] == "door.send_recovered" for e in logs),
+            timeout_s=10,
+            what="the outage's end logged",
+        )
+    events = [e["event"] for e in logs if e["event"].startswith("door.send_")]
+    assert events == ["door.send_failed", "door.send_recovered"]
+    (recovered,) = [e for e in logs if e["event"] == "door.send_recovered"]
+    assert recovered["failed_sends"] == 2
+    assert door.rung(text) == 1
