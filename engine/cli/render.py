@@ -10,6 +10,7 @@ indented lines under its label, and fields that are the machine's own (an ask ke
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from engine import store
 
@@ -58,12 +59,24 @@ def duration(seconds: float) -> str:
     return f"{whole} s"
 
 
-def ago(stamp: str, now_s: float | None = None) -> str:
-    """`3 min ago` for a stored UTC timestamp (`2026-12-03T10:28:26.962Z`); the text as it is
-    when it is no such timestamp."""
+def _epoch(stamp: str) -> float | None:
+    """A stored UTC timestamp (`2026-12-03T10:28:26.962Z`) in epoch seconds; None for any
+    other text. Read by hand: `strptime` would import `locale` on the CLI's cold path."""
+    if len(stamp) != 24 or stamp[4:20:3] != "--T::." or stamp[-1] != "Z":
+        return None
     try:
-        then_s = store.parse_iso(stamp).timestamp()
+        parts = [
+            int(stamp[i : i + n]) for i, n in ((0, 4), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2))
+        ]
+        return datetime(*parts, tzinfo=UTC).timestamp() + int(stamp[20:23]) / 1000
     except ValueError:
+        return None
+
+
+def ago(stamp: str, now_s: float | None = None) -> str:
+    """`3 min ago` for a stored UTC timestamp; the text as it is when it is no such timestamp."""
+    then_s = _epoch(stamp)
+    if then_s is None:
         return stamp
     return duration((store.now_epoch() if now_s is None else now_s) - then_s) + " ago"
 
@@ -72,9 +85,7 @@ def when(stamp: str | None, now_s: float | None = None) -> str:
     """`2026-12-03 10:28 UTC (3 min ago)` for a stored UTC timestamp; `—` for none."""
     if not stamp:
         return NOTHING
-    try:
-        store.parse_iso(stamp)
-    except ValueError:
+    if _epoch(stamp) is None:
         return stamp
     return f"{stamp[:10]} {stamp[11:16]} UTC ({ago(stamp, now_s)})"
 
@@ -172,7 +183,7 @@ def _fields(found: dict[str, Any]) -> list[str]:
 def row_lines(item: dict[str, Any]) -> list[str]:
     """A todo or request shown whole: its listing line, then its fields, labelled and aligned;
     a time with its age, who beside it."""
-    lines = ["  ".join(_item_cells(item))]
+    lines = ["  ".join(cell for cell in _item_cells(item) if cell)]
     for label, field, by in _ROW_FIELDS:
         value = item.get(field)
         if value is None and field != "body":

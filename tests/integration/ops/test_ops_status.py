@@ -5,6 +5,7 @@ and usage errors."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -59,10 +60,14 @@ def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
     assert "todos: 1 open" in out
     assert "outbox: 0 pending, 0 delivered, 0 cancelled" in out
     assert "worker lock: free" in out
-    assert "uncertain receipts: 0" in out
-    assert "door: answering; undelivered_reports=0, sent_count=0, posture=normal" in out
-    assert "telegram queue: depth=0, oldest_age_s=None, last_error=None" in out
+    assert "uncertain receipts: none" in out
+    assert (
+        f"door: answering at {door.rsplit('/', 1)[0]}/status; 0 Chief reports undelivered,"
+        " 0 sent, posture normal, Telegram not configured"
+    ) in out
+    assert "telegram queue: empty" in out
     assert "needs a person" not in out
+    assert out.splitlines()[-1] == "verdict: healthy"
 
 
 def test_an_old_pending_row_needs_a_person(home, door):
@@ -81,7 +86,7 @@ def test_failing_rows_show_attempts_error_and_next_attempt(home, door):
             " next_attempt_at = next_attempt_at + 60"
         )
     out = status(home, door).stdout
-    assert "failing: #1 attempts=3 next in" in out
+    assert re.search(r"failing: #1, 3 attempts, the next in (\d+ s|1 min) — door answered 503", out)
     assert "door answered 503" in out
 
 
@@ -102,6 +107,7 @@ def test_a_door_that_does_not_answer_needs_a_person(home):
     # Telegram's queue is the door's: unknown, and not a second problem.
     assert "telegram queue: unknown (the door did not answer)" in result.stdout
     assert result.stdout.count("needs a person") == 1
+    assert result.stdout.splitlines()[-1] == "verdict: not healthy (1 problem above)"
     # Without --check the view is still shown and the command succeeds.
     assert status(home, url).returncode == 0
 
