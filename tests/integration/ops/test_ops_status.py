@@ -19,7 +19,7 @@ from chief.door.config import DoorConfig
 from engine import ledger, outbox
 from engine.owner import receipts
 from tests.support.asgi import serve_asgi_in_thread
-from tests.support.procs import coop
+from tests.support.procs import coop, write_key
 
 
 def door_environ(home: Path, **extra: str) -> dict[str, str]:
@@ -160,3 +160,22 @@ def test_a_stale_take_is_listed(home, door):
         env={"COOP_HOME": str(home), "COOP_DOOR_URL": door, "COOP_STALE_AFTER_S": "0.001"},
     ).stdout
     assert "stale: todo #1 [taken by builder," in out
+
+
+def test_a_rotated_key_is_said_as_a_refused_key(home, door):
+    """The door read its key when it started; the key file rotated since: the door answers
+    401, which is a refused key to act on, not a door that is down."""
+    write_key(home / "service.key", "rotated-key-0123456789abcdef")
+    result = status(home, door, "--check")
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    url = door.rsplit("/", 1)[0] + "/status"
+    assert f"door: refused this machine's service key at {url} (HTTP 401)" in lines
+    assert "did not answer" not in result.stdout
+    assert lines[-2:] == [
+        f"needs a person: the door at {url} refused the service key (HTTP 401): the key this"
+        " machine sends is not the door's; restart the services after rotating the key",
+        "verdict: not healthy (1 problem above)",
+    ]
+    report = json.loads(status(home, door, "--json").stdout)
+    assert (report["door"]["answered"], report["door"]["http_status"]) == (False, 401)
