@@ -19,7 +19,11 @@ it strands and the daemon that holds the ledger instead, whatever the row's age;
 receipt, a door that does not answer, a posture that is not normal, and with Telegram
 configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
 than the same `--max-pending-age`), 2 on a usage error. A door that does
-not answer is itself the problem named; its Telegram queue is then unknown. The door is asked
+not answer is itself the problem named; its Telegram queue is then unknown. A door that answers
+401 refused this machine's service key (the key file rotated since the services started): that
+is named as a refused key, with what to do, not as a door that did not answer. The human view
+ends with one verdict line (`verdict: healthy`, or how many problems its `needs a person:` lines
+name). The door is asked
 by `engine.door`; the lines an operator reads are `engine.cli.render.status_lines`.
 """
 

@@ -10,7 +10,7 @@ indented lines under its label, and fields that are the machine's own (an ask ke
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
 from engine import store
 
@@ -61,14 +61,11 @@ def duration(seconds: float) -> str:
 
 def _epoch(stamp: str) -> float | None:
     """A stored UTC timestamp (`2026-12-03T10:28:26.962Z`) in epoch seconds; None for any
-    other text. Read by hand: `strptime` would import `locale` on the CLI's cold path."""
+    other text. Not `strptime`, which would import `locale` on the CLI's cold path."""
     if len(stamp) != 24 or stamp[4:20:3] != "--T::." or stamp[-1] != "Z":
         return None
     try:
-        parts = [
-            int(stamp[i : i + n]) for i, n in ((0, 4), (5, 2), (8, 2), (11, 2), (14, 2), (17, 2))
-        ]
-        return datetime(*parts, tzinfo=UTC).timestamp() + int(stamp[20:23]) / 1000
+        return datetime.fromisoformat(stamp).timestamp()  # no `locale`: C, unlike `strptime`
     except ValueError:
         return None
 
