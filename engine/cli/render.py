@@ -26,7 +26,7 @@ NOTHING = "—"
 TEXT_WIDTH = 60
 #: Fields the human view leaves out: the machine's own (an identity, a flag), or already in
 #: the row's first line.
-_INTERNAL = frozenset({"ask_key", "fast_path", "stale", "delivery_key", "extra"})
+_INTERNAL = frozenset({"ask_key", "answer_key", "fast_path", "stale", "delivery_key", "extra"})
 _HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
 #: A row's fields as a person reads them, in this order: (label, value field, by field).
 _ROW_FIELDS = (
