@@ -341,7 +341,7 @@ def _outbox_status(status: dict[str, Any]) -> list[str]:
         wait = max(0.0, row["next_attempt_at"] - store.now_epoch())
         lines.append(
             f"  failing: #{row['id']}, {row['attempts']} attempts, the next in {duration(wait)}"
-            f" — {row['last_error']}"
+            f" — {row['last_error'] or NOTHING}"
         )
     return lines
 
