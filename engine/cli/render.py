@@ -187,8 +187,6 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             continue
         if field.endswith("_at"):
             text = when(value) + (f" by {item[by]}" if by and item.get(by) else "")
-            if field == "closed_at" and item.get("status") == "abandoned":
-                label = "abandoned"
         else:
             text = word(value)
         lines.extend(labelled(label, text))
