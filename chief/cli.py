@@ -305,6 +305,8 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
         return _failed("chief", exc)
     for message in messages:
         print(_json_line(message) if as_json else render_message(message))
+    if not messages and not as_json:
+        print("no messages yet")  # said, so an empty log is not taken for a hung command
     return EXIT_OK
 
 
@@ -447,7 +449,7 @@ def render_message(message: Message) -> str:
     lines indented under the first. Only a newline starts a line; every other control in it (a
     CR, ESC, a C1 or bidi control) is shown escaped (`chief.terminal`)."""
     head = f"#{message.id:<5} {_local_time(message.created_at)}  {_label(message):<{LABEL_WIDTH}} "
-    first, *rest = message.content.split("\n")
+    first, *rest = (message.content or "—").split("\n")
     indent = " " * len(head)
     return "\n".join([shown(head + first), *(indent + shown(line) for line in rest)])
 

@@ -61,12 +61,22 @@ def door_status(environ: dict[str, str] | None = None) -> dict[str, Any]:
             except (OSError, ValueError, AttributeError):
                 reason = None
         error = f"HTTP {exc.code}" + (f" {reason}" if reason else "")
-        return {"answered": False, "url": url, "error": error}
+        # Its status is kept as a number: a 401 is a refused key, not a door that is down.
+        return {"answered": False, "url": url, "error": error, "http_status": exc.code}
     except (OSError, ValueError) as exc:
-        return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
+        return {"answered": False, "url": url, "error": plain_error(exc)}
     if not isinstance(answer, dict):
         return {"answered": False, "url": url, "error": "the door's answer is not a JSON object"}
     return {"answered": True, "url": url, **answer}
+
+
+def plain_error(exc: Exception) -> str:
+    """Why a connection failed, in the system's words (`Connection refused`), without Python's
+    `[Errno 111]` or urllib's `<urlopen error ...>` wrapping."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def service_key_file(env: Mapping[str, str]) -> Path:

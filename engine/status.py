@@ -19,7 +19,11 @@ it strands and the daemon that holds the ledger instead, whatever the row's age;
 receipt, a door that does not answer, a posture that is not normal, and with Telegram
 configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
 than the same `--max-pending-age`), 2 on a usage error. A door that does
-not answer is itself the problem named; its Telegram queue is then unknown. The door is asked
+not answer is itself the problem named; its Telegram queue is then unknown. A door that answers
+401 refused this machine's service key (the key file rotated since the services started): that
+is named as a refused key, with what to do, not as a door that did not answer. The human view
+ends with one verdict line (`verdict: healthy`, or how many problems its `needs a person:` lines
+name). The door is asked
 by `engine.door`; the lines an operator reads are `engine.cli.render.status_lines`.
 """
 
@@ -80,6 +84,7 @@ def owner_service(db: str | None = None) -> dict[str, Any] | None:
     import urllib.request
 
     from engine import loopback
+    from engine.door import plain_error
     from engine.owner_file import owner_config
 
     config = owner_config(db)
@@ -91,7 +96,7 @@ def owner_service(db: str | None = None) -> dict[str, Any] | None:
         with loopback.open_url(request, OWNER_TIMEOUT_S) as response:
             answer = json.loads(response.read())
     except (OSError, ValueError) as exc:
-        return {"answered": False, "url": url, "error": str(getattr(exc, "reason", exc))}
+        return {"answered": False, "url": url, "error": plain_error(exc)}
     if not isinstance(answer, dict):
         return {"answered": False, "url": url, "error": "its answer is not a JSON object"}
     return {"answered": True, "url": url, **answer}
@@ -118,12 +123,21 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
     for receipt in status["uncertain_receipts"]:
         found.append(f"uncertain receipt {receipt['key']} ({receipt['method']}): coop reconcile")
     door = status["door"]
+    if door.get("http_status") == 401:
+        found.append(
+            f"the door at {door['url']} refused the service key (HTTP 401): the key this"
+            " machine sends is not the door's; restart the services after rotating the key"
+        )
+        return found
+    if door.get("http_status"):
+        found.append(f"the door refused at {door['url']}: {door['error']}")
+        return found
     if not door.get("answered"):
         # Telegram's queue is the door's: unknown here, and the door itself is the problem.
         found.append(f"the door did not answer at {door['url']}: {door['error']}")
         return found
     if door.get("posture") not in (None, "normal"):
-        found.append(f"the door's posture is {door['posture']!r}")
+        found.append(f"the door's posture is {door['posture']}")
     found.extend(telegram_problems(door, max_pending_age_s))
     return found
 

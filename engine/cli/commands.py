@@ -154,6 +154,7 @@ def status(args: Args, emit: Emit) -> None:
             emit(line)
         for line in found:
             emit(f"needs a person: {line}")
+        emit(render.verdict_line(found))
     if args.check and found:
         raise NeedsAPerson
 

@@ -1,15 +1,132 @@
-"""What `coop` prints: one function per kind of line, no I/O (the commands emit them)."""
+"""What `coop` prints for people: one function per kind of line, no I/O (the commands emit them).
+
+The words are plain: a time is `2026-12-03 10:28 UTC (3 min ago)`, nothing is `—`, a listing's
+columns line up, a text keeps its own characters (`£` stays `£`; only what a terminal would act
+on is escaped, by `engine.terminal` on the way out), a text of several lines is shown as
+indented lines under its label, and fields that are the machine's own (an ask key, an event's
+`fast_path`) are left out: `--json` prints every field exactly.
+"""
 
 from __future__ import annotations
 
-from engine import lifecycle
-from engine.store import now_epoch
+import json
+from datetime import datetime
+
+from engine import store
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
     from typing import Any
 
     from engine.verbs.declare import Says
+
+#: What a person reads where a field holds nothing.
+NOTHING = "—"
+#: The most of a notification's text an outbox listing shows on its line.
+TEXT_WIDTH = 60
+#: Fields the human view leaves out: the machine's own (an identity, a flag), or already in
+#: the row's first line.
+_INTERNAL = frozenset({"ask_key", "answer_key", "fast_path", "stale", "delivery_key", "extra"})
+_HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
+#: A row's fields as a person reads them, in this order: (label, value field, by field).
+_ROW_FIELDS = (
+    ("body", "body", None),
+    ("choices", "choices", None),
+    ("created", "created_at", "created_by"),
+    ("taken", "taken_at", "taken_by"),
+    ("closed", "closed_at", "closed_by"),
+    ("summary", "result_summary", None),
+    ("commit", "commit_sha", None),
+    ("reason", "reason", None),
+    ("updated", "updated_at", None),
+)
+_LABEL_WIDTH = max(len(label) for label, _, _ in _ROW_FIELDS) + 1
+
+
+# ---- words: times, ages, values ------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    """`40 s`, `3 min`, `5 h`, `2 days`: a length of time, whole units, rounded down."""
+    whole = max(0, int(seconds))
+    if whole >= 86400:
+        days = whole // 86400
+        return f"{days} day" if days == 1 else f"{days} days"
+    if whole >= 3600:
+        return f"{whole // 3600} h"
+    if whole >= 60:
+        return f"{whole // 60} min"
+    return f"{whole} s"
+
+
+def _epoch(stamp: str) -> float | None:
+    """A stored UTC timestamp (`2026-12-03T10:28:26.962Z`) in epoch seconds; None for any
+    other text. Not `strptime`, which would import `locale` on the CLI's cold path."""
+    if len(stamp) != 24 or stamp[4:20:3] != "--T::." or stamp[-1] != "Z":
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()  # no `locale`: C, unlike `strptime`
+    except ValueError:
+        return None
+
+
+def ago(stamp: str, now_s: float | None = None) -> str:
+    """`3 min ago` for a stored UTC timestamp; the text as it is when it is no such timestamp."""
+    then_s = _epoch(stamp)
+    if then_s is None:
+        return stamp
+    return duration((store.now_epoch() if now_s is None else now_s) - then_s) + " ago"
+
+
+def when(stamp: str | None, now_s: float | None = None) -> str:
+    """`2026-12-03 10:28 UTC (3 min ago)` for a stored UTC timestamp; `—` for none."""
+    if not stamp:
+        return NOTHING
+    if _epoch(stamp) is None:
+        return stamp
+    return f"{stamp[:10]} {stamp[11:16]} UTC ({ago(stamp, now_s)})"
+
+
+def word(value: Any) -> str:
+    """A value as a person reads it: `yes`/`no`, `—` for nothing, a list as `a / b`, a mapping
+    as `name: value` pairs."""
+    if value is None or value == "":
+        return NOTHING
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    if isinstance(value, list | tuple):
+        return " / ".join(word(each) for each in value) or NOTHING
+    if isinstance(value, dict):
+        return ", ".join(f"{name.replace('_', ' ')}: {word(each)}" for name, each in value.items())
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def columns(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as lines whose columns line up (two spaces between), the last unpadded."""
+    widths = [
+        max(len(row[i]) for row in rows if i < len(row))
+        for i in range(max(map(len, rows), default=0))
+    ]
+    return [
+        "  ".join(
+            cell if i == len(row) - 1 else cell.ljust(widths[i]) for i, cell in enumerate(row)
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def labelled(label: str, text: str, indent: str = "  ") -> list[str]:
+    """`  label:   text`, a text of several lines as indented lines under its first."""
+    head = f"{indent}{label + ':':<{_LABEL_WIDTH + 1}} "
+    first, *rest = text.split("\n")
+    return [head + first, *(" " * len(head) + each for each in rest)]
+
+
+# ---- a verb's answer -----------------------------------------------------------------------
 
 
 def describe(kind: str, result: dict[str, Any], what: str) -> str:
@@ -26,10 +143,10 @@ def describe(kind: str, result: dict[str, Any], what: str) -> str:
 def answer(kind: str, found: Any, says: Says | None, arguments: dict[str, Any]) -> list[str]:
     """What a verb's command prints of its answer (`found`), given what the verb `says`
     (`engine.verbs.declare`) and the call's arguments by parameter name: a row's line ending in
-    what was done to it (`todo #3 taken by builder`), one line per entry of a listing (`says`
-    when it is empty), or, for a verb that says nothing, every field of its answer."""
+    what was done to it (`todo #3 taken by builder`), a listing in aligned columns (`says`
+    when it is empty), or, for a verb that says nothing, its row's fields and its events."""
     if isinstance(found, list):
-        lines = [line(each) for each in found]
+        lines = listing(found)
         if not found and says is not None:
             lines.append(_said(says, {}, arguments))
         return lines
@@ -46,65 +163,108 @@ def _said(says: Says, found: Any, arguments: dict[str, Any]) -> str:
 
 
 def _fields(found: dict[str, Any]) -> list[str]:
-    """An answer a verb says nothing about: each row's line and its other fields, then each
-    listing's lines."""
+    """An answer a verb says nothing about (`todo show`): each row's line and its fields, then
+    each listing under its name."""
     lines: list[str] = []
     for name, value in found.items():
         if isinstance(value, dict):
-            lines.append(format_item({"kind": name, **value}))
-            shown = _HEADLINE | (
-                {"taken_by", "taken_at"} if value.get("status") == "taken" else set()
-            )
-            lines.extend(
-                f"  {field}: {' / '.join(each) if isinstance(each, list) else each}"
-                for field, each in value.items()
-                if each is not None and field not in shown
-            )
+            lines.extend(row_lines({"kind": name, **value}))
         elif isinstance(value, list):
-            lines.extend(line(each) for each in value)
-        elif value is not None:
-            lines.append(f"{name}: {value}")
+            lines.append(f"{name}:" if value else f"{name}: {NOTHING}")
+            lines.extend("  " + each for each in listing(value))
+        elif name not in _INTERNAL:
+            lines.append(f"{name.replace('_', ' ')}: {word(value)}")
     return lines
 
 
-#: The fields `format_item` already shows (and the taker's, while the row is taken).
-_HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
+def row_lines(item: dict[str, Any]) -> list[str]:
+    """A todo or request shown whole: its listing line, then its fields, labelled and aligned;
+    a time with its age, who beside it."""
+    lines = ["  ".join(cell for cell in _item_cells(item) if cell)]
+    for label, field, by in _ROW_FIELDS:
+        value = item.get(field)
+        if value is None and field != "body":
+            continue
+        if field.endswith("_at"):
+            text = when(value) + (f" by {item[by]}" if by and item.get(by) else "")
+        else:
+            text = word(value)
+        lines.extend(labelled(label, text))
+    named = {field for _, field, by in _ROW_FIELDS} | {by for _, _, by in _ROW_FIELDS if by}
+    for field, value in item.items():
+        if field in named or field in _HEADLINE or field in _INTERNAL or value is None:
+            continue
+        lines.extend(labelled(field.replace("_", " "), word(value)))
+    return lines
 
 
-def line(entry: dict[str, Any]) -> str:
-    """One entry of a listing: an event, an outbox row, or a todo or request."""
-    if "event" in entry:
-        return event_line(entry)
-    if "attempts" in entry:
-        return outbox_line(entry)
-    return format_item(entry)
+# ---- listings ------------------------------------------------------------------------------
 
 
-def format_item(item: dict[str, Any]) -> str:
-    """One listing line: `todo #12  [taken by X, 5h ago]  title`."""
+def listing(found: list[dict[str, Any]]) -> list[str]:
+    """A listing, one line per entry, its columns aligned: events, outbox rows (under a header),
+    or todos and requests."""
+    if not found:
+        return []
+    if "event" in found[0]:
+        return columns([_event_cells(each) for each in found])
+    if "attempts" in found[0]:
+        header = ["ID", "STATE", "TRIES", "KIND", "QUEUED", "TEXT", "LAST ERROR"]
+        return columns([header, *(_outbox_cells(each) for each in found)])
+    return columns([_item_cells(each) for each in found])
+
+
+def _item_cells(item: dict[str, Any]) -> list[str]:
     if item["status"] == "taken":
-        state = f"[taken by {item['taken_by']}, {lifecycle.ago(item['taken_at'])}]"
+        state = f"[taken by {item['taken_by']}, {ago(item['taken_at'])}]"
     else:
         state = f"[{item['status']}]"
-    line = f"{item['kind']} #{item['id']}  {state}  {item['title']}"
-    if item.get("addressed_to"):
-        line += f"  (for {item['addressed_to']})"
+    to = item.get("addressed_to")
+    cells = [f"{item['kind']} #{item['id']}", state, item["title"], f"(for {to})" if to else ""]
     if item.get("stale"):
-        line += "  ← stale take: ask its holder, or the owner releases it with a reason"
-    return line
+        cells.append("← stale take: ask its holder, or the owner releases it with a reason")
+    return cells
 
 
-def event_line(event: dict[str, Any]) -> str:
-    payload = f"  {event['payload']}" if event["payload"] else ""
-    return f"{event['at']}  {event['event']:<9} {event['actor']}{payload}"
-
-
-def outbox_line(row: dict[str, Any]) -> str:
-    error = f"  last error: {row['last_error']}" if row["last_error"] else ""
-    return (
-        f"#{row['id']}  {row['state']:<9} attempts={row['attempts']}"
-        f"  {row['kind']}: {row['text'][:60]!r}{error}"
+def payload_words(payload: Any) -> str:
+    """An event's payload (its stored JSON text) as `name: value; name: value`, without the
+    machine's own flags; the text as it is when it is no JSON object."""
+    if not payload:
+        return ""
+    try:
+        found = json.loads(payload) if isinstance(payload, str) else payload
+    except ValueError:
+        return str(payload)
+    if not isinstance(found, dict):
+        return word(found)
+    return "; ".join(
+        f"{name.replace('_', ' ')}: {word(value)}"
+        for name, value in found.items()
+        if name not in _INTERNAL
     )
+
+
+def _event_cells(event: dict[str, Any]) -> list[str]:
+    return [when(event["at"]), event["event"], event["actor"], payload_words(event["payload"])]
+
+
+def _outbox_cells(row: dict[str, Any]) -> list[str]:
+    first, *more = row["text"].split("\n")
+    text = first if not more else first + " …"
+    if len(text) > TEXT_WIDTH:
+        text = text[: TEXT_WIDTH - 1] + "…"
+    return [
+        f"#{row['id']}",
+        row["state"],
+        str(row["attempts"]),
+        row["kind"],
+        ago(row["created_at"]),
+        text,
+        row["last_error"] or NOTHING,
+    ]
+
+
+# ---- the operator's commands ---------------------------------------------------------------
 
 
 def cutover_lines(config: dict[str, Any]) -> list[str]:
@@ -137,7 +297,7 @@ def reconcile_lines(key: str, answer: dict[str, Any]) -> list[str]:
 
 
 def status_lines(status: dict[str, Any]) -> list[str]:
-    """`coop status`, the human view."""
+    """`coop status`, the human view (the verdict is the command's: `verdict_line`)."""
     lines = [f"database: {status['database']}"]
     for kind, counts in status["ledger"].items():
         figures = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
@@ -145,47 +305,75 @@ def status_lines(status: dict[str, Any]) -> list[str]:
     for take in status["stale_takes"]:
         lines.append(
             f"  stale: {take['kind']} #{take['id']} [taken by {take['taken_by']},"
-            f" {lifecycle.ago(take['taken_at'])}] {take['title']}"
+            f" {ago(take['taken_at'])}] {take['title']}"
         )
-    box = status["outbox"]
-    oldest = status["oldest_pending"]
-    lines.append(
-        f"outbox: {box['pending']} pending, {box['delivered']} delivered,"
-        f" {box['cancelled']} cancelled"
-        + (f"; oldest pending #{oldest['id']}, {oldest['age_s']:.0f}s old" if oldest else "")
-    )
-    for row in status["failing"]:
-        wait = max(0.0, row["next_attempt_at"] - now_epoch())
-        lines.append(
-            f"  failing: #{row['id']} attempts={row['attempts']} next in {wait:.0f}s"
-            f" — {row['last_error']}"
-        )
+    lines.extend(_outbox_status(status))
     lock = status["worker_lock"]
     lines.append(
         f"worker lock: held by {lock['owner']} (pid {lock['pid']} on {lock['host']},"
-        f" since {lock['acquired_at']})"
+        f" since {when(lock['acquired_at'])})"
         if lock
         else "worker lock: free"
     )
     receipts = status["uncertain_receipts"]
-    lines.append(f"uncertain receipts: {len(receipts)}")
+    lines.append(f"uncertain receipts: {len(receipts) or 'none'}")
     for receipt in receipts:
         lines.append(f"  {receipt['key']} {receipt['method']} — coop reconcile {receipt['key']}")
-    door = status["door"]
-    if door.get("answered"):
-        lines.append(
-            "door: answering; "
-            + ", ".join(
-                f"{name}={door[name]}"
-                for name in ("undelivered_reports", "sent_count", "posture", "telegram_configured")
-                if name in door
-            )
-        )
-        lines.extend(telegram_lines(door))
-    else:
-        lines.append(f"door: did not answer at {door['url']} ({door['error']})")
-        lines.append("telegram queue: unknown (the door did not answer)")
+    lines.extend(door_lines(status["door"]))
     return lines
+
+
+def _outbox_status(status: dict[str, Any]) -> list[str]:
+    box = status["outbox"]
+    oldest = status["oldest_pending"]
+    lines = [
+        f"outbox: {box['pending']} pending, {box['delivered']} delivered,"
+        f" {box['cancelled']} cancelled"
+        + (
+            f"; the oldest pending is #{oldest['id']}, waiting {duration(oldest['age_s'])}"
+            if oldest
+            else ""
+        )
+    ]
+    for row in status["failing"]:
+        wait = max(0.0, row["next_attempt_at"] - store.now_epoch())
+        lines.append(
+            f"  failing: #{row['id']}, {row['attempts']} attempts, the next in {duration(wait)}"
+            f" — {row['last_error'] or NOTHING}"
+        )
+    return lines
+
+
+def door_lines(door: dict[str, Any]) -> list[str]:
+    """The door's answer, and its Telegram queue when it answered."""
+    if door.get("answered"):
+        said = [
+            f"{door['undelivered_reports']} Chief reports undelivered"
+            if "undelivered_reports" in door
+            else "",
+            f"{door['sent_count']} sent" if "sent_count" in door else "",
+            f"posture {door['posture']}" if "posture" in door else "",
+        ]
+        if "telegram_configured" in door:
+            configured = door["telegram_configured"] is True
+            said.append("Telegram configured" if configured else "Telegram not configured")
+        words = ", ".join(each for each in said if each)
+        head = f"door: answering at {door['url']}" + (f"; {words}" if words else "")
+        return [head, *telegram_lines(door)]
+    if door.get("http_status") == 401:
+        return [
+            f"door: refused this machine's service key at {door['url']} (HTTP 401)",
+            "telegram queue: unknown (the door refused the key)",
+        ]
+    if door.get("http_status"):
+        return [
+            f"door: refused at {door['url']} ({door['error']})",
+            "telegram queue: unknown (the door refused)",
+        ]
+    return [
+        f"door: did not answer at {door['url']} ({door['error']})",
+        "telegram queue: unknown (the door did not answer)",
+    ]
 
 
 def telegram_lines(door: dict[str, Any]) -> list[str]:
@@ -197,13 +385,7 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
         lines.append("telegram: not configured (Chief only: nothing rings, no outage)")
     queue = door.get("telegram_queue")
     if isinstance(queue, dict):
-        lines.append(
-            "telegram queue: "
-            + ", ".join(
-                f"{name}={queue.get(name)}"
-                for name in ("depth", "oldest_age_s", "last_error", "next_attempt_in_s")
-            )
-        )
+        lines.append("telegram queue: " + queue_words(queue))
         refusal = queue.get("refusal")
         if isinstance(refusal, dict):
             lines.append(
@@ -211,3 +393,27 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
                 f" — {refusal.get('action')}"
             )
     return lines
+
+
+def queue_words(queue: dict[str, Any]) -> str:
+    """`empty`, or `3 waiting, the oldest for 12 s; last error: …; the next attempt in 4 s`."""
+    depth = queue.get("depth")
+    if not depth:
+        return "empty"
+    line = f"{depth} waiting"
+    age = queue.get("oldest_age_s")
+    if isinstance(age, int | float):
+        line += f", the oldest for {duration(age)}"
+    line += f"; last error: {queue.get('last_error') or NOTHING}"
+    wait = queue.get("next_attempt_in_s")
+    if isinstance(wait, int | float):
+        line += f"; the next attempt in {duration(wait)}"
+    return line
+
+
+def verdict_line(problems: list[str]) -> str:
+    """The last line of `coop status`: healthy, or how many things above need a person."""
+    if not problems:
+        return "verdict: healthy"
+    count = "1 problem" if len(problems) == 1 else f"{len(problems)} problems"
+    return f"verdict: not healthy ({count} above)"

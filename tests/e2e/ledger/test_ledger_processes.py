@@ -133,8 +133,12 @@ def test_cli_list_history_and_help(db):
     listing = coop("list", env=env).stdout
     # Two process starts lie between the take and the listing: on a loaded machine that can be
     # more than a second, so the age is read, not assumed.
-    assert re.search(r"todo #1  \[taken by builder, \d+s ago\]  Fix the gate", listing), listing
-    assert "request #1  [open]  Review  (for reviewer)" in listing
+    # The rows' columns line up: `request #1` is the widest id, the take the widest state.
+    assert re.search(r"todo #1     \[taken by builder, \d+ s ago\]  Fix the gate\n", listing)
+    assert re.search(r"request #1  \[open\] +  Review        \(for reviewer\)\n", listing)
+    todo, request = listing.splitlines()
+    assert todo.index("[") == request.index("[")
+    assert todo.index("Fix the gate") == request.index("Review"), listing
     history = coop("history", "todo", "1", env=env).stdout
     assert "take" in history
     for args in (["--help"], ["todo", "done", "--help"], ["list", "--help"], ["--version"]):

@@ -24,7 +24,8 @@ def test_show_through_the_owner_service(
 
     shown = ok(env, "todo", "show", "1").splitlines()
     assert shown[0].startswith("todo #1  [taken by agent, ")
-    assert [line.split()[1] for line in shown[1:] if line[:1].isdigit()] == ["add", "take"]
+    events = shown[shown.index("events:") + 1 :]
+    assert [line.split("ago)")[1].split()[0] for line in events] == ["add", "take"]
 
     answer = json.loads(ok(env, "request", "show", "1", "--json", "--last", "1"))
     assert answer["request"]["addressed_to"] == "reviewer"

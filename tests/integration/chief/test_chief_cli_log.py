@@ -66,3 +66,20 @@ def test_log_of_an_unknown_owner_is_one_line_and_exit_1(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert "mum" in err
+
+
+def test_an_empty_log_says_so(
+    chief_config: ChiefConfig, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def open_once() -> None:
+        async with Chief.open(chief_config):
+            pass
+
+    anyio.run(open_once)
+    capsys.readouterr()  # the open's own log line
+    monkeypatch.setenv("CHIEF_DB", str(chief_config.db_path))
+    monkeypatch.setenv("CHIEF_OWNER", chief_config.owner)
+    assert main(["log"]) == 0
+    assert capsys.readouterr().out == "no messages yet\n"
+    assert main(["log", "--json"]) == 0
+    assert capsys.readouterr().out == ""  # no line for a script to read as a message

@@ -103,7 +103,7 @@ def test_show_and_list_give_the_choices(coop: Coop, db: str) -> None:
     coop("request", "add", "review it", "--to", "reviewer")
 
     _, out, _ = coop("request", "show", "1")
-    assert "  choices: approve / decline" in out.splitlines()
+    assert "  choices:  approve / decline" in out.splitlines()
     _, out, _ = coop("request", "show", "1", "--json")
     assert json.loads(out)["request"]["choices"] == ["approve", "decline"]
     assert json.loads(out)["events"][0]["payload"] == json.dumps(

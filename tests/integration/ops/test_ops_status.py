@@ -5,6 +5,7 @@ and usage errors."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from chief.door.config import DoorConfig
 from engine import ledger, outbox
 from engine.owner import receipts
 from tests.support.asgi import serve_asgi_in_thread
-from tests.support.procs import coop
+from tests.support.procs import coop, write_key
 
 
 def door_environ(home: Path, **extra: str) -> dict[str, str]:
@@ -59,10 +60,14 @@ def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
     assert "todos: 1 open" in out
     assert "outbox: 0 pending, 0 delivered, 0 cancelled" in out
     assert "worker lock: free" in out
-    assert "uncertain receipts: 0" in out
-    assert "door: answering; undelivered_reports=0, sent_count=0, posture=normal" in out
-    assert "telegram queue: depth=0, oldest_age_s=None, last_error=None" in out
+    assert "uncertain receipts: none" in out
+    assert (
+        f"door: answering at {door.rsplit('/', 1)[0]}/status; 0 Chief reports undelivered,"
+        " 0 sent, posture normal, Telegram not configured"
+    ) in out
+    assert "telegram queue: empty" in out
     assert "needs a person" not in out
+    assert out.splitlines()[-1] == "verdict: healthy"
 
 
 def test_an_old_pending_row_needs_a_person(home, door):
@@ -81,7 +86,7 @@ def test_failing_rows_show_attempts_error_and_next_attempt(home, door):
             " next_attempt_at = next_attempt_at + 60"
         )
     out = status(home, door).stdout
-    assert "failing: #1 attempts=3 next in" in out
+    assert re.search(r"failing: #1, 3 attempts, the next in (\d+ s|1 min) — door answered 503", out)
     assert "door answered 503" in out
 
 
@@ -102,6 +107,7 @@ def test_a_door_that_does_not_answer_needs_a_person(home):
     # Telegram's queue is the door's: unknown, and not a second problem.
     assert "telegram queue: unknown (the door did not answer)" in result.stdout
     assert result.stdout.count("needs a person") == 1
+    assert result.stdout.splitlines()[-1] == "verdict: not healthy (1 problem above)"
     # Without --check the view is still shown and the command succeeds.
     assert status(home, url).returncode == 0
 
@@ -154,3 +160,22 @@ def test_a_stale_take_is_listed(home, door):
         env={"COOP_HOME": str(home), "COOP_DOOR_URL": door, "COOP_STALE_AFTER_S": "0.001"},
     ).stdout
     assert "stale: todo #1 [taken by builder," in out
+
+
+def test_a_rotated_key_is_said_as_a_refused_key(home, door):
+    """The door read its key when it started; the key file rotated since: the door answers
+    401, which is a refused key to act on, not a door that is down."""
+    write_key(home / "service.key", "rotated-key-0123456789abcdef")
+    result = status(home, door, "--check")
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    url = door.rsplit("/", 1)[0] + "/status"
+    assert f"door: refused this machine's service key at {url} (HTTP 401)" in lines
+    assert "did not answer" not in result.stdout
+    assert lines[-2:] == [
+        f"needs a person: the door at {url} refused the service key (HTTP 401): the key this"
+        " machine sends is not the door's; restart the services after rotating the key",
+        "verdict: not healthy (1 problem above)",
+    ]
+    report = json.loads(status(home, door, "--json").stdout)
+    assert (report["door"]["answered"], report["door"]["http_status"]) == (False, 401)
