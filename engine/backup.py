@@ -71,7 +71,7 @@ def _check(path: str) -> dict[str, int]:
     return counts
 
 
-def _fsync(path: str) -> None:
+def _fsync_file(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -139,8 +139,8 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
     folder, made = _new_folder(target)
     try:
         lines = [_back_up_one(source, os.path.join(folder, name)) for name, source in sources]
-        _fsync(folder)
-        _fsync(os.path.dirname(os.path.abspath(folder)))
+        private.fsync_folder(folder)
+        private.fsync_folder(os.path.dirname(os.path.abspath(folder)))
     except BaseException:
         _remove(made)
         raise
@@ -156,7 +156,7 @@ def _back_up_one(source: str, copy: str) -> str:
     copies.single_file(copy)
     counts = _check(copy)
     os.chmod(copy, 0o600)
-    _fsync(copy)
+    _fsync_file(copy)
     return f"wrote {copy} from {source} (integrity ok; rows: {_counts(counts)})"
 
 

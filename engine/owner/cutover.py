@@ -159,15 +159,7 @@ def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
     for folder in removed_from:
         # A removal is durable only once its folder is fsynced: a power cut would otherwise
         # bring the owner file back beside the unfenced ledger, routing every caller again.
-        _fsync_dir(folder)
+        private.fsync_folder(folder)
     if not done:
         done.append(f"{path} was already in local mode; nothing to undo")
     return done
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -54,19 +54,11 @@ def _ensure_dir(directory: Path) -> Path:
         # cut can take the folder, and the uncertain receipt in it, however well that one was
         # synced (tests/powercut/test_holes.py).
         for folder in missing:
-            _fsync_dir(folder.parent)
+            private.fsync_folder(folder.parent)
     # An older or hand-made folder may be looser: receipts name what callers did.
     if directory.stat().st_mode & 0o777 != DIR_MODE:
         directory.chmod(DIR_MODE)
     return directory
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _path(directory: Path, key: str) -> Path:
@@ -105,7 +97,7 @@ def create(
     temp = path.with_name(f".{path.name}.new")
     _write_synced(temp, body, os.O_EXCL)
     os.replace(temp, path)
-    _fsync_dir(directory)
+    private.fsync_folder(directory)
     return path
 
 
@@ -142,7 +134,7 @@ def settle(
     temp = path.with_name(f".{path.name}.tmp")
     _write_synced(temp, body, os.O_TRUNC)
     os.replace(temp, path)
-    _fsync_dir(directory)
+    private.fsync_folder(directory)
     return body
 
 
