@@ -149,8 +149,10 @@ def test_a_send_whose_answer_cannot_be_read_rings_at_most_once_more_marked(
         seen = rang(phone, text)
         assert len(seen) <= 2, seen
         assert len([t for t in seen if t.startswith(REPEAT_MARKER)]) == len(seen) - 1, seen
+    # The module shares one door: count only this test's edit failures.
+    failed_before = len(phone.stack.door.events("door.ask_edit_failed"))
     settle_an_ask(phone, name, shape=name)
-    edits = phone.stack.door.events("door.ask_edit_failed")
+    edits = phone.stack.door.events("door.ask_edit_failed")[failed_before:]
     assert len(edits) <= 1, edits  # tried again once: the edit is moot by then
     no_traceback(phone)
 
