@@ -234,8 +234,11 @@ def test_the_rows_reach_a_recording_door_with_their_extras(
     door = TestDoor(key=_key(stack_env), batch_route=True)
     with serve_door_in_thread(door) as url:
         serve.env["COOP_DOOR_URL"] = url
-        serve.start()
+        # Filed before `coop serve` starts, so its daemon's first drain finds it: these tests
+        # send no kick (COOP_KICK=off), and a row filed just after that drain waited for the
+        # daemon's 300 s backstop (the test timed out on a loaded machine).
         request_id = _ask(stack_env)
+        serve.start()
         wait_until_sync(lambda: len(door.received) == 1, timeout_s=TIMEOUT_S, what="the ask")
         taken = post_answer(
             serve,
