@@ -20,9 +20,7 @@ from typing import Any
 import pytest
 
 from chief.door.pacing import REPEAT_MARKER
-from tests.e2e.phone.conftest import OWNER_ID, PhoneStack
-from tests.support.phone import EmulatorOwner
-from tests.support.phone_stack import make_stack, start
+from tests.e2e.phone.conftest import OWNER_ID, PhoneStack, module_phone
 from tests.support.procs import coop
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -38,15 +36,7 @@ UNKNOWN = ["empty", "html"]
 
 @pytest.fixture(scope="module")
 def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneStack]:
-    stack = make_stack(tmp_path_factory.mktemp("replies"))
-    try:
-        start(stack)
-        started = PhoneStack(stack, EmulatorOwner(stack.emulator.url))
-        yield started
-        started.owner.close()
-        assert set(stack.stop().values()) == {0}
-    finally:
-        stack.close()
+    yield from module_phone(tmp_path_factory, "replies")
 
 
 def shape(phone: PhoneStack, **armed: Any) -> None:

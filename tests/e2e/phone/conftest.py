@@ -192,7 +192,13 @@ class PhoneStack:
 def phone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoneStack]:
     """One stack for the module's tests that leave its processes as they found them (each
     files requests of its own)."""
-    stack = make_stack(tmp_path_factory.mktemp("phone"))
+    yield from module_phone(tmp_path_factory, "phone")
+
+
+def module_phone(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[PhoneStack]:
+    """The body of a module-scoped phone fixture: the stack started, yielded, stopped with
+    every exit 0."""
+    stack = make_stack(tmp_path_factory.mktemp(name))
     try:
         start(stack)
         started = PhoneStack(stack, EmulatorOwner(stack.emulator.url))
