@@ -44,6 +44,7 @@ from chief.door.config import DoorConfig
 from chief.door.engine_link import EngineLink
 from chief.door.loop import Loop, running_task
 from chief.door.metrics import DoorMetrics, instrument_door, metered
+from chief.door.nags import DueRings, Nagger
 from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
@@ -137,6 +138,8 @@ class _DoorParts:
     handlers: Callable[[PhoneParts], UpdateHandlers] | None = None
     #: the phone's poller while it runs
     phone: PhoneLoop | None = None
+    #: the nag task (reminders, urgent repeats) while it runs
+    nags: Nagger | None = None
 
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
@@ -194,6 +197,9 @@ class _DoorParts:
             asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
             await stack.enter_async_context(running(asks, self.door_config))
             self.service.asks = asks
+            nags = build_nags(chief, ringer, wall_clock=self.wall_clock)
+            await stack.enter_async_context(running(nags, self.door_config))
+            self.nags = nags
             await self._start_phone(stack, chief, ringer, inbox, asks)
 
     async def _start_phone(
@@ -301,6 +307,18 @@ def build_asks(
     """The door's ask task over `chief`'s store (not started): the settles' edits, `reask`."""
     options: dict[str, Any] = {} if wall_clock is None else {"wall_clock": wall_clock}
     return Asks(chief.store, sender, ringer, **options)
+
+
+def build_nags(
+    chief: Chief, ringer: Ringer, *, wall_clock: Callable[[], datetime] | None = None
+) -> Nagger:
+    """The door's nag task over `chief`'s store (not started): each kind of ring that comes
+    back at a due time is one source; a ring queued nudges the sender."""
+    sources: list[DueRings] = []
+    if wall_clock is None:
+        return Nagger(sources, ringer.nudge)
+    clock = wall_clock
+    return Nagger(sources, ringer.nudge, clock=lambda: clock().timestamp())
 
 
 @asynccontextmanager
