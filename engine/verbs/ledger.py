@@ -586,6 +586,11 @@ def wait_timeout(timeout_s: float | None) -> float | None:
 def _waited(answer: Row, arguments: dict[str, Any]) -> str:
     """What `coop request wait` prints after `request #N `: who settled it, and how."""
     row = answer["request"]
+    if row["closed_by"] == lifecycle.DEADLINE_ACTOR and row.get("deadline_at") is not None:
+        # `abandoned by its deadline (18:00), with no answer` / `... with no answer: decline`
+        line = f"{row['status']} by its deadline ({lifecycle.deadline_clock(row['deadline_at'])})"
+        line += ", with no answer"
+        return line + (f": {row['result_summary']}" if row["status"] == "closed" else "")
     if row["status"] == "abandoned":
         return f"abandoned by {row['closed_by']}" + (f": {row['reason']}" if row["reason"] else "")
     line = f"closed by {row['closed_by']}"
