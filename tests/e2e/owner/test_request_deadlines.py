@@ -237,6 +237,34 @@ def test_a_tap_racing_the_deadline_closes_each_request_exactly_once(stack: Stack
     print(f"taps first: {won} of {RACE_ROUNDS}; the deadline first: {RACE_ROUNDS - won}")
 
 
+def test_a_deadline_filed_with_no_row_to_send_still_wakes_the_sleeping_daemon(
+    stack: Stack,
+) -> None:
+    """A request to anyone queues no row when filed, yet its add kicks the daemon (asleep up
+    to its 300 s backstop, no other deadline open), which then sleeps until this deadline."""
+    out = ok(stack.env, "request", "add", "anyone?", "--deadline", "1s")
+    request_id = int(out.split("#", 1)[1].split()[0])
+
+    row = _decided(stack, request_id)
+
+    assert (row["status"], row["closed_by"]) == ("abandoned", "deadline")
+    assert row["reason"].startswith("no answer by its deadline (")
+
+
+def test_notify_urgent_reaches_the_door_with_urgent_true(stack: Stack) -> None:
+    ok(stack.env, "notify", "--urgent", "the freezer is warm")
+
+    def urgent() -> dict[str, Any] | None:
+        with stack.door.lock:
+            return next(
+                (b for b in stack.door.received if b["text"] == "the freezer is warm"), None
+            )
+
+    body = wait_until_sync(urgent, timeout_s=DECIDE_S, what="the urgent report at the door")
+    assert body["urgent"] is True
+    assert set(body) == {"text", "kind", "outbox_id", "urgent"}
+
+
 def _deadline_passes_while_down(stack: Stack, daemon: Service) -> None:
     """With the daemon stopped, file a deadline of 1 s, let it pass, start the daemon: applied
     at once, once, with its lateness in the event."""
