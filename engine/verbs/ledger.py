@@ -397,7 +397,7 @@ def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row
         metavar="WHEN",
         help="when the ledger decides it if still open: in 90s, 30m, 2h, 1d, or at 18:00"
         " (today if still ahead, else tomorrow); closed with --default, else abandoned,"
-        " by the actor `deadline`",
+        " by the actor `deadline` (the ledger itself)",
     ),
     default=opt(
         "--default", metavar="CHOICE", help="the choice the deadline closes it with (--deadline)"
