@@ -97,6 +97,12 @@ def require_actor(actor: str | None) -> str:
         raise UsageError(
             f"actor {actor!r} is not accepted: use 1-64 letters, digits or _.@:- (no spaces)"
         )
+    if actor.casefold() == DEADLINE_ACTOR:
+        # Reserved: a close by this name reads as the deadline's decision (`request wait`).
+        raise UsageError(
+            f"actor {actor!r} is not accepted: '{DEADLINE_ACTOR}' is the ledger's own name for a"
+            " decision by a request's deadline; use another name"
+        )
     return actor
 
 

@@ -219,3 +219,26 @@ def test_any_text_is_a_reminder_interval_or_one_refusal(text: str) -> None:
     else:
         assert isinstance(every_s, int)
         assert 1 <= every_s <= lifecycle.MAX_WAIT_S
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("request", "close", "1", "--summary", "decline", "--as", "deadline"),
+        ("request", "release", "1", "--as", "Deadline"),
+        ("request", "take", "1", "--as", " deadline "),
+        ("request", "add", "another", "--to", "deadline"),
+        ("todo", "add", "water", "--as", "DEADLINE"),
+    ],
+)
+def test_no_caller_may_act_as_the_deadline(coop: Coop, db: str, args: tuple[str, ...]) -> None:
+    """`deadline` is the ledger's own name for a decision by a request's deadline: a person
+    or agent naming itself so would make its close read as the deadline's (`request wait`
+    says the deadline decided it). Refused in one line, exit 2, nothing written."""
+    assert coop(*ASK, "--choices", "approve,decline")[0] == 0
+    events = _count(db, "coop_events")
+    status, out, err = coop(*args)
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "'deadline' is the ledger's own name" in err
+    assert _count(db, "coop_events") == events
