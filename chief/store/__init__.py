@@ -83,10 +83,11 @@ from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import answers, asks, inbox, reports, schema, telegram
+from chief.store import answers, asks, inbox, reminders, reports, schema, telegram
 from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
 from chief.store.inbox import InboxState
+from chief.store.reminders import NextReminder, Plan
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -413,3 +414,14 @@ class ChiefStore:
     async def pending_answers(self) -> int:
         """Answers still waiting for the ledger."""
         return await self._hop(answers.pending_count)
+
+    # An ask's reminders (chief.store.reminders), one hop each.
+
+    async def ring_due_reminders(self, now: float, plan: Plan) -> tuple[int, float | None]:
+        """One transaction: the reminders due by `now`, each queued (and its schedule moved
+        on), held or ended as `plan` rules; how many were queued and when the next is due."""
+        return await self._hop(write, reminders.ring_due, now, plan)
+
+    async def reminders_status(self) -> tuple[int, NextReminder | None]:
+        """How many asks have a reminder scheduled, and the earliest."""
+        return await self._hop(reminders.status)
