@@ -9,7 +9,8 @@
                (`chief.door.reminders`): queued on the Telegram queue as an entry of the ask
                (its live buttons, a reply to its first message) with the schedule moved on
                in the same transaction, or held (quiet hours, the owner's /quiet) until a
-               later time, or ended. A restart never queues one due time twice: the due time
+               later time (and looked at again at every turn, so a /quiet ended early lets it
+               ring at once), or ended. A restart never queues one due time twice: the due time
                and the entry commit together
     end        the ask was settled (`chief.store.asks.void_ask`, in the settle's transaction):
                the schedule ends; a reminder already queued and not yet sent is dropped there
@@ -99,9 +100,10 @@ def ring_due(conn: sqlite3.Connection, now: float, plan: Plan) -> tuple[int, flo
     transaction: how many were queued, and when the next falls due (None: nothing scheduled)."""
     rows = conn.execute(
         "SELECT r.ask_key, r.request_id, r.title, r.rung, r.max_rings, r.every_s, "
-        "r.first_rang_at, r.next_at, r.deadline_at, a.default_choice, r.first_message_id "
-        "FROM ask_reminders r JOIN asks a ON a.ask_key = r.ask_key "
-        "WHERE r.next_at IS NOT NULL AND r.next_at <= ? ORDER BY r.next_at LIMIT ?",
+        "r.first_rang_at, COALESCE(r.held_due_at, r.next_at), r.deadline_at, a.default_choice, "
+        "r.first_message_id FROM ask_reminders r JOIN asks a ON a.ask_key = r.ask_key "
+        "WHERE r.next_at IS NOT NULL AND (r.next_at <= ? OR r.held_due_at IS NOT NULL) "
+        "ORDER BY r.next_at LIMIT ?",
         (now, DUE_BATCH),
     ).fetchall()
     queued = 0
@@ -117,7 +119,10 @@ def ring_due(conn: sqlite3.Connection, now: float, plan: Plan) -> tuple[int, flo
             _move(conn, due.ask_key, step.next_at, rung=1, reason="rung all")
             queued += 1
         elif isinstance(step, Hold):
-            _move(conn, due.ask_key, step.until, rung=0, reason="")
+            conn.execute(
+                "UPDATE ask_reminders SET next_at = ?, held_due_at = ? WHERE ask_key = ?",
+                (step.until, due.due_at, due.ask_key),
+            )
         else:
             end(conn, due.ask_key, step.reason)
     return queued, next_at(conn)
@@ -128,8 +133,8 @@ def _move(
 ) -> None:
     """The schedule moved on to `next_at` (None: ended, for `reason`), `rung` more rung."""
     conn.execute(
-        "UPDATE ask_reminders SET rung = rung + ?, next_at = ?, ended_at = ?, end_reason = ? "
-        "WHERE ask_key = ?",
+        "UPDATE ask_reminders SET rung = rung + ?, next_at = ?, held_due_at = NULL, "
+        "ended_at = ?, end_reason = ? WHERE ask_key = ?",
         (rung, next_at, None if next_at is not None else utc_now(),
          None if next_at is not None else reason, ask_key),
     )  # fmt: skip
@@ -138,8 +143,8 @@ def _move(
 def end(conn: sqlite3.Connection, ask_key: str, reason: str) -> None:
     """No more reminders for the ask (settled, or its deadline came). Idempotent."""
     conn.execute(
-        "UPDATE ask_reminders SET next_at = NULL, ended_at = ?, end_reason = ? "
-        "WHERE ask_key = ? AND next_at IS NOT NULL",
+        "UPDATE ask_reminders SET next_at = NULL, held_due_at = NULL, ended_at = ?, "
+        "end_reason = ? WHERE ask_key = ? AND next_at IS NOT NULL",
         (utc_now(), reason, ask_key),
     )
 

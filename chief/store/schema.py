@@ -251,7 +251,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE asks ADD COLUMN settled_choice TEXT",
         "ALTER TABLE telegram_queue ADD COLUMN reply_to_message_id INTEGER",
         # One schedule per ask with reminders, made in the transaction of its first sent
-        # mark; `next_at` NULL once it ended (max rung, the deadline, a settle).
+        # mark; `next_at` NULL once it ended (max rung, the deadline, a settle). A reminder
+        # held by quiet hours or /quiet keeps its due time in `held_due_at`, and is looked at
+        # again at every turn of the nag task (a /quiet ended early rings it at once).
         """CREATE TABLE ask_reminders (
             ask_key TEXT PRIMARY KEY,
             request_id INTEGER NOT NULL,
@@ -264,6 +266,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             first_rang_at REAL NOT NULL,
             rung INTEGER NOT NULL DEFAULT 0,
             next_at REAL,
+            held_due_at REAL,
             ended_at TEXT,
             end_reason TEXT
         )""",
