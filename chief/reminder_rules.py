@@ -93,6 +93,8 @@ class DueReminder:
     first_rang_at: float  # when the ask first rang (epoch seconds): its wait starts there
     due_at: float
     deadline: Deadline | None = None
+    #: the ask (or its last reminder) is still on the Telegram queue, not rung yet
+    still_queued: bool = False
 
 
 def reminder_text(due: DueReminder, now: float, zone: tzinfo | None = None) -> str:

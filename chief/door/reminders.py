@@ -7,6 +7,8 @@
                       at or after the deadline     ended: none rings
                       quiet hours, or /quiet       held until both end (a reminder is never
                                                    rung silently), then rung
+                      the ask's last message       held `every_s` more: Telegram is behind,
+                      still queued                 and reminders do not pile up behind it
                       otherwise                    queued on the Telegram queue as an entry of
                                                    the ask: alone (never in a digest), with its
                                                    live buttons, as a reply to its first
@@ -95,6 +97,8 @@ class Reminders:
                 if deadline_at is not None and held >= deadline_at:
                     return End("deadline")
                 return Hold(held)
+            if due.still_queued:  # Telegram is behind: one waiting message of the ask is enough
+                return Hold(now + due.every_s, recheck=False)
             text = reminder_text(due, now, self.zone)
             return Ring(text, next_due(due.number, due.max, now, due.every_s, deadline_at))
 

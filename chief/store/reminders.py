@@ -44,9 +44,11 @@ class Ring:
 
 @dataclass(frozen=True)
 class Hold:
-    """Not now (quiet hours, the owner's /quiet): due again at `until`."""
+    """Not now (quiet hours, the owner's /quiet): due again at `until`, and looked at again
+    at every turn meanwhile when `recheck` (the quiet may end sooner)."""
 
     until: float
+    recheck: bool = True
 
 
 @dataclass(frozen=True)
@@ -101,27 +103,30 @@ def ring_due(conn: sqlite3.Connection, now: float, plan: Plan) -> tuple[int, flo
     rows = conn.execute(
         "SELECT r.ask_key, r.request_id, r.title, r.rung, r.max_rings, r.every_s, "
         "r.first_rang_at, COALESCE(r.held_due_at, r.next_at), r.deadline_at, a.default_choice, "
-        "r.first_message_id FROM ask_reminders r JOIN asks a ON a.ask_key = r.ask_key "
+        "r.first_message_id, EXISTS (SELECT 1 FROM telegram_queue q WHERE q.ask_key = r.ask_key) "
+        "FROM ask_reminders r JOIN asks a ON a.ask_key = r.ask_key "
         "WHERE r.next_at IS NOT NULL AND (r.next_at <= ? OR r.held_due_at IS NOT NULL) "
         "ORDER BY r.next_at LIMIT ?",
         (now, DUE_BATCH),
     ).fetchall()
     queued = 0
-    for key, request, title, rung, most, every, first, due_at, deadline_at, default, reply in rows:
+    for row in rows:
+        key, request, title, rung, most, every, first, due_at, deadline_at, default = row[:10]
+        reply, queued_yet = int(row[10]), bool(row[11])
         deadline = None if deadline_at is None else Deadline(float(deadline_at), default)
         due = DueReminder(
             str(key), int(request), str(title), int(rung) + 1, int(most), float(every),
-            float(first), float(due_at), deadline,
+            float(first), float(due_at), deadline, queued_yet,
         )  # fmt: skip
         step = plan(due)
         if isinstance(step, Ring):
-            telegram.insert_telegram(conn, None, step.text, due.ask_key, int(reply))
+            telegram.insert_telegram(conn, None, step.text, due.ask_key, reply)
             _move(conn, due.ask_key, step.next_at, rung=1, reason="rung all")
             queued += 1
         elif isinstance(step, Hold):
             conn.execute(
                 "UPDATE ask_reminders SET next_at = ?, held_due_at = ? WHERE ask_key = ?",
-                (step.until, due.due_at, due.ask_key),
+                (step.until, due.due_at if step.recheck else None, due.ask_key),
             )
         else:
             end(conn, due.ask_key, step.reason)

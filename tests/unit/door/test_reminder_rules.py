@@ -116,3 +116,9 @@ def test_the_door_holds_rings_or_ends_a_due_reminder() -> None:
     assert reminders.plan(NOON + 60)(due) == Hold(NOON + 100)
     reminders.quiet.until = NOON + 200  # holds past the deadline: none rings
     assert reminders.plan(NOON + 60)(due) == End("deadline")
+
+
+def test_a_reminder_waits_while_the_asks_last_message_is_still_queued() -> None:
+    due = DueReminder("q-1", 5, "pay", 2, 3, 60, NOON, NOON + 120, None, still_queued=True)
+    reminders = Reminders(None, quiet=QuietOverride(), zone=ROME)  # type: ignore[arg-type]
+    assert reminders.plan(NOON + 120)(due) == Hold(NOON + 180, recheck=False)
