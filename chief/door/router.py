@@ -2,8 +2,10 @@
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
                                    outbox_id, the optional extras (issue 21): ask {request_id,
-                                   key: q-<32 hex>, title, choices: 0..4 labels}, settles
-                                   {request_id, key}, ring
+                                   key: q-<32 hex>, title, choices: 0..4 labels, and (issue
+                                   28) deadline_at, default, remind {every_s, max}}, settles
+                                   {request_id, key, and by: "deadline", outcome, choice},
+                                   ring
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify

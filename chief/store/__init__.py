@@ -4,9 +4,9 @@ Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs,
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
 requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
 (the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
-owner's answers from the phone), `sql` (the transaction and small reads). What a report does
-with these transactions (accept, then land when the caller may, in one hop) is the use case of
-chief.landing.
+owner's answers from the phone), `reminders` (an ask's reminders' schedule), `sql` (the
+transaction and small reads). What a report does with these transactions (accept, then land
+when the caller may, in one hop) is the use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -28,6 +28,8 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
+    ask_reminders        an ask's reminders: the next due time, how many rang, the message
+                         each replies to (`chief.store.reminders`)
     telegram_inbox       one row: the id of the last update the door's phone handled (to
                          notice when Telegram's ids go back; it filters nothing) and the
                          owner's /quiet override (unix seconds it holds until)

@@ -11,7 +11,9 @@ Tables (every statement on them is here):
     asks           one row per ask key the door was asked about: its request id, title and
                    choices, the outbox row that asked (its delivery key, so a retry of that
                    row is known), `voided_at` (its buttons are void: it was settled, or an
-                   answer took it) and `settled_at` with the settling row's text
+                   answer took it) and `settled_at` with the settling row's text; its
+                   deadline, default and reminders' bounds, and when its deadline decided it,
+                   how (`settled_by`, `settled_outcome`, `settled_choice`: a late tap's toast)
     ask_buttons    one opaque token per choice (`b-` + 22 url-safe characters from `secrets`:
                    never an id or a command), the ask and the choice it stands for, and
                    `void`; an ask rung again with other choices gets fresh tokens
