@@ -47,6 +47,7 @@ from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.nags import DueRings, Nagger
 from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
+from chief.door.reminders import Reminders
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
 from chief.door.router import make_router
@@ -197,9 +198,10 @@ class _DoorParts:
             asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
             await stack.enter_async_context(running(asks, self.door_config))
             self.service.asks = asks
-            nags = build_nags(chief, ringer, wall_clock=self.wall_clock)
+            nags, reminders = build_nags(chief, ringer, wall_clock=self.wall_clock)
             await stack.enter_async_context(running(nags, self.door_config))
             self.nags = nags
+            self.service.reminders = reminders
             await self._start_phone(stack, chief, ringer, inbox, asks)
 
     async def _start_phone(
@@ -228,6 +230,8 @@ class _DoorParts:
             quiet=ringer.quiet,
             telegram_queue=self._telegram_queue,
             asks=asks,
+            # The nag task's nudge: reminders held by /quiet may ring now.
+            quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -311,14 +315,19 @@ def build_asks(
 
 def build_nags(
     chief: Chief, ringer: Ringer, *, wall_clock: Callable[[], datetime] | None = None
-) -> Nagger:
+) -> tuple[Nagger, Reminders]:
     """The door's nag task over `chief`'s store (not started): each kind of ring that comes
-    back at a due time is one source; a ring queued nudges the sender."""
-    sources: list[DueRings] = []
+    back at a due time is one source; a ring queued nudges the sender. An ask rung nudges it
+    (its reminders are scheduled with its sent mark), and so does the owner's /quiet."""
+    reminders = Reminders(chief.store, quiet_hours=ringer.quiet_hours, quiet=ringer.quiet)
+    sources: list[DueRings] = [reminders]
     if wall_clock is None:
-        return Nagger(sources, ringer.nudge)
-    clock = wall_clock
-    return Nagger(sources, ringer.nudge, clock=lambda: clock().timestamp())
+        nags = Nagger(sources, ringer.nudge)
+    else:
+        clock = wall_clock
+        nags = Nagger(sources, ringer.nudge, clock=lambda: clock().timestamp())
+    ringer.ask_rung = nags.nudge
+    return nags, reminders
 
 
 @asynccontextmanager

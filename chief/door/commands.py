@@ -57,6 +57,7 @@ class Commands:
         telegram_queue: Callable[[], Awaitable[Mapping[str, Any]]],
         asks: Asker | None = None,
         clock: Callable[[], float] = time.time,
+        quiet_changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.phone = phone
         self.engine = engine
@@ -65,6 +66,8 @@ class Commands:
         self.telegram_queue = telegram_queue
         self.asks = asks
         self._clock = clock
+        #: told when /quiet changes (the nag task's nudge: reminders held by it may ring now)
+        self.quiet_changed = quiet_changed
 
     async def run(self, chat_id: int, text: str) -> None:
         """Answer the command line `text` in `chat_id` (a '/' the door cannot read as a command
@@ -153,6 +156,7 @@ class Commands:
             log.error("door.phone_quiet_failed", error=str(exc))
             return "I could not save that (chief.db failed); try again."
         self.quiet.until = until
+        self.quiet_changed()
         log.info("door.quiet", until=until)
         return words.QUIET_OFF if ask.off else words.quiet_set(ask.for_s or 0)
 

@@ -213,10 +213,18 @@ class _MeteredSender:
         self._metrics = metrics
 
     async def send(
-        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+        self,
+        text: str,
+        *,
+        silent: bool = False,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
     ) -> int | None:
-        # `buttons` passed on only when given: a sender double without them still serves rows.
-        options = {} if buttons is None else {"buttons": buttons}
+        # `buttons` and `reply_to` passed on only when given: a sender double without them
+        # still serves rows.
+        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
+        if reply_to is not None:
+            options["reply_to"] = reply_to
         try:
             message_id: int | None = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:

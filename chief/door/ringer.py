@@ -167,6 +167,8 @@ class Ringer(DoorLoop):
         # (sends failed, monotonic time of the first).
         self._outage: tuple[int, float] | None = None
         self.unmarked: _Unmarked | None = None
+        #: called after an ask rang (the nag task's nudge: its reminders may be scheduled)
+        self.ask_rung: Callable[[], None] = lambda: None
         #: the last failed send, for the door's status; None once a send succeeds
         self.failure: TelegramUnavailable | None = None
         self.sent_messages = 0
@@ -315,7 +317,9 @@ class Ringer(DoorLoop):
             return READ_RETRY_S
         async with self._hold(outbox_ids):
             try:
-                telegram_id = await self._send(text, silent, bound, ask_buttons(carried))
+                telegram_id = await self._send(
+                    text, silent, bound, ask_buttons(carried), carried[0].reply_to_message_id
+                )
             except TelegramUnavailable as exc:
                 if exc.in_doubt:
                     await self._in_doubt(carried, exc)
@@ -335,6 +339,8 @@ class Ringer(DoorLoop):
                 chat = chat_key(self.chat_id) if remembered else None
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
         self._answer_waiters(seqs, Rung(telegram_id))
+        if asked is not None:
+            self.ask_rung()  # its reminders may have been scheduled with its sent mark
         return 0.0
 
     def _silent(self) -> bool:
@@ -344,12 +350,20 @@ class Ringer(DoorLoop):
         return in_hours or self.quiet.holds(now.timestamp())
 
     async def _send(
-        self, text: str, silent: bool, bound: Any, buttons: list[list[tuple[str, str]]] | None
+        self,
+        text: str,
+        silent: bool,
+        bound: Any,
+        buttons: list[list[tuple[str, str]]] | None,
+        reply_to: int | None = None,
     ) -> int | None:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
-        # `buttons` passed only for an ask: a sender without them still rings every other row.
-        options = {} if buttons is None else {"buttons": buttons}
+        # `buttons` passed only for an ask, `reply_to` for a reminder: a sender without them
+        # still rings every other row.
+        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
+        if reply_to is not None:
+            options["reply_to"] = reply_to
         try:
             return await self.sender.send(text, silent=silent, **options)
         finally:

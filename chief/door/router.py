@@ -2,8 +2,10 @@
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
                                    outbox_id, the optional extras (issue 21): ask {request_id,
-                                   key: q-<32 hex>, title, choices: 0..4 labels}, settles
-                                   {request_id, key}, ring
+                                   key: q-<32 hex>, title, choices: 0..4 labels, and (issue
+                                   28) deadline_at, default, remind {every_s, max}}, settles
+                                   {request_id, key, and by: "deadline", outcome, choice},
+                                   ring
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -73,6 +75,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from chief.door.config import DoorConfig
@@ -87,6 +90,7 @@ from chief.model import (
     NO_EXTRAS,
     Ask,
     Extras,
+    Remind,
     Settle,
     choice_refusal,
     choices_refusal,
@@ -155,6 +159,8 @@ def _absent_by_default(schema: dict[str, Any]) -> None:
         schema.update(branches[0])
 
 
+# The latest instant a datetime can show (9999-12-31): a deadline past it could not be said.
+MAX_EPOCH_S = 253_402_300_799.0
 # SQLite's INTEGER: a request id past it could not be stored.
 RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 AskKey = Annotated[str, Field(pattern=ASK_KEY_PATTERN)]
@@ -164,6 +170,21 @@ Choice = Annotated[
     AfterValidator(_encodable),
     AfterValidator(_choice),
 ]
+
+
+# Issue 28: a deadline in epoch seconds (finite, after 1970, within SQLite's REAL and a
+# datetime), and the reminders' interval and count.
+EpochSeconds = Annotated[float, Field(gt=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+
+
+class RemindBody(BaseModel):
+    """The ask's `remind`: ring it again every `every_s` seconds (at least 1) while it is open,
+    at most `max` times."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    every_s: Annotated[float, Field(ge=1, le=MAX_EPOCH_S, allow_inf_nan=False)]
+    max: Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
 class AskBody(BaseModel):
@@ -180,16 +201,77 @@ class AskBody(BaseModel):
     choices: Annotated[list[Choice], Field(max_length=MAX_CHOICES), AfterValidator(_distinct)] = (
         Field(default_factory=list)
     )
+    # Issue 28: the deadline, its default (one of the choices; absent: the deadline abandons
+    # it) and the reminders. Absent when unset, never null (`_given`).
+    deadline_at: Annotated[EpochSeconds | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    default: Annotated[Choice | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    remind: Annotated[RemindBody | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+
+    def ask(self) -> Ask:
+        """The ask as the Chief takes it."""
+        remind = None if self.remind is None else Remind(self.remind.every_s, self.remind.max)
+        choices = tuple(self.choices)
+        return Ask(
+            self.request_id, self.key, self.title, choices, self.deadline_at, self.default, remind
+        )
+
+    @field_validator("default")
+    @classmethod
+    def _a_choice_with_a_deadline(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if info.data.get("deadline_at") is None:
+            raise ValueError("default is sent only with deadline_at")
+        if value not in info.data.get("choices", []):
+            raise ValueError("default must be one of the choices")
+        return value
 
 
 class SettlesBody(BaseModel):
     """The `settles` extra: this row reports the ask `key` (request `request_id`) closed or
-    abandoned. The key, not the id, names the ask: ids come back, keys never do."""
+    abandoned. The key, not the id, names the ask: ids come back, keys never do. Issue 28:
+    when its deadline decided it, `by: "deadline"` with `outcome` (closed, with the default as
+    `choice`, or abandoned)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
     request_id: RequestId
     key: AskKey
+    by: Annotated[Literal["deadline"] | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    outcome: Annotated[Literal["closed", "abandoned"] | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    choice: Annotated[Choice | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+
+    @field_validator("outcome")
+    @classmethod
+    def _outcome_by_the_deadline(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("by") is None:
+            raise ValueError('outcome is sent only with by: "deadline"')
+        return value
+
+    @field_validator("choice")
+    @classmethod
+    def _choice_of_a_close(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("outcome") != "closed":
+            raise ValueError('choice is sent only with outcome: "closed"')
+        return value
+
+    @model_validator(mode="after")
+    def _by_with_its_outcome(self) -> SettlesBody:
+        if self.by is not None and self.outcome is None:
+            raise ValueError('by: "deadline" is sent with its outcome')
+        return self
 
 
 class NotifyBody(BaseModel):
@@ -241,12 +323,11 @@ class NotifyBody(BaseModel):
         body, settles, ring = self.ask, self.settles, self.ring
         if body is None and settles is None and ring is None:
             return NO_EXTRAS
-        ask = (
-            None
-            if body is None
-            else Ask(body.request_id, body.key, body.title, tuple(body.choices))
-        )
-        settle = None if settles is None else Settle(settles.request_id, settles.key)
+        ask = None if body is None else body.ask()
+        settle = None
+        if settles is not None:
+            by, outcome, choice = settles.by, settles.outcome, settles.choice
+            settle = Settle(settles.request_id, settles.key, by, outcome, choice)
         return Extras(ask, settle, ring is not False)
 
 

@@ -54,6 +54,7 @@ from chief.model import NO_EXTRAS, Extras
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.door.asks import Asks
+    from chief.door.reminders import Reminders
     from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
@@ -103,6 +104,8 @@ class DoorVerbs:
         self.ringer = ringer
         #: the ask task (settles' edits, reask), when Telegram is configured and the Chief open
         self.asks: Asks | None = None
+        #: the asks' reminders (issue 28), beside the ask task
+        self.reminders: Reminders | None = None
         self.posture = posture
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         #: notify requests inside the door right now: bounded by the report wait and the ring
@@ -275,7 +278,17 @@ class DoorVerbs:
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
             "answers_pending": answers_pending,
+            "reminders": await self._reminders(),
         }
+
+    async def _reminders(self) -> dict[str, Any]:
+        """The reminders scheduled and the next one due (none without Telegram)."""
+        if self.reminders is None:
+            return {"scheduled": 0, "next": None}
+        try:
+            return await self.reminders.status()
+        except ChiefError as exc:
+            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
 
     async def telegram_queue(self) -> tuple[int, float, int]:
         """The Telegram queue's depth, its oldest entry's age in seconds (0 when empty) and the

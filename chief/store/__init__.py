@@ -4,9 +4,9 @@ Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs,
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
 requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
 (the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
-owner's answers from the phone), `sql` (the transaction and small reads). What a report does
-with these transactions (accept, then land when the caller may, in one hop) is the use case of
-chief.landing.
+owner's answers from the phone), `reminders` (an ask's reminders' schedule), `sql` (the
+transaction and small reads). What a report does with these transactions (accept, then land
+when the caller may, in one hop) is the use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -28,6 +28,8 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
+    ask_reminders        an ask's reminders: the next due time, how many rang, the message
+                         each replies to (`chief.store.reminders`)
     telegram_inbox       one row: the id of the last update the door's phone handled (to
                          notice when Telegram's ids go back; it filters nothing) and the
                          owner's /quiet override (unix seconds it holds until)
@@ -83,10 +85,11 @@ from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import answers, asks, inbox, reports, schema, telegram
+from chief.store import answers, asks, inbox, reminders, reports, schema, telegram
 from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
 from chief.store.inbox import InboxState
+from chief.store.reminders import NextReminder, Plan
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -413,3 +416,14 @@ class ChiefStore:
     async def pending_answers(self) -> int:
         """Answers still waiting for the ledger."""
         return await self._hop(answers.pending_count)
+
+    # An ask's reminders (chief.store.reminders), one hop each.
+
+    async def ring_due_reminders(self, now: float, plan: Plan) -> tuple[int, float | None]:
+        """One transaction: the reminders due by `now`, each queued (and its schedule moved
+        on), held or ended as `plan` rules; how many were queued and when the next is due."""
+        return await self._hop(write, reminders.ring_due, now, plan)
+
+    async def reminders_status(self) -> tuple[int, NextReminder | None]:
+        """How many asks have a reminder scheduled, and the earliest."""
+        return await self._hop(reminders.status)

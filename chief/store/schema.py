@@ -237,6 +237,41 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
         WHERE state = 'pending'""",
     ),
+    (
+        # Issue 28, the phone's side of deadlines and reminders (chief.store.reminders): an
+        # ask keeps its deadline, its default and its reminders' bounds, and, when its
+        # deadline decided it, how (a late tap's toast says so). A reminder's queue entry
+        # rings as a reply to the ask's first message.
+        "ALTER TABLE asks ADD COLUMN deadline_at REAL",
+        "ALTER TABLE asks ADD COLUMN default_choice TEXT",
+        "ALTER TABLE asks ADD COLUMN remind_every_s REAL",
+        "ALTER TABLE asks ADD COLUMN remind_max INTEGER",
+        "ALTER TABLE asks ADD COLUMN settled_by TEXT",
+        "ALTER TABLE asks ADD COLUMN settled_outcome TEXT",
+        "ALTER TABLE asks ADD COLUMN settled_choice TEXT",
+        "ALTER TABLE telegram_queue ADD COLUMN reply_to_message_id INTEGER",
+        # One schedule per ask with reminders, made in the transaction of its first sent
+        # mark; `next_at` NULL once it ended (max rung, the deadline, a settle). A reminder
+        # held by quiet hours or /quiet keeps its due time in `held_due_at`, and is looked at
+        # again at every turn of the nag task (a /quiet ended early rings it at once).
+        """CREATE TABLE ask_reminders (
+            ask_key TEXT PRIMARY KEY,
+            request_id INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            every_s REAL NOT NULL CHECK (every_s >= 1),
+            max_rings INTEGER NOT NULL CHECK (max_rings >= 1),
+            deadline_at REAL,
+            chat_id NOT NULL,
+            first_message_id INTEGER NOT NULL,
+            first_rang_at REAL NOT NULL,
+            rung INTEGER NOT NULL DEFAULT 0,
+            next_at REAL,
+            held_due_at REAL,
+            ended_at TEXT,
+            end_reason TEXT
+        )""",
+        "CREATE INDEX ask_reminders_due ON ask_reminders (next_at) WHERE next_at IS NOT NULL",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

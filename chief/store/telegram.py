@@ -27,6 +27,7 @@ class QueuedRing:
     repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
     ask_key: str | None = None  # an ask: rung alone, with that ask's buttons
     buttons: Buttons = ()  # an ask's live buttons, (label, token) (`chief.store.asks.head`)
+    reply_to_message_id: int | None = None  # a reminder rings as a reply to its ask's message
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,18 @@ class TelegramQueueStatus:
 
 
 def insert_telegram(
-    conn: sqlite3.Connection, outbox_id: str | None, text: str, ask_key: str | None = None
+    conn: sqlite3.Connection,
+    outbox_id: str | None,
+    text: str,
+    ask_key: str | None = None,
+    reply_to_message_id: int | None = None,
 ) -> int:
-    """A new Telegram queue entry (an ask's, with its `ask_key`); its seq."""
+    """A new Telegram queue entry (an ask's, with its `ask_key`; a reminder's, a reply to
+    `reply_to_message_id`); its seq."""
     cursor = conn.execute(
-        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key) VALUES (?, ?, ?, ?)",
-        (outbox_id, text, utc_now(), ask_key),
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key, reply_to_message_id) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (outbox_id, text, utc_now(), ask_key, reply_to_message_id),
     )
     return int(cursor.lastrowid or 0)
 
@@ -89,14 +96,17 @@ def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
 
 def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
     rows = conn.execute(
-        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key "
-        "FROM telegram_queue ORDER BY seq LIMIT ?",
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key, "
+        "reply_to_message_id FROM telegram_queue ORDER BY seq LIMIT ?",
         (limit,),
     ).fetchall()
     return [
-        QueuedRing(int(a), b, str(c), int(d), float(e), f, None if g is None else str(g))
-        for a, b, c, d, e, f, g in rows
-    ]
+        QueuedRing(
+            int(a), b, str(c), int(d), float(e), f, None if g is None else str(g),
+            reply_to_message_id=None if h is None else int(h),
+        )
+        for a, b, c, d, e, f, g, h in rows
+    ]  # fmt: skip
 
 
 def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:
