@@ -3,7 +3,8 @@
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
                                    outbox_id, the optional extras (issue 21): ask {request_id,
                                    key: q-<32 hex>, title, choices: 0..4 labels}, settles
-                                   {request_id, key}, ring
+                                   {request_id, key}, ring, urgent (issue 28: true rings it
+                                   loud until acknowledged, chief.door.urgent)
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -91,6 +92,7 @@ from chief.model import (
     choice_refusal,
     choices_refusal,
 )
+from chief.urgent_rules import marked
 
 log = structlog.get_logger("chief.door")
 
@@ -226,8 +228,12 @@ class NotifyBody(BaseModel):
     ring: Annotated[bool | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
+    # Issue 28: ring it loud until acknowledged (chief.urgent_rules); absent: an ordinary report.
+    urgent: Annotated[bool | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
 
-    @field_validator("ask", "settles", "ring")
+    @field_validator("ask", "settles", "ring", "urgent")
     @classmethod
     def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
         # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
@@ -236,10 +242,14 @@ class NotifyBody(BaseModel):
             raise ValueError(f"{info.field_name} is sent only with an outbox_id")
         return value
 
+    def line(self) -> str:
+        """The text to land and ring: an urgent row's marked `URGENT: `."""
+        return marked(self.text, MAX_TEXT_CHARS) if self.urgent else self.text
+
     def extras(self) -> Extras:
         """The extras as the Chief takes them."""
         body, settles, ring = self.ask, self.settles, self.ring
-        if body is None and settles is None and ring is None:
+        if body is None and settles is None and ring is None and not self.urgent:
             return NO_EXTRAS
         ask = (
             None
@@ -247,7 +257,7 @@ class NotifyBody(BaseModel):
             else Ask(body.request_id, body.key, body.title, tuple(body.choices))
         )
         settle = None if settles is None else Settle(settles.request_id, settles.key)
-        return Extras(ask, settle, ring is not False)
+        return Extras(ask, settle, ring is not False, urgent=self.urgent is True)
 
 
 OutboxId = Annotated[
@@ -491,7 +501,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> E
         except ValidationError as exc:
             return _invalid(request, exc)
         try:
-            answer = await service.notify(body.text, body.kind, body.outbox_id, body.extras())
+            answer = await service.notify(body.line(), body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
             headers = {}
             if exc.retry_after_s is not None:
@@ -536,7 +546,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
         if accepted:
             try:
                 answers = await service.notify_batch(
-                    [(item.text, item.kind, item.outbox_id, item.extras()) for item in accepted]
+                    [(item.line(), item.kind, item.outbox_id, item.extras()) for item in accepted]
                 )
             except ChiefUnavailable:
                 return JSONResponse({"detail": "chief_unavailable"}, status_code=503)

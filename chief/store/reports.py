@@ -106,13 +106,20 @@ def accept(
 
 def _insert_entry(conn: sqlite3.Connection, row: ReportRow) -> int | None:
     """The Telegram entry of a row to ring: an ask's names its ask key (its buttons live);
-    an ask its settle voided before it rang gets none."""
+    an ask its settle voided before it rang gets none; an urgent row's names its urgent key
+    (the outbox id: `chief.store.urgent.accept` records it to ring again)."""
     ask = row.extras.ask
-    if ask is None:
-        return insert_telegram(conn, row.outbox_id, row.text)
-    if not asks.open_ask(conn, ask, row.outbox_id):
+    key = row.outbox_id if row.extras.urgent else None
+    if ask is not None and not asks.open_ask(conn, ask, row.outbox_id):
         return None
-    return insert_telegram(conn, row.outbox_id, row.text, ask.key)
+    ask_key = None if ask is None else ask.key
+    return insert_telegram(conn, row.outbox_id, row.text, ask_key, urgent=key)
+
+
+def queue_line(conn: sqlite3.Connection, chief_id: int, key: str, text: str) -> None:
+    """A line the door itself reports (an urgent report acknowledged or expired) under `key`,
+    queued to land; once per key."""
+    _insert_report(conn, chief_id, ReportRow(key, text))
 
 
 def _accepted(
