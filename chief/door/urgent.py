@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from chief.door.nags import Due
-from chief.urgent_rules import GOT_IT_PREFIX, UrgentBounds, ack_toast
+from chief.urgent_rules import GOT_IT_PREFIX, URGENT_MARK, UrgentBounds, ack_toast
 
 if TYPE_CHECKING:
     from chief.store import ChiefStore
@@ -175,9 +175,13 @@ class Urgent:
         """/status's lines: each urgent report still ringing or expired unacknowledged."""
         state = await self.status()
         lines = [
-            f"URGENT, ringing (ring {row['rings']}): {row['text']}" for row in state["ringing"]
+            f"URGENT, ringing (ring {row['rings']}): {_unmarked(row['text'])}" for row in state["ringing"]
         ]
         lines += [
-            f"URGENT, went unacknowledged: {row['text']}" for row in state["expired_unacknowledged"]
+            f"URGENT, went unacknowledged: {_unmarked(row['text'])}" for row in state["expired_unacknowledged"]
         ]
         return lines
+
+
+def _unmarked(text: object) -> str:
+    return str(text).removeprefix(URGENT_MARK)
