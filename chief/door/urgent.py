@@ -175,10 +175,12 @@ class Urgent:
         """/status's lines: each urgent report still ringing or expired unacknowledged."""
         state = await self.status()
         lines = [
-            f"URGENT, ringing (ring {row['rings']}): {_unmarked(row['text'])}" for row in state["ringing"]
+            f"URGENT, ringing (ring {row['rings']}): {_unmarked(row['text'])}"
+            for row in state["ringing"]
         ]
         lines += [
-            f"URGENT, went unacknowledged: {_unmarked(row['text'])}" for row in state["expired_unacknowledged"]
+            f"URGENT, went unacknowledged: {_unmarked(row['text'])}"
+            for row in state["expired_unacknowledged"]
         ]
         return lines
 
