@@ -24,6 +24,7 @@ import pytest
 
 from chief.door.pacing import REPEAT_MARKER
 from tests.support.phone import EmulatorOwner
+from tests.support.procs import coop
 from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 
 NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
@@ -294,6 +295,10 @@ def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -
     assert urgent.live_got_its(text) <= 1
     assert len(urgent.quiet_behind_marker(text)) == rings
     assert urgent.metric("coop_urgent_expiries_total") >= 1
+    # `coop status --check` names it, and says a person is needed.
+    checked = coop("status", "--check", env=urgent.stack.env(COOP_DOOR_URL=urgent.stack.notify_url))
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"urgent report {key} went unacknowledged: URGENT: {text}" in checked.stdout
 
 
 def test_a_door_sigkill_between_repeats_neither_loses_nor_doubles_a_repeat(urgent: Urgent) -> None:
