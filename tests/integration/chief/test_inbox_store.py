@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chief.store import MIGRATIONS, SCHEMA_VERSION, ChiefStore, inbox
+from chief.store import MIGRATIONS, ChiefStore, inbox
 from tests.integration.chief.conftest import query
 
 
@@ -74,9 +74,11 @@ async def test_a_chief_db_from_before_update_keys_migrates(tmp_path: Path) -> No
     # its key, and a new answer may reuse its id (ids repeat).
     db = tmp_path / "chief.db"
     with sqlite3.connect(db) as conn:
-        for statement in (s for migration in MIGRATIONS[:-1] for s in migration):
+        # The chief.db of just before the update-keys migration (later ones may follow it).
+        keys = next(i for i, m in enumerate(MIGRATIONS) if any("_keyed" in s for s in m))
+        for statement in (s for migration in MIGRATIONS[:keys] for s in migration):
             conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+        conn.execute(f"PRAGMA user_version = {keys}")
         conn.execute("UPDATE telegram_inbox SET next_offset = 15")
         conn.execute(
             "INSERT INTO telegram_answers (answer_key, update_id, request_id, ask_key, choice, "
