@@ -350,7 +350,9 @@ def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -
     assert f"urgent report {key} went unacknowledged: URGENT: {text}" in checked.stdout
 
 
-def test_a_door_sigkill_between_repeats_neither_loses_nor_doubles_a_repeat(urgent: Urgent) -> None:
+def test_a_door_sigkill_neither_loses_nor_doubles_a_repeat_nor_forgets_an_ack(
+    urgent: Urgent,
+) -> None:
     text = text_of("pump stopped")
     key = urgent.post(text, urgent=True)
     urgent.wait_rings(text, 2)
@@ -373,3 +375,8 @@ def test_a_door_sigkill_between_repeats_neither_loses_nor_doubles_a_repeat(urgen
     assert numbers == list(range(2, len(numbers) + 2)), [m["text"] for m in rings]
     assert len(numbers) >= 2
     assert not any(m["text"].startswith(REPEAT_MARKER) for m in rings)  # nothing in doubt
+    # The acknowledgement is durable: a kill right after it rings nothing more at the restart.
+    urgent.stack.door.kill()
+    urgent.stack.door.start()
+    urgent.stack.door.wait_event("door.phone_commands_registered", "the door's phone again")
+    assert len(urgent.quiet_behind_marker(text)) == len(rings)
