@@ -154,12 +154,14 @@ class Settle:
 @dataclass(frozen=True)
 class Extras:
     """A notify row's optional extras: `ask` (it files a request), `settles` (it reports the ask
-    with that key closed or abandoned: void its buttons, edit its ask message) and `ring`
-    (False: the Chief line only, nothing for Telegram)."""
+    with that key closed or abandoned: void its buttons, edit its ask message), `ring`
+    (False: the Chief line only, nothing for Telegram) and `urgent` (ring it loud until the
+    owner acknowledges it: chief.urgent_rules)."""
 
     ask: Ask | None = None
     settles: Settle | None = None
     ring: bool = True
+    urgent: bool = False
 
 
 NO_EXTRAS = Extras()

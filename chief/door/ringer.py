@@ -9,7 +9,9 @@
       a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
       compose                      one entry alone, or a digest of as many as fit (pacing.py);
                                    a group in doubt alone, the same entries, behind the marker;
-                                   an ask always alone, with its live buttons (one per choice)
+                                   an ask always alone, with its live buttons (one per choice);
+                                   an urgent ring always alone, with its live "Got it", and
+                                   never silent (chief.door.urgent)
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours and while the owner's /quiet holds; under the row
@@ -68,6 +70,7 @@ from chief.door.pacing import (
 from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.sender import TelegramSender
+from chief.urgent_rules import GOT_IT
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import InDoubt, QueuedRing
@@ -178,6 +181,8 @@ class Ringer(DoorLoop):
         # last run left in flight.
         self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
         self._sending_since: float | None = None
+        #: called once an urgent ring is marked sent (`chief.door.urgent.Urgent.rung`)
+        self.urgent_rung: Callable[[], None] = lambda: None
         # When an idle sender next asks again whether Telegram can be used (its getMe).
         self._probe_at = monotonic() + UNUSABLE_RETRY_S
 
@@ -303,7 +308,8 @@ class Ringer(DoorLoop):
         carried, text = next_message(head)
         seqs = [entry.seq for entry in carried]
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
-        silent = self._silent()
+        # An urgent ring is loud through the quiet hours and the owner's /quiet (issue 28).
+        silent = carried[0].urgent is None and self._silent()
         repeat = carried[0].repeat_of is not None
         asked = carried[0].ask_key
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
@@ -335,9 +341,11 @@ class Ringer(DoorLoop):
             # Telegram has the message: record it even if the door is stopping. An ask whose
             # message id could not be read is not remembered: no edit can name it.
             with anyio.CancelScope(shield=True):
-                remembered = asked is not None and telegram_id is not None
+                remembered = (asked or carried[0].urgent) is not None and telegram_id is not None
                 chat = chat_key(self.chat_id) if remembered else None
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
+        if carried[0].urgent is not None:
+            self.urgent_rung()
         self._answer_waiters(seqs, Rung(telegram_id))
         if asked is not None:
             self.ask_rung()  # its reminders may have been scheduled with its sent mark
@@ -489,20 +497,31 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
     behind the repeat marker; else as many fresh entries as fit one message (none in doubt,
     no ask: those wait at the head)."""
     group = head[0].repeat_of
-    if head[0].ask_key is not None:
+    if head[0].ask_key is not None or head[0].urgent is not None:
         return head[:1], compose([head[0].text], repeat=group is not None)[1]
     same = list(
-        itertools.takewhile(lambda entry: entry.repeat_of == group and entry.ask_key is None, head)
+        itertools.takewhile(
+            lambda entry: (
+                entry.repeat_of == group and entry.ask_key is None and entry.urgent is None
+            ),
+            head,
+        )
     )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text
 
 
 def ask_buttons(carried: list[QueuedRing]) -> list[list[tuple[str, str]]] | None:
-    """The inline keyboard of a message that carries an ask with live buttons, else None."""
-    if len(carried) != 1 or carried[0].ask_key is None or not carried[0].buttons:
+    """The inline keyboard of a message that carries an ask with live buttons, or an urgent
+    ring with its live "Got it" (on a row of its own, below an urgent request's choices), else
+    None."""
+    if len(carried) != 1:
         return None
-    return keyboard_rows(carried[0].buttons)
+    entry = carried[0]
+    rows = keyboard_rows(entry.buttons) if entry.ask_key is not None else []
+    if entry.got_it is not None:
+        rows.append([(GOT_IT, entry.got_it)])
+    return rows or None
 
 
 def chat_key(chat_id: str) -> int | str:

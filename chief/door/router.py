@@ -5,7 +5,8 @@
                                    key: q-<32 hex>, title, choices: 0..4 labels, and (issue
                                    28) deadline_at, default, remind {every_s, max}}, settles
                                    {request_id, key, and by: "deadline", outcome, choice},
-                                   ring
+                                   ring, urgent (issue 28: true rings it loud until
+                                   acknowledged, chief.door.urgent)
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -95,6 +96,7 @@ from chief.model import (
     choice_refusal,
     choices_refusal,
 )
+from chief.urgent_rules import marked
 
 log = structlog.get_logger("chief.door")
 
@@ -308,8 +310,12 @@ class NotifyBody(BaseModel):
     ring: Annotated[bool | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
+    # Issue 28: ring it loud until acknowledged (chief.urgent_rules); absent: an ordinary report.
+    urgent: Annotated[bool | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
 
-    @field_validator("ask", "settles", "ring")
+    @field_validator("ask", "settles", "ring", "urgent")
     @classmethod
     def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
         # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
@@ -318,17 +324,21 @@ class NotifyBody(BaseModel):
             raise ValueError(f"{info.field_name} is sent only with an outbox_id")
         return value
 
+    def line(self) -> str:
+        """The text to land and ring: an urgent row's marked `URGENT: `."""
+        return marked(self.text, MAX_TEXT_CHARS) if self.urgent else self.text
+
     def extras(self) -> Extras:
         """The extras as the Chief takes them."""
         body, settles, ring = self.ask, self.settles, self.ring
-        if body is None and settles is None and ring is None:
+        if body is None and settles is None and ring is None and not self.urgent:
             return NO_EXTRAS
         ask = None if body is None else body.ask()
         settle = None
         if settles is not None:
             by, outcome, choice = settles.by, settles.outcome, settles.choice
             settle = Settle(settles.request_id, settles.key, by, outcome, choice)
-        return Extras(ask, settle, ring is not False)
+        return Extras(ask, settle, ring is not False, urgent=self.urgent is True)
 
 
 OutboxId = Annotated[
@@ -572,7 +582,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> E
         except ValidationError as exc:
             return _invalid(request, exc)
         try:
-            answer = await service.notify(body.text, body.kind, body.outbox_id, body.extras())
+            answer = await service.notify(body.line(), body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
             headers = {}
             if exc.retry_after_s is not None:
@@ -617,7 +627,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
         if accepted:
             try:
                 answers = await service.notify_batch(
-                    [(item.text, item.kind, item.outbox_id, item.extras()) for item in accepted]
+                    [(item.line(), item.kind, item.outbox_id, item.extras()) for item in accepted]
                 )
             except ChiefUnavailable:
                 return JSONResponse({"detail": "chief_unavailable"}, status_code=503)

@@ -55,6 +55,7 @@ from chief.model import NO_EXTRAS, Extras
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.door.asks import Asks
     from chief.door.reminders import Reminders
+    from chief.door.urgent import Urgent
     from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
@@ -106,6 +107,8 @@ class DoorVerbs:
         self.asks: Asks | None = None
         #: the asks' reminders (issue 28), beside the ask task
         self.reminders: Reminders | None = None
+        #: the urgent reports (issue 28), likewise
+        self.urgent: Urgent | None = None
         self.posture = posture
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         #: notify requests inside the door right now: bounded by the report wait and the ring
@@ -215,6 +218,8 @@ class DoorVerbs:
         """Wake the ask task when a settle queued edits (committed with the report)."""
         if self.asks is not None and any(extra.settles is not None for extra in extras):
             self.asks.nudge()
+        if self.urgent is not None and any(extra.urgent for extra in extras):
+            self.urgent.accepted()  # the nag task schedules its repeats
 
     def _telegram_known(self, outbox_id: str, reported: Accepted) -> dict[str, Any] | None:
         """The Telegram part of a row's answer when it is known without waiting (not
@@ -279,6 +284,7 @@ class DoorVerbs:
             "telegram_queue": self._queue_status(queue),
             "answers_pending": answers_pending,
             "reminders": await self._reminders(),
+            "urgent": await self._urgent_status(),
         }
 
     async def _reminders(self) -> dict[str, Any]:
@@ -287,6 +293,15 @@ class DoorVerbs:
             return {"scheduled": 0, "next": None}
         try:
             return await self.reminders.status()
+        except ChiefError as exc:
+            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
+
+    async def _urgent_status(self) -> dict[str, Any]:
+        """The status's `urgent` part (chief.door.urgent); empty without Telegram."""
+        if self.urgent is None:
+            return {"ringing": [], "next": None, "acknowledged": 0, "expired_unacknowledged": []}
+        try:
+            return await self.urgent.status()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
 

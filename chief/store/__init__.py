@@ -85,7 +85,7 @@ from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import answers, asks, inbox, reminders, reports, schema, telegram
+from chief.store import answers, asks, inbox, reminders, reports, schema, telegram, urgent
 from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
 from chief.store.inbox import InboxState
@@ -124,7 +124,7 @@ class Transactions:
 
     def accept(self, chief_id: int, rows: list[ReportRow], queue_telegram: bool) -> list[Accepted]:
         """`ChiefStore.accept_reports`, inside the hop."""
-        return self._translated(write, reports.accept, chief_id, rows, queue_telegram)
+        return self._translated(write, urgent.accept, chief_id, rows, queue_telegram)
 
     def land(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
@@ -236,7 +236,7 @@ class ChiefStore:
     ) -> list[Accepted]:
         """The accept transaction alone (one FULL commit): every row's report row and, with
         `queue_telegram`, its Telegram entry, or none of them. Landing is the drainer's."""
-        return await self._hop(write, reports.accept, chief_id, rows, queue_telegram)
+        return await self._hop(write, urgent.accept, chief_id, rows, queue_telegram)
 
     async def land_undelivered(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
@@ -268,7 +268,7 @@ class ChiefStore:
     async def telegram_head(self, limit: int) -> list[QueuedRing]:
         """The first `limit` entries of the Telegram queue, oldest first (an ask's with its
         live buttons)."""
-        return await self._hop(asks.head, limit)
+        return await self._hop(urgent.head, limit)
 
     # -- asks (chief.store.asks) ------------------------------------------------------------
 
@@ -322,7 +322,7 @@ class ChiefStore:
         nothing; `telegram_message_id` None: Telegram took it and its id could not be read)
         and take their entries off the queue; an ask it rang is remembered as (chat_id,
         message id) against its request."""
-        await self._hop(write, asks.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
+        await self._hop(write, urgent.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
         """Count a failed try of these entries and when to try again (nothing rang: their
@@ -401,7 +401,9 @@ class ChiefStore:
         `settled_line` (chief.answer_rules.settled_line) gives one, the request's asks settled
         (buttons void, their messages' edits queued). The row now, and whether edits were
         queued (the ask task is to be woken)."""
-        return await self._hop(write, answers.settle, answer_key, outcome, detail, settled_line)
+        return await self._hop(
+            write, urgent.settle_answer, answer_key, outcome, detail, settled_line
+        )
 
     async def defer_answer(self, answer_key: str, next_attempt_at: float, error: str) -> None:
         await self._hop(write, answers.defer, answer_key, next_attempt_at, error)
@@ -427,3 +429,13 @@ class ChiefStore:
     async def reminders_status(self) -> tuple[int, NextReminder | None]:
         """How many asks have a reminder scheduled, and the earliest."""
         return await self._hop(reminders.status)
+
+    # Urgent reports (chief.store.urgent): the door's `chief.door.urgent` runs its use cases.
+
+    async def urgent_write(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One FULL commit running `use_case(conn, *args)`, a function of chief.store.urgent."""
+        return await self._hop(write, use_case, *args)
+
+    async def urgent_read(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One read running `use_case(conn, *args)`, a function of chief.store.urgent."""
+        return await self._hop(use_case, *args)

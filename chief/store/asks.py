@@ -313,6 +313,10 @@ def _queue_edit(
     )
 
 
+# An urgent report's older rings lose their buttons through the same edits (chief.store.urgent).
+queue_edit = _queue_edit
+
+
 def due_edits(conn: sqlite3.Connection, now: float, limit: int) -> list[AskEdit]:
     """The edits due at `now` (unix seconds), oldest first."""
     rows = conn.execute(

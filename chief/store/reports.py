@@ -109,15 +109,23 @@ def accept(
 
 def _insert_entry(conn: sqlite3.Connection, row: ReportRow) -> int | None:
     """The Telegram entry of a row to ring: an ask's names its ask key (its buttons live);
-    an ask its settle voided before it rang gets none."""
+    an ask its settle voided before it rang gets none; an urgent row's names its urgent key
+    (the outbox id: `chief.store.urgent.accept` records it to ring again)."""
     ask = row.extras.ask
-    if ask is None:
-        return insert_telegram(conn, row.outbox_id, row.text)
-    if not asks.open_ask(conn, ask, row.outbox_id):
+    key = row.outbox_id if row.extras.urgent else None
+    if ask is not None and not asks.open_ask(conn, ask, row.outbox_id):
         return None
+    if ask is None:
+        return insert_telegram(conn, row.outbox_id, row.text, urgent=key)
     deadline = None if ask.deadline_at is None else Deadline(ask.deadline_at, ask.default)
     text = with_deadline(row.text, deadline, time.time())  # the door's local time
-    return insert_telegram(conn, row.outbox_id, text, ask.key)
+    return insert_telegram(conn, row.outbox_id, text, ask.key, urgent=key)
+
+
+def queue_line(conn: sqlite3.Connection, chief_id: int, key: str, text: str) -> None:
+    """A line the door itself reports (an urgent report acknowledged or expired) under `key`,
+    queued to land; once per key."""
+    _insert_report(conn, chief_id, ReportRow(key, text))
 
 
 def _accepted(

@@ -272,6 +272,39 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX ask_reminders_due ON ask_reminders (next_at) WHERE next_at IS NOT NULL",
     ),
+    (
+        # Urgent reports (issue 28, chief.store.urgent): rung loud until acknowledged. The
+        # queue entry of a ring names its urgent key (the outbox id of the row that filed it).
+        "ALTER TABLE telegram_queue ADD COLUMN urgent TEXT",
+        "CREATE INDEX telegram_queue_urgent ON telegram_queue (urgent) WHERE urgent IS NOT NULL",
+        """CREATE TABLE urgent_reports (
+            urgent_key TEXT PRIMARY KEY,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            ask_key TEXT,
+            text TEXT NOT NULL,
+            token TEXT NOT NULL UNIQUE,
+            created_at REAL NOT NULL,
+            rings INTEGER NOT NULL DEFAULT 1,
+            next_at REAL,
+            expires_at REAL,
+            acked_at REAL,
+            acked_via TEXT CHECK (acked_via IN ('got_it', 'reply', 'settled')),
+            expired_at REAL
+        )""",
+        "CREATE INDEX urgent_reports_due ON urgent_reports (next_at) WHERE next_at IS NOT NULL",
+        "CREATE INDEX urgent_reports_by_ask ON urgent_reports (ask_key) WHERE ask_key IS NOT NULL",
+        """CREATE TABLE urgent_messages (
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            urgent_key TEXT NOT NULL REFERENCES urgent_reports(urgent_key),
+            ring INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            live INTEGER NOT NULL DEFAULT 1,
+            sent_at TEXT NOT NULL,
+            PRIMARY KEY (chat_id, message_id)
+        )""",
+        "CREATE INDEX urgent_messages_by_key ON urgent_messages (urgent_key)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
