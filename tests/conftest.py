@@ -1,13 +1,13 @@
 """Suite-wide: the long poles start first.
 
-The suite runs in worker processes (pytest-xdist, `ops/test`), which take tests in collection
-order. A test that runs for a minute and happens to be collected late keeps one worker busy
-after the other has run out of work, and the run ends when it does. Tests marked `slow` (the
-seeded crash run and the other proof runs, the fuzzes, the hammer, the restarts, the bench
-smoke runs: each tens of seconds on a loaded machine) are therefore moved to the front of the
-collection, in their own order; every other test keeps its place. `ops/test` hands the tests
-out one at a time (`--maxschedchunk 1`), so both workers share the slow ones. It changes which
-worker runs a test and when, never what a test does.
+The suite runs in worker processes (pytest-xdist, `ops/test`), which take whole test files in
+collection order (`--dist loadfile --no-loadscope-reorder`). A file that runs for a minute and
+happens to be collected late keeps one worker busy after the others have run out of work, and
+the run ends when it does. Tests marked `slow` (the seeded crash run and the other proof runs,
+the fuzzes, the hammer, the restarts, the bench smoke runs: each tens of seconds on a loaded
+machine) are therefore moved to the front of the collection, in their own order, and their
+files with them; every other test keeps its place. It changes which worker runs a test and
+when, never what a test does.
 """
 
 from __future__ import annotations

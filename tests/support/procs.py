@@ -34,6 +34,10 @@ from tests.support.waiting import WaitTimeout, wait_until_sync
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
+# First on a child's path, after the repository: a child runs with the packages an install has,
+# not with the test tools' (tests/support/as_installed/rich.py says which and what it saves).
+AS_INSTALLED = Path(__file__).resolve().parent / "as_installed"
+CHILD_PATH = os.pathsep.join((str(REPO), str(AS_INSTALLED)))
 PROCESS_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
@@ -42,23 +46,25 @@ FOREIGN_PREFIXES = ("COOP_", "CHIEF_", "TELEGRAM_", "PTB_")
 
 
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The test's environment for a child, with the repository importable."""
+    """The test's environment for a child, with the repository importable (and the test tools'
+    own packages not: `AS_INSTALLED`)."""
     env = dict(os.environ)
-    root = str(REPO)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = CHILD_PATH + (os.pathsep + path if path else "")
     env.update(extra or {})
     return env
 
 
 def clean_env(folder: Path | None = None, **settings: str) -> dict[str, str]:
     """The parent's environment without any Coop, Chief, Telegram or PTB setting, with the
-    repository importable and output unbuffered, `COOP_HOME` at `folder`, plus `settings`."""
+    repository importable (and the test tools' own packages not: `AS_INSTALLED`), output
+    unbuffered, `COOP_HOME` at `folder`, plus `settings`."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(FOREIGN_PREFIXES) and key != "PYTEST_CURRENT_TEST"
     }
-    env |= {"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    env |= {"PYTHONPATH": CHILD_PATH, "PYTHONUNBUFFERED": "1"}
     if folder is not None:
         env["COOP_HOME"] = str(folder)
     return env | settings
