@@ -144,6 +144,7 @@ def test_readme_quickstarts_todo_then_a_request_decided_from_the_emulator(stack)
     env, ports, proc, log_path = stack
     the_todo_reaches_the_owner(env, ports)
     a_request_is_decided_from_the_emulator(env, ports)
+    a_request_with_a_deadline_and_an_urgent_report(env, ports)
     proc.send_signal(signal.SIGTERM)  # to honcho, as systemd or a terminal would
     returncode = proc.wait(timeout=STOP_TIMEOUT_S)
     log = log_path.read_text(errors="replace")
@@ -232,6 +233,28 @@ def a_request_is_decided_from_the_emulator(env: dict[str, str], ports: dict[str,
     assert "Engine outbox: empty." in answer
     assert "Telegram queue: empty." in answer
     assert len(bot_messages(env, ports)) == 3  # the todo, the ask, the /status answer
+
+
+def a_request_with_a_deadline_and_an_urgent_report(
+    env: dict[str, str], ports: dict[str, str]
+) -> None:
+    """The README's block for a request that cannot wait: as written, both reach the phone
+    as it says (the ask with its deadline and buttons, the urgent report with Got it)."""
+    add, urgent = readme_block("### When the owner does not answer, or it cannot wait")
+    assert run_readme_line(add, env, ports).startswith("request #2 added; notification #")
+    assert "queued" in run_readme_line(urgent, env, ports)
+
+    def rung() -> tuple[dict, dict] | None:
+        messages = bot_messages(env, ports)
+        ask = next((m for m in messages if m["text"].startswith("request #2 ")), None)
+        loud = next((m for m in messages if m["text"].startswith("URGENT: The freezer")), None)
+        return None if ask is None or loud is None else (ask, loud)
+
+    ask, loud = wait_until_sync(rung, timeout_s=WAIT_S, what="the ask and the urgent report")
+    assert re.search(r"skip at (\w+ )?18:00 if no answer", ask["text"]), ask["text"]
+    assert re.findall(r"'text': '(\w+)'", str(ask["reply_markup"])) == ["renew", "skip"]
+    assert "Got it" in str(loud["reply_markup"])
+    assert loud["disable_notification"] is False
 
 
 def bot_messages(env: dict[str, str], ports: dict[str, str]) -> list[dict]:
