@@ -1,12 +1,13 @@
 """A producer of nags for the power-cut run, run as its own process like the proof's producers.
 
-    python -m tests.powercut.nag_producer --seed S --count N --rate R --tag T --kinds K,K,...
+    python -m tests.powercut.nag_producer --seed S --rate R --tag T --kinds K,K,...
 
 Each row is one seeded nag, filed with the real `coop` command (the flags are the CLI's):
 
-    deadline   `coop request add TITLE --to OWNER --choices approve,decline --deadline Ds`,
-               with `--default CHOICE` or without (the deadline then abandons it)
-    remind     the same with `--remind 1s` (COOP_REMIND_MAX, set by the run, bounds them)
+    deadline   `coop request add TITLE --to OWNER --choices approve,decline --deadline Ds`
+               (3 to 6 s), with `--default CHOICE` or without (the deadline then abandons it)
+    remind     the same with `--remind 1s` (COOP_REMIND_MAX, set by the run, bounds them), and
+               a deadline from 8 to 10 s
     urgent     the same (a deadline, a default or not) with `--urgent`
     shout      `coop notify --urgent TEXT`
 
@@ -28,6 +29,9 @@ import time
 KINDS = ("deadline", "remind", "urgent", "shout")
 CHOICES = ("approve", "decline")
 DEADLINE_S = (3, 4, 5, 6)  # short: each one passes inside the run, most after the ask rang
+# Longer for a request with reminders: they ring paced behind the chat's other messages (about
+# one a second), and a reminder due at or after the deadline never rings.
+REMIND_DEADLINE_S = (8, 9, 10)
 DEFAULT_SHARE = 0.5  # of the requests, filed with a default (the rest are abandoned)
 OWNER = "owner"  # the stack's CHIEF_OWNER (tests.support.stack.OWNER)
 CLI_TIMEOUT_S = 60.0
@@ -55,7 +59,8 @@ def command(kind: str, name: str, rng: random.Random) -> list[str]:
     if kind == "shout":
         return ["notify", "--urgent", f"{name}: the freezer is warm"]
     args = ["request", "add", f"{name}: may I", "--to", OWNER, "--choices", ",".join(CHOICES)]
-    args += ["--deadline", f"{rng.choice(DEADLINE_S)}s"]
+    deadline_s = rng.choice(REMIND_DEADLINE_S if kind == "remind" else DEADLINE_S)
+    args += ["--deadline", f"{deadline_s}s"]
     if rng.random() < DEFAULT_SHARE:
         args += ["--default", rng.choice(CHOICES)]
     if kind == "remind":

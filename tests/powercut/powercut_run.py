@@ -131,15 +131,25 @@ class PowerCutStack(ProofStack):
         return super().env(**(self.on_layer | settings))
 
     def outbox(self) -> dict[int, dict[str, Any]]:
-        """The proof's read of every row, plus its kind, delivery key and extras."""
-        rows = super().outbox()
-        for row_id, kind, key, extra in self._query(
-            self.coop_db, "SELECT id, kind, delivery_key, extra FROM coop_outbox"
-        ):
-            rows[int(row_id)] |= {
-                "kind": kind, "delivery_key": key, "extra": json.loads(extra) if extra else None
-            }  # fmt: skip
-        return rows
+        """Every row by id, as the proof reads it, with its kind, delivery key and extras (one
+        read: the house may be writing)."""
+        rows = self._query(
+            self.coop_db,
+            "SELECT id, state, text, attempts, last_error, kind, delivery_key, extra"
+            " FROM coop_outbox",
+        )
+        return {
+            int(r[0]): {
+                "state": r[1],
+                "text": r[2],
+                "attempts": r[3],
+                "last_error": r[4],
+                "kind": r[5],
+                "delivery_key": r[6],
+                "extra": json.loads(r[7]) if r[7] else None,
+            }
+            for r in rows
+        }
 
     def chief_lines(self) -> Counter[int]:
         """Chief lines per row: the door's own lines about an urgent report (keyed after the
@@ -234,7 +244,7 @@ class Producers:
         self.left["cli"] = [cli_rows, True, cli_rows / PRODUCE_S]
         # The nags still to file, in order (each kind at least once).
         self.nags = nags.plan_kinds(rng, nags.nag_count(rows))
-        self.nag_rate = len(self.nags) / PRODUCE_S
+        self.nag_rate = len(self.nags) / nags.FILE_WITHIN_S
         self.generation = 0
         self.running: dict[str, subprocess.Popen[str]] = {}
         self.acknowledged: set[int] = set()
@@ -500,9 +510,7 @@ class PowerCutRun:
         self.began = time.monotonic()
         self._start_house()
         # The owner, like the emulator, is outside the house: at the phone through every cut.
-        self.phone = Owner(
-            self.stack.emulator.url, self.owner_rng, ack_within_s=nags.EXPIRE_S + nags.RERING_S
-        )
+        self.phone = Owner(self.stack.emulator.url, self.owner_rng, ack_within_s=nags.EXPIRE_S / 2)
         self.phone.start()
         if self.owner:
             self.stack.cutover()
