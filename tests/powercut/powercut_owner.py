@@ -54,7 +54,7 @@ def buttons(message: dict[str, Any]) -> list[str]:
 
 class Owner:
     """The owner's thread: `start()`, then `stop()` before the emulator stops; `taps` counts what
-    was done (`choice`, `got_it`, each also `..._gone` and `..._refused`)."""
+    was done (`choice`, `got_it`, each also `..._gone` and `..._refused`; `looks_failed`)."""
 
     def __init__(self, emulator_url: str, rng: random.Random, *, ack_within_s: float) -> None:
         self.phone = EmulatorOwner(emulator_url)
@@ -63,7 +63,6 @@ class Owner:
         self.seen: set[tuple[str, str]] = set()  # (label, kind) decided already
         self.due: list[Tap] = []
         self.taps: Counter[str] = Counter()
-        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="powercut-owner", daemon=True)
 
@@ -71,6 +70,9 @@ class Owner:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop looking (idempotent: a failed run's teardown stops it again)."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(timeout=30.0)
         self.phone.close()
@@ -79,8 +81,8 @@ class Owner:
         while not self._stop.wait(LOOK_S):
             try:
                 messages = self.phone.messages()
-            except (httpx.HTTPError, AssertionError) as exc:  # looks again; the run reports it
-                self.errors.append(f"look: {exc}")
+            except (httpx.HTTPError, AssertionError):  # looks again a moment later
+                self.taps["looks_failed"] += 1
                 continue
             self._decide(messages)
             self._tap_due(messages)
