@@ -14,7 +14,8 @@ answer's key). What a tap or a reply becomes:
                                          -> nothing new; the toast says what was answered
                                             and where it stands
     a tap on a void or unknown button    -> nothing; the toast says the request is already
-                                            settled (and how, when the door knows)
+                                            settled (and how, when the door knows; what
+                                            the deadline decided, when it did)
     a reply to an ask message            -> a new pending text answer: the ledger closes a
                                             request without choices with it, and keeps it as
                                             a note on a request with choices; a text longer
@@ -78,6 +79,9 @@ class Button:
     choice: str
     live: bool
     settled: str | None = None
+    #: once its deadline decided it (issue 28): what a late tap is told, e.g. `The deadline
+    #: decided this at 18:00: decline. Nothing was changed.`
+    decided_by_deadline: str | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ def decide_tap(
         return Refused("This request is already settled; nothing was changed.")
     if earlier is not None:
         return Refused(double_tap_toast(earlier))
+    if not button.live and button.decided_by_deadline is not None:
+        return Refused(cut(button.decided_by_deadline))
     if not button.live:
         how = f" ({button.settled})" if button.settled else ""
         return Refused(

@@ -123,25 +123,45 @@ class Ask:
     key: str
     title: str
     choices: tuple[str, ...] = ()
+    #: issue 28: when the ledger decides it (epoch seconds), with `default` (None: abandoned)
+    deadline_at: float | None = None
+    default: str | None = None
+    #: issue 28: ring it again every `remind.every_s` while open, at most `remind.max` times
+    remind: Remind | None = None
+
+
+@dataclass(frozen=True)
+class Remind:
+    """An ask's reminders: every `every_s` seconds after it first rang, at most `max` of them."""
+
+    every_s: float
+    max: int
 
 
 @dataclass(frozen=True)
 class Settle:
-    """A notify row's `settles`: the ask `key` (request `request_id`) is closed or abandoned."""
+    """A notify row's `settles`: the ask `key` (request `request_id`) is closed or abandoned;
+    `by` is "deadline" when its deadline decided it (`outcome` closed with `choice`, or
+    abandoned), else None."""
 
     request_id: int
     key: str
+    by: str | None = None
+    outcome: str | None = None
+    choice: str | None = None
 
 
 @dataclass(frozen=True)
 class Extras:
     """A notify row's optional extras: `ask` (it files a request), `settles` (it reports the ask
-    with that key closed or abandoned: void its buttons, edit its ask message) and `ring`
-    (False: the Chief line only, nothing for Telegram)."""
+    with that key closed or abandoned: void its buttons, edit its ask message), `ring`
+    (False: the Chief line only, nothing for Telegram) and `urgent` (ring it loud until the
+    owner acknowledges it: chief.urgent_rules)."""
 
     ask: Ask | None = None
     settles: Settle | None = None
     ring: bool = True
+    urgent: bool = False
 
 
 NO_EXTRAS = Extras()

@@ -6,6 +6,8 @@
 - `COOP_OWNER`: the actor who may make the owner's calls; default `owner`.
 - `COOP_CHIEF_ACTOR`: the Chief acting as the owner's proxy; default `chief`.
 - `COOP_STALE_AFTER_S`: a take older than this shows as stale; default `3600`.
+- `COOP_REMIND_MAX`: how many times the phone rings a request's ask again (`--remind`), read
+  when the request is filed and stored with it; default `3`.
 
 Library callers read this per call (it is a handful of environment lookups); services read it
 once at start into an `EngineConfig`.
@@ -28,6 +30,9 @@ DATA_DIR_NAME = "coop"
 DEFAULT_OWNER = "owner"
 DEFAULT_CHIEF_ACTOR = "chief"
 DEFAULT_STALE_AFTER_S = 3600.0
+DEFAULT_REMIND_MAX = 3
+#: The most reminders one request may ring (a bound on a nag, whatever the setting says).
+MAX_REMIND_MAX = 100
 _INFINITY = float("inf")  # without `math`: the CLI's cold path reads this module
 
 
@@ -92,12 +97,13 @@ class EngineConfig:
     CLI's cold start ~25 ms (it imports inspect) and `typing` ~7 ms. `db_path` is the ledger's
     path as the caller gave it (text or a `Path`)."""
 
-    __slots__ = ("chief_actor", "db_path", "owner", "stale_after_s")
+    __slots__ = ("chief_actor", "db_path", "owner", "remind_max", "stale_after_s")
 
     db_path: str | os.PathLike[str]
     owner: str
     chief_actor: str
     stale_after_s: float
+    remind_max: int
 
     def __init__(
         self,
@@ -105,12 +111,14 @@ class EngineConfig:
         owner: str,
         chief_actor: str,
         stale_after_s: float,
+        remind_max: int = DEFAULT_REMIND_MAX,
     ) -> None:
         for name, value in (
             ("db_path", db_path),
             ("owner", owner),
             ("chief_actor", chief_actor),
             ("stale_after_s", stale_after_s),
+            ("remind_max", remind_max),
         ):
             object.__setattr__(self, name, value)
 
@@ -156,4 +164,17 @@ class EngineConfig:
             owner=env.get("COOP_OWNER") or DEFAULT_OWNER,
             chief_actor=env.get("COOP_CHIEF_ACTOR") or DEFAULT_CHIEF_ACTOR,
             stale_after_s=stale,
+            remind_max=_remind_max(env.get("COOP_REMIND_MAX")),
         )
+
+
+def _remind_max(raw: str | None) -> int:
+    """`COOP_REMIND_MAX`: a whole number from 1 to `MAX_REMIND_MAX` (unset or blank: 3)."""
+    if raw is None or not raw.strip():
+        return DEFAULT_REMIND_MAX
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_REMIND_MAX):
+        raise UsageError(
+            f"COOP_REMIND_MAX must be a whole number from 1 to {MAX_REMIND_MAX}, not {raw!r}"
+        )
+    return int(text)

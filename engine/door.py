@@ -1,5 +1,6 @@
 """The notify door's status, asked over loopback HTTP for `coop status`: undelivered Chief
-reports, sent count, posture, whether Telegram is configured and the door's Telegram queue.
+reports, sent count, posture, whether Telegram is configured, the door's Telegram queue and its
+urgent reports (`urgent`: ringing, and expired unacknowledged, which `--check` names).
 
 Standard library only (urllib, never through a proxy: `engine.loopback.open_url`), and the
 service key only from a 0600 file (`engine.keyfile`).

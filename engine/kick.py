@@ -168,12 +168,28 @@ def settled_request(answer: object) -> int | None:
     return found if isinstance(found, int) else None
 
 
+def wakes_notifier(answer: object) -> bool:
+    """Whether a commit's answer needs the notifier: it queued an outbox row, or it shows an
+    open request with a deadline (the daemon sleeps until the earliest one, and a request filed
+    to anyone but the owner queues no row when it is filed)."""
+    if not isinstance(answer, dict):
+        return False
+    if answer.get("outbox_id"):
+        return True
+    row = answer.get("request")
+    return (
+        isinstance(row, dict)
+        and row.get("deadline_at") is not None
+        and row.get("status") not in SETTLED_STATUSES
+    )
+
+
 def after_commit(db: str | os.PathLike[str], answer: object, mode: str | None = None) -> str:
-    """What follows a local commit: the notifier's kick when `answer` queued an outbox row
-    (`mode` as `kick`), then the waiters of the request it settled. Returns what the kick did
-    ("none" when the answer queued nothing)."""
+    """What follows a local commit: the notifier's kick when `answer` queued an outbox row or
+    filed a deadline (`wakes_notifier`; `mode` as `kick`), then the waiters of the request it
+    settled. Returns what the kick did ("none" when the answer needs no notifier)."""
     kicked = "none"
-    if isinstance(answer, dict) and answer.get("outbox_id"):
+    if wakes_notifier(answer):
         kicked = kick(db, mode)
     settled = settled_request(answer)
     if settled is not None:

@@ -13,7 +13,7 @@ Status is plain TEXT; these tables are the rules the verbs in `engine.verbs` con
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from engine.errors import LifecycleError, UsageError
 
@@ -96,6 +96,12 @@ def require_actor(actor: str | None) -> str:
     if not ACTOR_PATTERN.fullmatch(actor):
         raise UsageError(
             f"actor {actor!r} is not accepted: use 1-64 letters, digits or _.@:- (no spaces)"
+        )
+    if actor.casefold() == DEADLINE_ACTOR:
+        # Reserved: a close by this name reads as the deadline's decision (`request wait`).
+        raise UsageError(
+            f"actor {actor!r} is not accepted: '{DEADLINE_ACTOR}' is the ledger's own name for a"
+            " decision by a request's deadline; use another name"
         )
     return actor
 
@@ -211,27 +217,52 @@ def ask_text(request_id: int, actor: str, title: str, choices: list[str] | None)
 
 
 def ask_extra(
-    request_id: int, ask_key: str, title: str, choices: list[str] | None
+    request_id: int,
+    ask_key: str,
+    title: str,
+    choices: list[str] | None,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The outbox row's extra for a request filed to the owner: the door rings it alone, with
     one button per choice (none: the owner answers with a text reply), and knows it by its ask
-    key (`key`), never by its id alone."""
-    return {
-        "ask": {
-            "request_id": request_id,
-            "key": ask_key,
-            "title": title,
-            "choices": list(choices or []),
-        }
+    key (`key`), never by its id alone. `options` (`request_options`' columns, and the
+    reminders' `remind_max`) add, each only when set: `deadline_at`, `default` and `remind`
+    in the ask, and `urgent: true` beside it. Absent, never null: the door forbids nulls."""
+    ask: dict[str, Any] = {
+        "request_id": request_id,
+        "key": ask_key,
+        "title": title,
+        "choices": list(choices or []),
     }
+    given = options or {}
+    if given.get("deadline_at") is not None:
+        ask["deadline_at"] = given["deadline_at"]
+        if given.get("default_choice") is not None:
+            ask["default"] = given["default_choice"]
+    if given.get("remind_every_s") is not None:
+        ask["remind"] = {"every_s": given["remind_every_s"], "max": given["remind_max"]}
+    return {"ask": ask} | ({"urgent": True} if given.get("urgent") else {})
 
 
-def settles_extra(request_id: int, ask_key: str, *, ring: bool = True) -> dict[str, Any]:
+def settles_extra(
+    request_id: int,
+    ask_key: str,
+    *,
+    ring: bool = True,
+    deadline: tuple[str, str | None] | None = None,
+) -> dict[str, Any]:
     """The outbox row's extra for an asked request closed or abandoned: the door voids the
     buttons of that ask (by its key) and edits its message. `ring=False`: the owner's own
-    answer from the phone, which lands in the Chief's conversation and never rings back."""
-    settles = {"settles": {"request_id": request_id, "key": ask_key}}
-    return settles | ({} if ring else {"ring": False})
+    answer from the phone, which lands in the Chief's conversation and never rings back.
+    `deadline` (`("closed", label)` or `("abandoned", None)`): the deadline decided it, which
+    `settles` says with `by`, `outcome` and, for a close, `choice`."""
+    settles: dict[str, Any] = {"request_id": request_id, "key": ask_key}
+    if deadline is not None:
+        outcome, choice = deadline
+        settles |= {"by": DEADLINE_ACTOR, "outcome": outcome}
+        if choice is not None:
+            settles["choice"] = choice
+    return {"settles": settles} | ({} if ring else {"ring": False})
 
 
 def require_answer_text(text: str) -> str:
@@ -253,7 +284,8 @@ def match_choice(choice: str, choices: list[str]) -> str | None:
 
 
 def closed_how(payload: dict[str, Any] | None) -> str:
-    """How a closing event came: `from Telegram` (its payload says so) or `at a terminal`."""
+    """How a closing event came: `from Telegram` (its payload says so) or `at a terminal`
+    (a close by the deadline is told in words of its own: `engine.verbs.phone`)."""
     return "from Telegram" if (payload or {}).get("via") == "telegram" else "at a terminal"
 
 
@@ -261,3 +293,123 @@ def one_line(text: str, limit: int) -> str:
     """`text` on one line of at most `limit` characters (a toast shows one short line)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+# ---- a request's deadline, its default, its reminders, its urgency (issue 28) --------------
+
+#: The actor a deadline closes or abandons a request as: the ledger itself, no person.
+DEADLINE_ACTOR = "deadline"
+#: The event's `via` when a deadline decided (beside `telegram` for an answer from the phone).
+VIA_DEADLINE = "deadline"
+#: The longest `--deadline` or `--remind` a request takes: a year (and a day), in seconds.
+MAX_WAIT_S = 366 * 86400
+#: `--remind` rings no more often than this.
+MIN_REMIND_S = 1
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# ASCII digits only (`\d` takes any script's digits), a whole number and one unit.
+_DURATION = re.compile(r"([0-9]{1,9})([smhd])")
+_CLOCK = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])")
+_DURATION_WORDS = "a duration such as 90s, 30m, 2h or 1d"
+
+
+def parse_duration(raw: str, flag: str, minimum_s: int = 1) -> int:
+    """`90s`, `30m`, `2h`, `1d` as whole seconds, from `minimum_s` to `MAX_WAIT_S`; anything
+    else refused in one line naming `flag`."""
+    found = _DURATION.fullmatch(raw.strip(" "))
+    if found is None:
+        raise UsageError(f"{flag} {raw!r} is not {_DURATION_WORDS}")
+    seconds = int(found.group(1)) * _UNIT_S[found.group(2)]
+    if not minimum_s <= seconds <= MAX_WAIT_S:
+        raise UsageError(
+            f"{flag} {raw!r} is out of range: give {minimum_s} s to {MAX_WAIT_S // 86400} days"
+        )
+    return seconds
+
+
+def parse_deadline(raw: str, now_s: float) -> float:
+    """`--deadline`: a duration from now (`90s`, `2h`), or a local time (`18:00`: today if it is
+    still ahead, else tomorrow), as the epoch seconds at which the ledger decides the request.
+    Anything else refused in one line."""
+    text = raw.strip(" ")
+    clock = _CLOCK.fullmatch(text)
+    if clock is None:
+        if ":" in text:
+            raise UsageError(f"--deadline {raw!r} is not a time of day: give HH:MM, 00:00 to 23:59")
+        if not _DURATION.fullmatch(text):
+            raise UsageError(f"--deadline {raw!r} is not {_DURATION_WORDS}, or a time like 18:00")
+        return now_s + parse_duration(text, "--deadline")
+    now = datetime.fromtimestamp(now_s)  # local time: the owner's clock on the wall
+    at = now.replace(hour=int(clock.group(1)), minute=int(clock.group(2)), second=0, microsecond=0)
+    if at <= now:
+        at += timedelta(days=1)  # wall-clock arithmetic on a naive local time
+    return at.timestamp()  # a naive local time: DST as the system's zone says
+
+
+def request_options(
+    options: dict[str, Any], addressed_to: str | None, owner: str, choices: list[str] | None
+) -> dict[str, Any]:
+    """Check `--deadline`, `--default`, `--remind` and `--urgent` together (raw text in
+    `options`, `deadline` already parsed to epoch seconds) and answer the columns to store:
+    `deadline_at`, `default_choice` (the request's own label), `remind_every_s`, `urgent`."""
+    deadline_at, default = options.get("deadline_at"), options.get("default")
+    remind, urgent = options.get("remind"), bool(options.get("urgent"))
+    asked = addressed_to is not None and addressed_to == owner
+    if default is not None:
+        if deadline_at is None:
+            raise UsageError("--default needs --deadline: the default is what the deadline decides")
+        if not choices:
+            raise UsageError("--default names one of --choices: give --choices a,b as well")
+        label = match_choice(default, choices)
+        if label is None:
+            raise UsageError(
+                f"--default {default!r} is not one of the choices ({' / '.join(choices)})"
+            )
+        default = label
+    for flag, given in (("--remind", remind is not None), ("--urgent", urgent)):
+        if given and not asked:
+            whom = f"to {addressed_to}" if addressed_to else "to anyone"
+            raise UsageError(
+                f"{flag} is only for a request to the owner ({owner}); this one is {whom}:"
+                f" add --to {owner}, or drop {flag}"
+            )
+    every_s = None if remind is None else parse_duration(remind, "--remind", MIN_REMIND_S)
+    return {
+        "deadline_at": deadline_at,
+        "default_choice": default,
+        "remind_every_s": every_s,
+        "urgent": urgent,
+    }
+
+
+def deadline_clock(deadline_at: float) -> str:
+    """The deadline's local wall-clock time, `18:00`."""
+    return datetime.fromtimestamp(deadline_at).strftime("%H:%M")
+
+
+def deadline_when(deadline_at: float, now_s: float) -> str:
+    """`18:00 today`, `09:00 tomorrow`, `2026-12-24 18:00`: the deadline as `show` says it."""
+    at, now = datetime.fromtimestamp(deadline_at), datetime.fromtimestamp(now_s)
+    days = at.toordinal() - now.toordinal()
+    clock = at.strftime("%H:%M")
+    if days == 0:
+        return f"{clock} today"
+    if days == 1:
+        return f"{clock} tomorrow"
+    if days == -1:
+        return f"{clock} yesterday"
+    return at.strftime("%Y-%m-%d %H:%M")
+
+
+def deadline_text(request_id: int, title: str, deadline_at: float, choice: str | None) -> str:
+    """The Chief line (and the settle's words on the phone) when a deadline decides:
+    `request #5 "pay the plumber": decline, decided by its deadline (18:00) with no answer`."""
+    decided = f"{choice}, decided" if choice is not None else "abandoned"
+    return (
+        f'request #{request_id} "{title}": {decided} by its deadline'
+        f" ({deadline_clock(deadline_at)}) with no answer"
+    )
+
+
+def deadline_reason(deadline_at: float) -> str:
+    """The reason an abandon by the deadline records."""
+    return f"no answer by its deadline ({deadline_clock(deadline_at)})"

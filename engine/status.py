@@ -18,7 +18,8 @@ Four sources, each read where it lives:
 it strands and the daemon that holds the ledger instead, whatever the row's age; an uncertain
 receipt, a door that does not answer, a posture that is not normal, and with Telegram
 configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
-than the same `--max-pending-age`), 2 on a usage error. A door that does
+than the same `--max-pending-age`; an urgent report the door says went unacknowledged), 2 on
+a usage error. A door that does
 not answer is itself the problem named; its Telegram queue is then unknown. A door that answers
 401 refused this machine's service key (the key file rotated since the services started): that
 is named as a refused key, with what to do, not as a door that did not answer. The human view
@@ -48,6 +49,7 @@ __all__ = [
     "problems",
     "status_snapshot",
     "telegram_problems",
+    "urgent_problems",
 ]
 
 
@@ -139,6 +141,7 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
     if door.get("posture") not in (None, "normal"):
         found.append(f"the door's posture is {door['posture']}")
     found.extend(telegram_problems(door, max_pending_age_s))
+    found.extend(urgent_problems(door))
     return found
 
 
@@ -189,3 +192,18 @@ def telegram_problems(door: dict[str, Any], max_pending_age_s: float) -> list[st
             f" {max_pending_age_s:.0f}s); last error: {queue.get('last_error') or 'none'}"
         ]
     return []
+
+
+def urgent_problems(door: dict[str, Any]) -> list[str]:
+    """Each urgent report the door says went unacknowledged (it rang until its expiry and the
+    owner never answered; the door keeps it in its status for a day, or until acknowledged
+    late): a person must look. Nothing from a door that does not say (an older door)."""
+    urgent = door.get("urgent")
+    expired = urgent.get("expired_unacknowledged") if isinstance(urgent, dict) else None
+    if not isinstance(expired, list):
+        return []
+    return [
+        f"urgent report {report.get('key')} went unacknowledged: {report.get('text')}"
+        for report in expired
+        if isinstance(report, dict)
+    ]

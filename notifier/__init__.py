@@ -11,7 +11,9 @@ Layers, pointing inward:
              `engine.store.queue`'s, the one owner of those tables' statements.
 - `client`   the door seam: the httpx client and a test double beside it.
 - `worker`   the drain loop and the atomic idle handoff (`drain`, `release_worker_if_idle`).
-- `daemon`   the long-running role: kick socket, sleep until due / kick / backstop.
+- `daemon`   the long-running role: kick socket, sleep until due / kick / deadline / backstop.
+- `deadlines` the daemon's part that applies the requests' deadlines as they come, through the
+             engine's use case (`engine.verbs.deadline`), and says when the next one comes.
 - `waiter`   a one-shot drainer's wait for a short deferral (no row without a wakeup).
 - `metrics`  the worker's in-process counters, exposed by `coop serve`'s `/metrics`.
 - `serve`    the engine service's process (`coop serve`): the engine's owner endpoint and this

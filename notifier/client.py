@@ -2,7 +2,7 @@
 
     POST {door_url}   X-Coop-Service-Key: <key>
     {"text": ..., "kind": ..., "outbox_id": "<the row's delivery key>"}
-    and the row's extra fields, when it has them: "ask", "settles", "ring"
+    and the row's extra fields, when it has them: "ask", "settles", "ring", "urgent"
 
 `HttpDoorClient` keeps one keep-alive httpx transport (its connection pool) for the worker's
 life (a connection per row would cost a TCP handshake each) and hands it each request

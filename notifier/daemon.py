@@ -1,4 +1,5 @@
-"""The long-running notifier: drain, then sleep until a kick, the head's due time, or a backstop.
+"""The long-running notifier: apply the requests' deadlines that have come, drain, then sleep
+until a kick, the head's due time, the earliest open deadline, or a backstop.
 
     daemon = Daemon(config)     # no I/O here
     await daemon.run()          # binds the kick socket, resumes pending rows, runs until stop()
@@ -21,6 +22,10 @@ handoff, so a one-shot drainer spawned while the socket was briefly unbound can 
 and drain, and the daemon never strands a row by sleeping on a lock. While a live worker holds
 the lock the daemon re-tries with a growing interval (it drains every due row and hands off
 atomically; the retry only catches a deferred head coming due afterwards).
+
+Before each drain the daemon applies the deadlines that have come (`notifier.deadlines`: the
+ledger closes a request with its default, or abandons it, in one transaction with its event
+and its outbox row), so at a start the deadlines that passed meanwhile are applied at once.
 
 A drain that fails (the store is full or unreadable, the lock was cleared under it by
 `coop worker unlock`) is logged (`notifier.daemon.drain_failed`) and retried after a growing
@@ -58,6 +63,7 @@ from engine.errors import CoopError
 from engine.faults import fault
 from notifier import delivery
 from notifier.config import NotifierConfig
+from notifier.deadlines import Deadlines
 from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
@@ -159,6 +165,7 @@ class Daemon:
         self._connect = connect or (lambda: open_own_connection(config.db_path))
         self._client_factory = client_factory or http_client_factory(config)
         self._clock = clock
+        self._deadlines = Deadlines(config.db_path, clock)
         self._worker: Worker | None = None
         self._wake: anyio.Event | None = None
         self._kicked = False
@@ -280,6 +287,8 @@ class Daemon:
             self._wake = anyio.Event()
             try:
                 fault("notifier.daemon.before_drain")  # test-only seam: a daemon held asleep
+                # Deadlines first: a close they make is drained in this same pass.
+                next_deadline = await self._deadlines.apply_due(db)
                 report = await worker.drain()
                 if report.outcome is DrainOutcome.STOPPED:
                     return True
@@ -297,6 +306,8 @@ class Daemon:
                         sleep_s = min(
                             max(head.next_attempt_at - self._clock(), 0.0), self.config.backstop_s
                         )
+                if next_deadline is not None:  # sleep until the earliest deadline, no later
+                    sleep_s = min(sleep_s, max(next_deadline - self._clock(), 0.0))
                 failures = 0
             except Exception as exc:  # the daemon outlives any one failed drain
                 if await self._steps_aside(db):

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
 
     import telegram
 
+    from chief.door.urgent import Urgent
     from chief.store import ChiefStore
     from chief.store.answers import AskOf, ButtonOf
 
@@ -127,6 +128,8 @@ class Answers:
     #: wakes the ask task once a settle queued its edits (`chief.door.asks.Asks.nudge`)
     edits_queued: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
+    #: the urgent reports (chief.door.urgent): "Got it" and a reply acknowledge one
+    urgent: Urgent | None = None
     _wake: anyio.Event = field(default_factory=anyio.Event)
     _settled: dict[str, anyio.Event] = field(default_factory=dict)
     _outage: bool = False
@@ -137,6 +140,9 @@ class Answers:
         """A button pressed by the obeyed user: record, forward (bounded), toast."""
         query = update.callback_query
         if query is None or query.message is None:
+            return
+        if self.urgent is not None and (toast := await self.urgent.tap(query.data or "")):
+            await self._toast(query.id, toast)  # "Got it": acknowledged (FULL) before this
             return
         message = query.message
         tap = Tap(
@@ -182,6 +188,8 @@ class Answers:
         if message is None or message.reply_to_message is None or not message.text:
             return
         replied = message.reply_to_message
+        if self.urgent is not None:  # a reply to an urgent ring acknowledges it, and goes on
+            await self.urgent.reply(message.chat.id, replied.message_id)
         reply = Reply(
             update_id=update.update_id,
             text=message.text,

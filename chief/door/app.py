@@ -47,9 +47,11 @@ from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.nags import DueRings, Nagger
 from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
+from chief.door.reminders import Reminders
 from chief.door.report_route import make_report_router
 from chief.door.ringer import Ringer
 from chief.door.router import make_router
+from chief.door.urgent import Urgent
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
@@ -79,6 +81,8 @@ class PhoneParts:
     chief: Chief
     ringer: Ringer
     asks: Asks
+    #: the urgent reports (issue 28): "Got it" and replies acknowledge them
+    urgent: Urgent | None = None
 
 
 def create_app(
@@ -197,9 +201,14 @@ class _DoorParts:
             asks = build_asks(chief, self.sender, ringer, wall_clock=self.wall_clock)
             await stack.enter_async_context(running(asks, self.door_config))
             self.service.asks = asks
-            nags = build_nags(chief, ringer, wall_clock=self.wall_clock)
+            urgent = build_urgent(chief, self.door_config, asks, self.metrics)
+            ringer.urgent_rung = urgent.rung
+            self.service.urgent = urgent
+            nags, reminders = build_nags(chief, ringer, wall_clock=self.wall_clock, urgent=urgent)
             await stack.enter_async_context(running(nags, self.door_config))
             self.nags = nags
+            self.service.reminders = reminders
+            urgent.nudge_nags = nags.nudge
             await self._start_phone(stack, chief, ringer, inbox, asks)
 
     async def _start_phone(
@@ -220,7 +229,8 @@ class _DoorParts:
         stack.push_async_callback(phone.aclose)
         link = EngineLink(config.service_url, config.service_key)
         engine = await stack.enter_async_context(link.open())
-        parts = PhoneParts(phone, engine, inbox, chief, ringer, asks)
+        urgent = self.service.urgent
+        parts = PhoneParts(phone, engine, inbox, chief, ringer, asks, urgent)
         commands = Commands(
             phone,
             engine=engine,
@@ -228,6 +238,9 @@ class _DoorParts:
             quiet=ringer.quiet,
             telegram_queue=self._telegram_queue,
             asks=asks,
+            # The nag task's nudge: reminders held by /quiet may ring now.
+            quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
+            urgent_lines=None if urgent is None else urgent.phone_lines,
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -309,16 +322,37 @@ def build_asks(
     return Asks(chief.store, sender, ringer, **options)
 
 
+def build_urgent(chief: Chief, config: DoorConfig, asks: Asks, metrics: DoorMetrics) -> Urgent:
+    """The door's urgent reports over `chief`'s store: the nag task's urgent source, and what
+    acknowledges them."""
+    if config.urgent.test_short:
+        log.warning("door.urgent_test_bounds", rering_s=config.urgent.rering_s, note="test only")
+    return Urgent(
+        chief.store, chief, config.urgent, edits_queued=asks.nudge, count=metrics.count_urgent
+    )
+
+
 def build_nags(
-    chief: Chief, ringer: Ringer, *, wall_clock: Callable[[], datetime] | None = None
-) -> Nagger:
+    chief: Chief,
+    ringer: Ringer,
+    *,
+    wall_clock: Callable[[], datetime] | None = None,
+    urgent: Urgent | None = None,
+) -> tuple[Nagger, Reminders]:
     """The door's nag task over `chief`'s store (not started): each kind of ring that comes
-    back at a due time is one source; a ring queued nudges the sender."""
-    sources: list[DueRings] = []
+    back at a due time is one source; a ring queued nudges the sender. An ask rung nudges it
+    (its reminders are scheduled with its sent mark), and so does the owner's /quiet."""
+    reminders = Reminders(chief.store, quiet_hours=ringer.quiet_hours, quiet=ringer.quiet)
+    sources: list[DueRings] = [reminders]
+    if urgent is not None:
+        sources.append(urgent)
     if wall_clock is None:
-        return Nagger(sources, ringer.nudge)
-    clock = wall_clock
-    return Nagger(sources, ringer.nudge, clock=lambda: clock().timestamp())
+        nags = Nagger(sources, ringer.nudge)
+    else:
+        clock = wall_clock
+        nags = Nagger(sources, ringer.nudge, clock=lambda: clock().timestamp())
+    ringer.ask_rung = nags.nudge
+    return nags, reminders
 
 
 @asynccontextmanager
@@ -336,6 +370,7 @@ async def answering(parts: PhoneParts) -> AsyncIterator[Answers]:
         asks_button,
         asks_request,
         edits_queued=parts.asks.nudge,
+        urgent=parts.urgent,
     )
     async with anyio.create_task_group() as tasks:
         await tasks.start(answers.run)

@@ -57,6 +57,8 @@ class Commands:
         telegram_queue: Callable[[], Awaitable[Mapping[str, Any]]],
         asks: Asker | None = None,
         clock: Callable[[], float] = time.time,
+        quiet_changed: Callable[[], None] = lambda: None,
+        urgent_lines: Callable[[], Awaitable[list[str]]] | None = None,
     ) -> None:
         self.phone = phone
         self.engine = engine
@@ -65,6 +67,10 @@ class Commands:
         self.telegram_queue = telegram_queue
         self.asks = asks
         self._clock = clock
+        #: told when /quiet changes (the nag task's nudge: reminders held by it may ring now)
+        self.quiet_changed = quiet_changed
+        #: /status's urgent lines (chief.door.urgent): what rings or went unacknowledged
+        self.urgent_lines = urgent_lines
 
     async def run(self, chat_id: int, text: str) -> None:
         """Answer the command line `text` in `chat_id` (a '/' the door cannot read as a command
@@ -104,7 +110,9 @@ class Commands:
     async def _status(self) -> str:
         summary = await self._summary()
         queue = await self._queue()
-        return words.status_text(summary, queue, quiet_until=self.quiet.until, now=self._clock())
+        text = words.status_text(summary, queue, quiet_until=self.quiet.until, now=self._clock())
+        urgent = [] if self.urgent_lines is None else await self.urgent_lines()
+        return "\n".join([text, *urgent])
 
     async def _todos(self) -> str:
         summary = await self._summary()
@@ -153,6 +161,7 @@ class Commands:
             log.error("door.phone_quiet_failed", error=str(exc))
             return "I could not save that (chief.db failed); try again."
         self.quiet.until = until
+        self.quiet_changed()
         log.info("door.quiet", until=until)
         return words.QUIET_OFF if ask.off else words.quiet_set(ask.for_s or 0)
 

@@ -23,6 +23,9 @@
                                            413. Unset: 1 MiB a notify, 64 kB a row a batch
     COOP_SERVICE_URL       http://127.0.0.1:8764   the ledger service (`coop serve`) the phone's
                                            commands ask, with the service key; loopback only
+    CHIEF_URGENT_RERING_S  60              seconds between an urgent report's rings (>= 30)
+    CHIEF_URGENT_EXPIRE_S  3600            when it stops ringing unacknowledged (<= 3 h)
+    CHIEF_TEST_URGENT_SHORT unset          TEST ONLY: 1 allows shorter ones (chief.urgent_rules)
 
 Who the door rings and obeys. `chief telegram pair` writes `<COOP_HOME>/telegram-pairing.json`
 (`chief.telegram.pairing`): the owner's private chat and user. Without `TELEGRAM_CHAT_ID` the
@@ -59,6 +62,7 @@ from chief.door.pacing import QuietHours
 from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
+from chief.urgent_rules import UrgentBounds, bounds_from_env
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
@@ -149,6 +153,9 @@ class DoorConfig:
     service_url: str = DEFAULT_SERVICE_URL
     #: the service key itself, presented to the ledger service (never logged, never shown).
     service_key: str = field(default="", repr=False)
+    #: `CHIEF_URGENT_RERING_S`, `CHIEF_URGENT_EXPIRE_S` (and the test-only
+    #: `CHIEF_TEST_URGENT_SHORT`): how often an urgent report rings again, and for how long.
+    urgent: UrgentBounds = field(default_factory=UrgentBounds)
 
     @property
     def telegram_configured(self) -> bool:
@@ -224,6 +231,7 @@ class DoorConfig:
                 env.get("COOP_SERVICE_URL", "").strip() or DEFAULT_SERVICE_URL
             ),
             service_key=key.decode("utf-8", "surrogateescape"),
+            urgent=bounds_from_env(env),
         )
 
 

@@ -18,6 +18,9 @@ verbs they count.
                                                           recorded and not yet applied by the
                                                           ledger (coop serve down, or slow; read
                                                           from chief.db at each scrape)
+    coop_urgent_rings_total                    counter    urgent rings Telegram took (all of them)
+    coop_urgent_acknowledgements_total         counter    urgent reports acknowledged, once each
+    coop_urgent_expiries_total                 counter    urgent reports expired unacknowledged
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.door.phone)
@@ -113,12 +116,28 @@ class DoorMetrics:
             registry=self.registry,
         )
         self._chief_db_gauges()
+        self._urgent_counters()
         self.strangers = Counter(
             "coop_telegram_strangers",
             "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
             "changed, nothing answered.",
             registry=self.registry,
         )
+
+    def _urgent_counters(self) -> None:
+        """Urgent reports (chief.door.urgent): rings sent, acknowledgements, expiries."""
+        self.urgent = {
+            kind: Counter(f"coop_urgent_{kind}", words, registry=self.registry)
+            for kind, words in (
+                ("rings", "Urgent rings Telegram took (the first and every repeat)."),
+                ("acknowledgements", "Urgent reports the owner acknowledged (once each)."),
+                ("expiries", "Urgent reports that stopped ringing unacknowledged."),
+            )
+        }
+
+    def count_urgent(self, kind: str) -> None:
+        """One urgent ring, acknowledgement or expiry (`chief.door.urgent`)."""
+        self.urgent[kind].inc()
 
     def _chief_db_gauges(self) -> None:
         """The gauges read from chief.db at each scrape (`_read_gauges`)."""
@@ -213,10 +232,18 @@ class _MeteredSender:
         self._metrics = metrics
 
     async def send(
-        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+        self,
+        text: str,
+        *,
+        silent: bool = False,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
     ) -> int | None:
-        # `buttons` passed on only when given: a sender double without them still serves rows.
-        options = {} if buttons is None else {"buttons": buttons}
+        # `buttons` and `reply_to` passed on only when given: a sender double without them
+        # still serves rows.
+        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
+        if reply_to is not None:
+            options["reply_to"] = reply_to
         try:
             message_id: int | None = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:

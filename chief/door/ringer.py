@@ -9,7 +9,9 @@
       a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
       compose                      one entry alone, or a digest of as many as fit (pacing.py);
                                    a group in doubt alone, the same entries, behind the marker;
-                                   an ask always alone, with its live buttons (one per choice)
+                                   an ask always alone, with its live buttons (one per choice);
+                                   an urgent ring always alone, with its live "Got it", and
+                                   never silent (chief.door.urgent)
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours and while the owner's /quiet holds; under the row
@@ -68,6 +70,7 @@ from chief.door.pacing import (
 from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
 from chief.telegram.sender import TelegramSender
+from chief.urgent_rules import GOT_IT
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import InDoubt, QueuedRing
@@ -167,6 +170,8 @@ class Ringer(DoorLoop):
         # (sends failed, monotonic time of the first).
         self._outage: tuple[int, float] | None = None
         self.unmarked: _Unmarked | None = None
+        #: called after an ask rang (the nag task's nudge: its reminders may be scheduled)
+        self.ask_rung: Callable[[], None] = lambda: None
         #: the last failed send, for the door's status; None once a send succeeds
         self.failure: TelegramUnavailable | None = None
         self.sent_messages = 0
@@ -176,6 +181,8 @@ class Ringer(DoorLoop):
         # last run left in flight.
         self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
         self._sending_since: float | None = None
+        #: called once an urgent ring is marked sent (`chief.door.urgent.Urgent.rung`)
+        self.urgent_rung: Callable[[], None] = lambda: None
         # When an idle sender next asks again whether Telegram can be used (its getMe).
         self._probe_at = monotonic() + UNUSABLE_RETRY_S
 
@@ -301,7 +308,8 @@ class Ringer(DoorLoop):
         carried, text = next_message(head)
         seqs = [entry.seq for entry in carried]
         outbox_ids = [entry.outbox_id for entry in carried if entry.outbox_id is not None]
-        silent = self._silent()
+        # An urgent ring is loud through the quiet hours and the owner's /quiet (issue 28).
+        silent = carried[0].urgent is None and self._silent()
         repeat = carried[0].repeat_of is not None
         asked = carried[0].ask_key
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
@@ -315,7 +323,9 @@ class Ringer(DoorLoop):
             return READ_RETRY_S
         async with self._hold(outbox_ids):
             try:
-                telegram_id = await self._send(text, silent, bound, ask_buttons(carried))
+                telegram_id = await self._send(
+                    text, silent, bound, ask_buttons(carried), carried[0].reply_to_message_id
+                )
             except TelegramUnavailable as exc:
                 if exc.in_doubt:
                     await self._in_doubt(carried, exc)
@@ -331,10 +341,14 @@ class Ringer(DoorLoop):
             # Telegram has the message: record it even if the door is stopping. An ask whose
             # message id could not be read is not remembered: no edit can name it.
             with anyio.CancelScope(shield=True):
-                remembered = asked is not None and telegram_id is not None
+                remembered = (asked or carried[0].urgent) is not None and telegram_id is not None
                 chat = chat_key(self.chat_id) if remembered else None
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
+        if carried[0].urgent is not None:
+            self.urgent_rung()
         self._answer_waiters(seqs, Rung(telegram_id))
+        if asked is not None:
+            self.ask_rung()  # its reminders may have been scheduled with its sent mark
         return 0.0
 
     def _silent(self) -> bool:
@@ -344,12 +358,20 @@ class Ringer(DoorLoop):
         return in_hours or self.quiet.holds(now.timestamp())
 
     async def _send(
-        self, text: str, silent: bool, bound: Any, buttons: list[list[tuple[str, str]]] | None
+        self,
+        text: str,
+        silent: bool,
+        bound: Any,
+        buttons: list[list[tuple[str, str]]] | None,
+        reply_to: int | None = None,
     ) -> int | None:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
-        # `buttons` passed only for an ask: a sender without them still rings every other row.
-        options = {} if buttons is None else {"buttons": buttons}
+        # `buttons` passed only for an ask, `reply_to` for a reminder: a sender without them
+        # still rings every other row.
+        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
+        if reply_to is not None:
+            options["reply_to"] = reply_to
         try:
             return await self.sender.send(text, silent=silent, **options)
         finally:
@@ -475,20 +497,31 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
     behind the repeat marker; else as many fresh entries as fit one message (none in doubt,
     no ask: those wait at the head)."""
     group = head[0].repeat_of
-    if head[0].ask_key is not None:
+    if head[0].ask_key is not None or head[0].urgent is not None:
         return head[:1], compose([head[0].text], repeat=group is not None)[1]
     same = list(
-        itertools.takewhile(lambda entry: entry.repeat_of == group and entry.ask_key is None, head)
+        itertools.takewhile(
+            lambda entry: (
+                entry.repeat_of == group and entry.ask_key is None and entry.urgent is None
+            ),
+            head,
+        )
     )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text
 
 
 def ask_buttons(carried: list[QueuedRing]) -> list[list[tuple[str, str]]] | None:
-    """The inline keyboard of a message that carries an ask with live buttons, else None."""
-    if len(carried) != 1 or carried[0].ask_key is None or not carried[0].buttons:
+    """The inline keyboard of a message that carries an ask with live buttons, or an urgent
+    ring with its live "Got it" (on a row of its own, below an urgent request's choices), else
+    None."""
+    if len(carried) != 1:
         return None
-    return keyboard_rows(carried[0].buttons)
+    entry = carried[0]
+    rows = keyboard_rows(entry.buttons) if entry.ask_key is not None else []
+    if entry.got_it is not None:
+        rows.append([(GOT_IT, entry.got_it)])
+    return rows or None
 
 
 def chat_key(chat_id: str) -> int | str:

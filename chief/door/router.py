@@ -2,8 +2,11 @@
 
     POST /api/coop/engine/notify   body exactly {text: 1..4000, kind, outbox_id?} and, with an
                                    outbox_id, the optional extras (issue 21): ask {request_id,
-                                   key: q-<32 hex>, title, choices: 0..4 labels}, settles
-                                   {request_id, key}, ring
+                                   key: q-<32 hex>, title, choices: 0..4 labels, and (issue
+                                   28) deadline_at, default, remind {every_s, max}}, settles
+                                   {request_id, key, and by: "deadline", outcome, choice},
+                                   ring, urgent (issue 28: true rings it loud until
+                                   acknowledged, chief.door.urgent)
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -73,6 +76,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from chief.door.config import DoorConfig
@@ -87,10 +91,12 @@ from chief.model import (
     NO_EXTRAS,
     Ask,
     Extras,
+    Remind,
     Settle,
     choice_refusal,
     choices_refusal,
 )
+from chief.urgent_rules import marked
 
 log = structlog.get_logger("chief.door")
 
@@ -155,6 +161,8 @@ def _absent_by_default(schema: dict[str, Any]) -> None:
         schema.update(branches[0])
 
 
+# The latest instant a datetime can show (9999-12-31): a deadline past it could not be said.
+MAX_EPOCH_S = 253_402_300_799.0
 # SQLite's INTEGER: a request id past it could not be stored.
 RequestId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 AskKey = Annotated[str, Field(pattern=ASK_KEY_PATTERN)]
@@ -164,6 +172,21 @@ Choice = Annotated[
     AfterValidator(_encodable),
     AfterValidator(_choice),
 ]
+
+
+# Issue 28: a deadline in epoch seconds (finite, after 1970, within SQLite's REAL and a
+# datetime), and the reminders' interval and count.
+EpochSeconds = Annotated[float, Field(gt=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+
+
+class RemindBody(BaseModel):
+    """The ask's `remind`: ring it again every `every_s` seconds (at least 1) while it is open,
+    at most `max` times."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    every_s: Annotated[float, Field(ge=1, le=MAX_EPOCH_S, allow_inf_nan=False)]
+    max: Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
 class AskBody(BaseModel):
@@ -180,16 +203,77 @@ class AskBody(BaseModel):
     choices: Annotated[list[Choice], Field(max_length=MAX_CHOICES), AfterValidator(_distinct)] = (
         Field(default_factory=list)
     )
+    # Issue 28: the deadline, its default (one of the choices; absent: the deadline abandons
+    # it) and the reminders. Absent when unset, never null (`_given`).
+    deadline_at: Annotated[EpochSeconds | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    default: Annotated[Choice | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    remind: Annotated[RemindBody | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+
+    def ask(self) -> Ask:
+        """The ask as the Chief takes it."""
+        remind = None if self.remind is None else Remind(self.remind.every_s, self.remind.max)
+        choices = tuple(self.choices)
+        return Ask(
+            self.request_id, self.key, self.title, choices, self.deadline_at, self.default, remind
+        )
+
+    @field_validator("default")
+    @classmethod
+    def _a_choice_with_a_deadline(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if info.data.get("deadline_at") is None:
+            raise ValueError("default is sent only with deadline_at")
+        if value not in info.data.get("choices", []):
+            raise ValueError("default must be one of the choices")
+        return value
 
 
 class SettlesBody(BaseModel):
     """The `settles` extra: this row reports the ask `key` (request `request_id`) closed or
-    abandoned. The key, not the id, names the ask: ids come back, keys never do."""
+    abandoned. The key, not the id, names the ask: ids come back, keys never do. Issue 28:
+    when its deadline decided it, `by: "deadline"` with `outcome` (closed, with the default as
+    `choice`, or abandoned)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
     request_id: RequestId
     key: AskKey
+    by: Annotated[Literal["deadline"] | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    outcome: Annotated[Literal["closed", "abandoned"] | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+    choice: Annotated[Choice | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
+
+    @field_validator("outcome")
+    @classmethod
+    def _outcome_by_the_deadline(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("by") is None:
+            raise ValueError('outcome is sent only with by: "deadline"')
+        return value
+
+    @field_validator("choice")
+    @classmethod
+    def _choice_of_a_close(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("outcome") != "closed":
+            raise ValueError('choice is sent only with outcome: "closed"')
+        return value
+
+    @model_validator(mode="after")
+    def _by_with_its_outcome(self) -> SettlesBody:
+        if self.by is not None and self.outcome is None:
+            raise ValueError('by: "deadline" is sent with its outcome')
+        return self
 
 
 class NotifyBody(BaseModel):
@@ -226,8 +310,12 @@ class NotifyBody(BaseModel):
     ring: Annotated[bool | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
+    # Issue 28: ring it loud until acknowledged (chief.urgent_rules); absent: an ordinary report.
+    urgent: Annotated[bool | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
 
-    @field_validator("ask", "settles", "ring")
+    @field_validator("ask", "settles", "ring", "urgent")
     @classmethod
     def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
         # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
@@ -236,18 +324,21 @@ class NotifyBody(BaseModel):
             raise ValueError(f"{info.field_name} is sent only with an outbox_id")
         return value
 
+    def line(self) -> str:
+        """The text to land and ring: an urgent row's marked `URGENT: `."""
+        return marked(self.text, MAX_TEXT_CHARS) if self.urgent else self.text
+
     def extras(self) -> Extras:
         """The extras as the Chief takes them."""
         body, settles, ring = self.ask, self.settles, self.ring
-        if body is None and settles is None and ring is None:
+        if body is None and settles is None and ring is None and not self.urgent:
             return NO_EXTRAS
-        ask = (
-            None
-            if body is None
-            else Ask(body.request_id, body.key, body.title, tuple(body.choices))
-        )
-        settle = None if settles is None else Settle(settles.request_id, settles.key)
-        return Extras(ask, settle, ring is not False)
+        ask = None if body is None else body.ask()
+        settle = None
+        if settles is not None:
+            by, outcome, choice = settles.by, settles.outcome, settles.choice
+            settle = Settle(settles.request_id, settles.key, by, outcome, choice)
+        return Extras(ask, settle, ring is not False, urgent=self.urgent is True)
 
 
 OutboxId = Annotated[
@@ -491,7 +582,7 @@ def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> E
         except ValidationError as exc:
             return _invalid(request, exc)
         try:
-            answer = await service.notify(body.text, body.kind, body.outbox_id, body.extras())
+            answer = await service.notify(body.line(), body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
             headers = {}
             if exc.retry_after_s is not None:
@@ -536,7 +627,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
         if accepted:
             try:
                 answers = await service.notify_batch(
-                    [(item.text, item.kind, item.outbox_id, item.extras()) for item in accepted]
+                    [(item.line(), item.kind, item.outbox_id, item.extras()) for item in accepted]
                 )
             except ChiefUnavailable:
                 return JSONResponse({"detail": "chief_unavailable"}, status_code=503)

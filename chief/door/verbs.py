@@ -54,6 +54,8 @@ from chief.model import NO_EXTRAS, Extras
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.door.asks import Asks
+    from chief.door.reminders import Reminders
+    from chief.door.urgent import Urgent
     from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
@@ -103,6 +105,10 @@ class DoorVerbs:
         self.ringer = ringer
         #: the ask task (settles' edits, reask), when Telegram is configured and the Chief open
         self.asks: Asks | None = None
+        #: the asks' reminders (issue 28), beside the ask task
+        self.reminders: Reminders | None = None
+        #: the urgent reports (issue 28), likewise
+        self.urgent: Urgent | None = None
         self.posture = posture
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         #: notify requests inside the door right now: bounded by the report wait and the ring
@@ -212,6 +218,8 @@ class DoorVerbs:
         """Wake the ask task when a settle queued edits (committed with the report)."""
         if self.asks is not None and any(extra.settles is not None for extra in extras):
             self.asks.nudge()
+        if self.urgent is not None and any(extra.urgent for extra in extras):
+            self.urgent.accepted()  # the nag task schedules its repeats
 
     def _telegram_known(self, outbox_id: str, reported: Accepted) -> dict[str, Any] | None:
         """The Telegram part of a row's answer when it is known without waiting (not
@@ -275,7 +283,27 @@ class DoorVerbs:
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
             "answers_pending": answers_pending,
+            "reminders": await self._reminders(),
+            "urgent": await self._urgent_status(),
         }
+
+    async def _reminders(self) -> dict[str, Any]:
+        """The reminders scheduled and the next one due (none without Telegram)."""
+        if self.reminders is None:
+            return {"scheduled": 0, "next": None}
+        try:
+            return await self.reminders.status()
+        except ChiefError as exc:
+            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
+
+    async def _urgent_status(self) -> dict[str, Any]:
+        """The status's `urgent` part (chief.door.urgent); empty without Telegram."""
+        if self.urgent is None:
+            return {"ringing": [], "next": None, "acknowledged": 0, "expired_unacknowledged": []}
+        try:
+            return await self.urgent.status()
+        except ChiefError as exc:
+            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
 
     async def telegram_queue(self) -> tuple[int, float, int]:
         """The Telegram queue's depth, its oldest entry's age in seconds (0 when empty) and the

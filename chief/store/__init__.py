@@ -4,9 +4,9 @@ Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs,
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
 requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
 (the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
-owner's answers from the phone), `sql` (the transaction and small reads). What a report does
-with these transactions (accept, then land when the caller may, in one hop) is the use case of
-chief.landing.
+owner's answers from the phone), `reminders` (an ask's reminders' schedule), `sql` (the
+transaction and small reads). What a report does with these transactions (accept, then land
+when the caller may, in one hop) is the use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
 
@@ -28,6 +28,8 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          operator and the proof suite compare the repeats with
     asks, ask_buttons, ask_messages, ask_edits
                          requests to the owner rung alone with buttons (`chief.store.asks`)
+    ask_reminders        an ask's reminders: the next due time, how many rang, the message
+                         each replies to (`chief.store.reminders`)
     telegram_inbox       one row: the id of the last update the door's phone handled (to
                          notice when Telegram's ids go back; it filters nothing) and the
                          owner's /quiet override (unix seconds it holds until)
@@ -83,10 +85,11 @@ from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
-from chief.store import answers, asks, inbox, reports, schema, telegram
+from chief.store import answers, asks, inbox, reminders, reports, schema, telegram, urgent
 from chief.store.answers import AskOf, ButtonOf
 from chief.store.asks import AskEdit, AskMessage
 from chief.store.inbox import InboxState
+from chief.store.reminders import NextReminder, Plan
 from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
@@ -121,7 +124,7 @@ class Transactions:
 
     def accept(self, chief_id: int, rows: list[ReportRow], queue_telegram: bool) -> list[Accepted]:
         """`ChiefStore.accept_reports`, inside the hop."""
-        return self._translated(write, reports.accept, chief_id, rows, queue_telegram)
+        return self._translated(write, urgent.accept, chief_id, rows, queue_telegram)
 
     def land(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
@@ -233,7 +236,7 @@ class ChiefStore:
     ) -> list[Accepted]:
         """The accept transaction alone (one FULL commit): every row's report row and, with
         `queue_telegram`, its Telegram entry, or none of them. Landing is the drainer's."""
-        return await self._hop(write, reports.accept, chief_id, rows, queue_telegram)
+        return await self._hop(write, urgent.accept, chief_id, rows, queue_telegram)
 
     async def land_undelivered(
         self, chief_id: int, turn_kind_of: Callable[[str], str], limit: int
@@ -265,7 +268,7 @@ class ChiefStore:
     async def telegram_head(self, limit: int) -> list[QueuedRing]:
         """The first `limit` entries of the Telegram queue, oldest first (an ask's with its
         live buttons)."""
-        return await self._hop(asks.head, limit)
+        return await self._hop(urgent.head, limit)
 
     # -- asks (chief.store.asks) ------------------------------------------------------------
 
@@ -319,7 +322,7 @@ class ChiefStore:
         nothing; `telegram_message_id` None: Telegram took it and its id could not be read)
         and take their entries off the queue; an ask it rang is remembered as (chat_id,
         message id) against its request."""
-        await self._hop(write, asks.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
+        await self._hop(write, urgent.mark_rung, seqs, outbox_ids, telegram_message_id, chat_id)
 
     async def defer_rings(self, seqs: list[int], next_attempt_at: float, error: str) -> None:
         """Count a failed try of these entries and when to try again (nothing rang: their
@@ -398,7 +401,9 @@ class ChiefStore:
         `settled_line` (chief.answer_rules.settled_line) gives one, the request's asks settled
         (buttons void, their messages' edits queued). The row now, and whether edits were
         queued (the ask task is to be woken)."""
-        return await self._hop(write, answers.settle, answer_key, outcome, detail, settled_line)
+        return await self._hop(
+            write, urgent.settle_answer, answer_key, outcome, detail, settled_line
+        )
 
     async def defer_answer(self, answer_key: str, next_attempt_at: float, error: str) -> None:
         await self._hop(write, answers.defer, answer_key, next_attempt_at, error)
@@ -413,3 +418,24 @@ class ChiefStore:
     async def pending_answers(self) -> int:
         """Answers still waiting for the ledger."""
         return await self._hop(answers.pending_count)
+
+    # An ask's reminders (chief.store.reminders), one hop each.
+
+    async def ring_due_reminders(self, now: float, plan: Plan) -> tuple[int, float | None]:
+        """One transaction: the reminders due by `now`, each queued (and its schedule moved
+        on), held or ended as `plan` rules; how many were queued and when the next is due."""
+        return await self._hop(write, reminders.ring_due, now, plan)
+
+    async def reminders_status(self) -> tuple[int, NextReminder | None]:
+        """How many asks have a reminder scheduled, and the earliest."""
+        return await self._hop(reminders.status)
+
+    # Urgent reports (chief.store.urgent): the door's `chief.door.urgent` runs its use cases.
+
+    async def urgent_write(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One FULL commit running `use_case(conn, *args)`, a function of chief.store.urgent."""
+        return await self._hop(write, use_case, *args)
+
+    async def urgent_read(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One read running `use_case(conn, *args)`, a function of chief.store.urgent."""
+        return await self._hop(use_case, *args)

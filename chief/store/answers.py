@@ -18,6 +18,7 @@ and the decision is written, with no other writer between (BEGIN IMMEDIATE).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from chief.answer_rules import (
     TapDecision,
     state_for,
 )
+from chief.reminder_rules import deadline_toast
 from chief.store import asks
 from chief.store.sql import utc_now
 
@@ -164,7 +166,11 @@ def asks_button(conn: sqlite3.Connection, token: str) -> Button | None:
     settled = asks.settled_text(conn, ask_key) if void else None
     if settled is not None:  # the settling row's text, on one line for a toast
         settled = " — ".join(line.strip() for line in settled.splitlines() if line.strip())
-    return Button(request_id, ask_key, choice, live=not void, settled=settled)
+    decided = asks.deadline_decision(conn, ask_key) if void else None
+    toast = None if decided is None else deadline_toast(*decided, time.time())  # local time
+    return Button(
+        request_id, ask_key, choice, live=not void, settled=settled, decided_by_deadline=toast
+    )
 
 
 def asks_request(conn: sqlite3.Connection, chat_id: int, message_id: int) -> tuple[int, str] | None:

@@ -11,7 +11,9 @@ Tables (every statement on them is here):
     asks           one row per ask key the door was asked about: its request id, title and
                    choices, the outbox row that asked (its delivery key, so a retry of that
                    row is known), `voided_at` (its buttons are void: it was settled, or an
-                   answer took it) and `settled_at` with the settling row's text
+                   answer took it) and `settled_at` with the settling row's text; its
+                   deadline, default and reminders' bounds, and when its deadline decided it,
+                   how (`settled_by`, `settled_outcome`, `settled_choice`: a late tap's toast)
     ask_buttons    one opaque token per choice (`b-` + 22 url-safe characters from `secrets`:
                    never an id or a command), the ask and the choice it stands for, and
                    `void`; an ask rung again with other choices gets fresh tokens
@@ -35,10 +37,11 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import time
 from dataclasses import dataclass, replace
 
 from chief.model import Ask
-from chief.store import telegram
+from chief.store import reminders, telegram
 from chief.store.sql import utc_now
 
 BUTTON_PREFIX = "b-"  # a button token starts so; the rest is random
@@ -99,13 +102,22 @@ def ensure_open(conn: sqlite3.Connection, ask: Ask) -> None:
 
 def _reopen(conn: sqlite3.Connection, ask: Ask, outbox_id: str | None) -> None:
     choices = json.dumps(list(ask.choices))
+    every_s, most = (None, None) if ask.remind is None else (ask.remind.every_s, ask.remind.max)
     conn.execute(
-        "INSERT INTO asks (ask_key, request_id, title, choices, outbox_id, opened_at) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ask_key) DO UPDATE SET title = excluded.title, "
-        "choices = excluded.choices, outbox_id = excluded.outbox_id, voided_at = NULL, "
-        "settled_at = NULL, settle_text = NULL",
-        (ask.key, ask.request_id, ask.title, choices, outbox_id, utc_now()),
-    )
+        "INSERT INTO asks (ask_key, request_id, title, choices, outbox_id, opened_at, "
+        "deadline_at, default_choice, remind_every_s, remind_max) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ask_key) DO UPDATE SET "
+        "title = excluded.title, choices = excluded.choices, outbox_id = excluded.outbox_id, "
+        "voided_at = NULL, settled_at = NULL, settle_text = NULL, settled_by = NULL, "
+        "settled_outcome = NULL, settled_choice = NULL, "
+        # A reask knows no deadline or reminders (the ledger's list): the ask keeps its own.
+        "deadline_at = COALESCE(excluded.deadline_at, deadline_at), "
+        "default_choice = COALESCE(excluded.default_choice, default_choice), "
+        "remind_every_s = COALESCE(excluded.remind_every_s, remind_every_s), "
+        "remind_max = COALESCE(excluded.remind_max, remind_max)",
+        (ask.key, ask.request_id, ask.title, choices, outbox_id, utc_now(), ask.deadline_at,
+         ask.default, every_s, most),
+    )  # fmt: skip
     live = [label for label, _ in live_buttons(conn, ask.key)]
     if live == list(ask.choices):
         return
@@ -181,23 +193,45 @@ def void_ask(conn: sqlite3.Connection, ask_key: str) -> None:
         (utc_now(), ask_key),
     )
     conn.execute("UPDATE ask_buttons SET void = 1 WHERE ask_key = ?", (ask_key,))
+    reminders.end(conn, ask_key, "settled")  # its queued reminder is dropped just below
     telegram.drop_void_asks(conn)
 
 
-def settle(conn: sqlite3.Connection, ask_key: str, text: str) -> int:
+def deadline_decision(
+    conn: sqlite3.Connection, ask_key: str
+) -> tuple[float | None, str, str | None] | None:
+    """(deadline, outcome, choice) of an ask its deadline decided; None for any other."""
+    row = conn.execute(
+        "SELECT deadline_at, settled_outcome, settled_choice FROM asks "
+        "WHERE ask_key = ? AND settled_by = 'deadline'",
+        (ask_key,),
+    ).fetchone()
+    if row is None:
+        return None
+    return (None if row[0] is None else float(row[0])), str(row[1]), row[2]
+
+
+def settle(
+    conn: sqlite3.Connection,
+    ask_key: str,
+    text: str,
+    decided: tuple[str, str | None, str | None] | None = None,
+) -> int:
     """The ask `ask_key` is settled (its request closed or abandoned, or gone from the ledger),
     told by a row (or an answer) whose text is `text`: its buttons void, and an edit queued for
     each message that rang it; no other ask, whatever its request id. Once per ask (a second
     settle changes nothing); an ask this chief.db never saw is no business of it. How many
-    edits were queued."""
+    edits were queued. `decided`: (by, outcome, choice) of a settle by the ask's deadline."""
     row = conn.execute(
         "SELECT settled_at, request_id FROM asks WHERE ask_key = ?", (ask_key,)
     ).fetchone()
     if row is None or row[0] is not None:
         return 0
+    by, outcome, choice = decided or (None, None, None)
     conn.execute(
-        "UPDATE asks SET settled_at = ?, settle_text = ? WHERE ask_key = ?",
-        (utc_now(), text, ask_key),
+        "UPDATE asks SET settled_at = ?, settle_text = ?, settled_by = ?, settled_outcome = ?, "
+        "settled_choice = ? WHERE ask_key = ?",
+        (utc_now(), text, by, outcome, choice, ask_key),
     )
     void_ask(conn, ask_key)
     messages = messages_of_ask(conn, ask_key)
@@ -219,6 +253,7 @@ def remember(
             "sent_at) VALUES (?, ?, ?, ?, ?)",
             (chat_id, message_id, ask_key, text, now),
         )
+        reminders.schedule(conn, ask_key, chat_id, message_id, time.time())  # its first ring
         row = conn.execute(
             "SELECT settle_text, request_id FROM asks WHERE ask_key = ?", (ask_key,)
         ).fetchone()
@@ -276,6 +311,10 @@ def _queue_edit(
             utc_now(),
         ),
     )
+
+
+# An urgent report's older rings lose their buttons through the same edits (chief.store.urgent).
+queue_edit = _queue_edit
 
 
 def due_edits(conn: sqlite3.Connection, now: float, limit: int) -> list[AskEdit]:

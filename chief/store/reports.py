@@ -5,11 +5,13 @@ inside the caller's transaction unless it says otherwise."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from chief.faults import fault
 from chief.model import NO_EXTRAS, Extras, Message
+from chief.reminder_rules import Deadline, with_deadline
 from chief.store import asks
 from chief.store.sql import found, utc_now, write
 from chief.store.telegram import entries_ahead, insert_telegram
@@ -95,8 +97,9 @@ def accept(
             seq = queued.get(row.outbox_id)
             if seq is None:
                 seq = _insert_entry(conn, row)
-        if row.extras.settles is not None:
-            asks.settle(conn, row.extras.settles.key, row.text)
+        if (settles := row.extras.settles) is not None:
+            decided = None if settles.by is None else (settles.by, settles.outcome, settles.choice)
+            asks.settle(conn, settles.key, row.text, decided)
         seqs.append(None if seq is None else int(seq))
     # A settle takes an unsent ask of its own off the queue: that entry is no longer there.
     ahead = entries_ahead(conn, [seq for seq in seqs if seq is not None])
@@ -106,13 +109,23 @@ def accept(
 
 def _insert_entry(conn: sqlite3.Connection, row: ReportRow) -> int | None:
     """The Telegram entry of a row to ring: an ask's names its ask key (its buttons live);
-    an ask its settle voided before it rang gets none."""
+    an ask its settle voided before it rang gets none; an urgent row's names its urgent key
+    (the outbox id: `chief.store.urgent.accept` records it to ring again)."""
     ask = row.extras.ask
-    if ask is None:
-        return insert_telegram(conn, row.outbox_id, row.text)
-    if not asks.open_ask(conn, ask, row.outbox_id):
+    key = row.outbox_id if row.extras.urgent else None
+    if ask is not None and not asks.open_ask(conn, ask, row.outbox_id):
         return None
-    return insert_telegram(conn, row.outbox_id, row.text, ask.key)
+    if ask is None:
+        return insert_telegram(conn, row.outbox_id, row.text, urgent=key)
+    deadline = None if ask.deadline_at is None else Deadline(ask.deadline_at, ask.default)
+    text = with_deadline(row.text, deadline, time.time())  # the door's local time
+    return insert_telegram(conn, row.outbox_id, text, ask.key, urgent=key)
+
+
+def queue_line(conn: sqlite3.Connection, chief_id: int, key: str, text: str) -> None:
+    """A line the door itself reports (an urgent report acknowledged or expired) under `key`,
+    queued to land; once per key."""
+    _insert_report(conn, chief_id, ReportRow(key, text))
 
 
 def _accepted(

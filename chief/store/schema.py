@@ -237,6 +237,74 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE INDEX telegram_answers_pending ON telegram_answers (recorded_at)
         WHERE state = 'pending'""",
     ),
+    (
+        # Issue 28, the phone's side of deadlines and reminders (chief.store.reminders): an
+        # ask keeps its deadline, its default and its reminders' bounds, and, when its
+        # deadline decided it, how (a late tap's toast says so). A reminder's queue entry
+        # rings as a reply to the ask's first message.
+        "ALTER TABLE asks ADD COLUMN deadline_at REAL",
+        "ALTER TABLE asks ADD COLUMN default_choice TEXT",
+        "ALTER TABLE asks ADD COLUMN remind_every_s REAL",
+        "ALTER TABLE asks ADD COLUMN remind_max INTEGER",
+        "ALTER TABLE asks ADD COLUMN settled_by TEXT",
+        "ALTER TABLE asks ADD COLUMN settled_outcome TEXT",
+        "ALTER TABLE asks ADD COLUMN settled_choice TEXT",
+        "ALTER TABLE telegram_queue ADD COLUMN reply_to_message_id INTEGER",
+        # One schedule per ask with reminders, made in the transaction of its first sent
+        # mark; `next_at` NULL once it ended (max rung, the deadline, a settle). A reminder
+        # held by quiet hours or /quiet keeps its due time in `held_due_at`, and is looked at
+        # again at every turn of the nag task (a /quiet ended early rings it at once).
+        """CREATE TABLE ask_reminders (
+            ask_key TEXT PRIMARY KEY,
+            request_id INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            every_s REAL NOT NULL CHECK (every_s >= 1),
+            max_rings INTEGER NOT NULL CHECK (max_rings >= 1),
+            deadline_at REAL,
+            chat_id NOT NULL,
+            first_message_id INTEGER NOT NULL,
+            first_rang_at REAL NOT NULL,
+            rung INTEGER NOT NULL DEFAULT 0,
+            next_at REAL,
+            held_due_at REAL,
+            ended_at TEXT,
+            end_reason TEXT
+        )""",
+        "CREATE INDEX ask_reminders_due ON ask_reminders (next_at) WHERE next_at IS NOT NULL",
+    ),
+    (
+        # Urgent reports (issue 28, chief.store.urgent): rung loud until acknowledged. The
+        # queue entry of a ring names its urgent key (the outbox id of the row that filed it).
+        "ALTER TABLE telegram_queue ADD COLUMN urgent TEXT",
+        "CREATE INDEX telegram_queue_urgent ON telegram_queue (urgent) WHERE urgent IS NOT NULL",
+        """CREATE TABLE urgent_reports (
+            urgent_key TEXT PRIMARY KEY,
+            chief_id INTEGER NOT NULL REFERENCES chiefs(id),
+            ask_key TEXT,
+            text TEXT NOT NULL,
+            token TEXT NOT NULL UNIQUE,
+            created_at REAL NOT NULL,
+            rings INTEGER NOT NULL DEFAULT 1,
+            next_at REAL,
+            expires_at REAL,
+            acked_at REAL,
+            acked_via TEXT CHECK (acked_via IN ('got_it', 'reply', 'settled')),
+            expired_at REAL
+        )""",
+        "CREATE INDEX urgent_reports_due ON urgent_reports (next_at) WHERE next_at IS NOT NULL",
+        "CREATE INDEX urgent_reports_by_ask ON urgent_reports (ask_key) WHERE ask_key IS NOT NULL",
+        """CREATE TABLE urgent_messages (
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            urgent_key TEXT NOT NULL REFERENCES urgent_reports(urgent_key),
+            ring INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            live INTEGER NOT NULL DEFAULT 1,
+            sent_at TEXT NOT NULL,
+            PRIMARY KEY (chat_id, message_id)
+        )""",
+        "CREATE INDEX urgent_messages_by_key ON urgent_messages (urgent_key)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -27,6 +27,9 @@ class QueuedRing:
     repeat_of: str | None = None  # the in-doubt send this entry rings again with (one group)
     ask_key: str | None = None  # an ask: rung alone, with that ask's buttons
     buttons: Buttons = ()  # an ask's live buttons, (label, token) (`chief.store.asks.head`)
+    reply_to_message_id: int | None = None  # a reminder rings as a reply to its ask's message
+    urgent: str | None = None  # an urgent report's ring: rung alone, loud (`chief.store.urgent`)
+    got_it: str | None = None  # its live "Got it" token (`chief.store.urgent.head`)
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,20 @@ class TelegramQueueStatus:
 
 
 def insert_telegram(
-    conn: sqlite3.Connection, outbox_id: str | None, text: str, ask_key: str | None = None
+    conn: sqlite3.Connection,
+    outbox_id: str | None,
+    text: str,
+    ask_key: str | None = None,
+    reply_to_message_id: int | None = None,
+    *,
+    urgent: str | None = None,
 ) -> int:
-    """A new Telegram queue entry (an ask's, with its `ask_key`); its seq."""
+    """A new Telegram queue entry (an ask's, with its `ask_key`; a reminder's, a reply to
+    `reply_to_message_id`; an urgent ring's, with its urgent key); its seq."""
     cursor = conn.execute(
-        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key) VALUES (?, ?, ?, ?)",
-        (outbox_id, text, utc_now(), ask_key),
+        "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key, reply_to_message_id, "
+        "urgent) VALUES (?, ?, ?, ?, ?, ?)",
+        (outbox_id, text, utc_now(), ask_key, reply_to_message_id, urgent),
     )
     return int(cursor.lastrowid or 0)
 
@@ -89,14 +100,43 @@ def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
 
 def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
     rows = conn.execute(
-        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key "
-        "FROM telegram_queue ORDER BY seq LIMIT ?",
+        "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key, "
+        "reply_to_message_id, urgent FROM telegram_queue ORDER BY seq LIMIT ?",
         (limit,),
     ).fetchall()
     return [
-        QueuedRing(int(a), b, str(c), int(d), float(e), f, None if g is None else str(g))
-        for a, b, c, d, e, f, g in rows
-    ]
+        QueuedRing(
+            int(a), b, str(c), int(d), float(e), f, None if g is None else str(g),
+            reply_to_message_id=None if h is None else int(h), urgent=i,
+        )
+        for a, b, c, d, e, f, g, h, i in rows
+    ]  # fmt: skip
+
+
+def urgent_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:
+    """(urgent key, text) of the urgent rings among `seqs`, in queue order."""
+    marks = ", ".join("?" * len(seqs))
+    rows = conn.execute(
+        "SELECT urgent, text FROM telegram_queue "
+        f"WHERE seq IN ({marks}) AND urgent IS NOT NULL ORDER BY seq",
+        seqs,
+    ).fetchall()
+    return [(str(key), str(text)) for key, text in rows]
+
+
+def queued_urgent(conn: sqlite3.Connection, key: str) -> bool:
+    """Whether a ring of the urgent report `key` is still queued."""
+    row = conn.execute("SELECT 1 FROM telegram_queue WHERE urgent = ? LIMIT 1", (key,)).fetchone()
+    return row is not None
+
+
+def drop_urgent(conn: sqlite3.Connection, key: str) -> None:
+    """Take the urgent report's repeats off the queue (not its first ring, an outbox row's):
+    it stopped, so they never ring. One in flight rings, and loses its button when marked."""
+    conn.execute(
+        "DELETE FROM telegram_queue WHERE urgent = ? AND outbox_id IS NULL AND send_id IS NULL",
+        (key,),
+    )
 
 
 def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:

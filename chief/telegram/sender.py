@@ -67,7 +67,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 import structlog
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import (
     BadRequest,
     Forbidden,
@@ -116,10 +116,16 @@ Buttons = Sequence[Sequence[tuple[str, str]]]
 
 class TelegramSender(Protocol):
     async def send(
-        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+        self,
+        text: str,
+        *,
+        silent: bool = False,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
     ) -> int | None:
         """Send `text` to the owner's chat (`silent`: with disable_notification; `buttons`: an
-        inline keyboard under it); return Telegram's message id (None: Telegram took it and its
+        inline keyboard under it; `reply_to`: as a reply to that message of the chat, sent
+        alone when it is gone); return Telegram's message id (None: Telegram took it and its
         id cannot be read).
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure, with
@@ -364,7 +370,12 @@ class BotSender:
             log.warning("telegram.shutdown_failed", error=str(exc))
 
     async def send(
-        self, text: str, *, silent: bool = False, buttons: Buttons | None = None
+        self,
+        text: str,
+        *,
+        silent: bool = False,
+        buttons: Buttons | None = None,
+        reply_to: int | None = None,
     ) -> int | None:
         # One deadline over each call, not PTB's per-phase timeouts alone (each read, each
         # phase): a slow getMe followed by a stuck sendMessage once took the door past the
@@ -377,7 +388,7 @@ class BotSender:
                 "(TELEGRAM_TIMEOUT_S); retry later"
             )
         with anyio.move_on_after(self.late_bound_s) as bound:
-            return await self._send(text, silent, inline_keyboard(buttons))
+            return await self._send(text, silent, inline_keyboard(buttons), reply_to)
         if bound.cancelled_caught:
             raise TelegramUnavailable(
                 f"Telegram did not answer sendMessage within {self.late_bound_s:g} s (the "
@@ -388,16 +399,26 @@ class BotSender:
         raise AssertionError("unreachable: the send returned or its bound passed")
 
     async def _send(
-        self, text: str, silent: bool, markup: InlineKeyboardMarkup | None
+        self,
+        text: str,
+        silent: bool,
+        markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
     ) -> int | None:
         """sendMessage; its message id, or None when Telegram took it (`ok: true`) and its
         message cannot be read: the send is done either way, never repeated."""
-        parameters = {
+        parameters: dict[str, Any] = {
             "chat_id": self._chat_id,
             "text": fit_for_telegram(text),
             "disable_notification": silent,
             "reply_markup": markup,
         }
+        if reply_to is not None:
+            # A reply (a reminder to its ask); sent alone when the owner deleted the message
+            # replied to, rather than refused for ever (the Bot API's ReplyParameters).
+            parameters["reply_parameters"] = ReplyParameters(
+                message_id=reply_to, allow_sending_without_reply=True
+            )
         try:
             # Connect, write and pool waits keep TELEGRAM_TIMEOUT_S (nothing was sent while they
             # last); the answer is awaited up to the late-reply bound. Only the message id is

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from engine import store
+from engine import lifecycle, store
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ _HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
 _ROW_FIELDS = (
     ("body", "body", None),
     ("choices", "choices", None),
+    ("deadline", "deadline_at", None),
+    ("remind", "remind_every_s", None),
+    ("urgent", "urgent", None),
     ("created", "created_at", "created_by"),
     ("taken", "taken_at", "taken_by"),
     ("closed", "closed_at", "closed_by"),
@@ -40,7 +43,9 @@ _ROW_FIELDS = (
     ("reason", "reason", None),
     ("updated", "updated_at", None),
 )
-_LABEL_WIDTH = max(len(label) for label, _, _ in _ROW_FIELDS) + 1
+# The values start one column past the longest label's colon (`deadline:`), as they did past
+# `created:` and a space before it was added.
+_LABEL_WIDTH = max(len(label) for label, _, _ in _ROW_FIELDS)
 
 
 # ---- words: times, ages, values ------------------------------------------------------------
@@ -183,19 +188,45 @@ def row_lines(item: dict[str, Any]) -> list[str]:
     lines = ["  ".join(cell for cell in _item_cells(item) if cell)]
     for label, field, by in _ROW_FIELDS:
         value = item.get(field)
-        if value is None and field != "body":
+        if (value is None and field != "body") or (field == "urgent" and not value):
             continue
-        if field.endswith("_at"):
+        if field in _OPTION_WORDS:
+            text = _OPTION_WORDS[field](item)
+        elif field.endswith("_at"):
             text = when(value) + (f" by {item[by]}" if by and item.get(by) else "")
         else:
             text = word(value)
         lines.extend(labelled(label, text))
     named = {field for _, field, by in _ROW_FIELDS} | {by for _, _, by in _ROW_FIELDS if by}
+    named |= {"default_choice", "remind_max"}
     for field, value in item.items():
         if field in named or field in _HEADLINE or field in _INTERNAL or value is None:
             continue
         lines.extend(labelled(field.replace("_", " "), word(value)))
     return lines
+
+
+def _deadline_words(item: dict[str, Any]) -> str:
+    """`18:00 today (decline if no answer)`, `09:00 tomorrow (abandoned if no answer)`."""
+    at = lifecycle.deadline_when(item["deadline_at"], store.now_epoch())
+    default = item.get("default_choice")
+    return at + (f" ({default} if no answer)" if default else " (abandoned if no answer)")
+
+
+def _remind_words(item: dict[str, Any]) -> str:
+    """`every 30 min, at most 3 times`."""
+    times = item.get("remind_max")
+    return f"every {duration(item['remind_every_s'])}" + (
+        f", at most {times} times" if times else ""
+    )
+
+
+#: A request's options, each in words of its own (`request show`).
+_OPTION_WORDS = {
+    "deadline_at": _deadline_words,
+    "remind_every_s": _remind_words,
+    "urgent": lambda item: "yes: rings alone and loud until seen",
+}
 
 
 # ---- listings ------------------------------------------------------------------------------
@@ -238,10 +269,17 @@ def payload_words(payload: Any) -> str:
     if not isinstance(found, dict):
         return word(found)
     return "; ".join(
-        f"{name.replace('_', ' ')}: {word(value)}"
+        f"{name.replace('_', ' ')}: {_payload_word(name, value)}"
         for name, value in found.items()
         if name not in _INTERNAL
     )
+
+
+def _payload_word(name: str, value: Any) -> str:
+    """A payload's value; a deadline (epoch seconds) as the local time it names."""
+    if name == "deadline_at" and isinstance(value, int | float) and not isinstance(value, bool):
+        return lifecycle.deadline_when(value, store.now_epoch())
+    return word(value)
 
 
 def _event_cells(event: dict[str, Any]) -> list[str]:

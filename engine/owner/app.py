@@ -223,10 +223,11 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
 
 def after_commit(db: Path, answer: object, kick: Callable[[], None] | None) -> None:
     """What follows every commit of the owner service, once it has committed: the in-process
-    daemon's `kick` when the answer queued an outbox row, then the waiters of the request the
+    daemon's `kick` when the answer queued an outbox row or filed a deadline
+    (`engine.kick.wakes_notifier`), then the waiters of the request the
     answer shows closed or abandoned (`engine.kick.wake_waiters`). Every route that commits
     calls it (a routed call here; the phone's answer through `_phone_runner`)."""
-    if kick is not None and isinstance(answer, dict) and answer.get("outbox_id"):
+    if kick is not None and wake.wakes_notifier(answer):
         kick()
     settled = wake.settled_request(answer)
     if settled is not None:

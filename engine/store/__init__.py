@@ -225,6 +225,28 @@ def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 @contextmanager
+def durable_write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`write(conn)` committed with `synchronous=FULL` whatever the connection's own setting
+    (the notifier's connections run NORMAL for their delivery marks): a change of the ledger
+    itself, such as a deadline's close, is as durable as every producer's."""
+    (before,) = conn.execute("PRAGMA synchronous").fetchone()
+    if int(before) >= FULL_SYNCHRONOUS:
+        with write(conn):
+            yield conn
+        return
+    conn.execute("PRAGMA synchronous = FULL")  # outside a transaction, where it takes effect
+    try:
+        with write(conn):
+            yield conn
+    finally:
+        conn.execute(f"PRAGMA synchronous = {int(before)}")
+
+
+#: `PRAGMA synchronous`'s number for FULL (OFF 0, NORMAL 1, FULL 2, EXTRA 3).
+FULL_SYNCHRONOUS = 2
+
+
+@contextmanager
 def snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One read transaction: every read in the block sees the same committed state."""
     try:

@@ -69,6 +69,10 @@ def new_ask_key() -> str:
     return ASK_KEY_PREFIX + os.urandom(ASK_KEY_BYTES).hex()
 
 
+#: A request's options stored as given (`urgent` is stored as 0 or 1).
+_OPTION_COLUMNS = ("deadline_at", "default_choice", "remind_every_s", "remind_max")
+
+
 def insert(
     conn: sqlite3.Connection,
     kind: str,
@@ -79,9 +83,12 @@ def insert(
     at: str,
     choices: list[str] | None = None,
     ask_key: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> int:
-    """A new open todo or request (a request's `choices` stored as a JSON list, and its
-    `ask_key` when it is filed to the owner's phone); its id."""
+    """A new open todo or request (a request's `choices` stored as a JSON list, its `ask_key`
+    when it is filed to the owner's phone, and its `options`: `deadline_at`, `default_choice`,
+    `remind_every_s`, `remind_max`, `urgent`); its id."""
+    given = options or {}
     if kind == "todo":
         cur = conn.execute(
             "INSERT INTO todos (title, body, created_by, created_at, updated_at)"
@@ -91,7 +98,8 @@ def insert(
     else:
         cur = conn.execute(
             "INSERT INTO requests (title, body, addressed_to, created_by, created_at,"
-            " updated_at, choices, ask_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " updated_at, choices, ask_key, deadline_at, default_choice, remind_every_s,"
+            " remind_max, urgent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 title,
                 body,
@@ -101,6 +109,8 @@ def insert(
                 at,
                 None if not choices else json.dumps(choices),
                 ask_key,
+                *(given.get(name) for name in _OPTION_COLUMNS),
+                1 if given.get("urgent") else 0,
             ),
         )
     return int(cur.lastrowid or 0)
@@ -234,3 +244,22 @@ def open_items(conn: sqlite3.Connection, kind: str, limit: int) -> tuple[int, li
         (limit,),
     ).fetchall()
     return int(count), rows
+
+
+def open_deadlines(conn: sqlite3.Connection, now_s: float) -> tuple[list[int], float | None]:
+    """The open (or taken) requests whose deadline has come by `now_s`, earliest first, and
+    the earliest deadline still ahead (None: none), both on the partial index."""
+    due = [
+        int(row[0])
+        for row in conn.execute(
+            "SELECT id FROM requests WHERE deadline_at IS NOT NULL AND status IN ('open', 'taken')"
+            " AND deadline_at <= ? ORDER BY deadline_at, id",
+            (now_s,),
+        )
+    ]
+    (ahead,) = conn.execute(
+        "SELECT MIN(deadline_at) FROM requests WHERE deadline_at IS NOT NULL"
+        " AND status IN ('open', 'taken') AND deadline_at > ?",
+        (now_s,),
+    ).fetchone()
+    return due, None if ahead is None else float(ahead)

@@ -157,6 +157,21 @@ MIGRATIONS: list[str] = [
         at         TEXT NOT NULL
     );
     """,
+    # 5: a request's deadline, its default, its reminders and its urgency (issue 28). The
+    # deadline is the epoch second (UTC) at which the ledger decides the request (NULL: none):
+    # closed with `default_choice` (a label of its choices), or abandoned when that is NULL.
+    # `remind_every_s` and `remind_max` (COOP_REMIND_MAX when filed) are the ask's reminders;
+    # `urgent` (0 or 1) rings it alone and loud. The index finds the earliest open deadline, for
+    # the notifier daemon that sleeps until it.
+    """
+    ALTER TABLE requests ADD COLUMN deadline_at REAL;
+    ALTER TABLE requests ADD COLUMN default_choice TEXT;
+    ALTER TABLE requests ADD COLUMN remind_every_s REAL;
+    ALTER TABLE requests ADD COLUMN remind_max INTEGER;
+    ALTER TABLE requests ADD COLUMN urgent INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX requests_open_deadline ON requests (deadline_at)
+    WHERE deadline_at IS NOT NULL AND status IN ('open', 'taken');
+    """,
 ]
 
 # The fence: while the ledger is in service mode, every write to these tables needs the SQL

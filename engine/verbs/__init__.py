@@ -12,6 +12,9 @@ state change, its event row and, where the change is reportable, its outbox row.
     engine.verbs.phone    the owner's answer from the phone and the phone's summary: run by
                           the owner service's phone routes only, so not in `VERBS` (no
                           command, no public function, not routed)
+    engine.verbs.deadline the ledger's own decision when a request's deadline passes, and
+                          which deadlines are due: run by the notifier daemon only, so not
+                          in `VERBS` either
     (here)                every verb by its name, for the callers that receive a name (the
                           owner's command log), and which of them only read
 

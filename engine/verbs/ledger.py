@@ -42,10 +42,13 @@ def _applied(applied: bool, kind: str, item_id: int, verb: str) -> None:
 
 
 def plain(row: sqlite3.Row) -> Row:
-    """A row as callers read it: a request's `choices` as the list it is (NULL: None)."""
+    """A row as callers read it: a request's `choices` as the list it is (NULL: None), and
+    `urgent` as true or false."""
     found = dict(row)
     if found.get("choices") is not None:
         found["choices"] = json.loads(found["choices"])
+    if "urgent" in found:
+        found["urgent"] = bool(found["urgent"])
     return found
 
 
@@ -63,6 +66,7 @@ def _add(
     addressed_to: str | None,
     unit: Unit,
     choices: list[str] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> Row:
     actor = lifecycle.require_actor(actor)
     title = lifecycle.require_title(title)
@@ -74,13 +78,14 @@ def _add(
     # restored backup, a second ledger behind the same door).
     ask_key = ledger_store.new_ask_key() if asked else None
     item_id = ledger_store.insert(
-        conn, kind, title, body, addressed_to, actor, at, choices, ask_key=ask_key
+        conn, kind, title, body, addressed_to, actor, at, choices, ask_key=ask_key, options=options
     )
     payload: dict[str, Any] = {"title": title}
     if addressed_to:
         payload["addressed_to"] = addressed_to
     if choices:
         payload["choices"] = choices
+    payload |= {name: value for name, value in (options or {}).items() if value}
     ledger_store.record_event(conn, kind, item_id, "add", actor, payload, at=at)
     if ask_key is not None:
         # Reported when filed, not only when closed: the owner's phone asks the question.
@@ -89,7 +94,7 @@ def _add(
             "request_added",
             lifecycle.ask_text(item_id, actor, title, choices),
             source=f"request:{item_id}",
-            extra=lifecycle.ask_extra(item_id, ask_key, title, choices),
+            extra=lifecycle.ask_extra(item_id, ask_key, title, choices, options),
         )
         return _result(conn, kind, item_id, outbox_id=outbox_id)
     return _result(conn, kind, item_id)
@@ -387,6 +392,23 @@ def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row
         metavar="A,B",
         help="1 to 4 answers the owner may tap on the phone (a request --to the owner)",
     ),
+    deadline=opt(
+        "--deadline",
+        metavar="WHEN",
+        help="when the ledger decides it if still open: in 90s, 30m, 2h, 1d, or at 18:00"
+        " (today if still ahead, else tomorrow); closed with --default, else abandoned,"
+        " by the actor `deadline` (the ledger itself)",
+    ),
+    default=opt(
+        "--default", metavar="CHOICE", help="the choice the deadline closes it with (--deadline)"
+    ),
+    remind=opt(
+        "--remind",
+        metavar="EVERY",
+        help="ring the ask again every EVERY (30m) while open, up to COOP_REMIND_MAX times"
+        " (a request --to the owner)",
+    ),
+    urgent=opt("--urgent", help="ring it alone and loud until seen (a request --to the owner)"),
 )
 def add_request(
     unit: Unit,
@@ -396,17 +418,33 @@ def add_request(
     addressed_to: str | None = None,
     body: str | None = None,
     choices: str | None = None,
+    deadline: str | None = None,
+    default: str | None = None,
+    remind: str | None = None,
+    urgent: bool = False,
     db: Db = None,
 ) -> Row:
     """Add an open request, for someone in particular or anyone. A request to the owner is
     reported when filed, and `choices` ("approve,decline": 1 to 4 short labels, a request to
-    the owner only) are the answers the owner may tap on the phone."""
+    the owner only) are the answers the owner may tap on the phone. `deadline` ("90s", "2h",
+    "1d", or a local time "18:00": today if still ahead, else tomorrow) is when the ledger
+    decides it if it is still open: closed with `default` (one of `choices`), or abandoned
+    without one. `remind` ("30m", a request to the owner) rings its ask again at that interval
+    while it is open, at most `COOP_REMIND_MAX` times; `urgent` (the same) rings it alone and
+    loud until the owner sees it."""
     if addressed_to is not None:
         addressed_to = lifecycle.require_actor(addressed_to)
+    owner = unit.config().owner
     labels = None
     if choices is not None:
-        labels = lifecycle.require_choices(choices, addressed_to, unit.config().owner)
-    return _add("request", title, actor, body, addressed_to, unit, labels)
+        labels = lifecycle.require_choices(choices, addressed_to, owner)
+    raw: dict[str, Any] = {"default": default, "remind": remind, "urgent": urgent}
+    if deadline is not None:
+        raw["deadline_at"] = lifecycle.parse_deadline(deadline, store.now_epoch())
+    options = lifecycle.request_options(raw, addressed_to, owner, labels)
+    if options["remind_every_s"] is not None:
+        options["remind_max"] = unit.config().remind_max  # read when filed, kept with it
+    return _add("request", title, actor, body, addressed_to, unit, labels, options)
 
 
 @command("request take", "take a request", says="taken by {actor}", request_id=ID, force=TAKE_OVER)
@@ -548,6 +586,11 @@ def wait_timeout(timeout_s: float | None) -> float | None:
 def _waited(answer: Row, arguments: dict[str, Any]) -> str:
     """What `coop request wait` prints after `request #N `: who settled it, and how."""
     row = answer["request"]
+    if row["closed_by"] == lifecycle.DEADLINE_ACTOR and row.get("deadline_at") is not None:
+        # `abandoned by its deadline (18:00), with no answer` / `... with no answer: decline`
+        line = f"{row['status']} by its deadline ({lifecycle.deadline_clock(row['deadline_at'])})"
+        line += ", with no answer"
+        return line + (f": {row['result_summary']}" if row["status"] == "closed" else "")
     if row["status"] == "abandoned":
         return f"abandoned by {row['closed_by']}" + (f": {row['reason']}" if row["reason"] else "")
     line = f"closed by {row['closed_by']}"

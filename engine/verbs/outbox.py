@@ -38,15 +38,31 @@ OUTBOX_ID = pos("id")
     says="notification #{outbox_id} queued",
     text=pos("text"),
     kind=opt("--kind", help="a short tag (default: note)"),
+    urgent=opt(
+        "--urgent",
+        help="ring it alone and loud, through quiet hours, until the owner taps Got it",
+    ),
 )
-def notify(unit: Unit, text: str, *, actor: str, kind: str = "note", db: Db = None) -> Row:
-    """`coop notify TEXT`: an explicit notification, recorded as an event."""
+def notify(
+    unit: Unit,
+    text: str,
+    *,
+    actor: str,
+    kind: str = "note",
+    urgent: bool = False,
+    db: Db = None,
+) -> Row:
+    """`coop notify TEXT`: an explicit notification, recorded as an event. `urgent`: the row
+    carries `urgent: true`, and the door rings it alone and loud until it is acknowledged."""
     actor = lifecycle.require_actor(actor)
     if not text or not text.strip():
         raise UsageError("the notification text is empty: say what the owner should hear")
     conn = unit.tx()
-    outbox_id = queue.enqueue(conn, kind, text, source=None)
-    ledger_store.record_event(conn, "outbox", outbox_id, "notify", actor, {"kind": kind})
+    outbox_id = queue.enqueue(
+        conn, kind, text, source=None, extra={"urgent": True} if urgent else None
+    )
+    said: dict[str, object] = {"kind": kind} | ({"urgent": True} if urgent else {})
+    ledger_store.record_event(conn, "outbox", outbox_id, "notify", actor, said)
     return {"outbox_id": outbox_id}
 
 

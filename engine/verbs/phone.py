@@ -161,6 +161,11 @@ def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     record: its closer, how its event says it came, its result or reason)."""
     status = row["status"]
     event = ledger_store.last_event(conn, "request", row["id"], ("close", "abandon"))
+    if event is not None and (event["payload"] or {}).get("via") == lifecycle.VIA_DEADLINE:
+        # `request #7 was already closed by its deadline (18:00) with no answer: decline`
+        detail = f"request #{row['id']} was already {status} by its deadline"
+        detail += f" ({lifecycle.deadline_clock(row['deadline_at'])}) with no answer"
+        return detail + (f": {row['result_summary']}" if status == "closed" else "")
     how = lifecycle.closed_how(event["payload"] if event else None)
     outcome = row["result_summary"] if status == "closed" else row["reason"]
     detail = f"request #{row['id']} was already {status} by {row['closed_by']} {how}"

@@ -475,8 +475,8 @@ def test_the_batch_route_sits_beside_the_notify_route() -> None:
 def test_a_batch_row_is_a_notify_body_with_its_outbox_id_required() -> None:
     single = door_router.NotifyBody.model_json_schema()
     row = door_router.NotifyItem.model_json_schema()
-    # The notify extras (SPEC21 §1) are optional on both.
-    fields = {"text", "kind", "outbox_id", "ask", "settles", "ring"}
+    # The notify extras (SPEC21 §1, and issue 28's `urgent`) are optional on both.
+    fields = {"text", "kind", "outbox_id", "ask", "settles", "ring", "urgent"}
     assert set(row["properties"]) == set(single["properties"]) == fields
     assert set(row["required"]) == {"text", "kind", "outbox_id"}
     assert row["additionalProperties"] is False

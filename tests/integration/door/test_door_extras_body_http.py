@@ -77,6 +77,10 @@ MALFORMED: list[tuple[dict[str, Any], list[object]]] = [
     ({"ring": None}, ["ring"]),
     ({"ring": 0}, ["ring"]),
     ({"ring": "false"}, ["ring"]),
+    ({"urgent": None}, ["urgent"]),
+    ({"urgent": 1}, ["urgent"]),
+    ({"urgent": "true"}, ["urgent"]),
+    ({"urgent": [True]}, ["urgent"]),
 ]
 
 
@@ -94,7 +98,8 @@ def test_a_malformed_extra_is_a_located_422_and_writes_nothing(
 
 
 @pytest.mark.parametrize(
-    "extra", [{"ask": ASK}, {"settles": SETTLE}, {"ring": False}, {"ring": True}]
+    "extra",
+    [{"ask": ASK}, {"settles": SETTLE}, {"ring": False}, {"ring": True}, {"urgent": True}],
 )
 def test_an_extra_without_an_outbox_id_is_a_located_422(door: LiveDoor, extra: object) -> None:
     document = {"text": "t", "kind": "k"} | extra  # type: ignore[operator]
@@ -114,6 +119,10 @@ def test_an_extra_without_an_outbox_id_is_a_located_422(door: LiveDoor, extra: o
         {"settles": SETTLE},
         {"settles": SETTLE, "ring": False},
         {"ring": True},
+        {"urgent": True},
+        {"urgent": False},
+        {"urgent": True, "ask": ASK | {"key": "q-" + "9" * 32}},
+        {},  # no urgent: an ordinary report (an older notifier), never an error
     ],
     ids=lambda value: json.dumps(value)[:60],
 )
@@ -204,6 +213,7 @@ EXTRAS = st.fixed_dictionaries(
             JSON_SCALARS,
         ),
         "ring": st.one_of(st.booleans(), JSON_SCALARS),
+        "urgent": st.one_of(st.booleans(), JSON_SCALARS),
     },
 )
 
@@ -256,6 +266,7 @@ def well_formed(extras: dict[str, Any]) -> bool:
         ("ask" not in extras or _ask(extras["ask"]))
         and ("settles" not in extras or _settles(extras["settles"]))
         and ("ring" not in extras or type(extras["ring"]) is bool)
+        and ("urgent" not in extras or type(extras["urgent"]) is bool)
     )
 
 

@@ -82,8 +82,10 @@ def test_a_request_has_a_todos_columns_plus_whom_it_is_for_its_choices_and_its_a
     with sqlite3.connect(db) as conn:
         todos = [row[1:] for row in conn.execute("PRAGMA table_info(todos)")]
         requests = [row[1:] for row in conn.execute("PRAGMA table_info(requests)")]
-    # whom it is for; the answers it offers; the key of the question the phone asked
-    only_requests = ("addressed_to", "choices", "ask_key")
+    # whom it is for; the answers it offers; the key of the question the phone asked; its
+    # deadline, default, reminders and urgency (migration 5)
+    only_requests = ("addressed_to", "choices", "ask_key", "deadline_at", "default_choice")
+    only_requests += ("remind_every_s", "remind_max", "urgent")
     assert [column for column in requests if column[0] not in only_requests] == todos
     assert ("addressed_to", "TEXT", 0, None, 0) in requests
     assert ("choices", "TEXT", 0, None, 0) in requests

@@ -1,0 +1,423 @@
+"""The door's urgent reports (issue 28): the rings that come back until the owner acknowledges.
+
+An urgent report is a notify row with `urgent: true` that rings (its Telegram entry queued): it
+is known by its urgent key, the outbox id of the row that filed it (a retry of that row finds
+it). Tables (every statement on them is here):
+
+    urgent_reports    one row per urgent report: its Chief id, its text (marked `URGENT: `),
+                      the ask of an urgent request (`ask_key`), the "Got it" token (`g-` + 22
+                      url-safe characters from `secrets`: never an id), when it was accepted
+                      (`created_at`, epoch seconds), the rings queued so far (`rings`, the first
+                      included), the schedule (`next_at`: the next repeat or the expiry, NULL
+                      until the nag task first sees it and once it stopped; `expires_at`), and
+                      how it stopped: `acked_at` with `acked_via` (got_it | reply | settled), or
+                      `expired_at`
+    urgent_messages   each Telegram message that rang one, (chat_id, message_id) -> urgent key,
+                      its ring number and text, and whether its "Got it" still shows (`live`);
+                      written in the transaction of its sent mark
+
+The Telegram queue entry of a ring names its urgent key (`telegram_queue.urgent`). A newer ring
+remembered, or the report stopped, queues an edit of each older live message (its text plus a
+note, its buttons removed) on the asks' edit queue (`chief.store.asks`, keyed by the urgent key
+and request id 0 for a report that is not a request), which the door's ask task performs with
+its backoff: one live "Got it" on the phone at a time.
+
+The acknowledgement and the expiry each land their Chief line in the same transaction, as a
+report row keyed after the urgent report's own (`coop-notify:<outbox id>#urgent-ack` or
+`#urgent-expired`): once per report, whatever repeats it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from chief.model import MAX_TEXT_CHARS, report_key
+from chief.store import answers, asks, reports, telegram
+from chief.store.sql import utc_now
+from chief.urgent_rules import (
+    ACK_SOURCE_SUFFIX,
+    EXPIRED_SOURCE_SUFFIX,
+    GOT_IT_PREFIX,
+    RUNG_AGAIN_NOTE,
+    URGENT_MARK,
+    UrgentBounds,
+    acknowledged_line,
+    expired_line,
+    repeat_text,
+)
+
+TOKEN_BYTES = 16
+# How long an expiry the owner never acknowledged stays in the door's status (and fails
+# `coop status --check`): a day, or until acknowledged late.
+EXPIRED_SHOWN_S = 24 * 3600.0
+# The status lists at most this many of each.
+STATUS_LIMIT = 20
+_COLUMNS = "urgent_key, chief_id, ask_key, text, token, created_at, rings, next_at, expires_at"
+
+
+@dataclass(frozen=True)
+class UrgentRow:
+    key: str
+    chief_id: int
+    ask_key: str | None
+    text: str
+    token: str
+    created_at: float
+    rings: int
+    next_at: float | None
+    expires_at: float | None
+
+    @property
+    def report(self) -> str:
+        """The report's own text, without the urgent mark."""
+        return self.text.removeprefix(URGENT_MARK)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """An urgent report acknowledged or expired now: its Chief line (landed by the caller's
+    drainer) and its report source id."""
+
+    key: str
+    line: str
+    source_id: str
+
+
+@dataclass(frozen=True)
+class Acked:
+    """What an acknowledgement found: `stopped` when this one stopped it (None: it had been
+    acknowledged before, at `acked_at`)."""
+
+    acked_at: float
+    stopped: Stopped | None
+
+
+@dataclass(frozen=True)
+class DueTurn:
+    """One turn of the urgent source: repeats queued, reports expired now, the next due time."""
+
+    queued: int
+    expired: list[Stopped]
+    next_at: float | None
+
+
+def _row(raw: tuple[object, ...]) -> UrgentRow:
+    key, chief, ask, text, token, created, rings, next_at, expires = raw
+    return UrgentRow(
+        str(key),
+        int(str(chief)),
+        None if ask is None else str(ask),
+        str(text),
+        str(token),
+        float(str(created)),
+        int(str(rings)),
+        None if next_at is None else float(str(next_at)),
+        None if expires is None else float(str(expires)),
+    )
+
+
+def mint_token() -> str:
+    """A fresh "Got it" token: opaque, random, 24 ASCII bytes (Telegram takes 64)."""
+    return GOT_IT_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def open_urgent(
+    conn: sqlite3.Connection, chief_id: int, key: str, text: str, ask_key: str | None
+) -> None:
+    """Record the urgent report `key` (its first ring just queued); a retry changes nothing."""
+    conn.execute(
+        "INSERT OR IGNORE INTO urgent_reports (urgent_key, chief_id, ask_key, text, token, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (key, chief_id, ask_key, text, mint_token(), time.time()),
+    )
+
+
+# -- the use cases of other tables, with the urgent part added in the same transaction ------
+
+
+def accept(
+    conn: sqlite3.Connection, chief_id: int, rows: list[reports.ReportRow], queue_telegram: bool
+) -> list[reports.Accepted]:
+    """`reports.accept`, and in the same transaction: each urgent row queued to ring recorded
+    (once), and the urgent reports of each ask a row settles acknowledged."""
+    accepted = reports.accept(conn, chief_id, rows, queue_telegram)
+    for row, found in zip(rows, accepted, strict=True):
+        if row.extras.urgent and row.outbox_id is not None and found.telegram_seq is not None:
+            ask_key = None if row.extras.ask is None else row.extras.ask.key
+            open_urgent(conn, chief_id, row.outbox_id, row.text, ask_key)
+        if row.extras.settles is not None:
+            acknowledge_ask(conn, row.extras.settles.key)
+    return accepted
+
+
+def mark_rung(
+    conn: sqlite3.Connection,
+    seqs: list[int],
+    outbox_ids: list[str],
+    telegram_message_id: int | None,
+    chat_id: int | str | None,
+) -> None:
+    """`asks.mark_rung`, with the urgent rings the message carried remembered."""
+    if chat_id is not None and telegram_message_id is not None:
+        remember(conn, seqs, chat_id, telegram_message_id)
+    asks.mark_rung(conn, seqs, outbox_ids, telegram_message_id, chat_id)
+
+
+def settle_answer(
+    conn: sqlite3.Connection, answer_key: str, outcome: str, detail: str, settled_line: Any
+) -> tuple[answers.Answer | None, bool]:
+    """`answers.settle`, and when it settled the ask (answered from the phone), the urgent
+    reports of that ask acknowledged."""
+    answer, edits = answers.settle(conn, answer_key, outcome, detail, settled_line)
+    if answer is not None and asks.settled_text(conn, answer.ask_key) is not None:
+        acknowledge_ask(conn, answer.ask_key)
+    return answer, edits
+
+
+def head(conn: sqlite3.Connection, limit: int) -> list[telegram.QueuedRing]:
+    """`asks.head`, each urgent entry with its live "Got it" token (none once it stopped)."""
+    entries = asks.head(conn, limit)
+    keys = [entry.urgent for entry in entries if entry.urgent is not None]
+    if not keys:
+        return entries
+    marks = ", ".join("?" * len(keys))
+    tokens = dict(
+        conn.execute(
+            f"SELECT urgent_key, token FROM urgent_reports WHERE urgent_key IN ({marks}) "
+            "AND acked_at IS NULL AND expired_at IS NULL",
+            keys,
+        ).fetchall()
+    )
+    return [
+        replace(entry, got_it=tokens.get(entry.urgent)) if entry.urgent is not None else entry
+        for entry in entries
+    ]
+
+
+# -- the schedule (the nag task's source) ------------------------------------------------------
+
+
+def ring_due(conn: sqlite3.Connection, now: float, bounds: UrgentBounds) -> DueTurn:
+    """ONE transaction's statements (the caller's `write`): schedule the reports the nag task
+    has not seen yet, queue one repeat of each report due by `now` (none while a ring of it is
+    still queued: the phone is not flooded behind an outage), expire the ones past their
+    expiry, and move each schedule on. A restart after the commit never queues one due time
+    twice; one before it queued nothing."""
+    conn.execute(
+        "UPDATE urgent_reports SET next_at = MIN(created_at + ?, created_at + ?), "
+        "expires_at = created_at + ? "
+        "WHERE expires_at IS NULL AND acked_at IS NULL AND expired_at IS NULL",
+        (bounds.rering_s, bounds.expire_s, bounds.expire_s),
+    )
+    due = [
+        _row(raw)
+        for raw in conn.execute(
+            f"SELECT {_COLUMNS} FROM urgent_reports WHERE next_at <= ? ORDER BY next_at", (now,)
+        ).fetchall()
+    ]
+    queued = 0
+    expired: list[Stopped] = []
+    for row in due:
+        if row.expires_at is not None and now >= row.expires_at:
+            expired.append(_expire(conn, row, now))
+        else:
+            queued += _repeat(conn, row, now, bounds)
+    return DueTurn(queued, expired, next_due(conn))
+
+
+def _repeat(conn: sqlite3.Connection, row: UrgentRow, now: float, bounds: UrgentBounds) -> int:
+    """Queue the repeat of `row` due now (unless a ring of it is still queued) and move its
+    schedule one interval on, at most to its expiry. How many entries were queued."""
+    assert row.expires_at is not None
+    next_at = min(now + bounds.rering_s, row.expires_at)
+    if telegram.queued_urgent(conn, row.key):
+        conn.execute(
+            "UPDATE urgent_reports SET next_at = ? WHERE urgent_key = ?", (next_at, row.key)
+        )
+        return 0
+    ring = row.rings + 1
+    text = repeat_text(ring, row.created_at, now, row.report)[:MAX_TEXT_CHARS]
+    telegram.insert_telegram(conn, None, text, row.ask_key, urgent=row.key)
+    conn.execute(
+        "UPDATE urgent_reports SET rings = ?, next_at = ? WHERE urgent_key = ?",
+        (ring, next_at, row.key),
+    )
+    return 1
+
+
+def _expire(conn: sqlite3.Connection, row: UrgentRow, now: float) -> Stopped:
+    conn.execute(
+        "UPDATE urgent_reports SET expired_at = ?, next_at = NULL WHERE urgent_key = ?",
+        (now, row.key),
+    )
+    rung = _rung(conn, row.key)
+    line = expired_line(rung, row.created_at, now, row.report)
+    return _stop(conn, row, line, EXPIRED_SOURCE_SUFFIX, "stopped ringing: unacknowledged")
+
+
+def next_due(conn: sqlite3.Connection) -> float | None:
+    """The earliest due time of any urgent report (a repeat or an expiry); None: none rings."""
+    (at,) = conn.execute("SELECT MIN(next_at) FROM urgent_reports").fetchone()
+    return None if at is None else float(at)
+
+
+def _rung(conn: sqlite3.Connection, key: str) -> int:
+    """How many messages rang the report (what the owner's phone showed)."""
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM urgent_messages WHERE urgent_key = ?", (key,)
+    ).fetchone()
+    return int(count)
+
+
+def _stop(conn: sqlite3.Connection, row: UrgentRow, line: str, suffix: str, note: str) -> Stopped:
+    """The report stopped (acknowledged or expired): its repeats not sent yet dropped, its live
+    "Got it" removed from the phone (a request keeps its choices: its settle edits it), and its
+    Chief line written as a report row, in the caller's transaction."""
+    telegram.drop_urgent(conn, row.key)
+    if row.ask_key is None:
+        _unbutton(conn, row.key, None, note)
+    # The row's own report is `coop-notify:<outbox id>` (chief.conversation); its lines follow.
+    source_id = "coop-notify:" + row.key + suffix
+    reports.queue_line(conn, row.chief_id, report_key(source_id), line)
+    return Stopped(row.key, line, source_id)
+
+
+def _unbutton(conn: sqlite3.Connection, key: str, keep: int | None, note: str) -> None:
+    """Queue the edit of each live message of `key` but `keep` (a message id): its text plus
+    `note`, its buttons removed."""
+    rows = conn.execute(
+        "SELECT chat_id, message_id, text, sent_at FROM urgent_messages "
+        "WHERE urgent_key = ? AND live = 1",
+        (key,),
+    ).fetchall()
+    for chat_id, message_id, text, sent_at in rows:
+        if message_id == keep:
+            continue
+        conn.execute(
+            "UPDATE urgent_messages SET live = 0 WHERE chat_id = ? AND message_id = ?",
+            (chat_id, message_id),
+        )
+        message = asks.AskMessage(chat_id, int(message_id), str(text), str(sent_at))
+        asks.queue_edit(conn, (key, 0), message, note)
+
+
+# -- the sent mark ---------------------------------------------------------------------------
+
+
+def remember(
+    conn: sqlite3.Connection, seqs: list[int], chat_id: int | str, message_id: int
+) -> None:
+    """The urgent entries among `seqs` rang as (chat_id, message_id): remembered against their
+    report, and every older message of it loses its "Got it" (an edit queued); a ring that went
+    out after the report stopped loses its own at once."""
+    for key, text in telegram.urgent_entries(conn, seqs):
+        (ring,) = conn.execute(
+            "SELECT COUNT(*) + 1 FROM urgent_messages WHERE urgent_key = ?", (key,)
+        ).fetchone()
+        conn.execute(
+            "INSERT OR REPLACE INTO urgent_messages (chat_id, message_id, urgent_key, ring, "
+            "text, live, sent_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
+            (chat_id, message_id, key, int(ring), text, utc_now()),
+        )
+        stopped = conn.execute(
+            "SELECT acked_at IS NOT NULL OR expired_at IS NOT NULL, ask_key FROM urgent_reports "
+            "WHERE urgent_key = ?",
+            (key,),
+        ).fetchone()
+        if stopped is not None and stopped[0] and stopped[1] is None:
+            _unbutton(conn, key, None, "stopped ringing")
+        else:
+            _unbutton(conn, key, message_id, RUNG_AGAIN_NOTE)
+
+
+# -- acknowledgements --------------------------------------------------------------------------
+
+
+def acknowledge_token(conn: sqlite3.Connection, token: str, now: float) -> Acked | None:
+    """A tap on "Got it": the report acknowledged (once); None for a token never minted here."""
+    raw = conn.execute(
+        f"SELECT {_COLUMNS} FROM urgent_reports WHERE token = ?", (token,)
+    ).fetchone()
+    return None if raw is None else _acknowledge(conn, _row(raw), "got_it", now)
+
+
+def acknowledge_message(
+    conn: sqlite3.Connection, chat_id: int, message_id: int, now: float
+) -> Acked | None:
+    """A reply to one of an urgent report's messages: acknowledged (once); None when that
+    message rang no urgent report."""
+    raw = conn.execute(
+        f"SELECT {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
+        "FROM urgent_messages m JOIN urgent_reports r ON r.urgent_key = m.urgent_key "
+        "WHERE m.chat_id = ? AND m.message_id = ?",
+        (chat_id, message_id),
+    ).fetchone()
+    return None if raw is None else _acknowledge(conn, _row(raw), "reply", now)
+
+
+def acknowledge_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
+    """The request of an urgent ask was settled (answered from the phone, or closed anyhow):
+    every urgent report of that ask acknowledged, in the caller's transaction."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM urgent_reports WHERE ask_key = ? AND acked_at IS NULL",
+        (ask_key,),
+    ).fetchall()
+    now = time.time()
+    stopped = [_acknowledge(conn, _row(raw), "settled", now).stopped for raw in rows]
+    return [stop for stop in stopped if stop is not None]
+
+
+def _acknowledge(conn: sqlite3.Connection, row: UrgentRow, via: str, now: float) -> Acked:
+    (acked_at,) = conn.execute(
+        "SELECT acked_at FROM urgent_reports WHERE urgent_key = ?", (row.key,)
+    ).fetchone()
+    if acked_at is not None:
+        return Acked(float(acked_at), None)
+    conn.execute(
+        "UPDATE urgent_reports SET acked_at = ?, acked_via = ?, next_at = NULL "
+        "WHERE urgent_key = ?",
+        (now, via, row.key),
+    )
+    line = acknowledged_line(now, _rung(conn, row.key), row.report)
+    note = line.partition("): ")[0] + ")"  # "acknowledged at 14:05 (after 3 rings)"
+    return Acked(now, _stop(conn, row, line, ACK_SOURCE_SUFFIX, note))
+
+
+# -- what an operator sees ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UrgentStatus:
+    ringing: list[dict[str, object]]
+    acknowledged: int
+    expired_unacknowledged: list[dict[str, object]]
+
+
+def status(conn: sqlite3.Connection, now: float) -> UrgentStatus:
+    """The reports still ringing (their next repeat and expiry), the count acknowledged, and the
+    expiries the owner never acknowledged within EXPIRED_SHOWN_S; each list at most
+    STATUS_LIMIT long."""
+    ringing = [
+        {"key": key, "text": text, "rings": rings, "next_at": next_at, "expires_at": expires}
+        for key, text, rings, next_at, expires in conn.execute(
+            "SELECT urgent_key, text, rings, next_at, expires_at FROM urgent_reports "
+            "WHERE acked_at IS NULL AND expired_at IS NULL ORDER BY created_at LIMIT ?",
+            (STATUS_LIMIT,),
+        )
+    ]
+    (acknowledged,) = conn.execute(
+        "SELECT COUNT(*) FROM urgent_reports WHERE acked_at IS NOT NULL"
+    ).fetchone()
+    expired = [
+        {"key": key, "text": text, "expired_at": at}
+        for key, text, at in conn.execute(
+            "SELECT urgent_key, text, expired_at FROM urgent_reports WHERE acked_at IS NULL "
+            "AND expired_at >= ? ORDER BY expired_at DESC LIMIT ?",
+            (now - EXPIRED_SHOWN_S, STATUS_LIMIT),
+        )
+    ]
+    return UrgentStatus(ringing, int(acknowledged), expired)
