@@ -5,7 +5,7 @@
 Each row is one seeded nag, filed with the real `coop` command (the flags are the CLI's):
 
     deadline   `coop request add TITLE --to OWNER --choices approve,decline --deadline Ds`
-               (3 to 6 s), with `--default CHOICE` or without (the deadline then abandons it)
+               (4 to 7 s), with `--default CHOICE` or without (the deadline then abandons it)
     remind     the same with `--remind 1s` (COOP_REMIND_MAX, set by the run, bounds them), and
                a deadline from 8 to 10 s
     urgent     the same (a deadline, a default or not) with `--urgent`
@@ -28,7 +28,7 @@ import time
 
 KINDS = ("deadline", "remind", "urgent", "shout")
 CHOICES = ("approve", "decline")
-DEADLINE_S = (3, 4, 5, 6)  # short: each one passes inside the run, most after the ask rang
+DEADLINE_S = (4, 5, 6, 7)  # short: each passes inside the run; the ask rings 1 to 4 s after filing
 # Longer for a request with reminders: they ring paced behind the chat's other messages (about
 # one a second), and a reminder due at or after the deadline never rings.
 REMIND_DEADLINE_S = (8, 9, 10)

@@ -33,9 +33,9 @@ OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's, the obeyed user
 LOOK_S = 0.25  # how often the owner looks at the phone
 GOT_IT = "Got it"  # the contract's label (chief.urgent_rules.GOT_IT)
 LABEL = re.compile(r"nag [\w.]+-\d+")
-TAP_SHARE = 0.5  # of the asks, tapped (a choice)
+TAP_SHARE = 0.6  # of the asks, tapped (a choice)
 TAP_WITHIN_S = 4.0  # a choice, within this long of the ask's first ring: it races the deadline
-ACK_SHARE = 0.6  # of the urgent reports, acknowledged ("Got it")
+ACK_SHARE = 0.7  # of the urgent reports, acknowledged ("Got it")
 DOUBLE_SHARE = 0.25  # of the acknowledgements, tapped twice
 
 
