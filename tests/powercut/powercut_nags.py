@@ -24,8 +24,9 @@ door then (or the house is down across a cut), and the door cannot know.
 
 No urgent report left ringing after its acknowledgement: no `URGENT, again` for a report later
 than one interval (`CHIEF_URGENT_RERING_S`) after chief.db recorded its acknowledgement or its
-expiry; each report stopped exactly one way (acknowledged or expired, with exactly one Chief line
-saying so) or still within its bounds; no report rings more than its bounds allow.
+expiry; each report acknowledged or expired (an expiry may be acknowledged late, an
+acknowledgement never expires), with exactly one Chief line for each, or still within its bounds;
+no report rings more than its bounds allow.
 """
 
 from __future__ import annotations
@@ -440,7 +441,7 @@ class UrgentFigures:
     rings: Counter[int] = field(default_factory=Counter)  # fresh rings: reports
     after_stop: list[float] = field(default_factory=list)  # repeats after ack/expiry, seconds
     late: list[str] = field(default_factory=list)  # a repeat past one interval after the stop
-    both: list[str] = field(default_factory=list)
+    expired_after_ack: list[str] = field(default_factory=list)
     over_bound: list[str] = field(default_factory=list)
     lines_wrong: list[str] = field(default_factory=list)
     unreported: list[str] = field(default_factory=list)  # rang urgent, no report in chief.db
@@ -449,12 +450,17 @@ class UrgentFigures:
     def add(self, report: Report, firsts: list[Ring], agains: list[Ring], lines: Counter[str],
             now: float) -> None:  # fmt: skip
         self.reports += 1
-        if report.acked_at is not None and report.expired_at is not None:
-            self.both.append(report.key)
-        stop = report.acked_at if report.acked_at is not None else report.expired_at
-        if report.acked_at is not None:
+        acked, expired = report.acked_at, report.expired_at
+        stops = [at for at in (acked, expired) if at is not None]
+        stop = min(stops) if stops else None
+        if acked is not None and expired is not None:
+            # An expiry is acknowledged late (chief.store.urgent); an acknowledgement never expires.
+            self.stopped[f"expired, then acknowledged ({report.acked_via})"] += 1
+            if acked < expired:
+                self.expired_after_ack.append(report.key)
+        elif acked is not None:
             self.stopped[f"acknowledged ({report.acked_via})"] += 1
-        elif report.expired_at is not None:
+        elif expired is not None:
             self.stopped["expired"] += 1
         else:
             self.stopped["ringing"] += 1
@@ -488,7 +494,9 @@ class UrgentFigures:
         assert self.reports >= 1, f"the run rang no urgent report {where}"
         assert not self.stray, f"urgent repeats of no report {self.stray[:3]} {where}"
         assert not self.unreported, f"urgent rows rung without a report {self.unreported} {where}"
-        assert not self.both, f"reports both acknowledged and expired {self.both} {where}"
+        assert not self.expired_after_ack, (
+            f"reports expired after their acknowledgement {self.expired_after_ack} {where}"
+        )
         assert not self.late, f"urgent reports rang on after their stop {self.late} {where}"
         assert not self.over_bound, f"urgent reports past their bounds {self.over_bound} {where}"
         assert not self.lines_wrong, (

@@ -134,6 +134,14 @@ def test_an_urgent_repeat_past_one_interval_after_its_acknowledgement_fails() ->
              lines, now=20.0)  # fmt: skip
     with pytest.raises(AssertionError, match="rang on after their stop"):
         late.check("")
+    late_ack = UrgentFigures()
+    both = lines + Counter({"d-shout#urgent-expired": 1})
+    late_ack.add(report(acked=19.0, expired=18.0), [Ring(10.5, False)], [], both, now=20.0)
+    late_ack.check("")  # an expiry acknowledged late (chief.store.urgent)
+    expired_after = UrgentFigures()
+    expired_after.add(report(acked=12.0, expired=18.0), [Ring(10.5, False)], [], both, now=20.0)
+    with pytest.raises(AssertionError, match="expired after their acknowledgement"):
+        expired_after.check("")
     twice = UrgentFigures()
     twice.add(report(acked=12.0), [Ring(10.5, False)], [], lines + lines, now=20.0)
     with pytest.raises(AssertionError, match="Chief lines"):
