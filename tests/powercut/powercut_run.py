@@ -49,16 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.proof.proof_checks import (
-    DoorDeath,
-    carried_texts,
-    settle,
-    wait_delivered,
-    window_deaths,
-)
+from tests.e2e.proof.proof_checks import DoorDeath, settle, wait_delivered, window_deaths
+from tests.e2e.proof.proof_stack import REPORT_KEY_PREFIX as REPORT_PREFIX
 from tests.e2e.proof.proof_stack import SQLITE_TIMEOUT_S, ProofStack
+from tests.powercut import powercut_nags as nags
+from tests.powercut.powercut_owner import Owner
 from tests.support.powercut import Layer, LayerUnavailable, fuse_unavailable
-from tests.support.procs import REPO
+from tests.support.procs import REPO, lasting_port
 from tests.support.waiting import wait_until_sync
 
 PRODUCERS = 2  # library producers (the engine's verbs in a process of their own)
@@ -87,12 +84,17 @@ class PowerCutStack(ProofStack):
             "COOP_DB": str(coop_db),
             "CHIEF_DB": str(chief_db),
             "COOP_HOME": str(layer.path),
-        }
-        super().__init__(folder, door_env=on_layer, engine_env=on_layer)
+        } | nags.ENGINE_ENV
+        # The owner's taps reach `coop serve` from the door: its port is chosen now.
+        engine_port = lasting_port()
+        door_env = on_layer | nags.DOOR_ENV
+        door_env["COOP_SERVICE_URL"] = f"http://127.0.0.1:{engine_port}"
+        super().__init__(folder, door_env=door_env, engine_env=on_layer)
         self.coop_db, self.chief_db = coop_db, chief_db
         self.receipts = layer.path / "receipts"
         self.on_layer = on_layer
         self.engine.keep_port = True  # after a cutover the owner file names its URL
+        self.engine.port = engine_port
 
     def cutover(self) -> None:
         """`coop cutover` to the running `coop serve`: from now on every call is routed to it."""
@@ -127,6 +129,66 @@ class PowerCutStack(ProofStack):
 
     def env(self, **settings: str) -> dict[str, str]:
         return super().env(**(self.on_layer | settings))
+
+    def outbox(self) -> dict[int, dict[str, Any]]:
+        """Every row by id, as the proof reads it, with its kind, delivery key and extras (one
+        read: the house may be writing)."""
+        rows = self._query(
+            self.coop_db,
+            "SELECT id, state, text, attempts, last_error, kind, delivery_key, extra"
+            " FROM coop_outbox",
+        )
+        return {
+            int(r[0]): {
+                "state": r[1],
+                "text": r[2],
+                "attempts": r[3],
+                "last_error": r[4],
+                "kind": r[5],
+                "delivery_key": r[6],
+                "extra": json.loads(r[7]) if r[7] else None,
+            }
+            for r in rows
+        }
+
+    def chief_lines(self) -> Counter[int]:
+        """Chief lines per row: the door's own lines about an urgent report (keyed after the
+        report's row, `#urgent-ack`, `#urgent-expired`) are the nags' to count."""
+        rows = self._query(
+            self.chief_db,
+            "SELECT external_request_id FROM messages WHERE external_request_id LIKE ?"
+            " AND external_request_id NOT LIKE '%#%'",
+            REPORT_PREFIX + "%",
+        )
+        ids = self._row_ids()
+        return Counter(ids(str(r[0]).removeprefix(REPORT_PREFIX)) for r in rows)
+
+    def silent_rows(self, rows: dict[int, dict[str, Any]]) -> set[int]:
+        """Rows that ring nothing by design: an answer from the phone (`ring: false`), and an
+        ask settled before it rang (chief.db: its buttons void, no message of it)."""
+        quiet = {i for i, r in rows.items() if (r["extra"] or {}).get("ring") is False}
+        if not self.has_table(self.chief_db, "asks"):
+            return quiet
+        unrung = {
+            str(r[0])
+            for r in self._query(
+                self.chief_db,
+                "SELECT ask_key FROM asks a WHERE voided_at IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM ask_messages m WHERE m.ask_key = a.ask_key)",
+            )
+        }
+        asks = {i: ((r["extra"] or {}).get("ask") or {}).get("key") for i, r in rows.items()}
+        return quiet | {i for i, key in asks.items() if key in unrung}
+
+    def read(self, db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """A read-only query of either database (the nags' reads)."""
+        return self._query(db, sql, *params)
+
+    def has_table(self, db: Path, name: str) -> bool:
+        found = self._query(
+            db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", name
+        )
+        return bool(found)
 
     def _query(self, db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         if not db.exists():
@@ -165,8 +227,9 @@ class PowerCutStack(ProofStack):
 
 
 class Producers:
-    """Producer processes (tests.e2e.proof.proof_producer), each in its own process group so a
-    cut also takes the `coop` command it is running; restarted after a cut with what is left."""
+    """Producer processes (tests.e2e.proof.proof_producer, and the nags'
+    tests.powercut.nag_producer), each in its own process group so a cut also takes the `coop`
+    command it is running; restarted after a cut with what is left."""
 
     def __init__(self, stack: PowerCutStack, rng: random.Random, rows: int) -> None:
         self.stack = stack
@@ -179,23 +242,33 @@ class Producers:
             f"p{n}": [c, False, c / PRODUCE_S] for n, c in enumerate(shares)
         }
         self.left["cli"] = [cli_rows, True, cli_rows / PRODUCE_S]
+        # The nags still to file, in order (each kind at least once).
+        self.nags = nags.plan_kinds(rng, nags.nag_count(rows))
+        self.nag_rate = len(self.nags) / nags.FILE_WITHIN_S
         self.generation = 0
         self.running: dict[str, subprocess.Popen[str]] = {}
         self.acknowledged: set[int] = set()
 
     def start(self) -> None:
         self.generation += 1
+        argvs = {}
         for name, (count, cli, rate) in self.left.items():
-            if count <= 0:
-                continue
-            argv = [sys.executable, "-m", "tests.e2e.proof.proof_producer",
-                    "--seed", str(self.rng.randrange(2**32)), "--count", str(count),
-                    "--rate", str(rate), "--tag", f"{name}.{self.generation}",
-                    *(["--cli"] if cli else [])]  # fmt: skip
+            if count > 0:
+                argvs[name] = [
+                    "tests.e2e.proof.proof_producer", "--count", str(count), "--rate", str(rate),
+                    "--tag", f"{name}.{self.generation}", *(["--cli"] if cli else []),
+                ]  # fmt: skip
+        if self.nags:
+            argvs["nag"] = [
+                "tests.powercut.nag_producer", "--kinds", ",".join(self.nags),
+                "--rate", str(self.nag_rate), "--tag", f"nag.{self.generation}",
+            ]  # fmt: skip
+        for name, argv in argvs.items():
+            seed = ["--seed", str(self.rng.randrange(2**32))]
             self.running[name] = subprocess.Popen(
-                argv, env=self.stack.env(), cwd=REPO, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                start_new_session=True,
+                [sys.executable, "-m", *argv, *seed], env=self.stack.env(), cwd=REPO,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, start_new_session=True,
             )  # fmt: skip
 
     def pids(self) -> list[int]:
@@ -207,7 +280,10 @@ class Producers:
             out, err = proc.communicate(timeout=PRODUCER_TIMEOUT_S)
             ids = [int(line) for line in out.split()]
             self.acknowledged.update(ids)
-            self.left[name][0] -= len(ids)
+            if name == "nag":
+                self.nags = self.nags[len(ids) :]
+            else:
+                self.left[name][0] -= len(ids)
             if not killed:
                 assert proc.returncode == 0, f"producer {name} failed ({proc.returncode}): {err}"
         self.running = {}
@@ -240,6 +316,9 @@ class Outcome:
     integrity: dict[str, str]
     half_written: int
     wall_s: float
+    silent: int  # rows that ring nothing by design (an answer from the phone, an ask settled
+    # before it rang)
+    nags: nags.NagFigures
     receipts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -261,7 +340,8 @@ class Outcome:
             f"Chief lines per row (lines: rows) {per}",
             f"Telegram messages per row (messages: rows) {tg}; repeat messages"
             f" {self.repeat_messages}; in-doubt events {self.in_doubt} (of {self.door_deaths} door"
-            f" deaths); stray {self.stray}",
+            f" deaths); stray {self.stray}; silent by design {self.silent}",
+            *self.nags.lines(),
             f"lock free {self.lock_free}; half-written Chief rows {self.half_written};"
             f" integrity {self.integrity}",
             *([f"receipts {self.receipts}"] if self.receipts else []),
@@ -285,6 +365,13 @@ class Outcome:
             f"{self.repeat_messages} repeats, {self.in_doubt} in-doubt events,"
             f" {self.door_deaths} door deaths {where}"
         )
+        # The sender has one message in flight at a time: each door death leaves at most one
+        # message in doubt, a row's or a nag's (a reminder, an urgent ring).
+        assert self.repeat_messages + self.nags.repeats <= self.door_deaths, (
+            f"{self.repeat_messages} repeats and {self.nags.repeats} nag repeats for"
+            f" {self.door_deaths} door deaths {where}"
+        )
+        self.nags.check(where)
         assert self.lock_free, f"the worker lock is still held {where}"
         assert self.half_written == 0, f"half-written Chief rows {where}"
         assert self.integrity == {"coop.db": "ok", "chief.db": "ok"}, f"{self.integrity} {where}"
@@ -312,6 +399,8 @@ class PowerCutRun:
         self.producers = Producers(self.stack, self.rng, rows)
         self.cuts: list[Cut] = []
         self.deaths: list[DoorDeath] = []
+        self.owner_rng = random.Random(self.rng.randrange(2**32))
+        self.phone: Owner | None = None  # the owner at the phone, once the emulator is up
         self.door_started_at = 0.0
         self.began = 0.0
 
@@ -410,6 +499,8 @@ class PowerCutRun:
         try:
             return self._run()
         finally:
+            if self.phone is not None:
+                self.phone.stop()
             self.stack.close()
             for pid in self.producers.pids():
                 os.killpg(pid, signal.SIGKILL)
@@ -418,6 +509,9 @@ class PowerCutRun:
     def _run(self) -> Outcome:
         self.began = time.monotonic()
         self._start_house()
+        # The owner, like the emulator, is outside the house: at the phone through every cut.
+        self.phone = Owner(self.stack.emulator.url, self.owner_rng, ack_within_s=nags.EXPIRE_S / 2)
+        self.phone.start()
         if self.owner:
             self.stack.cutover()
         self.producers.start()
@@ -440,8 +534,17 @@ class PowerCutRun:
         for proc in self.producers.running.values():
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
-        settle(self.stack, self.producers.acknowledged, timeout_s=SETTLE_S)
+        wait_until_sync(
+            lambda: nags.nags_done(self.stack, self.stack.outbox()), timeout_s=SETTLE_S,
+            what=f"every deadline decided, every urgent report stopped (POWERCUT_SEED={self.seed})",
+        )  # fmt: skip
+        settle(
+            self.stack, self.producers.acknowledged, timeout_s=SETTLE_S, read=nags.row_texts,
+            silent=self.stack.silent_rows,
+        )  # fmt: skip
         reconciled = self.stack.reconcile_uncertain() if self.owner else 0
+        assert self.phone is not None
+        self.phone.stop()
         exits = self.stack.stop()
         assert exits == {"engine": 0, "door": 0, "emulator": 0}, exits
         outcome = self.measure()
@@ -470,11 +573,12 @@ class PowerCutRun:
         delivered = {i for i, r in rows.items() if r["state"] == "delivered"}
         chief = stack.chief_lines()
         by_text = {r["text"]: i for i, r in rows.items()}
+        messages = stack.telegram_messages()
         rung: Counter[int] = Counter()
         stray = repeats = 0
-        for message in stack.telegram_messages():
+        for message in messages:
             repeated = False
-            for text in carried_texts(message["text"], by_text):
+            for text in nags.row_texts(message["text"], by_text):
                 row = by_text.get(text)
                 if row is None:
                     stray += 1
@@ -482,7 +586,9 @@ class PowerCutRun:
                 repeated = repeated or rung[row] > 0
                 rung[row] += 1
             repeats += repeated
+        silent = stack.silent_rows(rows)
         acknowledged = self.producers.acknowledged
+        assert self.phone is not None
         return Outcome(
             seed=self.seed,
             rows=self.rows,
@@ -490,17 +596,19 @@ class PowerCutRun:
             acknowledged=len(acknowledged),
             in_ledger=len(rows),
             delivered=len(delivered),
-            lost=len(acknowledged - (delivered & set(chief) & set(rung))),
+            lost=len(acknowledged - (delivered & set(chief) & (set(rung) | silent))),
             chief_per_row=Counter(chief.get(i, 0) for i in rows),
-            telegram_per_row=Counter(rung.get(i, 0) for i in rows),
+            telegram_per_row=Counter(rung.get(i, 0) for i in rows if i not in silent),
             repeat_messages=repeats,
-            in_doubt=window_deaths(stack, self.deaths),
+            in_doubt=window_deaths(stack, self.deaths, read=nags.row_texts),
             door_deaths=len(self.deaths),
             stray=stray,
             lock_free=stack.lock_holder() is None,
             integrity=stack.integrity(),
             half_written=stack.chief_half_written(),
             wall_s=time.monotonic() - self.began,
+            silent=len(silent),
+            nags=nags.measure(stack, rows, messages, self.phone.taps, time.time()),
         )
 
 

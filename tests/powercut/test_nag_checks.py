@@ -1,0 +1,168 @@
+"""The power-cut run's reading of the nags (tests.powercut.powercut_nags), on made-up receipts:
+each message the door makes of a row reads back to that row, the door's own nags are sorted to
+their request or report, and each promise fails on the timeline that breaks it. No processes, no
+FUSE: the run itself is tests/powercut/test_powercut_run.py."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chief.door.pacing import REPEAT_MARKER
+from tests.powercut import powercut_nags as nags
+from tests.powercut.powercut_nags import (
+    Asked,
+    DeadlineFigures,
+    Decision,
+    ReminderFigures,
+    Report,
+    Ring,
+    UrgentFigures,
+)
+
+ASK = "request #5 from prover: nag nag.1-0: may I (approve / decline)"
+SHOUT = "nag nag.1-1: the freezer is warm"
+
+
+def row(row_id: int, text: str, key: str, extra: dict[str, object] | None) -> dict[str, object]:
+    return {"text": text, "delivery_key": key, "extra": extra, "kind": "note", "state": "delivered"}
+
+
+ROWS = {
+    1: row(1, ASK, "d-ask", {"ask": {"request_id": 5, "key": "q-1", "deadline_at": 100.0}}),
+    2: row(2, SHOUT, "d-shout", {"urgent": True}),
+    3: row(3, "proof p0.1-0: a note for the owner", "d-plain", None),
+}
+KNOWN = {str(r["text"]): i for i, r in ROWS.items()}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Reminder 1 of 2: request #5 "nag nag.1-0: may I" has waited 2 s',
+        f"URGENT, again (ring 3, waiting 1 min): {SHOUT}",
+        f"{REPEAT_MARKER}URGENT, again (ring 2, waiting 0 min): {SHOUT}",
+        f"acknowledged at 14:05 (after 3 rings): {SHOUT}",
+        f"went unacknowledged after 4 rings in 0 min: {SHOUT}",
+    ],
+)
+def test_the_doors_own_nags_ring_no_row(text: str) -> None:
+    assert nags.row_texts(text, KNOWN) == []
+
+
+@given(
+    text=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1).filter(
+        lambda t: (
+            not t.startswith(("Reminder", "URGENT", "acknowledged", "went", "(possible"))
+            and not t[0].isdigit()
+        )
+    ),
+    urgent=st.booleans(),
+    deadline=st.booleans(),
+    repeat=st.booleans(),
+)
+def test_a_row_rung_as_the_door_dresses_it_reads_back_to_the_row(
+    text: str, urgent: bool, deadline: bool, repeat: bool
+) -> None:
+    """The urgent mark before, the deadline's line after, the in-doubt marker before all."""
+    sent = (nags.URGENT_MARK if urgent else "") + text
+    sent += "\ndecline at 18:00 if no answer" if deadline else ""
+    sent = (REPEAT_MARKER if repeat else "") + sent
+    assert nags.row_texts(sent, {text: 1}) == [text]
+
+
+def test_reminders_go_to_their_request_and_repeats_to_their_report() -> None:
+    messages = [
+        {"text": "Reminder 1 of 2: request #5 ...", "received_at": 1.0, "reply_to_message_id": 7},
+        {"text": "Reminder 2 of 2: request #5 ...", "received_at": 2.0},
+        {"text": f"URGENT: {SHOUT}", "received_at": 3.0},
+        {
+            "text": f"{REPEAT_MARKER}URGENT, again (ring 2, waiting 0 min): {SHOUT}",
+            "received_at": 4,
+        },
+        {"text": "URGENT, again (ring 2, waiting 0 min): nag gone-1: x", "received_at": 5.0},
+    ]
+    seen = nags.read_messages(messages, ROWS, {7: 5})
+    assert [r.at for r in seen.reminders[5]] == [1.0, 2.0]
+    assert seen.firsts["d-shout"] == [Ring(3.0, False)]
+    assert seen.agains["d-shout"] == [Ring(4.0, True)]
+    assert seen.repeats == 1
+    assert len(seen.stray) == 1
+
+
+ASKED = Asked(5, deadline_at=100.0, default="decline", remind_max=2, urgent=False)
+
+
+def test_one_reminder_in_flight_at_the_settle_or_the_deadline_is_allowed_and_no_more() -> None:
+    receipts = [97.0, 98.0, 98.5, 99.1, 100.5]  # every message Telegram received
+    ok = ReminderFigures(receipts)
+    ok.add(ASKED, [Ring(98.0, False), Ring(99.1, False)], door_at=99.0, ledger_at=98.9)
+    ok.check("")
+    assert ok.after_door == [pytest.approx(0.1)]
+    assert ok.after_ledger == [pytest.approx(0.2)]
+    cases = {
+        "2 reminders after the door's settle": ([99.1, 99.2], 99.0),
+        "not in flight .* after the door's settle": ([99.3], 99.0),
+        "past a send's bound after the door's settle": ([100.6 + nags.IN_FLIGHT_S + 1], 100.6),
+        "not in flight .* after the deadline": ([100.7], 101.0),
+    }
+    for words, (times, door_at) in cases.items():
+        broken = ReminderFigures(sorted([*receipts, *times]))
+        broken.add(ASKED, [Ring(t, False) for t in times], door_at=door_at, ledger_at=None)
+        with pytest.raises(AssertionError, match=words):
+            broken.check("")
+    many = ReminderFigures(receipts)
+    many.add(ASKED, [Ring(t, False) for t in (97.0, 98.0, 98.5)], door_at=99.0, ledger_at=99.0)
+    with pytest.raises(AssertionError, match="past their max"):
+        many.check("")
+
+
+def report(acked: float | None = None, expired: float | None = None) -> Report:
+    return Report("d-shout", 2, 10.0, acked, "got_it" if acked else None, expired)
+
+
+def test_an_urgent_repeat_past_one_interval_after_its_acknowledgement_fails() -> None:
+    lines = Counter({"d-shout#urgent-ack": 1})
+    within = UrgentFigures()
+    within.add(report(acked=12.0), [Ring(10.5, False)], [Ring(13.0, False)], lines, now=20.0)
+    within.check("")
+    late = UrgentFigures()
+    late.add(report(acked=12.0), [Ring(10.5, False)], [Ring(12.0 + nags.RERING_S + 0.1, False)],
+             lines, now=20.0)  # fmt: skip
+    with pytest.raises(AssertionError, match="rang on after their stop"):
+        late.check("")
+    late_ack = UrgentFigures()
+    both = lines + Counter({"d-shout#urgent-expired": 1})
+    late_ack.add(report(acked=19.0, expired=18.0), [Ring(10.5, False)], [], both, now=20.0)
+    late_ack.check("")  # an expiry acknowledged late (chief.store.urgent)
+    expired_after = UrgentFigures()
+    expired_after.add(report(acked=12.0, expired=18.0), [Ring(10.5, False)], [], both, now=20.0)
+    with pytest.raises(AssertionError, match="expired after their acknowledgement"):
+        expired_after.check("")
+    twice = UrgentFigures()
+    twice.add(report(acked=12.0), [Ring(10.5, False)], [], lines + lines, now=20.0)
+    with pytest.raises(AssertionError, match="Chief lines"):
+        twice.check("")
+
+
+def test_a_deadline_decided_twice_early_or_against_its_default_fails() -> None:
+    by_deadline = {"via": "deadline", "late_s": 0.1, "choice": "decline"}
+    fine = DeadlineFigures()
+    fine.add(ASKED, [Decision("close", 100.1, by_deadline)])
+    fine.add(ASKED, [Decision("close", 101.0, {"via": "telegram"})])
+    fine.check("")
+    assert fine.tap_after_deadline == 1
+    cases = {
+        "exactly once": [Decision("close", 100.1, by_deadline)] * 2,
+        "before they came": [Decision("close", 99.0, by_deadline)],
+        "against their default": [Decision("abandon", 100.1, {"via": "deadline", "late_s": 0})],
+        "neither deadline nor tap": [Decision("close", 100.1, {})],
+    }
+    for words, decided in cases.items():
+        broken = DeadlineFigures()
+        broken.add(ASKED, decided)
+        with pytest.raises(AssertionError, match=words):
+            broken.check("")
