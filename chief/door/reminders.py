@@ -18,6 +18,9 @@
                                                    `every_s` later, none past `max`
     a settle          ends the schedule and drops a queued reminder in its own transaction
                       (`chief.store.asks.void_ask`): never rung after its settle
+    the deadline      a reminder still queued when its ask's deadline comes (the chat's pacing
+                      behind a backlog, an outage) is handed to no sender after it, and the
+                      next turn takes it off the queue (`chief.store.telegram.STALE_REMINDER`)
 
 The message a reminder rang is remembered against its ask (`ask_messages`), so a tap on it
 decides the ask once and a settle edits it too.

@@ -73,6 +73,7 @@ sqlite3 errors are translated into ChiefStoreError here and nowhere else.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -265,10 +266,10 @@ class ChiefStore:
         how many entries are ahead of it."""
         return await self._hop(write, telegram.queue_alone, text)
 
-    async def telegram_head(self, limit: int) -> list[QueuedRing]:
-        """The first `limit` entries of the Telegram queue, oldest first (an ask's with its
-        live buttons)."""
-        return await self._hop(urgent.head, limit)
+    async def telegram_head(self, limit: int, now: float | None = None) -> list[QueuedRing]:
+        """The first `limit` entries of the Telegram queue at `now` (epoch seconds; None: the
+        wall clock), oldest first (an ask's with its live buttons)."""
+        return await self._hop(urgent.head, limit, time.time() if now is None else now)
 
     # -- asks (chief.store.asks) ------------------------------------------------------------
 

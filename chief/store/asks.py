@@ -276,9 +276,9 @@ def mark_rung(
     telegram.mark_rung(conn, seqs, outbox_ids, telegram_message_id)
 
 
-def head(conn: sqlite3.Connection, limit: int) -> list[telegram.QueuedRing]:
+def head(conn: sqlite3.Connection, limit: int, now: float) -> list[telegram.QueuedRing]:
     """`telegram.head`, each ask entry with its request's live buttons."""
-    entries = telegram.head(conn, limit)
+    entries = telegram.head(conn, limit, now)
     return [
         entry
         if entry.ask_key is None

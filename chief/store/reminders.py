@@ -130,6 +130,7 @@ def ring_due(conn: sqlite3.Connection, now: float, plan: Plan) -> tuple[int, flo
             )
         else:
             end(conn, due.ask_key, step.reason)
+    telegram.drop_stale_reminders(conn, now)
     return queued, next_at(conn)
 
 

@@ -98,11 +98,23 @@ def entries_ahead(conn: sqlite3.Connection, seqs: list[int]) -> dict[int, int]:
     return ahead
 
 
-def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
+# A reminder (an ask's entry with no outbox row, a reply to the ask's first message) not in
+# flight whose ask's deadline has come by the parameter `now`: the deadline decides the ask, so
+# the reminder would ring a question already settled (its settle may be a second away).
+STALE_REMINDER = (
+    "q.reply_to_message_id IS NOT NULL AND q.outbox_id IS NULL AND q.send_id IS NULL AND "
+    "q.ask_key IN (SELECT ask_key FROM asks WHERE deadline_at IS NOT NULL AND deadline_at <= ?)"
+)
+
+
+def head(conn: sqlite3.Connection, limit: int, now: float) -> list[QueuedRing]:
+    """The first `limit` entries of the queue at `now` (epoch seconds), oldest first, less the
+    stale reminders (`STALE_REMINDER`): their ask's deadline has come, so none rings after it."""
     rows = conn.execute(
         "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key, "
-        "reply_to_message_id, urgent FROM telegram_queue ORDER BY seq LIMIT ?",
-        (limit,),
+        f"reply_to_message_id, urgent FROM telegram_queue q WHERE NOT ({STALE_REMINDER}) "
+        "ORDER BY seq LIMIT ?",
+        (now, limit),
     ).fetchall()
     return [
         QueuedRing(
@@ -111,6 +123,12 @@ def head(conn: sqlite3.Connection, limit: int) -> list[QueuedRing]:
         )
         for a, b, c, d, e, f, g, h, i in rows
     ]  # fmt: skip
+
+
+def drop_stale_reminders(conn: sqlite3.Connection, now: float) -> None:
+    """Take off the queue the reminders whose ask's deadline has come by `now` and that no
+    send carries (`head` hands them to no sender already)."""
+    conn.execute(f"DELETE FROM telegram_queue AS q WHERE {STALE_REMINDER}", (now,))
 
 
 def urgent_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:

@@ -178,9 +178,9 @@ def settle_answer(
     return answer, edits
 
 
-def head(conn: sqlite3.Connection, limit: int) -> list[telegram.QueuedRing]:
+def head(conn: sqlite3.Connection, limit: int, now: float) -> list[telegram.QueuedRing]:
     """`asks.head`, each urgent entry with its live "Got it" token (none once it stopped)."""
-    entries = asks.head(conn, limit)
+    entries = asks.head(conn, limit, now)
     keys = [entry.urgent for entry in entries if entry.urgent is not None]
     if not keys:
         return entries
