@@ -97,6 +97,10 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+# Why an urgent request stopped ringing unacknowledged before its expiry.
+DEADLINE_DECIDED = "its deadline decided it with no answer"
+
+
 def first_line(text: str) -> str:
     """The first line of a report, for the acknowledgement's and the expiry's lines."""
     return text.strip().splitlines()[0] if text.strip() else text
@@ -125,10 +129,12 @@ def acknowledged_line(at: float, rings: int, text: str, zone: tzinfo | None = No
     return f"acknowledged at {clock} (after {rings} rings): {first_line(text)}"
 
 
-def expired_line(rings: int, created_at: float, now: float, text: str) -> str:
-    """The Chief line of an expiry: `went unacknowledged after 61 rings in 60 min: ...`."""
+def expired_line(rings: int, created_at: float, now: float, text: str, why: str = "") -> str:
+    """The Chief line of an expiry: `went unacknowledged after 61 rings in 60 min: ...`, `why`
+    after the report's first line when it stopped for a reason (`DEADLINE_DECIDED`)."""
     minutes = waited_min(created_at, now)
-    return f"went unacknowledged after {rings} rings in {minutes} min: {first_line(text)}"
+    line = f"went unacknowledged after {rings} rings in {minutes} min: {first_line(text)}"
+    return f"{line} ({why})" if why else line
 
 
 def ack_toast(already: bool, at: float, zone: tzinfo | None = None) -> str:

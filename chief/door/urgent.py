@@ -18,7 +18,9 @@ request's choices (`chief.door.ringer`). From then on:
                 Chief line `acknowledged at HH:MM (after N rings): ...` in the same commit and
                 its repeats not yet sent taken off the queue
     expire      at CHIEF_URGENT_EXPIRE_S after it was accepted, the same turn of `ring_due`
-                stops it and lands `went unacknowledged after N rings in M min: ...`
+                stops it and lands `went unacknowledged after N rings in M min: ...`; so
+                does the settle of an urgent request its deadline decided (nobody answered:
+                `... (its deadline decided it with no answer)`), never as an acknowledgement
 
 A repeat already in flight when the acknowledgement commits still rings (and loses its button
 at once): re-ringing stops within one interval. The door's status shows what rings (each with

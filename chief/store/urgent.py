@@ -40,6 +40,7 @@ from chief.store import answers, asks, reports, telegram
 from chief.store.sql import utc_now
 from chief.urgent_rules import (
     ACK_SOURCE_SUFFIX,
+    DEADLINE_DECIDED,
     EXPIRED_SOURCE_SUFFIX,
     GOT_IT_PREFIX,
     RUNG_AGAIN_NOTE,
@@ -143,14 +144,18 @@ def accept(
     conn: sqlite3.Connection, chief_id: int, rows: list[reports.ReportRow], queue_telegram: bool
 ) -> list[reports.Accepted]:
     """`reports.accept`, and in the same transaction: each urgent row queued to ring recorded
-    (once), and the urgent reports of each ask a row settles acknowledged."""
+    (once), and the urgent reports of each ask a row settles stopped: acknowledged, or, when
+    its deadline decided it (nobody answered), gone unacknowledged."""
     accepted = reports.accept(conn, chief_id, rows, queue_telegram)
     for row, found in zip(rows, accepted, strict=True):
         if row.extras.urgent and row.outbox_id is not None and found.telegram_seq is not None:
             ask_key = None if row.extras.ask is None else row.extras.ask.key
             open_urgent(conn, chief_id, row.outbox_id, row.text, ask_key)
-        if row.extras.settles is not None:
-            acknowledge_ask(conn, row.extras.settles.key)
+        settles = row.extras.settles
+        if settles is not None and settles.by == "deadline":
+            expire_ask(conn, settles.key)
+        elif settles is not None:
+            acknowledge_ask(conn, settles.key)
     return accepted
 
 
@@ -249,13 +254,13 @@ def _repeat(conn: sqlite3.Connection, row: UrgentRow, now: float, bounds: Urgent
     return 1
 
 
-def _expire(conn: sqlite3.Connection, row: UrgentRow, now: float) -> Stopped:
+def _expire(conn: sqlite3.Connection, row: UrgentRow, now: float, why: str = "") -> Stopped:
     conn.execute(
         "UPDATE urgent_reports SET expired_at = ?, next_at = NULL WHERE urgent_key = ?",
         (now, row.key),
     )
     rung = _rung(conn, row.key)
-    line = expired_line(rung, row.created_at, now, row.report)
+    line = expired_line(rung, row.created_at, now, row.report, why)
     return _stop(conn, row, line, EXPIRED_SOURCE_SUFFIX, "stopped ringing: unacknowledged")
 
 
@@ -369,6 +374,20 @@ def acknowledge_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
     now = time.time()
     stopped = [_acknowledge(conn, _row(raw), "settled", now).stopped for raw in rows]
     return [stop for stop in stopped if stop is not None]
+
+
+def expire_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
+    """The request of an urgent ask was decided by its deadline: nobody answered it, so each
+    urgent report of that ask still ringing stops as gone unacknowledged (its expiry line says
+    why; the status and `coop status --check` name it), never as acknowledged. One already
+    stopped is left as it is."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM urgent_reports WHERE ask_key = ? AND acked_at IS NULL "
+        "AND expired_at IS NULL",
+        (ask_key,),
+    ).fetchall()
+    now = time.time()
+    return [_expire(conn, _row(raw), now, DEADLINE_DECIDED) for raw in rows]
 
 
 def _acknowledge(conn: sqlite3.Connection, row: UrgentRow, via: str, now: float) -> Acked:

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 
 from chief.door.answers import Answers
-from chief.model import Ask, Extras
+from chief.model import Ask, Extras, Settle
 from chief.store import ChiefStore, ReportRow, urgent
 from chief.store.answers import asks_button, asks_request
 from chief.urgent_rules import UrgentBounds
@@ -115,3 +115,50 @@ def _buttons(conn: sqlite3.Connection, ask_key: str) -> tuple[tuple[str, str], .
     from chief.store import asks
 
     return asks.live_buttons(conn, ask_key)
+
+
+def _settled_by_deadline(outbox_id: str) -> ReportRow:
+    """The ledger's row of ASK's request decided by its deadline (no owner answered)."""
+    settle = Settle(ASK.request_id, ASK.key, by="deadline", outcome="closed", choice="decline")
+    return ReportRow(
+        "chief-report:coop-notify:" + outbox_id,
+        'request #7 "order the bigger bag?": decline, decided by its deadline with no answer',
+        outbox_id,
+        None,
+        Extras(settles=settle),
+    )
+
+
+async def test_an_urgent_request_its_deadline_decided_went_unacknowledged(tmp_path: Path) -> None:
+    """Nobody saw it: the deadline's settle stops its ringing as an expiry (named by the
+    status and `coop status --check`), never as the owner's acknowledgement. The power-cut
+    run found the deadline's settle written as `acknowledged at ...` (seed 404)."""
+    path = tmp_path / "chief.db"
+    async with ChiefStore.open(path) as store:
+        chief_id = await store.resolve_chief("owner")
+        await filed(store, "d-4", "URGENT: request #7: order the bigger bag?", ASK)
+        await store.accept_reports(chief_id, [_settled_by_deadline("d-5")], queue_telegram=True)
+        state = await store.urgent_read(urgent.status, time.time())
+    assert state.ringing == []
+    assert state.acknowledged == 0
+    assert [entry["key"] for entry in state.expired_unacknowledged] == ["d-4"]
+    assert lines(path, "#urgent-ack") == []
+    [line] = lines(path, "#urgent-expired")
+    assert line.startswith("went unacknowledged after 1 rings in 0 min")
+    assert "deadline" in line
+
+
+async def test_the_deadline_of_an_urgent_request_already_expired_acknowledges_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "chief.db"
+    async with ChiefStore.open(path) as store:
+        chief_id = await store.resolve_chief("owner")
+        await filed(store, "d-6", "URGENT: request #7: order the bigger bag?", ASK)
+        first = await store.urgent_write(urgent.ring_due, time.time(), BOUNDS)
+        assert first.next_at is not None
+        turn = await store.urgent_write(urgent.ring_due, time.time() + BOUNDS.expire_s, BOUNDS)
+        assert len(turn.expired) == 1
+        await store.accept_reports(chief_id, [_settled_by_deadline("d-7")], queue_telegram=True)
+    assert lines(path, "#urgent-ack") == []
+    assert len(lines(path, "#urgent-expired")) == 1
