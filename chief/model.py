@@ -189,3 +189,24 @@ def choices_refusal(labels: list[str]) -> str | None:
     if len(set(folded)) != len(folded):
         return "the choices must differ (ignoring case)"
     return None
+
+
+# A duration's units, short (/status: `2h 5m`) and spelled out (a reminder: `2 h 5 min`).
+SHORT_UNITS = ("s", "m", "h", "d")
+SPELLED_UNITS = (" s", " min", " h", " d")
+
+
+def span(seconds: float, units: tuple[str, str, str, str] = SHORT_UNITS) -> str:
+    """A duration as the owner reads it: 45s, 12m, 2h 5m, 3d 4h (in `units`)."""
+    s, m, h, d = units
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}{s}"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes}{m}"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}{h} {minutes}{m}" if minutes else f"{hours}{h}"
+    days, hours = divmod(hours, 24)
+    return f"{days}{d} {hours}{h}" if hours else f"{days}{d}"

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
+from chief.model import SPELLED_UNITS, span
+
 # The first word of every reminder's text: the other parts (the power-cut run, the tests)
 # count reminders by it.
 REMINDER_WORD = "Reminder"
@@ -67,17 +69,7 @@ def with_deadline(
 def waited(seconds: float) -> str:
     """How long a request has waited, as the owner reads it: `45 s`, `12 min`, `1 h 30 min`,
     `2 d 3 h`."""
-    whole = max(0, round(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    return span(seconds, SPELLED_UNITS)
 
 
 @dataclass(frozen=True)

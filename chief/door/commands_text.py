@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chief.model import span
+
 #: (command, description) as setMyCommands registers them (Telegram's menu)
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "Open items, the oldest one, delivery health"),
@@ -109,21 +111,6 @@ class QuietOverride:
 
     def holds(self, now: float) -> bool:
         return self.until is not None and now < self.until
-
-
-def span(seconds: float) -> str:
-    """A duration as the owner reads it: 45s, 12m, 2h 5m, 3d 4h."""
-    whole = max(0, round(seconds))
-    if whole < 60:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h" if hours else f"{days}d"
 
 
 def quiet_state(until: float | None, now: float) -> str:
