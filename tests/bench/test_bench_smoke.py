@@ -40,6 +40,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_idle_wakeups.py": ["--window-s", "1"],
     "bench_http_bounds.py": ["--idle", "5", "--wait-s", "5"],
     "bench_deadlines.py": ["--count", "2", "--spacing-s", "0", "--pending", "3", "--window-s", "1"],
+    "bench_reminders_idle.py": ["--asks", "3", "--window-s", "1"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0

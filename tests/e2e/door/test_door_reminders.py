@@ -28,7 +28,7 @@ from tests.e2e.door.conftest import DoorProcess, Harness, spawn_door
 from tests.support.phone import EmulatorOwner
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 OWNER_ID = 4242
 WAIT_S = 20.0

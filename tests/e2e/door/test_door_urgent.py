@@ -30,7 +30,7 @@ from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_H
 
 NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 OWNER_ID = int(CHAT_ID)
 WAIT_S = 15.0

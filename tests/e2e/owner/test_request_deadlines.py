@@ -29,6 +29,8 @@ from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.procs import Service, child_env
 from tests.support.waiting import wait_until_sync
 
+pytestmark = pytest.mark.slow  # a stack and real deadlines: started early (tests/conftest.py)
+
 KEY = "door-key-for-deadline-tests"
 #: Bound on every wait for the ledger to decide: far above a deadline of 2 s.
 DECIDE_S = 30.0

@@ -21,7 +21,7 @@ from tests.support.phone import EmulatorOwner
 from tests.support.phone_stack import make_stack, start
 from tests.support.procs import coop
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 RERING_S = "1"
 

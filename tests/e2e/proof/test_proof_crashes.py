@@ -34,6 +34,7 @@ from tests.e2e.proof.proof_checks import (
 )
 from tests.e2e.proof.proof_stack import MakeStack, ProofStack
 from tests.support.procs import Service
+from tests.support.waiting import wait_until_sync
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -73,8 +74,20 @@ class Run:
         self.refused_texts: list[str] = []
 
     def start_door(self, faults: str = "") -> None:
+        """Start the door and wait until it listens. Armed at a point, it may reach the point
+        before it listens (its sender rings what the last door left queued as it starts): that
+        death is the point's, which the schedule waits for next (`wait_exit`)."""
         self.door_started_at = time.time()
-        self.stack.door.start(faults=faults, wait=True)
+        door = self.stack.door
+        door.start(faults=faults, wait=not faults)
+        if faults:
+            wait_until_sync(
+                lambda: door.events(door.listening_event) or not door.running,
+                timeout_s=EVENT_WAIT_S,
+                what=f"the door armed at {faults} to listen or to reach its point",
+            )
+            if door.running:
+                door.wait_listening()
 
     def restart_door_after(self, died_at: float, faults: str = "") -> None:
         started_at = self.door_started_at
