@@ -55,7 +55,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import SERVICE_KEY_HEADER, Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
-from chief.telegram.sender import Buttons, TelegramSender
+from chief.telegram.sender import Buttons, TelegramSender, send_options
 
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
@@ -239,11 +239,7 @@ class _MeteredSender:
         buttons: Buttons | None = None,
         reply_to: int | None = None,
     ) -> int | None:
-        # `buttons` and `reply_to` passed on only when given: a sender double without them
-        # still serves rows.
-        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
-        if reply_to is not None:
-            options["reply_to"] = reply_to
+        options = send_options(buttons, reply_to)  # passed on only when given
         try:
             message_id: int | None = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:

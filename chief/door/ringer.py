@@ -69,7 +69,7 @@ from chief.door.pacing import (
 )
 from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.faults import fault
-from chief.telegram.sender import TelegramSender
+from chief.telegram.sender import TelegramSender, send_options
 from chief.urgent_rules import GOT_IT
 
 if TYPE_CHECKING:  # the store loads when the door starts
@@ -367,13 +367,8 @@ class Ringer(DoorLoop):
     ) -> int | None:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
-        # `buttons` passed only for an ask, `reply_to` for a reminder: a sender without them
-        # still rings every other row.
-        options: dict[str, Any] = {} if buttons is None else {"buttons": buttons}
-        if reply_to is not None:
-            options["reply_to"] = reply_to
-        try:
-            return await self.sender.send(text, silent=silent, **options)
+        try:  # `buttons` for an ask or an urgent ring, `reply_to` for a reminder
+            return await self.sender.send(text, silent=silent, **send_options(buttons, reply_to))
         finally:
             self._sending_since = None
             waited_s = self._monotonic() - started

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -40,6 +40,7 @@ from chief.door.nags import Due
 from chief.urgent_rules import GOT_IT_PREFIX, URGENT_MARK, UrgentBounds, ack_toast
 
 if TYPE_CHECKING:
+    from chief.conversation import Chief
     from chief.store import ChiefStore
     from chief.store.urgent import Stopped
 
@@ -49,26 +50,13 @@ log = structlog.get_logger("chief.door")
 RINGS, ACKNOWLEDGEMENTS, EXPIRIES = "rings", "acknowledgements", "expiries"
 
 
-class LineLander(Protocol):
-    """Lands a report row already queued (`chief.conversation.Chief.report`: idempotent per
-    source id, so it only lands the line the transaction wrote)."""
-
-    async def report(
-        self,
-        text: str,
-        source_id: str,
-        wait: float | None = 2.0,
-        source_conversation_id: str | None = None,
-    ) -> int | None: ...
-
-
 class Urgent:
     """The urgent source of the nag task, and the acknowledgements the phone brings."""
 
     def __init__(
         self,
         store: ChiefStore,
-        chief: LineLander,
+        chief: Chief,
         bounds: UrgentBounds,
         *,
         edits_queued: Callable[[], None] = lambda: None,

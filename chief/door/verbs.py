@@ -270,6 +270,8 @@ class DoorVerbs:
             sent = await chief.sent_count()
             queue = await chief.telegram_status()
             answers_pending = await chief.pending_answers()
+            reminders = await self._reminders()
+            urgent = await self._urgent_status()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
         return {
@@ -283,27 +285,21 @@ class DoorVerbs:
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
             "answers_pending": answers_pending,
-            "reminders": await self._reminders(),
-            "urgent": await self._urgent_status(),
+            "reminders": reminders,
+            "urgent": urgent,
         }
 
     async def _reminders(self) -> dict[str, Any]:
         """The reminders scheduled and the next one due (none without Telegram)."""
         if self.reminders is None:
             return {"scheduled": 0, "next": None}
-        try:
-            return await self.reminders.status()
-        except ChiefError as exc:
-            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
+        return await self.reminders.status()
 
     async def _urgent_status(self) -> dict[str, Any]:
         """The status's `urgent` part (chief.door.urgent); empty without Telegram."""
         if self.urgent is None:
             return {"ringing": [], "next": None, "acknowledged": 0, "expired_unacknowledged": []}
-        try:
-            return await self.urgent.status()
-        except ChiefError as exc:
-            raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
+        return await self.urgent.status()
 
     async def telegram_queue(self) -> tuple[int, float, int]:
         """The Telegram queue's depth, its oldest entry's age in seconds (0 when empty) and the

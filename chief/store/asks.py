@@ -236,7 +236,7 @@ def settle(
     void_ask(conn, ask_key)
     messages = messages_of_ask(conn, ask_key)
     for message in messages:
-        _queue_edit(conn, (ask_key, int(row[1])), message, text)
+        queue_edit(conn, (ask_key, int(row[1])), message, text)
     return len(messages)
 
 
@@ -247,7 +247,7 @@ def remember(
     ask key (before the entries leave the queue). An ask settled while it was in flight gets
     its edit queued at once."""
     now = utc_now()
-    for ask_key, text in telegram.ask_entries(conn, seqs):
+    for ask_key, text in telegram.keyed_entries(conn, seqs, "ask_key"):
         conn.execute(
             "INSERT OR REPLACE INTO ask_messages (chat_id, message_id, ask_key, text, "
             "sent_at) VALUES (?, ?, ?, ?, ?)",
@@ -259,7 +259,7 @@ def remember(
         ).fetchone()
         if row is not None and row[0] is not None:
             message = AskMessage(chat_id, message_id, text, now)
-            _queue_edit(conn, (ask_key, int(row[1])), message, str(row[0]))
+            queue_edit(conn, (ask_key, int(row[1])), message, str(row[0]))
 
 
 def mark_rung(
@@ -295,11 +295,12 @@ def queue_ask(conn: sqlite3.Connection, ask: Ask, text: str) -> tuple[int, int]:
     return seq, telegram.entries_ahead(conn, [seq])[seq]
 
 
-def _queue_edit(
+def queue_edit(
     conn: sqlite3.Connection, ask: tuple[str, int], message: AskMessage, settled: str
 ) -> None:
     """The edit `message` (of the ask `ask`: its key and request id) owes: its text, then
-    `settled`."""
+    `settled`. An urgent report's older rings lose their buttons through the same edits
+    (`chief.store.urgent`, keyed by its urgent key and request id 0)."""
     conn.execute(
         "INSERT OR IGNORE INTO ask_edits (chat_id, message_id, ask_key, request_id, text, "
         "queued_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -311,10 +312,6 @@ def _queue_edit(
             utc_now(),
         ),
     )
-
-
-# An urgent report's older rings lose their buttons through the same edits (chief.store.urgent).
-queue_edit = _queue_edit
 
 
 def due_edits(conn: sqlite3.Connection, now: float, limit: int) -> list[AskEdit]:

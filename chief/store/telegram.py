@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import Literal
 
 from chief.faults import fault
 from chief.store.sql import utc_now
@@ -131,17 +132,6 @@ def drop_stale_reminders(conn: sqlite3.Connection, now: float) -> None:
     conn.execute(f"DELETE FROM telegram_queue AS q WHERE {STALE_REMINDER}", (now,))
 
 
-def urgent_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:
-    """(urgent key, text) of the urgent rings among `seqs`, in queue order."""
-    marks = ", ".join("?" * len(seqs))
-    rows = conn.execute(
-        "SELECT urgent, text FROM telegram_queue "
-        f"WHERE seq IN ({marks}) AND urgent IS NOT NULL ORDER BY seq",
-        seqs,
-    ).fetchall()
-    return [(str(key), str(text)) for key, text in rows]
-
-
 def queued_urgent(conn: sqlite3.Connection, key: str) -> bool:
     """Whether a ring of the urgent report `key` is still queued."""
     row = conn.execute("SELECT 1 FROM telegram_queue WHERE urgent = ? LIMIT 1", (key,)).fetchone()
@@ -157,17 +147,20 @@ def drop_urgent(conn: sqlite3.Connection, key: str) -> None:
     )
 
 
-def ask_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str]]:
-    """(ask key, text) of the ask entries among `seqs`, in queue order."""
+def keyed_entries(
+    conn: sqlite3.Connection, seqs: list[int], key: Literal["ask_key", "urgent"]
+) -> list[tuple[str, str]]:
+    """(key, text) of the entries among `seqs` that carry `key` (an ask's key, an urgent
+    report's), in queue order."""
     if not seqs:
         return []
     marks = ", ".join("?" * len(seqs))
     rows = conn.execute(
-        "SELECT ask_key, text FROM telegram_queue "
-        f"WHERE seq IN ({marks}) AND ask_key IS NOT NULL ORDER BY seq",
+        f"SELECT {key}, text FROM telegram_queue "
+        f"WHERE seq IN ({marks}) AND {key} IS NOT NULL ORDER BY seq",
         seqs,
     ).fetchall()
-    return [(str(ask_key), str(text)) for ask_key, text in rows]
+    return [(str(found), str(text)) for found, text in rows]
 
 
 def drop_void_asks(conn: sqlite3.Connection) -> None:

@@ -319,7 +319,7 @@ def remember(
     """The urgent entries among `seqs` rang as (chat_id, message_id): remembered against their
     report, and every older message of it loses its "Got it" (an edit queued); a ring that went
     out after the report stopped loses its own at once."""
-    for key, text in telegram.urgent_entries(conn, seqs):
+    for key, text in telegram.keyed_entries(conn, seqs, "urgent"):
         (ring,) = conn.execute(
             "SELECT COUNT(*) + 1 FROM urgent_messages WHERE urgent_key = ?", (key,)
         ).fetchone()
