@@ -22,10 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine import lifecycle, store
-from engine.errors import LifecycleError
 from engine.store import ledger as ledger_store
 from engine.store import queue
-from engine.verbs.ledger import plain
+from engine.verbs.ledger import plain, require_applied
 from engine.verbs.unit import Row, Unit
 
 OPEN_STATUSES = ("open", "taken")
@@ -66,8 +65,7 @@ def apply_deadline(unit: Unit, request_id: int, now_s: float) -> Row:
         said["reason"] = lifecycle.deadline_reason(deadline_at)
         applied = ledger_store.abandon(conn, "request", row, actor, at, said["reason"])
         event, kind, outcome = "abandon", "request_abandoned", "abandoned"
-    if not applied:  # inside BEGIN IMMEDIATE nothing moves it between the read and the write
-        raise LifecycleError(f"request #{request_id} changed under its deadline — retried")
+    require_applied(applied, "request", request_id, event)  # nothing moves it: BEGIN IMMEDIATE
     ledger_store.record_event(conn, "request", request_id, event, actor, said, at=at)
     extra = None
     if row["ask_key"] is not None:

@@ -35,7 +35,7 @@ def _load(conn: sqlite3.Connection, kind: str, item_id: int) -> sqlite3.Row:
     return row
 
 
-def _applied(applied: bool, kind: str, item_id: int, verb: str) -> None:
+def require_applied(applied: bool, kind: str, item_id: int, verb: str) -> None:
     """A guarded write that found the row no longer as read: someone moved it meanwhile."""
     if not applied:
         raise LifecycleError(f"{kind} #{item_id} changed under this {verb} — re-read and retry")
@@ -112,7 +112,7 @@ def _take(kind: str, item_id: int, actor: str, force: bool, unit: Unit) -> Row:
             f" (since {lifecycle.clock(row['taken_at'])}) — --force to take it over"
         )
     at = store.now_iso()
-    _applied(ledger_store.take(conn, kind, item_id, actor, at, force), kind, item_id, "take")
+    require_applied(ledger_store.take(conn, kind, item_id, actor, at, force), kind, item_id, "take")
     outbox_id = None
     if foreign:
         previous = {"previous": row["taken_by"], "previous_at": row["taken_at"]}
@@ -150,7 +150,7 @@ def _release(kind: str, item_id: int, actor: str, reason: str | None, unit: Unit
         payload["decided_by"] = actor
     if reason:
         payload["reason"] = reason
-    _applied(ledger_store.release(conn, kind, row), kind, item_id, "release")
+    require_applied(ledger_store.release(conn, kind, row), kind, item_id, "release")
     ledger_store.record_event(conn, kind, item_id, "release", actor, payload)
     return _result(conn, kind, item_id)
 
@@ -214,7 +214,7 @@ def _finish(
     payload = _closing_payload(kind, item_id, verb, row, actor, force, owner) | (said or {})
     at = store.now_iso()
     applied = ledger_store.finish(conn, kind, row, target, actor, at, result_summary, commit_sha)
-    _applied(applied, kind, item_id, verb)
+    require_applied(applied, kind, item_id, verb)
     ledger_store.record_event(conn, kind, item_id, verb, actor, payload or None, at=at)
     text = f"{kind} #{item_id} {lifecycle.past(verb).removeprefix('marked ')} by {actor}:"
     text += f" {row['title']}"
@@ -286,7 +286,9 @@ def _abandon(kind: str, item_id: int, actor: str, reason: str, force: bool, unit
             )
         payload["forced_from"] = holder
     at = store.now_iso()
-    _applied(ledger_store.abandon(conn, kind, row, actor, at, reason), kind, item_id, "abandon")
+    require_applied(
+        ledger_store.abandon(conn, kind, row, actor, at, reason), kind, item_id, "abandon"
+    )
     ledger_store.record_event(conn, kind, item_id, "abandon", actor, payload, at=at)
     outbox_id = queue.enqueue(
         conn,
