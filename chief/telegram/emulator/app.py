@@ -20,9 +20,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from chief.telegram.emulator import owner, raw, replies
+from chief.telegram.emulator.guard import EmulatorGuard
 from chief.telegram.emulator.methods import BotMethods
 from chief.telegram.emulator.shapes import Refusal
 from chief.telegram.emulator.state import REFUSALS, EmulatorState, FloodLimits, parse_fault
+from plumbing.refusals import RefusalTally
 
 log = structlog.get_logger("chief.telegram.emulator")
 
@@ -93,6 +95,8 @@ def create_emulator(
             Route("/emulator/updates/next_id", controls.next_update_id, methods=["POST"]),
         ],
     )
+    # Guarded like the door (`guard`): no browser page drives or reads it through loopback.
+    app.add_middleware(EmulatorGuard, tally=routes.refusals)
     return app, state
 
 
@@ -103,6 +107,8 @@ class _Routes:
     def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.methods = BotMethods(state)
+        #: the guard's refusals, counted; the ones not yet said get their line at the stop
+        self.refusals = RefusalTally()
 
     async def api(self, request: Request) -> Response:
         """`/bot{token}/{method}`: the token, the body, an armed fault, then the method."""
@@ -178,6 +184,8 @@ class _Routes:
             yield
         finally:
             self.state.close_log()
+            for summary in self.refusals.flush():
+                log.warning("emulator.refused", **summary.fields())
 
 
 async def _document(request: Request) -> dict[str, Any]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from chief.private import private_file
 from chief.telegram.emulator.replies import ReplyShapes
 from chief.telegram.emulator.updates import UpdateQueue
 
@@ -154,7 +156,11 @@ class EmulatorState:
         if self.log_path is None:
             return
         if self._log_file is None:
-            self._log_file = self.log_path.open("a", encoding="utf-8")
+            # 0600 whatever the umask (the messages are the owner's), never through a link.
+            private_file(self.log_path)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            descriptor = os.open(self.log_path, flags)
+            self._log_file = os.fdopen(descriptor, "a", encoding="utf-8")
         self._log_file.write(json.dumps(record) + "\n")
         self._log_file.flush()
 

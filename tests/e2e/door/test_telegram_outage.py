@@ -79,7 +79,7 @@ def test_telegram_failing_every_send_fails_the_check_and_shows_in_the_door_metri
     assert gauges["coop_telegram_queue_oldest_age_seconds"] > MAX_AGE_S
 
     # Telegram answers again: the row rings on the sender's next try, and all is well.
-    assert harness.client.post(harness.emulator_url + "/emulator/reset").status_code == 200
+    assert harness.client.post(harness.emulator_url + "/emulator/reset", json={}).status_code == 200
     wait_until_sync(
         lambda: harness.emulator.texts() == ["todo #1 done: watered"],
         timeout_s=TIMEOUT_S,

@@ -1,0 +1,91 @@
+"""Who may knock on a loopback listener, from the request's peer and header bytes alone.
+
+    peer_is_loopback(peer)     the peer address is 127.0.0.1 or ::1 (an IPv4-mapped IPv6 one
+                               unwrapped, a zone dropped)
+    host_is_loopback(raw)      the Host names exactly 127.0.0.1, localhost or [::1], with or
+                               without a port: a browser page can reach loopback, but never with
+                               a loopback Host, so this shuts DNS rebinding
+    browser_header(name)       a header only a browser or a proxy sends (Origin, Cookie, the
+                               forwarding ones, a host application's session header)
+    cross_site(value)          a `Sec-Fetch-Site` a page on another origin sends
+
+The engine service and the Telegram emulator read these rules here; the door's guard
+(`chief.door.guard`) keeps its own copy, pinned by tests/contract/test_shared_facts.py.
+Standard library only: the `coop` CLI's cold path may load it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+#: Peer addresses a loopback listener answers.
+LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
+#: Host names a loopback request may carry (IPv6 in brackets).
+LOOPBACK_HOST_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
+MAX_PORT_DIGITS = 5
+#: Headers only a browser or a proxy sends: a request carrying one never came from a local
+#: client of the project.
+BROWSER_HEADERS = frozenset(
+    {"origin", "cookie", "x-forwarded-for", "forwarded", "x-forwarded-host", "x-real-ip"}
+)
+#: Session headers of host applications (X-Session-Id, X-Host-Session, ...).
+SESSION_MARKER = "session"
+#: `Sec-Fetch-Site` values a browser sends for a request a page on another origin started
+#: (`same-site` included: a page on another loopback port is same-site).
+CROSS_SITE_FETCHES = frozenset({"cross-site", "same-site"})
+
+
+def peer_is_loopback(peer: str | None) -> bool:
+    """True when a request's peer address is one of `LOOPBACK_PEERS`."""
+    if peer is None:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address) in LOOPBACK_PEERS
+
+
+def host_is_loopback(raw: str | bytes) -> bool:
+    """True for exactly `127.0.0.1`, `localhost` or `[::1]`, each with or without a port."""
+    try:
+        text = raw.decode("ascii") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        return False
+    if not text.isascii():
+        return False
+    host = text.strip().lower()
+    name, port = host, ""
+    if host.startswith("["):
+        close = host.find("]")
+        if close < 0:
+            return False
+        name, rest = host[: close + 1], host[close + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                return False
+            port = rest[1:]
+            if not port:
+                return False
+    elif ":" in host:
+        name, port = host.split(":", 1)
+        if not port:
+            return False
+    if port and not (port.isdigit() and len(port) <= MAX_PORT_DIGITS):
+        return False
+    return name in LOOPBACK_HOST_NAMES
+
+
+def browser_header(name: str | bytes) -> bool:
+    """True for a header name (any case) only a browser or a proxy sends."""
+    text = name.decode("latin-1") if isinstance(name, bytes) else name
+    lowered = text.lower()
+    return lowered in BROWSER_HEADERS or SESSION_MARKER in lowered
+
+
+def cross_site(value: str | bytes) -> bool:
+    """True for a `Sec-Fetch-Site` value a page on another origin sends."""
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    return text.strip().lower() in CROSS_SITE_FETCHES
