@@ -42,6 +42,7 @@ from notifier import config as notifier_config
 from notifier import outcome as notifier_outcome
 from notifier import serve as engine_serve
 from notifier.errors import ServiceKeyError
+from plumbing import loopback as plumbing_loopback
 
 # ---- the data folder -------------------------------------------------------------------------
 
@@ -368,6 +369,10 @@ def test_the_engine_and_the_door_refuse_the_same_browser_and_proxy_headers() -> 
     engine = {name.encode("latin-1") for name in engine_service.BROWSER_HEADERS}
     assert engine == door_guard.FORBIDDEN_HEADERS
     assert engine_service.SESSION_MARKER.encode("latin-1") == door_guard.SESSION_MARKER
+    # the floor's list, which the Telegram emulator's guard reads
+    floor = {name.encode("latin-1") for name in plumbing_loopback.BROWSER_HEADERS}
+    assert floor == door_guard.FORBIDDEN_HEADERS
+    assert plumbing_loopback.SESSION_MARKER.encode("latin-1") == door_guard.SESSION_MARKER
 
 
 # ---- the wire: header, URL, limit ------------------------------------------------------------
