@@ -10,6 +10,9 @@ other processes did too), with one read-only connection per scrape:
     coop_outbox_delivery_attempts            histogram  attempts each delivered row took
     coop_outbox_commit_to_delivered_seconds  histogram  from the row's commit to its delivery
     coop_worker_lock_held                    gauge      1 while a worker holds the lock
+    coop_service_refusals_total{reason}      counter    requests the guard turned away, every
+                                                        one (the log sums them up a minute at a
+                                                        time: engine.owner.refused)
 
 plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
 notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
@@ -41,6 +44,7 @@ from fastapi.responses import Response
 from engine import door, store
 from engine.errors import KeyFileError
 from engine.owner.app import guard_request
+from engine.owner.refused import ServiceRefusals
 from engine.store import queue
 
 if TYPE_CHECKING:
@@ -155,10 +159,15 @@ def mount_metrics(
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
 
+    from loopback_server.refusals import RefusalCollector
+
     key = service_key if service_key is not None else read_service_key()
     expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
+    refusals = getattr(app.state, "refusals", None)  # the owner app's (`create_app`)
+    if isinstance(refusals, ServiceRefusals):
+        registry.register(RefusalCollector("coop_service_refusals", refusals.tally))
     for each in extra:
         registry.register(each)  # a registry is a collector too: one exposition, one `# EOF`
 

@@ -8,6 +8,7 @@ service (`coop serve`, whose process is `notifier.serve`) all run on it.
     body.py    a request's body bounded before the app reads it: its size (413) and its JSON
                nesting (400)
     server.py  the uvicorn server on the gate, stopped by an event rather than a poll
+    refusals.py  a service's refusals (`plumbing.refusals`) as a counter on its `/metrics`
 
 It imports nothing from `engine`, `notifier` or `chief` (an import contract holds that), so the
 engine's side and the Chief's side, which must not import each other, can both use it.

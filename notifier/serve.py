@@ -339,6 +339,7 @@ async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: O
         sock.close()
         service.close()
         signals.log_pending()
+        app.state.refusals.say_pending()  # what the last minute had not said yet
     log.info("service.stopped")
 
 

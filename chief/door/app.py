@@ -169,6 +169,8 @@ class _DoorParts:
                 yield
             finally:
                 self.service.chief = None
+                for summary in self.service.refusals.flush():  # what the minute had not said
+                    log.warning("door.refused", **summary.fields())
                 log.info("door.stopping")
 
     async def _open_chief(self, stack: AsyncExitStack) -> None:

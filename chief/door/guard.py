@@ -13,6 +13,12 @@
 
 The guard reads only the raw ASGI scope (peer and header bytes), so it is the same whether the
 router runs in `chief serve` or inside a host application.
+
+Refusals are counted, not logged one line each (`say_refused`, over the door's
+`plumbing.refusals.RefusalTally`): a reason's first refusal is one `door.refused` line at once,
+then at most one summary line a minute (count, first peer, since), and
+`coop_door_refusals_total{reason}` counts every one. A keyless client's flood is a line a
+minute, so journald's rate limit never drops the real lines instead.
 """
 
 from __future__ import annotations
@@ -24,12 +30,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import structlog
+
 from chief.door.config import DoorConfig
 from chief.door.posture import PostureSource
 from chief.errors import PostureUnavailable
+from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+
+log = structlog.get_logger("chief.door")
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.door,
 # notifier.client), the refused headers, the peer rule and the Host rule (engine.owner.app,
@@ -105,6 +116,13 @@ class Guard:
         # Digests of equal length make the comparison's time independent of the guess's length.
         digest = hashlib.sha256(presented.strip()).digest()
         return hmac.compare_digest(digest, self.config.service_key_digest)
+
+
+def say_refused(tally: RefusalTally, reason: str, *, path: str, peer: str | None) -> None:
+    """Count one refusal; log `door.refused` only when its reason's summary is due."""
+    summary = tally.refused(reason, peer=peer, path=path)
+    if summary is not None:
+        log.warning("door.refused", **summary.fields())
 
 
 def peer_allowed(

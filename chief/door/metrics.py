@@ -24,6 +24,9 @@ verbs they count.
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.door.phone)
+    coop_door_refusals_total{reason}           counter    requests the guard turned away, every
+                                                          one (the log sums them up a minute at
+                                                          a time: chief.door.guard)
 
 The outbox counts a row delivered once the door queued it for Telegram, so a Telegram outage
 shows only here: the queue's depth and age grow while every send fails.
@@ -56,6 +59,7 @@ from chief.door.guard import SERVICE_KEY_HEADER, Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
+from loopback_server.refusals import RefusalCollector
 
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
@@ -323,5 +327,6 @@ def instrument_door(
     """Count the door's answers (Telegram sends: `metered`), and serve them on `GET /metrics`."""
     app.add_middleware(_AnswerCounter, metrics=metrics)
     app.include_router(metrics_router(config, service, metrics))
+    metrics.registry.register(RefusalCollector("coop_door_refusals", service.refusals))
     app.state.metrics = metrics
     return metrics

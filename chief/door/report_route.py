@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, read_body
+from chief.door.guard import Guard, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
 from chief.model import MAX_TEXT_CHARS
@@ -78,7 +78,7 @@ def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
             peer, request.scope.get("headers", []), owner_configured=service.chief is not None
         )
         if refusal is not None:
-            log.warning("door.refused", reason=refusal.reason, path=REPORT_PATH, peer=peer)
+            say_refused(service.refusals, refusal.reason, path=REPORT_PATH, peer=peer)
             return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
         raw = await read_body(request, MAX_BODY_BYTES)
         if raw is None:

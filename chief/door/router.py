@@ -80,7 +80,7 @@ from pydantic import (
 )
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body
+from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
@@ -542,7 +542,7 @@ def _refuser(guard: Guard, service: DoorVerbs) -> Refuser:
         )
         if refusal is None:
             return None
-        log.warning("door.refused", reason=refusal.reason, path=request.url.path, peer=peer)
+        say_refused(service.refusals, refusal.reason, path=request.url.path, peer=peer)
         return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
 
     return refused

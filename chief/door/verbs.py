@@ -51,6 +51,7 @@ from chief.door.ringer import Ringer, Rung
 from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
 from chief.faults import fault
 from chief.model import NO_EXTRAS, Extras
+from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.door.asks import Asks
@@ -115,6 +116,8 @@ class DoorVerbs:
         #: wait, so retries never pile up behind a busy Chief or a slow Telegram.
         self.in_flight = 0
         self._started_monotonic = time.monotonic()
+        #: the guard's refusals, counted by reason and summed up in the log (`guard.say_refused`)
+        self.refusals = RefusalTally()
         #: what to do before Telegram rings (a token set and no chat: pair), for the status
         self.telegram_next_step: str | None = None
 

@@ -21,7 +21,8 @@ exactly one `Host`, naming `127.0.0.1`, `localhost` or `[::1]`
 credential file the owner file names; for the phone's, the service key (`engine.owner.phone`).
 Then the body is read, at most `MAX_BODY_BYTES` (413 past it, sized or chunked) and nested at
 most `loopback_server.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
-hold nothing.
+hold nothing. The guard's refusals are counted, not logged one line each
+(`engine.owner.refused`): a reason's first one at once, then one summary line a minute.
 
 Mode is decided per request from the owner file, exactly as the clients decide it: with a valid
 owner file for this database the service is the owner and runs calls; without one (local mode,
@@ -61,6 +62,7 @@ from engine.config import EngineConfig
 from engine.errors import CoopError, OwnerUnavailable, StoreError
 from engine.faults import fault
 from engine.owner import commands, compat, phone
+from engine.owner.refused import Refused, ServiceRefusals
 from loopback_server.body import BoundedBody, refusal
 
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
@@ -176,16 +178,21 @@ def _refuse(status: int, reason: str, detail: str) -> HTTPException:
     return HTTPException(status_code=status, detail=detail)
 
 
+def _deny(status: int, reason: str, detail: str) -> Refused:
+    """A guard's refusal: counted and summed up by `GuardBeforeBody`, not one line each."""
+    return Refused(status, reason, detail, "owner.refused")
+
+
 def guard_request(request: Request) -> None:
     """Loopback peer, no browser or proxy headers, one loopback Host: in that order."""
     if not loopback.peer_is_loopback(request.client.host if request.client else None):
-        raise _refuse(403, "peer", "the Coop owner answers loopback callers only")
+        raise _deny(403, "peer", "the Coop owner answers loopback callers only")
     names = {name.lower() for name in request.headers}
     if any(name in names for name in BROWSER_HEADERS) or any(SESSION_MARKER in n for n in names):
-        raise _refuse(403, "browser_header", "browser and proxy headers are refused")
+        raise _deny(403, "browser_header", "browser and proxy headers are refused")
     hosts = request.headers.getlist("host")
     if len(hosts) != 1 or not loopback.host_is_loopback(hosts[0]):
-        raise _refuse(403, "host", "the Host header must name a loopback host")
+        raise _deny(403, "host", "the Host header must name a loopback host")
 
 
 def _digest(text: str) -> bytes:
@@ -202,9 +209,9 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
         config = owner.owner_config(db)
     except (CoopError, ValueError, KeyError) as exc:
         log.error("owner.owner_file_invalid", detail=str(exc))
-        raise _refuse(503, "owner_file", owner.INVALID_OWNER) from exc
+        raise _deny(503, "owner_file", owner.INVALID_OWNER) from exc
     if config is None:
-        raise _refuse(
+        raise _deny(
             409,
             "local_mode",
             "this service is not the Coop owner (local mode): callers write locally;"
@@ -214,10 +221,10 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
         expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
     except (CoopError, KeyError, TypeError) as exc:
         log.error("owner.credential_unusable", detail=str(exc))
-        raise _refuse(503, "credential_file", "the owner credential is unusable") from exc
+        raise _deny(503, "credential_file", "the owner credential is unusable") from exc
     given = request.headers.get(compat.CREDENTIAL_HEADER, "")
     if not hmac.compare_digest(_digest(given), _digest(expected)):
-        raise _refuse(401, "credential", "missing or wrong Coop owner credential")
+        raise _deny(401, "credential", "missing or wrong Coop owner credential")
     return config
 
 
@@ -260,15 +267,20 @@ class GuardBeforeBody:
     then the body bounded (`loopback_server.body.BoundedBody`). A refusal answers at once,
     `{"detail": ...}` as FastAPI's, and closes the connection: the body is never read."""
 
-    def __init__(self, app: ASGIApp, checks: Sequence[Check]) -> None:
+    def __init__(self, app: ASGIApp, checks: Sequence[Check], refusals: ServiceRefusals) -> None:
         self.app = BoundedBody(app, max_bytes=MAX_BODY_BYTES)
         self.checks = checks
+        self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            request = Request(scope)
             try:
-                await self._check(Request(scope))
+                await self._check(request)
             except HTTPException as exc:
+                if isinstance(exc, Refused):
+                    peer = request.client.host if request.client else None
+                    self.refusals.say(exc, peer, request.url.path)
                 await refusal(exc.status_code, str(exc.detail))(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -316,7 +328,11 @@ def create_app(
     # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
     key = phone.ServiceKey.from_env() if service_key is None else service_key
 
-    app.add_middleware(GuardBeforeBody, checks=_route_checks(service, key))
+    # The guard's refusals, counted (`coop_service_refusals_total`) and summed up in the log.
+    app.state.refusals = ServiceRefusals()
+    app.add_middleware(
+        GuardBeforeBody, checks=_route_checks(service, key), refusals=app.state.refusals
+    )
 
     @app.post("/compat/call")
     async def compat_call(body: CallBody) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine import door, lifecycle
 from engine.errors import CoopError, KeyFileError, StoreError, UsageError
+from engine.owner.refused import Refused
 from engine.verbs import phone as phone_verbs
 
 PREFIX = "/api/coop/phone"
@@ -91,15 +92,21 @@ class ServiceKey:
 
     def check(self, given: str | None) -> None:
         if self.digest is None:
-            raise _refuse(503, "service_key_file", f"the service key is unusable: {self.problem}")
+            raise _deny(503, "service_key_file", f"the service key is unusable: {self.problem}")
         if not given:
-            raise _refuse(401, "service_key", f"missing {SERVICE_KEY_HEADER}")
+            raise _deny(401, "service_key", f"missing {SERVICE_KEY_HEADER}")
         if not hmac.compare_digest(_digest(given), self.digest):
-            raise _refuse(403, "service_key", f"wrong {SERVICE_KEY_HEADER}")
+            raise _deny(403, "service_key", f"wrong {SERVICE_KEY_HEADER}")
 
 
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def _deny(status: int, reason: str, detail: str) -> Refused:
+    """The key check's refusal: counted and summed up by the owner app's guard
+    (`engine.owner.app.GuardBeforeBody`), not one line each."""
+    return Refused(status, reason, detail, "phone.refused")
 
 
 def _refuse(status: int, reason: str, detail: str) -> HTTPException:
