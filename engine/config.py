@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 from engine.errors import UsageError
+from plumbing.bounds import MAX_REMIND_MAX
 
 # `typing` and `pathlib` stay off the CLI's cold path (together ~17 ms of a cold start): names
 # for annotations only, read by mypy (which treats any `TYPE_CHECKING` as true).
@@ -31,8 +32,8 @@ DEFAULT_OWNER = "owner"
 DEFAULT_CHIEF_ACTOR = "chief"
 DEFAULT_STALE_AFTER_S = 3600.0
 DEFAULT_REMIND_MAX = 3
-#: The most reminders one request may ring (a bound on a nag, whatever the setting says).
-MAX_REMIND_MAX = 100
+# The most reminders one request may ring (a bound on a nag, whatever the setting says) is the
+# floor's `plumbing.bounds.MAX_REMIND_MAX`, which the door holds too.
 _INFINITY = float("inf")  # without `math`: the CLI's cold path reads this module
 
 

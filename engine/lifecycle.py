@@ -16,6 +16,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from engine.errors import LifecycleError, UsageError
+from plumbing.bounds import MAX_WAIT_S, MIN_REMIND_S
 
 # `typing` stays off the CLI's cold path (~7 ms): for mypy only, which reads any
 # `TYPE_CHECKING` as true.
@@ -301,10 +302,8 @@ def one_line(text: str, limit: int) -> str:
 DEADLINE_ACTOR = "deadline"
 #: The event's `via` when a deadline decided (beside `telegram` for an answer from the phone).
 VIA_DEADLINE = "deadline"
-#: The longest `--deadline` or `--remind` a request takes: a year (and a day), in seconds.
-MAX_WAIT_S = 366 * 86400
-#: `--remind` rings no more often than this.
-MIN_REMIND_S = 1
+# The longest `--deadline` or `--remind` a request takes (a year and a day, in seconds) and the
+# shortest `--remind`: the floor's (`plumbing.bounds`), which the door holds too.
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # ASCII digits only (`\d` takes any script's digits), a whole number and one unit.
 _DURATION = re.compile(r"([0-9]{1,9})([smhd])")

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -97,6 +98,7 @@ from chief.model import (
     choices_refusal,
 )
 from chief.urgent_rules import marked
+from plumbing.bounds import MAX_REMIND_MAX, MAX_WAIT_S, MIN_REMIND_S
 
 log = structlog.get_logger("chief.door")
 
@@ -180,13 +182,13 @@ EpochSeconds = Annotated[float, Field(gt=0, le=MAX_EPOCH_S, allow_inf_nan=False)
 
 
 class RemindBody(BaseModel):
-    """The ask's `remind`: ring it again every `every_s` seconds (at least 1) while it is open,
-    at most `max` times."""
+    """The ask's `remind`: ring it again every `every_s` seconds while it is open, at most `max`
+    times; both within the engine's bounds (`plumbing.bounds`), held here where they enter."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    every_s: Annotated[float, Field(ge=1, le=MAX_EPOCH_S, allow_inf_nan=False)]
-    max: Annotated[int, Field(ge=1, le=2**63 - 1)]
+    every_s: Annotated[float, Field(ge=MIN_REMIND_S, le=MAX_WAIT_S, allow_inf_nan=False)]
+    max: Annotated[int, Field(ge=1, le=MAX_REMIND_MAX)]
 
 
 class AskBody(BaseModel):
@@ -222,6 +224,15 @@ class AskBody(BaseModel):
         return Ask(
             self.request_id, self.key, self.title, choices, self.deadline_at, self.default, remind
         )
+
+    @field_validator("deadline_at")
+    @classmethod
+    def _within_the_engines_wait(cls, value: float | None) -> float | None:
+        # The engine files a deadline at most MAX_WAIT_S ahead of the moment it files it, and
+        # the door sees the row no earlier: one further ahead was never filed by the engine.
+        if value is not None and value > time.time() + MAX_WAIT_S:
+            raise ValueError(f"deadline_at is more than {MAX_WAIT_S} s (a year and a day) ahead")
+        return value
 
     @field_validator("default")
     @classmethod

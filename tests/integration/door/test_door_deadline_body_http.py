@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from plumbing.bounds import MAX_REMIND_MAX, MAX_WAIT_S
 from tests.integration.door.conftest import LiveDoor
 from tests.integration.door.test_door_extras_body_http import (
     ASK,
@@ -26,7 +28,9 @@ from tests.integration.door.test_door_extras_body_http import (
 
 pytestmark = pytest.mark.timeout(120)
 
-DEADLINE = {"deadline_at": 1_900_000_000.5, "default": "decline"}
+# A day ahead: the door takes a deadline at most the engine's longest wait ahead (`MAX_WAIT_S`).
+SOON = int(time.time()) + 86_400
+DEADLINE = {"deadline_at": SOON + 0.5, "default": "decline"}
 REMIND = {"every_s": 1800, "max": 3}
 BY_DEADLINE = {"by": "deadline", "outcome": "closed", "choice": "decline"}
 MAX_EPOCH_S = 253_402_300_799  # 9999-12-31T23:59:59Z: a deadline past it cannot be shown
@@ -83,7 +87,7 @@ def test_a_malformed_deadline_or_reminder_field_is_a_located_422_and_writes_noth
     "extras",
     [
         {"ask": ASK | DEADLINE},
-        {"ask": ASK | {"deadline_at": 1_900_000_000}},  # an integer is a number too
+        {"ask": ASK | {"deadline_at": SOON}},  # an integer is a number too
         {"ask": ASK | {"remind": REMIND}},
         {"ask": ASK | DEADLINE | {"remind": {"every_s": 1.5, "max": 10}}},
         {"settles": SETTLE | BY_DEADLINE},
@@ -106,7 +110,12 @@ def test_well_formed_deadline_and_reminder_fields_are_accepted(
 NUMBERS = st.one_of(
     st.integers(-3, 2**64),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([0.5, 1, 1.0, 3, MAX_EPOCH_S, MAX_EPOCH_S + 1]),
+    st.sampled_from(
+        [
+            *(0.5, 1, 1.0, 3, MAX_REMIND_MAX, MAX_REMIND_MAX + 1, MAX_WAIT_S, MAX_WAIT_S + 1),
+            *(SOON, SOON + MAX_WAIT_S, MAX_EPOCH_S, MAX_EPOCH_S + 1),
+        ]
+    ),
 )
 LABELS = st.one_of(st.sampled_from(["approve", "decline", "Decline", "maybe", "a,b", ""]))
 ASK_FIELDS = st.fixed_dictionaries(
@@ -144,8 +153,11 @@ def _number(value: object, low: float, high: float) -> bool:
 
 
 def _ask_fields(fields: dict[str, Any]) -> bool:
-    """Contract §1.1, written out independently of the door's models."""
-    if "deadline_at" in fields and not _number(fields["deadline_at"], 1e-300, MAX_EPOCH_S):
+    """Contract §1.1, written out independently of the door's models, with the engine's bounds
+    (`plumbing.bounds`): a deadline at most a year and a day ahead, a reminder every 1 s to a
+    year and a day, at most 100 of them."""
+    latest = min(time.time() + MAX_WAIT_S, MAX_EPOCH_S)
+    if "deadline_at" in fields and not _number(fields["deadline_at"], 1e-300, latest):
         return False
     default = fields.get("default", "decline")
     if "default" in fields and ("deadline_at" not in fields or default not in ASK["choices"]):
@@ -154,9 +166,9 @@ def _ask_fields(fields: dict[str, Any]) -> bool:
         remind = fields["remind"]
         if not isinstance(remind, dict) or set(remind) != {"every_s", "max"}:
             return False
-        if not _number(remind["every_s"], 1, MAX_EPOCH_S):
+        if not _number(remind["every_s"], 1, MAX_WAIT_S):
             return False
-        if type(remind["max"]) is not int or not 1 <= remind["max"] < 2**63:
+        if type(remind["max"]) is not int or not 1 <= remind["max"] <= MAX_REMIND_MAX:
             return False
     return True
 
