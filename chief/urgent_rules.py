@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from chief.errors import DoorError
+from plumbing import settings
 
 DEFAULT_RERING_S = 60.0
 DEFAULT_EXPIRE_S = 3600.0
@@ -66,7 +67,7 @@ class UrgentBounds:
 
 def bounds_from_env(env: Mapping[str, str]) -> UrgentBounds:
     """The urgent bounds from the environment; `DoorError` naming the wrong setting."""
-    test_short = env.get(TEST_SETTING, "").strip() == "1"
+    test_short = _test_short(env)
     floor = TEST_MIN_RERING_S if test_short else MIN_RERING_S
     rering_s = _seconds(env, "CHIEF_URGENT_RERING_S", DEFAULT_RERING_S)
     if rering_s < floor:
@@ -84,14 +85,23 @@ def bounds_from_env(env: Mapping[str, str]) -> UrgentBounds:
     return UrgentBounds(rering_s, expire_s, test_short)
 
 
+#: The words the test-only switch takes (docs/configuration.md); unset or blank is off.
+TEST_SETTING_WORDS = {"1": True, "0": False}
+
+
+def _test_short(env: Mapping[str, str]) -> bool:
+    try:
+        return settings.switch_setting(env, TEST_SETTING, TEST_SETTING_WORDS, default=False)
+    except settings.SettingRefused as exc:
+        raise DoorError(exc.message) from None
+
+
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
+    read = settings.decimal(raw)  # ASCII digits only: `٣٠` is refused, never read as 30
+    value = math.nan if read is None else read
     if not math.isfinite(value) or value <= 0:
         raise DoorError(f"{name}={raw!r} must be a positive number of seconds")
     return value

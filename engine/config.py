@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 from engine.errors import UsageError
+from plumbing import settings
 from plumbing.bounds import MAX_REMIND_MAX
 
 # `typing` and `pathlib` stay off the CLI's cold path (together ~17 ms of a cold start): names
@@ -152,10 +153,8 @@ class EngineConfig:
         already resolved (the environment's `COOP_DB` is then not consulted)."""
         env = os.environ if environ is None else environ
         raw_stale = env.get("COOP_STALE_AFTER_S", str(DEFAULT_STALE_AFTER_S))
-        try:
-            stale = float(raw_stale)
-        except ValueError:
-            stale = -1.0
+        read = settings.decimal(raw_stale)  # ASCII digits only, never `inf`, `nan` or `٣٠`
+        stale = -1.0 if read is None else read
         if not 0 < stale < _INFINITY:  # nan and infinity are not an age (nan compares false)
             raise UsageError(
                 f"COOP_STALE_AFTER_S must be a positive number of seconds, not {raw_stale!r}"
@@ -173,9 +172,9 @@ def _remind_max(raw: str | None) -> int:
     """`COOP_REMIND_MAX`: a whole number from 1 to `MAX_REMIND_MAX` (unset or blank: 3)."""
     if raw is None or not raw.strip():
         return DEFAULT_REMIND_MAX
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_REMIND_MAX):
+    value = settings.whole_number(raw)
+    if value is None or not 1 <= value <= MAX_REMIND_MAX:
         raise UsageError(
             f"COOP_REMIND_MAX must be a whole number from 1 to {MAX_REMIND_MAX}, not {raw!r}"
         )
-    return int(text)
+    return value

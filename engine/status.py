@@ -36,6 +36,7 @@ from typing import Any
 from engine.door import door_status
 from engine.errors import UsageError
 from engine.outbox import status_snapshot
+from plumbing import settings
 
 DEFAULT_MAX_PENDING_AGE_S = 600.0
 OWNER_TIMEOUT_S = 2.0
@@ -63,10 +64,8 @@ def max_pending_age(given_s: str | float | None, environ: dict[str, str] | None 
     else:
         name = "COOP_STATUS_MAX_PENDING_AGE_S"
         raw = env.get(name, str(DEFAULT_MAX_PENDING_AGE_S))
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
+    read = settings.decimal(raw)  # ASCII digits only, never `inf`, `nan` or `٦٠٠`
+    value = float("nan") if read is None else read
     if not 0 < value < float("inf"):  # false for nan as well
         raise UsageError(f"{name} must be a positive number of seconds, not {raw!r}")
     return value

@@ -33,6 +33,7 @@ from engine.config import data_home
 from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
 from notifier.outcome import UNREACHABLE_RETRY_S
+from plumbing import settings
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL
 # (chief.door, engine.door), the key file and its rule (chief.door.config, engine.keyfile).
@@ -142,22 +143,18 @@ def _batch_max(env: Mapping[str, str]) -> int:
 
 
 def whole_number(raw: str, low: int, high: int) -> int | None:
-    """`raw` read as a whole number from `low` to `high`; None for anything else."""
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        return None
-    return value if low <= value <= high else None
+    """`raw` read as a whole number (ASCII digits only) from `low` to `high`; None for anything
+    else."""
+    value = settings.whole_number(raw)
+    return value if value is not None and low <= value <= high else None
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
+    read = settings.decimal(raw)  # ASCII digits only, never `inf`, `nan` or `٣٠`
+    value = float("nan") if read is None else read
     if not 0 < value <= MAX_SETTING_S:  # also false for nan
         raise ConfigError(
             f"{name} must be a number of seconds above 0 and at most {MAX_SETTING_S:g}, not {raw!r}"

@@ -24,6 +24,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from plumbing import settings
+
 
 def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
     """One JSON log line on stderr, shaped like the structlog output, without structlog."""
@@ -47,7 +49,15 @@ def configure_logging(json: bool | None = None) -> None:
         structlog.processors.add_log_level,
     ]
     # Under `ops/run` on a terminal honcho stamps each line itself: one time per line, not two.
-    if json or os.environ.get("COOP_LOG_TIMESTAMP", "").strip().lower() != "off":
+    # A switch given an undocumented word (`yes`) is refused at start, never taken as `on`.
+    try:
+        stamped = settings.switch_setting(
+            os.environ, "COOP_LOG_TIMESTAMP", settings.LOG_TIMESTAMP_WORDS, default=True
+        )
+    except settings.SettingRefused as exc:
+        sys.stderr.write(f"{exc.message}\n")
+        raise SystemExit(2) from None
+    if json or stamped:
         processors.append(structlog.processors.TimeStamper(fmt="iso", utc=True))
     processors.append(structlog.processors.StackInfoRenderer())
     if json:

@@ -63,6 +63,7 @@ from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
+from plumbing import settings
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
@@ -289,8 +290,9 @@ def obeyed(chat_setting: str | None, pairing: Pairing | None) -> tuple[str | Non
         return str(pairing.chat_id), pairing.user_id
     if pairing is not None and str(pairing.chat_id) == chat_setting:
         return chat_setting, pairing.user_id
-    if chat_setting.isdigit() and int(chat_setting) > 0:
-        return chat_setting, int(chat_setting)
+    user_id = settings.whole_number(chat_setting)  # ASCII digits: a private chat is its user
+    if user_id is not None and user_id > 0:
+        return chat_setting, user_id
     return chat_setting, None
 
 
@@ -335,10 +337,8 @@ def read_service_key(path: Path) -> bytes:
 
 
 def _port(raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
+    read = settings.whole_number(raw)
+    port = -1 if read is None else read
     if not 0 <= port <= 65535:
         raise DoorError(f"CHIEF_PORT={raw!r} is not a port number (0..65535)")
     return port
@@ -362,10 +362,7 @@ def _peers(raw: str) -> frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
 
 
 def _batch_max(raw: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
+    value = settings.whole_number(raw) or 0
     if not 1 <= value <= NOTIFY_BATCH_MAX_LIMIT:
         raise DoorError(
             f"CHIEF_NOTIFY_BATCH_MAX={raw!r} must be a whole number of rows in "
@@ -377,10 +374,7 @@ def _batch_max(raw: str) -> int:
 def _body_max(raw: str) -> int | None:
     if not raw.strip():
         return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
+    value = settings.whole_number(raw) or 0
     if not MIN_NOTIFY_BODY_BYTES <= value <= MAX_NOTIFY_BODY_BYTES:
         raise DoorError(
             f"CHIEF_NOTIFY_BODY_MAX_BYTES={raw!r} must be a whole number of bytes in "
@@ -427,20 +421,16 @@ def _service_url(raw: str) -> str:
 
 
 def _timeout(raw: str, engine_raw: str) -> float:
-    try:
-        engine_s = float(engine_raw)
-    except ValueError:
-        engine_s = -1.0
+    read = settings.decimal(engine_raw)
+    engine_s = -1.0 if read is None else read
     if not 0 < engine_s < math.inf:  # false for nan; infinity would lift the bound below
         raise DoorError(
             f"COOP_CLIENT_TIMEOUT_S={engine_raw!r} must be a positive number of seconds (the "
             "door checks TELEGRAM_TIMEOUT_S against it)"
         )
     limit_s = engine_s - REPORT_WAIT_S - ANSWER_MARGIN_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
+    read = settings.decimal(raw)
+    value = -1.0 if read is None else read
     if not 0 < value <= limit_s:
         raise DoorError(
             f"TELEGRAM_TIMEOUT_S={raw!r} must be a number of seconds in (0, {limit_s:g}]: the "

@@ -1,0 +1,54 @@
+"""A setting given an undocumented form stops the process at start with one line naming it and
+a non-zero exit, never a traceback, never a guess: real processes (`chief serve`, `coop serve`,
+`coop status`). Before, `CHIEF_URGENT_RERING_S=٣٠` rang every 30 s and
+`COOP_LOG_TIMESTAMP=yes` was silently taken as `on`. The whole family is the property in
+tests/contract/test_settings_parse.py, at the loaders these processes call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import clean_env, run_module, write_key
+
+TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    write_key(tmp_path / "service.key", "k" * 32)
+    return clean_env(
+        tmp_path,
+        COOP_SERVICE_KEY_FILE=str(tmp_path / "service.key"),
+        COOP_DB=str(tmp_path / "coop.db"),
+        CHIEF_PORT="0",
+        COOP_SERVICE_PORT="0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "setting", "value"),
+    [
+        ("chief", ["serve"], "CHIEF_URGENT_RERING_S", "٣٠"),
+        ("chief", ["serve"], "CHIEF_PORT", "８７６５"),
+        ("chief", ["serve"], "CHIEF_NOTIFY_BATCH_MAX", "6_4"),
+        ("chief", ["serve"], "CHIEF_TEST_URGENT_SHORT", "yes"),
+        ("chief", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
+        ("engine", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
+        ("engine", ["serve"], "COOP_SERVICE_PORT", "٨٧٦٤"),
+        ("engine", ["serve"], "COOP_BACKOFF_BASE_S", "inf"),
+        ("engine", ["status"], "COOP_STALE_AFTER_S", "３６００"),
+    ],
+    ids=lambda value: str(value),
+)
+def test_an_undocumented_value_stops_the_process_in_one_line(
+    env: dict[str, str], module: str, args: list[str], setting: str, value: str
+) -> None:
+    result = run_module(module, args, env | {setting: value}, TIMEOUT_S, inherit=False)
+    # `coop serve` also logs the refusal as its JSON event; the line a person reads is one.
+    lines = [line for line in result.stderr.strip().splitlines() if not line.startswith("{")]
+    assert result.returncode != 0, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert setting in lines[0], lines
+    assert "Traceback" not in result.stderr
