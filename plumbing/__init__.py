@@ -6,6 +6,11 @@ a service's private Unix socket is bound and checked before a client trusts it.
                link, their mode and owner set on the open descriptor
     unix.py    a service's socket in its private folder: bound by the service, checked by a
                client before it sends a secret, and the caller's uid read from the kernel
+    loopback.py  who may knock on a loopback listener: the peer, Host, browser-header and
+               cross-site rules (the engine service and the Telegram emulator read them)
+    refusals.py  a guard's refusals counted, summed up in one log line a minute per reason
+    settings.py  a setting's number (ASCII digits only) or switch (its documented words)
+    bounds.py  a request's nag bounds, which the engine files within and the door holds
 
 It imports nothing from `engine`, `notifier` or `chief` (an import contract holds that), and only
 the standard library, so the `coop` CLI's cold path may load it.
