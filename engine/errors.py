@@ -19,6 +19,9 @@
     ├── TimedOut                    `coop request wait` gave up: the request is still open;
     │                               exit 3
     ├── ServiceError                `coop serve` cannot start (its port is taken, ...)
+    ├── GuardRefused                `coop serve`'s guard turned a request away before its body
+    │                               (peer, Host, browser header, key): answered with its HTTP
+    │                               status, counted, summed up in the log (engine.owner.refused)
     └── BackupError                 `coop backup` or `coop restore` cannot be made (no ledger,
                                     a process holds it, a copy fails its check); exit 1
 
@@ -106,6 +109,18 @@ class TimedOut(CoopError):
 
 class ServiceError(CoopError):
     """The engine service (`coop serve`) cannot start; the message says what to fix."""
+
+
+class GuardRefused(CoopError):
+    """The engine service refused the request before reading it."""
+
+    def __init__(self, message: str, *, status: int, reason: str, event: str) -> None:
+        super().__init__(message)
+        #: the HTTP status it is answered with, the word it is counted under and the log event
+        #: its summary is said as (`owner.refused`, `phone.refused`)
+        self.status = status
+        self.reason = reason
+        self.event = event
 
 
 class BackupError(CoopError):

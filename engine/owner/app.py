@@ -59,10 +59,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine import keyfile, loopback, owner, store, verbs
 from engine import kick as wake
 from engine.config import EngineConfig
-from engine.errors import CoopError, OwnerUnavailable, StoreError
+from engine.errors import CoopError, GuardRefused, OwnerUnavailable, StoreError
 from engine.faults import fault
 from engine.owner import commands, compat, phone
-from engine.owner.refused import Refused, ServiceRefusals
+from engine.owner.refused import ServiceRefusals
 from loopback_server.body import BoundedBody, refusal
 
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
@@ -178,9 +178,9 @@ def _refuse(status: int, reason: str, detail: str) -> HTTPException:
     return HTTPException(status_code=status, detail=detail)
 
 
-def _deny(status: int, reason: str, detail: str) -> Refused:
+def _deny(status: int, reason: str, detail: str) -> GuardRefused:
     """A guard's refusal: counted and summed up by `GuardBeforeBody`, not one line each."""
-    return Refused(status, reason, detail, "owner.refused")
+    return GuardRefused(detail, status=status, reason=reason, event="owner.refused")
 
 
 def guard_request(request: Request) -> None:
@@ -277,11 +277,10 @@ class GuardBeforeBody:
             request = Request(scope)
             try:
                 await self._check(request)
-            except HTTPException as exc:
-                if isinstance(exc, Refused):
-                    peer = request.client.host if request.client else None
-                    self.refusals.say(exc, peer, request.url.path)
-                await refusal(exc.status_code, str(exc.detail))(scope, receive, send)
+            except GuardRefused as exc:
+                peer = request.client.host if request.client else None
+                self.refusals.say(exc, peer, request.url.path)
+                await refusal(exc.status, exc.message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -305,6 +304,14 @@ async def _body_refused(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=422, content={"detail": jsonable_encoder(found)})
 
 
+async def _guard_refused(_: Request, exc: Exception) -> JSONResponse:
+    """The guard's refusal where a route runs it as a dependency (`/metrics`): the middleware
+    answered it first already, so this is the answer's shape, kept alike."""
+    if not isinstance(exc, GuardRefused):  # registered for this class only
+        raise exc
+    return refusal(exc.status, exc.message)
+
+
 def _route_checks(service: Owner, key: phone.ServiceKey) -> list[Check]:
     """Each route's check after the loopback guard: the compat routes the owner credential, the
     phone's the service key; the rest (`/status`, `/metrics`) only the loopback guard."""
@@ -325,6 +332,7 @@ def create_app(
     `service_key`: the phone routes' key (default: read now from `COOP_SERVICE_KEY_FILE`)."""
     app = FastAPI(title="Coop engine service", openapi_url=None, docs_url=None, redoc_url=None)
     app.add_exception_handler(RequestValidationError, _body_refused)
+    app.add_exception_handler(GuardRefused, _guard_refused)  # the guard as a route's dependency
     # The phone's routes (the Chief's door relays the owner's answers, asks for `/status`).
     key = phone.ServiceKey.from_env() if service_key is None else service_key
 

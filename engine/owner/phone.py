@@ -36,8 +36,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine import door, lifecycle
-from engine.errors import CoopError, KeyFileError, StoreError, UsageError
-from engine.owner.refused import Refused
+from engine.errors import CoopError, GuardRefused, KeyFileError, StoreError, UsageError
 from engine.verbs import phone as phone_verbs
 
 PREFIX = "/api/coop/phone"
@@ -103,10 +102,10 @@ def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
-def _deny(status: int, reason: str, detail: str) -> Refused:
+def _deny(status: int, reason: str, detail: str) -> GuardRefused:
     """The key check's refusal: counted and summed up by the owner app's guard
     (`engine.owner.app.GuardBeforeBody`), not one line each."""
-    return Refused(status, reason, detail, "phone.refused")
+    return GuardRefused(detail, status=status, reason=reason, event="phone.refused")
 
 
 def _refuse(status: int, reason: str, detail: str) -> HTTPException:

@@ -1,6 +1,6 @@
-"""The engine service's guard refusals: raised before the body is read, counted and summed up
-by `engine.owner.app.GuardBeforeBody` over the service's `plumbing.refusals.RefusalTally`, not
-logged one line each.
+"""The engine service's guard refusals (`engine.errors.GuardRefused`, raised before the body is
+read), counted and summed up by `engine.owner.app.GuardBeforeBody` over the service's
+`plumbing.refusals.RefusalTally`, not logged one line each.
 
 A keyless client can send thousands of requests a second; one `owner.refused` or
 `phone.refused` line each drowned the log (journald's rate limit then drops the real lines). So
@@ -13,22 +13,12 @@ key and stays one line each (`engine.owner.app._refuse`).
 from __future__ import annotations
 
 import structlog
-from fastapi import HTTPException
 
+from engine.errors import GuardRefused
 from plumbing.refusals import RefusalTally
 
 # The loggers keep their names (engine.service): operators' log queries look for them.
 log = structlog.get_logger("engine.service")
-
-
-class Refused(HTTPException):
-    """A guard's refusal: the HTTP status and detail, the `reason` it is counted under and the
-    log `event` its summary is said as (`owner.refused`, `phone.refused`)."""
-
-    def __init__(self, status: int, reason: str, detail: str, event: str) -> None:
-        super().__init__(status_code=status, detail=detail)
-        self.reason = reason
-        self.event = event
 
 
 class ServiceRefusals:
@@ -39,12 +29,12 @@ class ServiceRefusals:
         self.tally = RefusalTally()
         self._events: dict[str, str] = {}
 
-    def say(self, refused: Refused, peer: str | None, path: str) -> None:
+    def say(self, refused: GuardRefused, peer: str | None, path: str) -> None:
         """Count `refused`; log its event only when its reason's summary is due."""
         self._events.setdefault(refused.reason, refused.event)
         summary = self.tally.refused(refused.reason, peer=peer, path=path)
         if summary is not None:
-            log.warning(refused.event, status=refused.status_code, **summary.fields())
+            log.warning(refused.event, status=refused.status, **summary.fields())
 
     def say_pending(self) -> None:
         """The summaries the last minute had not said yet (the service's stop)."""

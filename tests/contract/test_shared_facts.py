@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from fastapi import HTTPException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.requests import Request
@@ -35,7 +34,7 @@ from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
 from engine import keyfile, lifecycle, loopback
-from engine.errors import KeyFileError
+from engine.errors import GuardRefused, KeyFileError
 from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
@@ -305,8 +304,8 @@ def _engine_service_admits(host: str, peer: str | None = "127.0.0.1") -> bool:
     }
     try:
         engine_service.guard_request(Request(scope))
-    except HTTPException as exc:
-        status_code = exc.status_code
+    except GuardRefused as exc:
+        status_code = exc.status
     else:
         return True
     assert status_code == 403

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fastapi import HTTPException
 from starlette.requests import Request
 
 from engine import ledger
+from engine.errors import GuardRefused
 from engine.owner import compat, cutover
 from engine.owner.app import guard_request
 from engine.store import schema
@@ -70,10 +70,10 @@ def test_a_peer_off_loopback_is_refused_first() -> None:
         "headers": [(b"host", b"127.0.0.1")],
         "client": ("192.0.2.7", 40000),
     }
-    with pytest.raises(HTTPException) as caught:
+    with pytest.raises(GuardRefused) as caught:
         guard_request(Request(scope))
-    assert caught.value.status_code == 403
-    assert "loopback callers only" in caught.value.detail
+    assert caught.value.status == 403
+    assert "loopback callers only" in caught.value.message
 
 
 def test_after_undo_the_service_refuses_compat_calls_and_callers_write_locally(
