@@ -22,6 +22,7 @@ import argparse
 import difflib
 import importlib
 import json
+import os
 import sys
 from datetime import datetime
 from importlib import metadata
@@ -248,6 +249,9 @@ def _misnamed(args: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chief` console script; returns the exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
+    refused = _refuse_as_root(args)
+    if refused is not None:
+        return refused
     if args and args[0] in DISPATCHED:
         return _dispatch(args[0], args[1:])
     problem = _misnamed(args)
@@ -276,6 +280,32 @@ def main(argv: list[str] | None = None) -> int:
         return pair_cli.unpair()
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
+
+
+def _refuse_as_root(args: list[str]) -> int | None:
+    """As root on a data folder another user owns (chief.db's, or the door's): one line naming
+    `sudo -u OWNER chief ...`, before anything is opened (`plumbing.files.refuse_foreign_folder`
+    says why); else None. The emulator, a test double outside the data folder, is exempt."""
+    if os.geteuid() != 0 or args[:1] == ["telegram-emulator"] or not set(args) - {"--help", "-h"}:
+        return None
+    import shlex
+
+    from chief.config import ChiefConfig
+    from chief.door.config import data_home
+    from chief.errors import ChiefError
+    from plumbing import files
+
+    try:
+        folders = [data_home(os.environ), ChiefConfig.from_env(os.environ).db_path.parent]
+    except ChiefError:
+        return None  # the command itself says what is wrong with the setting
+    try:
+        for folder in folders:
+            files.refuse_foreign_folder(folder, shlex.join(["chief", *args]))
+    except OSError as exc:
+        print(shown(f"chief: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    return None
 
 
 def _dispatch(command: str, rest: list[str]) -> int:
