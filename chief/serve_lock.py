@@ -13,8 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from chief import private
 from chief.errors import DoorError
+from plumbing import files
 
 # What a holder of the serve lock writes after its pid.
 SERVE_HOLDER = "chief serve"
@@ -53,8 +53,8 @@ class ServeLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; False (and nothing held) when someone does."""
-        private.make_folders(self.path.parent)  # 0700 whatever the umask
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        # Its folders 0700 whatever the umask; 0600, never through a link planted at the name.
+        fd = files.lock_file(self.path, make_folders=True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -68,8 +68,7 @@ class ServeLock:
     def current_holder(self) -> str:
         """What the file says of its holder (`<pid> <what>`), or `unknown`."""
         try:
-            with self.path.open("rb") as handle:
-                raw = handle.read(HOLDER_MAX_BYTES)
+            raw = files.read_head(self.path, HOLDER_MAX_BYTES)
         except OSError:
             return "unknown"
         return raw.decode("ascii", "replace").strip() or "unknown"
