@@ -125,10 +125,13 @@ def _names(path: str) -> list[str]:
     return [name for name in path.split("/") if name]
 
 
-def open_folder(path: str | os.PathLike[str], *, make: bool = False) -> int:
+def open_folder(
+    path: str | os.PathLike[str], *, make: bool = False, mode: int = FOLDER_MODE
+) -> int:
     """A descriptor of the folder `path`, walked from / one name at a time with O_NOFOLLOW; a
     link on the way is followed only where nobody but root and the caller can write the folder
-    that holds it (else LinkRefused). With `make`, each missing folder is made 0700."""
+    that holds it (else LinkRefused). With `make`, each missing folder is made with `mode`
+    (0700 unless an installer's shared folder says otherwise)."""
     wanted = os.path.abspath(os.fspath(path))
     names = _names(wanted)
     fd = os.open("/", _FOLDER_FLAGS)
@@ -141,7 +144,7 @@ def open_folder(path: str | os.PathLike[str], *, make: bool = False) -> int:
             except FileNotFoundError:
                 if not make:
                     raise
-                step = _made_folder(fd, name)
+                step = _made_folder(fd, name, mode)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
@@ -169,16 +172,16 @@ def open_folder(path: str | os.PathLike[str], *, make: bool = False) -> int:
     return fd
 
 
-def _made_folder(parent_fd: int, name: str) -> int:
-    """`name` made 0700 in the folder `parent_fd` (or found made meanwhile), opened."""
+def _made_folder(parent_fd: int, name: str, mode: int) -> int:
+    """`name` made with `mode` in the folder `parent_fd` (or found made meanwhile), opened."""
     made = True
     try:
-        os.mkdir(name, FOLDER_MODE, dir_fd=parent_fd)
+        os.mkdir(name, mode, dir_fd=parent_fd)
     except FileExistsError:
         made = False
     fd = os.open(name, _FOLDER_FLAGS, dir_fd=parent_fd)
     if made and os.fstat(fd).st_uid == os.geteuid():
-        os.fchmod(fd, FOLDER_MODE)  # the umask may have taken bits mkdir asked for: said here
+        os.fchmod(fd, mode)  # the umask may have taken bits mkdir asked for: said here
     return fd
 
 

@@ -58,13 +58,21 @@ class Vault:
             self.before[name] = self._state(path)
         return path
 
+    def folder_of_roots(self, name: str) -> Path:
+        path = self.folder / name
+        if name not in self.before:
+            path.mkdir(mode=0o755)
+            self.before[name] = self._state(path)
+        return path
+
     def missing(self, name: str) -> Path:
         return self.folder / f"missing-{name}"
 
     @staticmethod
     def _state(path: Path) -> tuple[int, int, int, bytes]:
         info = path.lstat()
-        return stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, path.read_bytes()
+        body = b"" if stat.S_ISDIR(info.st_mode) else path.read_bytes()
+        return stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, body
 
     def changes(self) -> list[str]:
         """Every root file whose mode, owner or bytes changed, and every path that appeared."""
