@@ -295,31 +295,51 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
 
 
 def private_file(path: str | os.PathLike[str]) -> None:
-    """Make `path` an empty 0600 file unless it exists (never through a link); an existing one
-    loses its group and other bits (`tighten`)."""
-    fd = open_file(path, os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK, FILE_MODE)
+    """Make `path` an empty 0600 file unless it exists (made O_EXCL, never through a link); an
+    existing one loses its group and other bits (`tighten`)."""
     try:
-        _tighten_open(fd, os.fspath(path))
-    finally:
-        os.close(fd)
+        os.close(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    except FileExistsError:
+        tighten(path)
 
 
 def tighten(path: str | os.PathLike[str]) -> None:
-    """Take the group and other bits off the existing data file `path`, on its descriptor;
-    LinkRefused for a link there, OSError in one line when it is another user's (root
-    excepted); nothing when it is gone."""
+    """Take the group and other bits off the existing data file `path`; LinkRefused for a link
+    there, OSError in one line when it is another user's (root excepted); nothing when it is
+    gone.
+
+    The file is reached by an O_PATH descriptor, never opened for reading: closing a real
+    descriptor of a database would drop every POSIX lock this process's SQLite connections hold
+    on it (the kernel ties those locks to the process, not the descriptor), and another
+    connection of this process may have the database open. An O_PATH descriptor's close drops
+    none, and its mode is changed through /proc/self/fd, which names that very inode."""
+    shown = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(shown))
+    folder_fd = open_folder(folder)
     try:
-        fd = open_file(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return
-    try:
-        _tighten_open(fd, os.fspath(path))
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+        except FileNotFoundError:
+            return
+        try:
+            info = os.fstat(fd)  # an O_PATH descriptor of a link is the link's own
+            if stat.S_ISLNK(info.st_mode):
+                raise _refuse_link(shown, OSError(errno.ELOOP, "a link"))
+            _check_owner(info, shown)
+            if info.st_mode & OTHERS_BITS:
+                mode = stat.S_IMODE(info.st_mode) & ~OTHERS_BITS
+                inode = f"/proc/self/fd/{fd}"
+                if os.path.exists(inode):
+                    os.chmod(inode, mode)
+                else:  # no /proc: by name, checked a moment ago to be no link
+                    os.chmod(name, mode, dir_fd=folder_fd)
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(folder_fd)
 
 
-def _tighten_open(fd: int, path: str) -> None:
-    info = os.fstat(fd)
+def _check_owner(info: os.stat_result, path: str) -> None:
     me = os.geteuid()
     # Root here is the operator on a folder of its own (the packages' edges refuse it another
     # user's data folder); anyone else handed another user's file may be handed a planted one.
@@ -329,8 +349,6 @@ def _tighten_open(fd: int, path: str) -> None:
             f"{path} belongs to uid {info.st_uid}, not to uid {me} who runs this: check what it"
             f" holds, then run `chown {me} {path}`",
         )
-    if info.st_mode & OTHERS_BITS:
-        os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~OTHERS_BITS)
 
 
 def private_database(path: str | os.PathLike[str]) -> None:
