@@ -297,10 +297,21 @@ def make_folders(folder: str | os.PathLike[str]) -> None:
 def private_file(path: str | os.PathLike[str]) -> None:
     """Make `path` an empty 0600 file unless it exists (made O_EXCL, never through a link); an
     existing one loses its group and other bits (`tighten`)."""
+    shown = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(shown))
+    folder_fd = open_folder(folder)
     try:
-        os.close(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+        _private_in(folder_fd, name, shown)
+    finally:
+        os.close(folder_fd)
+
+
+def _private_in(folder_fd: int, name: str, shown: str) -> None:
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        os.close(_open_in(folder_fd, name, shown, flags, FILE_MODE, None))
     except FileExistsError:
-        tighten(path)
+        _tighten_in(folder_fd, name, shown)
 
 
 def tighten(path: str | os.PathLike[str]) -> None:
@@ -315,28 +326,35 @@ def tighten(path: str | os.PathLike[str]) -> None:
     none, and its mode is changed through /proc/self/fd, which names that very inode."""
     shown = os.fspath(path)
     folder, name = os.path.split(os.path.abspath(shown))
-    folder_fd = open_folder(folder)
     try:
-        try:
-            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
-        except FileNotFoundError:
-            return
-        try:
-            info = os.fstat(fd)  # an O_PATH descriptor of a link is the link's own
-            if stat.S_ISLNK(info.st_mode):
-                raise _refuse_link(shown, OSError(errno.ELOOP, "a link"))
-            _check_owner(info, shown)
-            if info.st_mode & OTHERS_BITS:
-                mode = stat.S_IMODE(info.st_mode) & ~OTHERS_BITS
-                inode = f"/proc/self/fd/{fd}"
-                if os.path.exists(inode):
-                    os.chmod(inode, mode)
-                else:  # no /proc: by name, checked a moment ago to be no link
-                    os.chmod(name, mode, dir_fd=folder_fd)
-        finally:
-            os.close(fd)
+        folder_fd = open_folder(folder)
+    except FileNotFoundError:
+        return
+    try:
+        _tighten_in(folder_fd, name, shown)
     finally:
         os.close(folder_fd)
+
+
+def _tighten_in(folder_fd: int, name: str, shown: str) -> None:
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return
+    try:
+        info = os.fstat(fd)  # an O_PATH descriptor of a link is the link's own
+        if stat.S_ISLNK(info.st_mode):
+            raise _refuse_link(shown, OSError(errno.ELOOP, "a link"))
+        _check_owner(info, shown)
+        if info.st_mode & OTHERS_BITS:
+            mode = stat.S_IMODE(info.st_mode) & ~OTHERS_BITS
+            inode = f"/proc/self/fd/{fd}"
+            if os.path.exists(inode):
+                os.chmod(inode, mode)
+            else:  # no /proc: by name, checked a moment ago to be no link
+                os.chmod(name, mode, dir_fd=folder_fd)
+    finally:
+        os.close(fd)
 
 
 def _check_owner(info: os.stat_result, path: str) -> None:
@@ -354,11 +372,16 @@ def _check_owner(info: os.stat_result, path: str) -> None:
 def private_database(path: str | os.PathLike[str]) -> None:
     """Ready `path` for `sqlite3.connect`: its folders made 0700, the file made 0600 (SQLite then
     makes -wal and -shm alike), an older file's -wal and -shm tightened with it; a link at any
-    of the three names refused."""
-    make_folders(os.path.dirname(os.path.abspath(os.fspath(path))))
-    private_file(path)
-    for suffix in SQLITE_SIDE_FILES:
-        tighten(os.fspath(path) + suffix)
+    of the three names refused. One walk to the folder: this runs on every `coop` call."""
+    shown = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(shown))
+    folder_fd = open_folder(folder, make=True)
+    try:
+        _private_in(folder_fd, name, shown)
+        for suffix in SQLITE_SIDE_FILES:
+            _tighten_in(folder_fd, name + suffix, shown + suffix)
+    finally:
+        os.close(folder_fd)
 
 
 def write_atomic(
