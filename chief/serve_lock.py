@@ -52,9 +52,13 @@ class ServeLock:
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
-        """Take the lock if nobody holds it; False (and nothing held) when someone does."""
-        # Its folders 0700 whatever the umask; 0600, never through a link planted at the name.
-        fd = files.lock_file(self.path, make_folders=True)
+        """Take the lock if nobody holds it; False (and nothing held) when someone does;
+        DoorError in one line when the lock file cannot be opened (a link planted there)."""
+        try:
+            # Its folders 0700 whatever the umask; 0600, never through a link planted there.
+            fd = files.lock_file(self.path, make_folders=True)
+        except OSError as exc:
+            raise DoorError(f"cannot open the serve lock {self.path}: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

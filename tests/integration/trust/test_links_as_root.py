@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.trust.conftest import Stranger, Vault, give, plant
-from tests.support.procs import clean_env, coop, run_module
+from tests.support.procs import clean_env, coop, run_module, write_key
 
 #: The names these commands write in a data folder beside the ledger. The trusted files (the
 #: owner file, a key, chief.db itself) stop a command before it writes when they are links, so
@@ -170,3 +170,33 @@ def test_backup_into_roots_own_folder_still_works_and_is_private(
     assert sorted(p.name for p in folder.iterdir()) == ["coop.db"]
     assert {os.stat(p).st_mode & 0o777 for p in (base / "mine", folder)} == {0o700}
     assert os.stat(folder / "coop.db").st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (("coop", "status"), "coop.db-wal"),
+        (("coop", "todo", "add", "x"), "coop.db-shm"),
+        (("coop", "restore", "BACKUP"), "coop.db.serve.lock"),
+        (("coop", "cutover", "--url", "http://127.0.0.1:9"), "coop.db.notifier.lock"),
+        (("notifier", "drain"), "coop.db-wal"),
+        (("chief", "report", "--source", "cron:builder", "done"), "chief.db.serve.lock"),
+        (("chief", "serve"), "chief.db.serve.lock"),
+    ],
+    ids=lambda part: " ".join(part) if isinstance(part, tuple) else part,
+)
+def test_a_link_in_a_folder_of_ones_own_is_refused_in_one_line_naming_it(
+    base: Path, vault: Vault, argv: tuple[str, ...], name: str
+) -> None:
+    """Whoever runs a command on its own folder is its owner's business; a link at a name the
+    product writes is still refused, in one line naming it, and not followed."""
+    data, backup = _ledger_and_backup(base)
+    (data / name).symlink_to(vault.file(name))
+    key = write_key(base / "service.key", "links-test-key-0123456789")
+    settings = env(data) | {"COOP_SERVICE_KEY_FILE": str(key), "CHIEF_OWNER": "o"}
+    args = [str(backup) if word == "BACKUP" else word for word in argv[1:]]
+    done = run_module({"coop": "engine"}.get(argv[0], argv[0]), args, env=settings, inherit=False)
+    assert vault.changes() == []
+    line = one_line(done) if done.returncode == 1 else done.stderr.strip()
+    assert "Traceback" not in done.stderr
+    assert f"{data / name} is a symbolic link: refused, never followed" in line, done.stderr
