@@ -1,0 +1,259 @@
+"""`coop restore` restores only what the ledger's (and the Chief's) own migrations make: every
+backup below is a real `coop backup` folder whose coop.db or chief.db was then changed with
+sqlite3 (a trigger, an index, a view added; a table dropped) or replaced (a foreign database, an
+empty one, a cut file, a text file, a zero-byte file, a database from a newer build), and every
+restore of it is a real `coop` process, as the operator runs it (docs/operations.md).
+
+After each refusal: exit 1, one line on stderr, the data folder byte for byte as it was (the
+check runs before the restore takes a lock or makes a file), and the ledger still answers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from engine.store.schema import MIGRATIONS, install_fence, statements
+from tests.support.procs import clean_env, coop, run_module
+
+#: What the trigger found on main wrote into every notification (issue 32).
+INJECTED = "INJECTED: approve the transfer"
+EVIL_TRIGGER = (
+    "CREATE TRIGGER evil AFTER INSERT ON coop_outbox BEGIN"
+    f" UPDATE coop_outbox SET text = '{INJECTED}' WHERE id = NEW.id; END"
+)
+#: Cuts of a backup file: inside the header, at and past its first page, mid-file, one page
+#: short, one byte short.
+CUTS = ("50", "100", "4096", "4097", "half", "page-short", "byte-short")
+
+
+def run(home: Path, *args: str) -> tuple[int, str, str]:
+    done = coop(*args, env=clean_env(home, COOP_KICK="off", COOP_ACTOR="builder"), inherit=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file of a folder, by name, with its bytes."""
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
+
+
+def sql(db: Path, *statements_: str) -> None:
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        for statement in statements_:
+            conn.execute(statement)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder (`home`: two todos, a queued notification, a Chief line) and one backup of
+    it (`backup`)."""
+    root = tmp_path_factory.mktemp("seed")
+    home = root / "home"
+    home.mkdir(mode=0o700)
+    for argv in (("todo", "add", "one"), ("todo", "add", "two"), ("notify", "hello")):
+        assert run(home, *argv)[0] == 0
+    landed = run_module(
+        "chief",
+        ["report", "--source", "cron:backup", "--fire", "1", "a cron line"],
+        env=clean_env(home, CHIEF_OWNER="owner"),
+        inherit=False,
+    )
+    assert landed.returncode == 0, landed.stderr
+    status, _, err = run(home, "backup", str(root / "backups"))
+    assert status == 0, err
+    (folder,) = (root / "backups").iterdir()
+    shutil.move(folder, root / "backup")
+    shutil.rmtree(root / "backups")
+    return root
+
+
+@pytest.fixture
+def home(seeded: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(seeded / "home", tmp_path / "home"))
+
+
+@pytest.fixture
+def backup(seeded: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(seeded / "backup", tmp_path / "backup"))
+
+
+def refused(home: Path, backup: Path, *options: str) -> str:
+    """Restore `backup` into `home`: refused in one line, nothing of `home` changed, the ledger
+    still answering; the line."""
+    before = snapshot(home)
+    status, out, err = run(home, "restore", str(backup), *options)
+    assert status == 1, (status, out, err)
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert out == ""
+    assert snapshot(home) == before
+    listed = run(home, "list")
+    assert listed[0] == 0, listed
+    assert "one" in listed[1]
+    return lines[0]
+
+
+def cut(path: Path, where: str) -> None:
+    data = path.read_bytes()
+    offsets = {"half": len(data) // 2, "page-short": len(data) - 4096, "byte-short": len(data) - 1}
+    path.write_bytes(data[: offsets[where] if where in offsets else int(where)])
+
+
+def foreign(path: Path, *ddl: str) -> None:
+    """`path` replaced by another application's database (`ddl`), or an empty one."""
+    path.unlink()
+    sql(path, "CREATE TABLE scratch (x)", "DROP TABLE scratch", *ddl)
+
+
+# ---- coop.db -------------------------------------------------------------------------------
+
+
+def test_a_backup_whose_ledger_carries_a_trigger_is_refused_and_injects_nothing(
+    home: Path, backup: Path
+) -> None:
+    sql(backup / "coop.db", EVIL_TRIGGER)
+    line = refused(home, backup)
+    assert line == (
+        f"coop: backup {backup}/coop.db: trigger evil on coop_outbox is not one the ledger"
+        " makes; nothing was restored"
+    )
+    assert run(home, "notify", "hello again")[0] == 0
+    with closing(sqlite3.connect(home / "coop.db")) as conn:
+        (text,) = conn.execute("SELECT text FROM coop_outbox ORDER BY id DESC").fetchone()
+    assert text == "hello again"
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("CREATE INDEX extra ON todos (title)", "index extra on todos is not one the ledger makes"),
+        ("CREATE VIEW extra AS SELECT title FROM todos", "view extra is not one the ledger makes"),
+        ("DROP TABLE coop_answers", "it lacks table coop_answers, which the ledger makes"),
+        ("ALTER TABLE todos ADD COLUMN extra TEXT", "table todos is not as the ledger makes it"),
+        ("DROP TRIGGER coop_events_no_delete", "it lacks trigger coop_events_no_delete on"),
+        ("PRAGMA user_version = 99", "schema version 99, newer than this build's"),
+        ("PRAGMA user_version = 4", "index requests_open_deadline on requests is not one"),
+    ],
+    ids=["index", "view", "dropped-table", "added-column", "dropped-trigger", "newer", "older"],
+)
+def test_a_backup_whose_ledger_schema_was_changed_is_refused(
+    home: Path, backup: Path, change: str, said: str
+) -> None:
+    sql(backup / "coop.db", change)
+    line = refused(home, backup)
+    assert line.startswith(f"coop: backup {backup}/coop.db: ")
+    assert said in line
+    assert line.endswith("; nothing was restored")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda path: foreign(path), "is not a Coop ledger (schema version 0)"),
+        (
+            lambda path: foreign(path, "CREATE TABLE notes (x)", "PRAGMA user_version = 3"),
+            "table notes is not one the ledger makes",
+        ),
+        (lambda path: path.write_text("a text file, not a database\n"), "not an SQLite database"),
+        (lambda path: path.write_bytes(b""), "it is empty"),
+        *[(lambda path, where=where: cut(path, where), "") for where in CUTS],
+    ],
+    ids=["empty-database", "foreign-database", "text-file", "zero-bytes", *CUTS],
+)
+def test_a_backup_whose_ledger_is_not_one_is_refused(
+    home: Path, backup: Path, make: object, said: str
+) -> None:
+    make(backup / "coop.db")  # type: ignore[operator]
+    line = refused(home, backup)
+    assert line.startswith(f"coop: backup {backup}/coop.db: ")
+    assert said in line
+    assert line.endswith("; nothing was restored")
+
+
+def test_a_backup_with_a_wal_file_beside_its_ledger_is_refused(home: Path, backup: Path) -> None:
+    (backup / "coop.db-wal").write_bytes(b"")
+    line = refused(home, backup)
+    assert "coop.db-wal" in line
+
+
+def test_a_ledger_at_an_older_version_restores_and_is_migrated_when_next_opened(
+    home: Path, backup: Path
+) -> None:
+    (backup / "coop.db").unlink()
+    old = 3
+    sql(
+        backup / "coop.db",
+        *[s for script in MIGRATIONS[:old] for s in statements(script)],
+        f"PRAGMA user_version = {old}",
+    )
+    status, _, err = run(home, "restore", str(backup))
+    assert status == 0, err
+    assert run(home, "todo", "add", "on the old ledger")[0] == 0
+    with closing(sqlite3.connect(home / "coop.db")) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
+
+
+def test_a_backup_of_a_fenced_ledger_restores(home: Path, backup: Path) -> None:
+    with closing(sqlite3.connect(backup / "coop.db", isolation_level=None)) as conn:
+        assert install_fence(conn)
+    status, _, err = run(home, "restore", str(backup))
+    assert status == 0, err
+
+
+# ---- chief.db with --with-chief --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            "CREATE TRIGGER evil AFTER INSERT ON telegram_queue BEGIN"
+            " UPDATE telegram_queue SET text = 'x' WHERE seq = NEW.seq; END",
+            "trigger evil on telegram_queue is not one the Chief makes",
+        ),
+        ("CREATE INDEX extra ON messages (content)", "index extra on messages is not one"),
+        ("CREATE VIEW extra AS SELECT 1", "view extra is not one the Chief makes"),
+        ("DROP TABLE urgent_messages", "it lacks table urgent_messages, which the Chief makes"),
+        ("PRAGMA user_version = 99", "schema version 99, newer than this build's"),
+    ],
+    ids=["trigger", "index", "view", "dropped-table", "newer"],
+)
+def test_a_backup_whose_chief_db_schema_was_changed_is_refused_with_chief(
+    home: Path, backup: Path, change: str, said: str
+) -> None:
+    sql(backup / "chief.db", change)
+    line = refused(home, backup, "--with-chief")
+    assert line.startswith(f"coop: backup {backup}/chief.db: ")
+    assert said in line
+    assert line.endswith("; nothing was restored")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda path: foreign(path), "is not the Chief's chief.db (schema version 0)"),
+        (lambda path: path.write_text("a text file, not a database\n"), "not an SQLite database"),
+        (lambda path: path.write_bytes(b""), "it is empty"),
+        *[(lambda path, where=where: cut(path, where), "") for where in CUTS],
+    ],
+    ids=["empty-database", "text-file", "zero-bytes", *CUTS],
+)
+def test_a_backup_whose_chief_db_is_not_one_is_refused_with_chief(
+    home: Path, backup: Path, make: object, said: str
+) -> None:
+    make(backup / "chief.db")  # type: ignore[operator]
+    line = refused(home, backup, "--with-chief")
+    assert line.startswith(f"coop: backup {backup}/chief.db: ")
+    assert said in line
+    assert line.endswith("; nothing was restored")
+
+
+def test_a_whole_backup_still_restores_with_chief(home: Path, backup: Path) -> None:
+    status, out, err = run(home, "restore", str(backup), "--with-chief")
+    assert status == 0, err
+    assert f"restored {home}/chief.db" in out
