@@ -181,24 +181,32 @@ def _check_schema(found: Schema, references: Sequence[Schema], maker: str, versi
 def _difference(found: Schema, reference: Schema, maker: str, version: int) -> str:
     expected = {(obj[0], obj[1]): obj for obj in reference}
     present = {(obj[0], obj[1]): obj for obj in found}
+    added = _first(present.keys() - expected.keys(), FIRST_NAMED, present)
+    if added is not None:
+        return f"{_named(added)} is not one {maker} makes"
+    # Nothing added: every object present is one the reference has.
+    altered = _first((k for k in present if present[k] != expected[k]), FIRST_NAMED, present)
+    if altered is not None:
+        return f"{_named(altered)} is not as {maker} makes it"
+    missing = _first(expected.keys() - present.keys(), FIRST_MISSING, expected)
+    if missing is None:  # unreachable: the two schemas differ
+        return f"its schema is not the one {maker} makes"
+    return f"it lacks {_named(missing)}, which {maker} makes at schema version {version}"
 
-    added = _first(present.keys() - expected.keys(), FIRST_NAMED)
-    if added:
-        return f"{_named(present[added[0]])} is not one {maker} makes"
-    altered = _first((k for k in present if present[k] != expected[k]), FIRST_NAMED)
-    if altered:
-        return f"{_named(present[altered[0]])} is not as {maker} makes it"
-    missing = _first(expected.keys() - present.keys(), FIRST_MISSING)
-    return (
-        f"it lacks {_named(expected[missing[0]])}, which {maker} makes at schema version {version}"
-    )
 
+def _first(
+    keys: Iterable[tuple[str, str]], kinds: tuple[str, ...], objects: dict[tuple[str, str], Object]
+) -> Object | None:
+    """The object of `keys` a refusal names: by kind in the order of `kinds`, then by name; an
+    index SQLite made for a constraint (no SQL of its own) after the rest, as its table says
+    more."""
 
-def _first(keys: Iterable[tuple[str, str]], kinds: tuple[str, ...]) -> list[tuple[str, str]]:
-    """`keys` (type, name), the kinds in `kinds` first in that order, then by name."""
-    return sorted(
-        keys, key=lambda key: (kinds.index(key[0]) if key[0] in kinds else len(kinds), key)
-    )
+    def rank(key: tuple[str, str]) -> tuple[bool, int, tuple[str, str]]:
+        kind = key[0]
+        return (objects[key][3] is None, kinds.index(kind) if kind in kinds else len(kinds), key)
+
+    ranked = sorted(keys, key=rank)
+    return objects[ranked[0]] if ranked else None
 
 
 def _named(obj: Object) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.store.schema import MIGRATIONS, install_fence, statements
-from tests.support.procs import clean_env, coop, run_module
+from tests.integration.ops.backups import run, seed, snapshot, sql
 
 #: What the trigger found on main wrote into every notification (issue 32).
 INJECTED = "INJECTED: approve the transfer"
@@ -31,44 +31,9 @@ EVIL_TRIGGER = (
 CUTS = ("50", "100", "4096", "4097", "half", "page-short", "byte-short")
 
 
-def run(home: Path, *args: str) -> tuple[int, str, str]:
-    done = coop(*args, env=clean_env(home, COOP_KICK="off", COOP_ACTOR="builder"), inherit=False)
-    return done.returncode, done.stdout, done.stderr
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    """Every file of a folder, by name, with its bytes."""
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir()) if path.is_file()}
-
-
-def sql(db: Path, *statements_: str) -> None:
-    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
-        for statement in statements_:
-            conn.execute(statement)
-
-
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data folder (`home`: two todos, a queued notification, a Chief line) and one backup of
-    it (`backup`)."""
-    root = tmp_path_factory.mktemp("seed")
-    home = root / "home"
-    home.mkdir(mode=0o700)
-    for argv in (("todo", "add", "one"), ("todo", "add", "two"), ("notify", "hello")):
-        assert run(home, *argv)[0] == 0
-    landed = run_module(
-        "chief",
-        ["report", "--source", "cron:backup", "--fire", "1", "a cron line"],
-        env=clean_env(home, CHIEF_OWNER="owner"),
-        inherit=False,
-    )
-    assert landed.returncode == 0, landed.stderr
-    status, _, err = run(home, "backup", str(root / "backups"))
-    assert status == 0, err
-    (folder,) = (root / "backups").iterdir()
-    shutil.move(folder, root / "backup")
-    shutil.rmtree(root / "backups")
-    return root
+    return seed(tmp_path_factory.mktemp("seed"))
 
 
 @pytest.fixture
