@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,12 +133,25 @@ def check(
     return version
 
 
-def _check_file(path: str) -> None:
+def _header(path: str) -> tuple[bytes, int]:
+    """The file's first bytes and its size; a FIFO or a device is refused, never waited on."""
     try:
-        with open(path, "rb") as file:
-            header = file.read(HEADER_BYTES)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ValueError(f"it cannot be read: {exc.strerror or exc}") from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("it is not a regular file")
+        return os.pread(fd, HEADER_BYTES, 0), status.st_size
+    except OSError as exc:
+        raise ValueError(f"it cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _check_file(path: str) -> None:
+    header, size = _header(path)
     if not header:
         raise ValueError("it is empty: a zero-byte file, no database")
     if not header.startswith(MAGIC):
@@ -152,7 +166,7 @@ def _check_file(path: str) -> None:
     pages = int.from_bytes(header[28:32], "big")
     if header[24:28] == header[92:96] and pages:  # the header's page count is current
         page_size = int.from_bytes(header[16:18], "big")
-        _check_size(pages, MAX_PAGE_BYTES if page_size == 1 else page_size, os.path.getsize(path))
+        _check_size(pages, MAX_PAGE_BYTES if page_size == 1 else page_size, size)
     for suffix in SIBLINGS:
         if os.path.lexists(path + suffix):
             raise ValueError(

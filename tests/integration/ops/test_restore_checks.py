@@ -10,6 +10,7 @@ check runs before the restore takes a lock or makes a file), and the ledger stil
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from contextlib import closing
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from chief.store.schema import SCHEMA_VERSION
 from engine.store.schema import MIGRATIONS, install_fence, statements
 from tests.integration.ops.backups import run, seed, snapshot, sql
+from tests.support.procs import clean_env, run_module
 
 #: What the trigger found on main wrote into every notification (issue 32).
 INJECTED = "INJECTED: approve the transfer"
@@ -140,10 +143,47 @@ def test_a_backup_whose_ledger_is_not_one_is_refused(
     assert line.endswith("; nothing was restored")
 
 
-def test_a_backup_with_a_wal_file_beside_its_ledger_is_refused(home: Path, backup: Path) -> None:
-    (backup / "coop.db-wal").write_bytes(b"")
+@pytest.mark.parametrize("sibling", ["coop.db-wal", "coop.db-journal"])
+def test_a_backup_with_a_journal_beside_its_ledger_is_refused(
+    home: Path, backup: Path, sibling: str
+) -> None:
+    (backup / sibling).write_bytes(b"")
     line = refused(home, backup)
-    assert "coop.db-wal" in line
+    assert f"{sibling} lies beside it" in line
+
+
+def test_a_backup_whose_ledger_is_in_wal_mode_or_padded_is_refused(
+    home: Path, backup: Path
+) -> None:
+    ledger = backup / "coop.db"
+    sql(ledger, "PRAGMA journal_mode = WAL")
+    assert "it is in WAL mode, not one self-contained file" in refused(home, backup)
+    sql(ledger, "PRAGMA journal_mode = DELETE")
+    with ledger.open("ab") as file:
+        file.write(bytes(4096))
+    assert "it is cut short or padded" in refused(home, backup)
+
+
+def test_chief_check_backup_says_what_it_found_in_one_line(backup: Path, tmp_path: Path) -> None:
+    def check(path: Path) -> tuple[int, str, str]:
+        done = run_module("chief", ["check-backup", str(path)], env=clean_env(), inherit=False)
+        return done.returncode, done.stdout, done.stderr
+
+    assert check(backup / "chief.db") == (
+        0,
+        f"{backup}/chief.db: chief.db at schema version {SCHEMA_VERSION}, its schema this"
+        " build's, whole\n",
+        "",
+    )
+    assert check(backup / "coop.db") == (
+        1,
+        "",
+        f"chief: {backup}/coop.db: trigger coop_events_no_delete on coop_events is not one the"
+        " Chief makes\n",
+    )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # read, it would wait for a writer forever
+    assert check(fifo) == (1, "", f"chief: {fifo}: it is not a regular file\n")
 
 
 def test_a_ledger_at_an_older_version_restores_and_is_migrated_when_next_opened(
