@@ -51,7 +51,9 @@ def check_ledger(path: str) -> int:
 def check_chief(path: str) -> None:
     """Check the chief.db backup at `path` with the Chief's own command; BackupError unless it
     passes."""
-    argv = [sys.executable, "-m", "chief", "check-backup", os.path.abspath(path)]
+    # -P: the working folder is not put first on the import path, so no `chief/` found there
+    # (a backup folder, another user's folder) runs in place of the Chief, as root maybe.
+    argv = [sys.executable, "-P", "-m", "chief", "check-backup", os.path.abspath(path)]
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=CHIEF_CHECK_TIMEOUT_S, check=False
