@@ -52,9 +52,9 @@ def backup(seeded: Path, tmp_path: Path) -> Path:
 
 
 def refused(home: Path, backup: Path, *options: str) -> str:
-    """Restore `backup` into `home`: refused in one line, nothing of `home` changed, the ledger
-    still answering; the line."""
-    before = snapshot(home)
+    """Restore `backup` into `home`: refused in one line, nothing of `home` or of `backup`
+    changed, the ledger still answering; the line."""
+    before, given = snapshot(home), snapshot(backup)
     status, out, err = run(home, "restore", str(backup), *options)
     assert status == 1, (status, out, err)
     assert "Traceback" not in err
@@ -62,6 +62,7 @@ def refused(home: Path, backup: Path, *options: str) -> str:
     assert len(lines) == 1, err
     assert out == ""
     assert snapshot(home) == before
+    assert snapshot(backup) == given  # the check made nothing beside the file (no -shm, no -wal)
     listed = run(home, "list")
     assert listed[0] == 0, listed
     assert "one" in listed[1]
