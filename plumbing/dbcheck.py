@@ -61,7 +61,7 @@ INTEGRITY_LINES = 3
 FIRST_NAMED = ("trigger", "view", "index", "table")
 FIRST_MISSING = ("table", "view", "trigger", "index")
 
-__all__ = ["Object", "Schema", "check", "open_untrusted", "schema"]
+__all__ = ["Object", "Schema", "built", "check", "open_untrusted", "schema"]
 
 
 def schema(conn: sqlite3.Connection) -> Schema:
@@ -70,6 +70,17 @@ def schema(conn: sqlite3.Connection) -> Schema:
     return frozenset(
         (str(t), str(n), str(tbl), None if s is None else str(s)) for t, n, tbl, s in rows
     )
+
+
+def built(make: Callable[[sqlite3.Connection], object]) -> Schema:
+    """The schema `make` builds on a fresh in-memory database: a package's reference, made by
+    running its own migrations."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        make(conn)
+        return schema(conn)
+    finally:
+        conn.close()
 
 
 @contextlib.contextmanager

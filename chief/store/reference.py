@@ -15,14 +15,13 @@ __all__ = ["check_backup", "schemas"]
 
 def schemas(version: int) -> list[dbcheck.Schema]:
     """The schema a chief.db at `version` (1 to `SCHEMA_VERSION`) has."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        for migration in MIGRATIONS[:version]:
-            for statement in migration:
-                conn.execute(statement)
-        return [dbcheck.schema(conn)]
-    finally:
-        conn.close()
+    return [dbcheck.built(lambda conn: _migrate(conn, version))]
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    for migration in MIGRATIONS[:version]:
+        for statement in migration:
+            conn.execute(statement)
 
 
 def check_backup(path: str) -> int:

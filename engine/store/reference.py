@@ -19,17 +19,14 @@ NEWEST = len(MIGRATIONS)
 def schemas(version: int) -> list[dbcheck.Schema]:
     """The schemas a ledger at `version` (1 to `NEWEST`) has: as the migrations leave it, and
     with the fence `coop cutover` adds (a backup taken in service mode)."""
-    return [_built(version, fenced=False), _built(version, fenced=True)]
+    return [
+        dbcheck.built(lambda conn: _migrate(conn, version)),
+        dbcheck.built(lambda conn: install_fence(_migrate(conn, version))),
+    ]
 
 
-def _built(version: int, *, fenced: bool) -> dbcheck.Schema:
-    conn = sqlite3.connect(":memory:", isolation_level=None)
-    try:
-        for script in MIGRATIONS[:version]:
-            for statement in statements(script):
-                conn.execute(statement)
-        if fenced:
-            install_fence(conn)
-        return dbcheck.schema(conn)
-    finally:
-        conn.close()
+def _migrate(conn: sqlite3.Connection, version: int) -> sqlite3.Connection:
+    for script in MIGRATIONS[:version]:
+        for statement in statements(script):
+            conn.execute(statement)
+    return conn
