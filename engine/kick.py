@@ -122,7 +122,7 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
     private.private_file(log_path)
     with open(log_path, "ab", opener=_no_follow) as log:
         launcher = subprocess.Popen(
-            ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-m", "notifier", "drain"],
+            ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-P", "-m", "notifier", "drain"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
