@@ -6,6 +6,9 @@
                                                     a scheduled job's line into the Chief
     chief telegram pair [--timeout S]               pair the owner's Telegram chat by a code
     chief telegram unpair                           forget that pairing
+    chief check-backup FILE                         check a chief.db from a backup against
+                                                    this build's migrations (`coop restore
+                                                    --with-chief` runs it)
     chief serve ...                                 the notify door (chief.door.app.main)
     chief telegram-emulator ...                     a local Bot API (chief.telegram.emulator.main)
 
@@ -176,6 +179,14 @@ COMMANDS: dict[str, Command] = {
         "forget the Telegram pairing (the door rings nothing until you pair again)",
         (),
     ),
+    "check-backup": Command(
+        "check a chief.db from a backup against this build's migrations",
+        ((("file",), {"metavar": "FILE", "help": "the chief.db to check"}),),
+        description="Check FILE, a chief.db from a backup, before it is restored: read-only, "
+        "its schema exactly the one this build's migrations make at its version (no newer), "
+        "then its integrity. Prints what it found, or one line saying the first thing wrong "
+        "(exit 1). `coop restore --with-chief` runs it.",
+    ),
 }
 DISPATCHED_HELP = {
     "serve": "run the notify door (options: chief serve --help)",
@@ -272,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         return _log(limit=options.limit, as_json=options.json, owner=options.owner)
     if options.command == "report":
         return _report(options.source, options.fire, options.wait, options.text)
+    if options.command == "check-backup":
+        return _check_backup(options.file)
     if options.command == "telegram":
         from chief import pair_cli  # PTB and anyio load for this command only
 
@@ -337,6 +350,18 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
         print(_json_line(message) if as_json else render_message(message))
     if not messages and not as_json:
         print("no messages yet")  # said, so an empty log is not taken for a hung command
+    return EXIT_OK
+
+
+def _check_backup(path: str) -> int:
+    from chief.store.reference import check_backup
+
+    try:
+        version = check_backup(path)
+    except ValueError as exc:
+        print(shown(f"chief: {path}: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    print(shown(f"{path}: chief.db at schema version {version}, its schema this build's, whole"))
     return EXIT_OK
 
 

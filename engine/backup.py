@@ -7,7 +7,8 @@ checks each copy with `PRAGMA integrity_check`, fsyncs the copies and the folder
 what it wrote and each table's rows. A failure removes what it had created.
 
 Restore copies a backup's coop.db over the live one, and its chief.db only when asked
-(`with_chief`). It refuses while a process holds the ledger: `coop serve`
+(`with_chief`), once each is checked to be what this build's migrations make, whole
+(`engine.backup_check`). It refuses while a process holds the ledger: `coop serve`
 (`<coop.db>.serve.lock`), a notifier daemon (`<coop.db>.notifier.lock`) or a drainer's waiter,
 and, for chief.db, the door (`<chief.db>.serve.lock`). It holds those locks itself while it
 writes, so none of them starts meanwhile. It answers what the restore means for delivery, read
@@ -305,9 +306,11 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
     for copy, live in ((backup_ledger, ledger), (backup_chief, chief)):
         if os.path.isfile(live) and os.path.samefile(copy, live):
             raise UsageError(f"{source} is the data folder itself, not a backup of it")
-    _check(backup_ledger)
+    from engine import backup_check  # before any lock or file is made: a refusal changes nothing
+
+    backup_check.check_ledger(backup_ledger)
     if with_chief:
-        _check(backup_chief)
+        backup_check.check_chief(backup_chief)
     locks = [(ledger + suffix, who) for suffix, who in LEDGER_LOCKS]
     if with_chief:
         locks.append((chief + CHIEF_LOCK[0], CHIEF_LOCK[1]))

@@ -55,7 +55,7 @@ def _exec_service() -> int:
     embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a child:
     the same pid takes the stop signals honcho and systemd send, and exits with the service's
     status."""
-    argv = [sys.executable, "-m", "notifier", "serve"]
+    argv = [sys.executable, "-P", "-m", "notifier", "serve"]
     try:
         os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, a fixed argv
     except OSError as exc:
