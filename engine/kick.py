@@ -124,7 +124,17 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
     log = files.open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
     try:
         launcher = subprocess.Popen(
-            ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-P", "-m", "notifier", "drain"],
+            [
+                "/bin/sh",
+                "-c",
+                '"$@" &',
+                "coop-kick",
+                sys.executable,
+                "-P",
+                "-m",
+                "notifier",
+                "drain",
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
