@@ -297,6 +297,10 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
             "give the backup folder, e.g. `coop restore /var/backups/coop/coop-backup-…`"
         )
     source = _source(folder)
+    # What is checked below is what is copied only if nobody else can put another file in place
+    # between the two: the backup's folder is the caller's or root's and closed to others'
+    # writes, as a backup's target must be.
+    files.check_backup_target(source)
     ledger = store.locate(db)
     chief = chief_db_path()
     backup_chief = os.path.join(source, CHIEF_DB)
