@@ -10,6 +10,8 @@ deadline and a small cap so that nothing waits long.
 - When every connection holds a request in the app, a newcomer is closed at once, and served
   again once one answers.
 - Every answer carries a `Date` header (the server no longer ticks to refresh one).
+- A client that hangs up while the app holds its request is seen by the app (the gate reads
+  on while it holds a connection's bytes back from uvicorn).
 """
 
 from __future__ import annotations
@@ -37,15 +39,23 @@ class _InTest(QuietServer):
 
 
 class App:
-    """Answers `ok`; `/slow` waits for `release` first; `/body` reads its body."""
+    """Answers `ok`; `/slow` waits for `release` first; `/body` reads its body; `/wait` waits
+    for the client to hang up."""
 
     def __init__(self) -> None:
         self.release = anyio.Event()
         self.in_app = 0
         self.disconnects = 0
+        self.hung_up = anyio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
+        if scope["path"] == "/wait":
+            self.in_app += 1
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.hung_up.set()
+            return
         if scope["path"] == "/slow":
             self.in_app += 1
             await self.release.wait()
@@ -164,3 +174,15 @@ async def test_every_answer_carries_a_date_header() -> None:
     ):
         answer = await client.get(f"http://127.0.0.1:{port}/")
     assert answer.headers["date"].endswith(" GMT")
+
+
+async def test_a_client_that_hangs_up_while_the_app_waits_is_seen() -> None:
+    app = App()
+    async with serving(ConnectionGate(), app) as port:
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(b"GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            with anyio.fail_after(5):
+                while app.in_app < 1:
+                    await anyio.sleep(0.01)
+        with anyio.fail_after(5):
+            await app.hung_up.wait()
