@@ -52,7 +52,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -236,7 +236,8 @@ class _GatedProtocol(asyncio.Protocol):
         self._feeding: asyncio.Handle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport, asyncio's or uvloop's (which is not an `asyncio.Transport`).
+        transport = cast(asyncio.Transport, transport)
         conn = self._gate.admit(transport)
         if conn is None:
             transport.close()

@@ -75,7 +75,7 @@ def main() -> None:
         config = loopback_config(app(), gate, host="127.0.0.1", port=0, lifespan="off")
         sockets = None
     server = _Announcing(config)
-    asyncio.run(server.serve(sockets=sockets))
+    server.run(sockets=sockets)  # on the services' event loop (uvloop where installed)
     sys.exit(0)
 
 
