@@ -10,13 +10,18 @@ server:
 
 1. A request deadline. A connection must send a complete request (its headers, and its body
    when it has one) within `request_deadline_s` of opening, or of its last response; else it is
-   closed. A request is complete once the app has its whole body, or has answered.
+   closed. A request is complete once the app has its whole body, or has answered. A kept-alive
+   connection that asked, was answered and went quiet is closed the same way (as uvicorn would),
+   counted as "idle" and never warned of: every client leaves those. Answers left unread for as
+   long (the write buffer past its high-water mark) abort the connection ("unread").
 2. A cap. At most `max_connections` live at once. A new connection at the cap takes the place of
-   an idle one, closed at once: the oldest that has never completed a request, else the one
-   idle longest between requests (a keep-alive client opens a new connection when it finds its
-   old one closed). Only when every connection has a request in the app is the new one closed
-   instead. So idle and slow clients cannot take the last place from a real one, and the
-   process keeps file descriptors to spare.
+   the one quiet longest: nothing sent since it opened or since its last answer, and nothing
+   waiting unread in its socket. A connection that has sent any byte of a request is never
+   evicted (the deadline still closes a slow sender), so a flood of connections cannot fail a
+   request under way; the newest go last, a client that has just connected being about to send.
+   When every connection is sending or in the app, the new one is closed instead. There is no
+   share per peer: on TCP every local client is 127.0.0.1, and on a Unix socket every admitted
+   caller is the server's own uid, so such a share would divide nothing.
 3. Flow control. A connection whose answers are unread is not read further. uvicorn is handed a
    connection's bytes only while no complete request of it is in the app, its answers are not
    waiting in the transport's write buffer (past the high-water mark), and uvicorn itself has
@@ -47,8 +52,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import fcntl
 import os
 import socket
+import sys
+import termios
 import time
 from collections.abc import Callable, Iterable
 from email.utils import formatdate
@@ -69,6 +77,8 @@ MAX_CONNECTIONS = 200
 #: it did.
 REQUEST_DEADLINE_S = 5.0
 SHED_LOG_INTERVAL_S = 60.0
+#: Shed reasons counted but never warned of: what any client's ordinary use leaves.
+QUIET_REASONS = frozenset({"idle"})
 #: Bytes a connection may send ahead of what uvicorn may take: read and held (a client that
 #: hangs up while the app works is still seen), then the socket is not read until it may.
 HOLD_LIMIT_BYTES = 64 * 1024
@@ -79,7 +89,7 @@ class _Connection:
 
     __slots__ = ("busy", "idle_since", "ready", "sent", "served", "timer", "transport")
 
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
+    def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.idle_since = time.monotonic()  # opened, or last answered
         self.busy = False  # a complete request is in the app
@@ -112,15 +122,19 @@ class ConnectionGate:
         self.max_connections = max_connections
         self.request_deadline_s = request_deadline_s
         self.live: set[_Connection] = set()
-        #: What the gate shed, by reason: "evicted", "refused" (all busy), "timed_out",
-        #: "stranger" (a Unix socket's caller running as another user).
-        self.shed = {"evicted": 0, "refused": 0, "timed_out": 0, "stranger": 0}
+        #: What the gate shed, by reason: "evicted", "refused" (all sending or busy),
+        #: "timed_out" (no complete request in time), "idle" (a kept-alive connection quiet
+        #: after its answers), "unread" (answers unread in time), "stranger" (a Unix socket's
+        #: caller running as another user).
+        self.shed = dict.fromkeys(
+            ("evicted", "refused", "timed_out", "idle", "unread", "stranger"), 0
+        )
         self._logged_shed = dict(self.shed)
         self._logged_at = -SHED_LOG_INTERVAL_S
 
     # -- the transport side ------------------------------------------------------------------
 
-    def admit(self, transport: asyncio.BaseTransport) -> _Connection | None:
+    def admit(self, transport: asyncio.Transport) -> _Connection | None:
         """A new connection: its record, or None when it is to be closed at once."""
         if _is_stranger(transport):
             self._count("stranger")
@@ -144,14 +158,18 @@ class ConnectionGate:
         conn.sent = True
 
     def _evict_one(self) -> bool:
-        idle = [(c.served > 0, c.idle_since, id(c), c) for c in self.live if not c.busy]
-        if not idle:
-            return False
-        conn = min(idle)[3]  # never asked before answered; the longest idle first
-        self.release(conn)
-        conn.transport.close()
-        self._count("evicted")
-        return True
+        """Close the connection quiet longest (it has sent nothing since it opened or since its
+        last answer); False when every one is sending or in the app. The newest are the last
+        to go: a client that has just connected is about to send."""
+        quiet = [(c.idle_since, id(c), c) for c in self.live if not c.busy and not c.sent]
+        for *_, conn in sorted(quiet):
+            if _unread_bytes(conn.transport):
+                continue  # its request is on its way, not yet read: sending, not quiet
+            self.release(conn)
+            conn.transport.close()
+            self._count("evicted")
+            return True
+        return False
 
     def _arm(self, conn: _Connection) -> None:
         loop = asyncio.get_running_loop()
@@ -162,10 +180,22 @@ class ConnectionGate:
             return
         self.release(conn)
         conn.transport.close()
-        self._count("timed_out")
+        # A kept-alive connection that asked and was answered, then went quiet, is a client's
+        # ordinary idle socket (uvicorn closed it just the same): counted, not warned of.
+        self._count("timed_out" if conn.sent or not conn.served else "idle")
+
+    def unread(self, conn: _Connection) -> None:
+        """The connection's answers have sat unread past the deadline: abort it (a close
+        would wait for a buffer that never drains)."""
+        if conn in self.live:
+            self.release(conn)
+            conn.transport.abort()
+            self._count("unread")
 
     def _count(self, reason: str) -> None:
         self.shed[reason] += 1
+        if reason in QUIET_REASONS:
+            return
         now = time.monotonic()
         if now - self._logged_at < SHED_LOG_INTERVAL_S:
             return
@@ -234,6 +264,7 @@ class _GatedProtocol(asyncio.Protocol):
         self._inner_paused = False  # uvicorn asked for no more bytes for now
         self._write_paused = False  # answers are waiting in the transport's buffer
         self._feeding: asyncio.Handle | None = None
+        self._unread: asyncio.TimerHandle | None = None  # the deadline for unread answers
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, asyncio's or uvloop's (which is not an `asyncio.Transport`).
@@ -270,7 +301,11 @@ class _GatedProtocol(asyncio.Protocol):
     def _ready_changed(self) -> None:
         """Something that held the bytes back may have cleared: feed on the loop's next turn,
         after the tasks uvicorn has just started (a pipelined request's) have begun."""
-        if self._feeding is None and self._conn is not None:
+        if self._conn is None:
+            return
+        if self._held or self._inner_paused:
+            self._gate.sending(self._conn)  # a next request is here already: not quiet
+        if self._feeding is None:
             self._feeding = asyncio.get_running_loop().call_soon(self._fed)
 
     def _fed(self) -> None:
@@ -299,8 +334,9 @@ class _GatedProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is None:
             return
-        if self._feeding is not None:
-            self._feeding.cancel()
+        for pending in (self._feeding, self._unread):
+            if pending is not None:
+                pending.cancel()
         self._gate.release(self._conn)
         self._conn = None
         self._held.clear()
@@ -309,9 +345,17 @@ class _GatedProtocol(asyncio.Protocol):
     def pause_writing(self) -> None:
         self._write_paused = True
         self._inner.pause_writing()
+        if self._conn is not None:
+            loop = asyncio.get_running_loop()
+            self._unread = loop.call_later(
+                self._gate.request_deadline_s, self._gate.unread, self._conn
+            )
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._unread is not None:
+            self._unread.cancel()
+            self._unread = None
         self._inner.resume_writing()
         self._ready_changed()
 
@@ -383,6 +427,18 @@ def _is_stranger(transport: asyncio.BaseTransport) -> bool:
         return peer_uid(sock) != os.geteuid()
     except OSError:
         return True
+
+
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the peer has sent that the socket holds unread (the kernel's count)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        count = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0  # closed meanwhile: nothing on its way
+    return int.from_bytes(count, sys.byteorder, signed=True)
 
 
 def _has_body(scope: Scope) -> bool:
