@@ -5,8 +5,8 @@ uvicorn bounds neither well enough for a service a stray local client can reach:
 `limit_concurrency` counts idle connections, so a few hundred sockets that never send a request
 make every real request a 503, and its only timer (`timeout_keep_alive`) runs between requests,
 never before the first. The gate sits in front of uvicorn's own HTTP protocol through public
-hooks only (a protocol class for `uvicorn.Config(http=...)`, and an ASGI wrapper) and keeps, per
-server:
+hooks only (a protocol class for `uvicorn.Config(http=...)`, in `flow`, and an ASGI wrapper) and
+keeps, per server:
 
 1. A request deadline. A connection must send a complete request (its headers, and its body
    when it has one) within `request_deadline_s` of opening, or of its last response; else it is
@@ -22,25 +22,17 @@ server:
    When every connection is sending or in the app, the new one is closed instead. There is no
    share per peer: on TCP every local client is 127.0.0.1, and on a Unix socket every admitted
    caller is the server's own uid, so such a share would divide nothing.
-3. Flow control. A connection whose answers are unread is not read further. uvicorn is handed a
-   connection's bytes only while no complete request of it is in the app, its answers are not
-   waiting in the transport's write buffer (past the high-water mark), and uvicorn itself has
-   not asked for a pause (it holds a whole next request). Meanwhile the gate reads on and holds
-   up to `HOLD_LIMIT_BYTES` (so a client that hangs up while the app works is still seen), then
-   stops reading the socket. uvicorn's own protocols leave this open: they resume reading
-   whenever an answer completes or the app awaits a message, however full the write buffer
-   (one pipelining client that never read grew a service by a gigabyte in seconds). The gate
-   runs uvicorn's h11 protocol, which parses one request at a time and keeps the rest as bytes;
-   its httptools protocol parses everything it is handed and queues each request as objects.
-   The gate alone moves the socket's reading: uvicorn's protocol sees the transport through a
-   wrapper whose pause and resume are requests to the gate.
+3. Flow control. A connection whose answers are unread is not read further: the protocol half
+   (`flow`) hands uvicorn a connection's bytes only while no complete request of it is in the
+   app and its answers are not piling in the write buffer, and reads at most
+   `flow.HOLD_LIMIT_BYTES` ahead.
 
 On a Unix socket the kernel names the caller: a connection from any uid but the server's own is
 closed at once (shed as "stranger"), before uvicorn sees a byte. The socket's mode already keeps
 others out; this holds when the socket or its folder is opened to them by mistake.
 
 The two halves meet by the connection itself, not by an address (a Unix socket's peer has none):
-the protocol half sets `_CONNECTION` (a context variable) to its connection before it hands
+the protocol half sets `CONNECTION` (a context variable) to its connection before it hands
 bytes to uvicorn, and the task uvicorn creates for a request copies the context it was created
 in (asyncio's documented rule), so the ASGI half reads its own connection there. A pipelined
 request's task is created from the previous request's task, on the same connection. What the
@@ -58,20 +50,18 @@ import socket
 import sys
 import termios
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from email.utils import formatdate
-from typing import Any, cast
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from plumbing.unix import peer_uid
 
 log = structlog.get_logger("loopback_server")
 
 #: Live connections per server. Each is a file descriptor and at most one request in the app.
-MAX_CONNECTIONS = 200
+MAXCONNECTIONS = 200
 #: A complete request within this long of the connection opening or its last answer; the same
 #: as uvicorn's keep-alive timeout, so a client's idle keep-alive connection lives as long as
 #: it did.
@@ -79,13 +69,10 @@ REQUEST_DEADLINE_S = 5.0
 SHED_LOG_INTERVAL_S = 60.0
 #: Shed reasons counted but never warned of: what any client's ordinary use leaves.
 QUIET_REASONS = frozenset({"idle"})
-#: Bytes a connection may send ahead of what uvicorn may take: read and held (a client that
-#: hangs up while the app works is still seen), then the socket is not read until it may.
-HOLD_LIMIT_BYTES = 64 * 1024
 
 
-class _Connection:
-    """One live connection as the gate sees it."""
+class Connection:
+    """One live connection as the gate sees it (the protocol half, `flow`, holds it)."""
 
     __slots__ = ("busy", "idle_since", "ready", "sent", "served", "timer", "transport")
 
@@ -106,7 +93,7 @@ def _nothing() -> None:
 #: The connection whose bytes uvicorn's protocol is handling (set by the protocol half; read by
 #: the ASGI half in the request's task, which copied it). Not a decision of where code runs: the
 #: one seam between uvicorn's protocol and the app that carries no identity of the connection.
-_CONNECTION: contextvars.ContextVar[_Connection | None] = contextvars.ContextVar(
+CONNECTION: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
     "loopback_server_connection", default=None
 )
 
@@ -116,12 +103,12 @@ class ConnectionGate:
 
     def __init__(
         self,
-        max_connections: int = MAX_CONNECTIONS,
+        max_connections: int = MAXCONNECTIONS,
         request_deadline_s: float = REQUEST_DEADLINE_S,
     ) -> None:
         self.max_connections = max_connections
         self.request_deadline_s = request_deadline_s
-        self.live: set[_Connection] = set()
+        self.live: set[Connection] = set()
         #: What the gate shed, by reason: "evicted", "refused" (all sending or busy),
         #: "timed_out" (no complete request in time), "idle" (a kept-alive connection quiet
         #: after its answers), "unread" (answers unread in time), "stranger" (a Unix socket's
@@ -134,7 +121,7 @@ class ConnectionGate:
 
     # -- the transport side ------------------------------------------------------------------
 
-    def admit(self, transport: asyncio.Transport) -> _Connection | None:
+    def admit(self, transport: asyncio.Transport) -> Connection | None:
         """A new connection: its record, or None when it is to be closed at once."""
         if _is_stranger(transport):
             self._count("stranger")
@@ -142,18 +129,18 @@ class ConnectionGate:
         if len(self.live) >= self.max_connections and not self._evict_one():
             self._count("refused")
             return None
-        conn = _Connection(transport)
+        conn = Connection(transport)
         self.live.add(conn)
         self._arm(conn)
         return conn
 
-    def release(self, conn: _Connection) -> None:
+    def release(self, conn: Connection) -> None:
         """The connection is gone (closed by either side)."""
         if conn.timer is not None:
             conn.timer.cancel()
         self.live.discard(conn)
 
-    def sending(self, conn: _Connection) -> None:
+    def sending(self, conn: Connection) -> None:
         """Bytes came on the connection: a request is on its way."""
         conn.sent = True
 
@@ -171,11 +158,11 @@ class ConnectionGate:
             return True
         return False
 
-    def _arm(self, conn: _Connection) -> None:
+    def _arm(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
         conn.timer = loop.call_later(self.request_deadline_s, self._expire, conn)
 
-    def _expire(self, conn: _Connection) -> None:
+    def _expire(self, conn: Connection) -> None:
         if conn.busy or conn not in self.live:
             return
         self.release(conn)
@@ -184,7 +171,7 @@ class ConnectionGate:
         # ordinary idle socket (uvicorn closed it just the same): counted, not warned of.
         self._count("timed_out" if conn.sent or not conn.served else "idle")
 
-    def unread(self, conn: _Connection) -> None:
+    def unread(self, conn: Connection) -> None:
         """The connection's answers have sat unread past the deadline: abort it (a close
         would wait for a buffer that never drains)."""
         if conn in self.live:
@@ -213,7 +200,7 @@ class ConnectionGate:
 
     # -- the ASGI side -----------------------------------------------------------------------
 
-    def complete(self, conn: _Connection) -> None:
+    def complete(self, conn: Connection) -> None:
         """The connection's request is complete (the app has all of it): no deadline while the
         app works on it."""
         conn.busy = True
@@ -221,7 +208,7 @@ class ConnectionGate:
             conn.timer.cancel()
             conn.timer = None
 
-    def answered(self, conn: _Connection) -> None:
+    def answered(self, conn: Connection) -> None:
         """The app has answered on the connection: the next request's deadline starts now."""
         conn.busy = False
         conn.served += 1
@@ -233,188 +220,10 @@ class ConnectionGate:
             self._arm(conn)
         conn.ready()
 
-    def protocol_class(self) -> type[asyncio.Protocol]:
-        """The protocol class to give `uvicorn.Config(http=...)`: uvicorn's own, behind this
-        gate."""
-        gate = self
-
-        class Gated(_GatedProtocol):
-            _gate = gate
-
-        return Gated
-
     def wrap(self, app: ASGIApp) -> ASGIApp:
         """`app` telling the gate when each request is complete and answered, and adding the
         `Date` header per answer (the server no longer ticks once a second to refresh it)."""
         return _Marking(app, self)
-
-
-class _GatedProtocol(asyncio.Protocol):
-    """uvicorn's HTTP protocol for one connection, admitted and released by the gate, and given
-    the connection's bytes only while it may take them (the module docstring, 3)."""
-
-    _gate: ConnectionGate
-
-    def __init__(self, **uvicorn_args: Any) -> None:
-        self._inner: Any = H11Protocol(**uvicorn_args)
-        self._conn: _Connection | None = None
-        self._transport: asyncio.Transport | None = None
-        self._held = bytearray()  # read, not yet handed to uvicorn
-        self._reading = True
-        self._inner_paused = False  # uvicorn asked for no more bytes for now
-        self._write_paused = False  # answers are waiting in the transport's buffer
-        self._feeding: asyncio.Handle | None = None
-        self._unread: asyncio.TimerHandle | None = None  # the deadline for unread answers
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # A stream transport, asyncio's or uvloop's (which is not an `asyncio.Transport`).
-        transport = cast(asyncio.Transport, transport)
-        conn = self._gate.admit(transport)
-        if conn is None:
-            transport.close()
-            return
-        self._conn, self._transport = conn, transport
-        conn.ready = self._ready_changed
-        self._inner.connection_made(_InnerTransport(transport, self))
-
-    def data_received(self, data: bytes) -> None:
-        if self._conn is None:
-            return
-        self._gate.sending(self._conn)
-        self._held += data
-        self._feed()
-
-    def _feed(self) -> None:
-        """Hand uvicorn what is held when it may take it; read on while less than
-        `HOLD_LIMIT_BYTES` is held (so a client that hangs up is still seen)."""
-        conn, transport = self._conn, self._transport
-        if conn is None or transport is None or transport.is_closing():
-            return  # closing: uvicorn has said its last word on this connection
-        if self._held and not (conn.busy or self._write_paused or self._inner_paused):
-            data = bytes(self._held)
-            self._held.clear()
-            # The request task uvicorn may create now copies this context: its connection.
-            _CONNECTION.set(conn)
-            self._inner.data_received(data)
-        self._set_reading(len(self._held) < HOLD_LIMIT_BYTES)
-
-    def _ready_changed(self) -> None:
-        """Something that held the bytes back may have cleared: feed on the loop's next turn,
-        after the tasks uvicorn has just started (a pipelined request's) have begun."""
-        if self._conn is None:
-            return
-        if self._held or self._inner_paused:
-            self._gate.sending(self._conn)  # a next request is here already: not quiet
-        if self._feeding is None:
-            self._feeding = asyncio.get_running_loop().call_soon(self._fed)
-
-    def _fed(self) -> None:
-        self._feeding = None
-        self._feed()
-
-    def _set_reading(self, reading: bool) -> None:
-        if reading == self._reading or self._transport is None:
-            return
-        self._reading = reading
-        if reading:
-            self._transport.resume_reading()
-        else:
-            self._transport.pause_reading()
-
-    def inner_pause_reading(self, paused: bool) -> None:
-        """uvicorn's protocol asks for bytes to stop (it holds a whole next request) or to
-        come again."""
-        self._inner_paused = paused
-        if not paused:
-            self._ready_changed()
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._conn is not None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._conn is None:
-            return
-        for pending in (self._feeding, self._unread):
-            if pending is not None:
-                pending.cancel()
-        self._gate.release(self._conn)
-        self._conn = None
-        self._held.clear()
-        self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._inner.pause_writing()
-        if self._conn is not None:
-            loop = asyncio.get_running_loop()
-            self._unread = loop.call_later(
-                self._gate.request_deadline_s, self._gate.unread, self._conn
-            )
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        if self._unread is not None:
-            self._unread.cancel()
-            self._unread = None
-        self._inner.resume_writing()
-        self._ready_changed()
-
-
-class _InnerTransport(asyncio.Transport):
-    """The transport as uvicorn's protocol sees it: the real one, except that its pausing and
-    resuming of reading are requests to the gated protocol, which alone decides when the socket
-    is read (uvicorn resumes reading whenever an answer completes or its app awaits a message,
-    however full the write buffer is)."""
-
-    def __init__(self, transport: asyncio.Transport, gated: _GatedProtocol) -> None:
-        super().__init__()
-        self._transport = transport
-        self._gated = gated
-        self._paused = False
-
-    def pause_reading(self) -> None:
-        self._paused = True
-        self._gated.inner_pause_reading(True)
-
-    def resume_reading(self) -> None:
-        self._paused = False
-        self._gated.inner_pause_reading(False)
-
-    def is_reading(self) -> bool:
-        return not self._paused
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._transport.get_extra_info(name, default)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def close(self) -> None:
-        self._transport.close()
-
-    def abort(self) -> None:
-        self._transport.abort()
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self._transport.write(data)
-
-    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
-        self._transport.writelines(list_of_data)
-
-    def write_eof(self) -> None:
-        self._transport.write_eof()
-
-    def can_write_eof(self) -> bool:
-        return self._transport.can_write_eof()
-
-    def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size()
-
-    def get_write_buffer_limits(self) -> tuple[int, int]:
-        return self._transport.get_write_buffer_limits()
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self._transport.set_write_buffer_limits(high, low)
 
 
 def _is_stranger(transport: asyncio.BaseTransport) -> bool:
@@ -466,7 +275,7 @@ class _Marking:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        conn = _CONNECTION.get()
+        conn = CONNECTION.get()
         gate = self.gate
         if conn is not None and not _has_body(scope):
             gate.complete(conn)

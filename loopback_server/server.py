@@ -23,6 +23,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from loopback_server.flow import protocol_class
 from loopback_server.gate import ConnectionGate
 
 
@@ -73,7 +74,7 @@ def loopback_config(
     override the shared settings (the module docstring)."""
     gate = gate or ConnectionGate()
     settings: dict[str, Any] = {
-        "http": gate.protocol_class(),
+        "http": protocol_class(gate),
         "proxy_headers": False,
         "date_header": False,
         "limit_concurrency": None,
