@@ -61,7 +61,7 @@ from plumbing.unix import peer_uid
 log = structlog.get_logger("loopback_server")
 
 #: Live connections per server. Each is a file descriptor and at most one request in the app.
-MAXCONNECTIONS = 200
+MAX_CONNECTIONS = 200
 #: A complete request within this long of the connection opening or its last answer; the same
 #: as uvicorn's keep-alive timeout, so a client's idle keep-alive connection lives as long as
 #: it did.
@@ -103,7 +103,7 @@ class ConnectionGate:
 
     def __init__(
         self,
-        max_connections: int = MAXCONNECTIONS,
+        max_connections: int = MAX_CONNECTIONS,
         request_deadline_s: float = REQUEST_DEADLINE_S,
     ) -> None:
         self.max_connections = max_connections
