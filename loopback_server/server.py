@@ -10,6 +10,9 @@ the `Date` header per answer instead.
 halves, no proxy headers (the scope's `client` is the peer itself: the guards check it),
 uvicorn's own concurrency limit off (the gate caps connections
 instead, without counting idle ones against real requests), no access log and no websockets.
+A service on a Unix socket binds it with `plumbing.unix.bind_private` and hands it to
+`serve(sockets=[...])`: uvicorn's own `uds` option makes the socket 0666 (every local user may
+connect), so `loopback_config` refuses it.
 """
 
 from __future__ import annotations
@@ -72,6 +75,13 @@ def loopback_config(
 ) -> uvicorn.Config:
     """`uvicorn.Config` for `app` behind `gate` (a new one by default); `options` add to or
     override the shared settings (the module docstring)."""
+    if options.get("uds") is not None:
+        # uvicorn's own Unix socket is made 0666, open to every local user.
+        raise ValueError(
+            "a loopback service's Unix socket is bound by plumbing.unix.bind_private (0600, in a "
+            "private folder) and handed to serve(sockets=[...]), never uvicorn's uds option, "
+            "which makes it 0666"
+        )
     gate = gate or ConnectionGate()
     settings: dict[str, Any] = {
         "http": protocol_class(gate),

@@ -4,6 +4,7 @@
 - Requests are answered over the socket, on one keep-alive connection and on fresh ones, and
   the gate knows each request's connection: a request held in the app past the deadline is
   not closed, and pipelined requests on one connection are each counted as answered on it.
+- uvicorn's own `uds` option (a 0666 socket) is refused by `loopback_config`.
 - Another local user (a throwaway account; real processes running as it) cannot be served:
   its connect is refused by the socket's 0600 mode, and where the test opens a socket to it (an
   0777 folder, an 0666 socket) the gate closes its connection before a byte is read ("stranger").
@@ -140,6 +141,11 @@ async def test_pipelined_requests_are_each_answered_on_their_connection(socket_p
         (conn,) = gate.live
         assert conn.served == 3
         assert conn.timer is not None  # the next request's deadline runs again
+
+
+def test_uvicorns_own_unix_socket_is_refused(socket_path: str) -> None:
+    with pytest.raises(ValueError, match="bind_private"):
+        loopback_config(App(), uds=socket_path)
 
 
 # -- another local user ----------------------------------------------------------------------
