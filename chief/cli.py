@@ -6,6 +6,9 @@
                                                     a scheduled job's line into the Chief
     chief telegram pair [--timeout S]               pair the owner's Telegram chat by a code
     chief telegram unpair                           forget that pairing
+    chief check-backup FILE                         check a chief.db from a backup against
+                                                    this build's migrations (`coop restore
+                                                    --with-chief` runs it)
     chief serve ...                                 the notify door (chief.door.app.main)
     chief telegram-emulator ...                     a local Bot API (chief.telegram.emulator.main)
 
@@ -22,6 +25,7 @@ import argparse
 import difflib
 import importlib
 import json
+import os
 import sys
 from datetime import datetime
 from importlib import metadata
@@ -175,6 +179,14 @@ COMMANDS: dict[str, Command] = {
         "forget the Telegram pairing (the door rings nothing until you pair again)",
         (),
     ),
+    "check-backup": Command(
+        "check a chief.db from a backup against this build's migrations",
+        ((("file",), {"metavar": "FILE", "help": "the chief.db to check"}),),
+        description="Check FILE, a chief.db from a backup, before it is restored: read-only, "
+        "its schema exactly the one this build's migrations make at its version (no newer), "
+        "then its integrity. Prints what it found, or one line saying the first thing wrong "
+        "(exit 1). `coop restore --with-chief` runs it.",
+    ),
 }
 DISPATCHED_HELP = {
     "serve": "run the notify door (options: chief serve --help)",
@@ -248,6 +260,9 @@ def _misnamed(args: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `chief` console script; returns the exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
+    refused = _refuse_as_root(args)
+    if refused is not None:
+        return refused
     if args and args[0] in DISPATCHED:
         return _dispatch(args[0], args[1:])
     problem = _misnamed(args)
@@ -268,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         return _log(limit=options.limit, as_json=options.json, owner=options.owner)
     if options.command == "report":
         return _report(options.source, options.fire, options.wait, options.text)
+    if options.command == "check-backup":
+        return _check_backup(options.file)
     if options.command == "telegram":
         from chief import pair_cli  # PTB and anyio load for this command only
 
@@ -276,6 +293,32 @@ def main(argv: list[str] | None = None) -> int:
         return pair_cli.unpair()
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
+
+
+def _refuse_as_root(args: list[str]) -> int | None:
+    """As root on a data folder another user owns (chief.db's, or the door's): one line naming
+    `sudo -u OWNER chief ...`, before anything is opened (`plumbing.files.refuse_foreign_folder`
+    says why); else None. The emulator, a test double outside the data folder, is exempt."""
+    if os.geteuid() != 0 or args[:1] == ["telegram-emulator"] or not set(args) - {"--help", "-h"}:
+        return None
+    import shlex
+
+    from chief.config import ChiefConfig
+    from chief.door.config import data_home
+    from chief.errors import ChiefError
+    from plumbing import files
+
+    try:
+        folders = [data_home(os.environ), ChiefConfig.from_env(os.environ).db_path.parent]
+    except ChiefError:
+        return None  # the command itself says what is wrong with the setting
+    try:
+        for folder in folders:
+            files.refuse_foreign_folder(folder, shlex.join(["chief", *args]))
+    except OSError as exc:
+        print(shown(f"chief: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    return None
 
 
 def _dispatch(command: str, rest: list[str]) -> int:
@@ -307,6 +350,18 @@ def _log(*, limit: int, as_json: bool, owner: str | None) -> int:
         print(_json_line(message) if as_json else render_message(message))
     if not messages and not as_json:
         print("no messages yet")  # said, so an empty log is not taken for a hung command
+    return EXIT_OK
+
+
+def _check_backup(path: str) -> int:
+    from chief.store.reference import check_backup
+
+    try:
+        version = check_backup(path)
+    except ValueError as exc:
+        print(shown(f"chief: {path}: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    print(shown(f"{path}: chief.db at schema version {version}, its schema this build's, whole"))
     return EXIT_OK
 
 

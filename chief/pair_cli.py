@@ -49,7 +49,10 @@ def pair(timeout_s: float) -> int:
     except ChiefError as exc:
         return _fail(PAIR, str(exc), EXIT_USAGE)
     lock = ServeLock(db_path, holder=PAIR_HOLDER)
-    refusal = _take(lock)
+    try:
+        refusal = _take(lock)
+    except ChiefError as exc:  # the lock file cannot be opened (a link planted there)
+        return _fail(PAIR, str(exc))
     if refusal is not None:
         return _fail(PAIR, refusal)
     try:

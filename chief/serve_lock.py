@@ -13,8 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from chief import private
 from chief.errors import DoorError
+from plumbing import files
 
 # What a holder of the serve lock writes after its pid.
 SERVE_HOLDER = "chief serve"
@@ -52,9 +52,13 @@ class ServeLock:
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
-        """Take the lock if nobody holds it; False (and nothing held) when someone does."""
-        private.make_folders(self.path.parent)  # 0700 whatever the umask
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock if nobody holds it; False (and nothing held) when someone does;
+        DoorError in one line when the lock file cannot be opened (a link planted there)."""
+        try:
+            # Its folders 0700 whatever the umask; 0600, never through a link planted there.
+            fd = files.lock_file(self.path, make_folders=True)
+        except OSError as exc:
+            raise DoorError(f"cannot open the serve lock {self.path}: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -68,8 +72,7 @@ class ServeLock:
     def current_holder(self) -> str:
         """What the file says of its holder (`<pid> <what>`), or `unknown`."""
         try:
-            with self.path.open("rb") as handle:
-                raw = handle.read(HOLDER_MAX_BYTES)
+            raw = files.read_head(self.path, HOLDER_MAX_BYTES)
         except OSError:
             return "unknown"
         return raw.decode("ascii", "replace").strip() or "unknown"

@@ -7,7 +7,8 @@ checks each copy with `PRAGMA integrity_check`, fsyncs the copies and the folder
 what it wrote and each table's rows. A failure removes what it had created.
 
 Restore copies a backup's coop.db over the live one, and its chief.db only when asked
-(`with_chief`). It refuses while a process holds the ledger: `coop serve`
+(`with_chief`), once each is checked to be what this build's migrations make, whole
+(`engine.backup_check`). It refuses while a process holds the ledger: `coop serve`
 (`<coop.db>.serve.lock`), a notifier daemon (`<coop.db>.notifier.lock`) or a drainer's waiter,
 and, for chief.db, the door (`<chief.db>.serve.lock`). It holds those locks itself while it
 writes, so none of them starts meanwhile. It answers what the restore means for delivery, read
@@ -30,6 +31,7 @@ from engine import config, private, store
 from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
+from plumbing import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,14 +73,6 @@ def _check(path: str) -> dict[str, int]:
     return counts
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _counts(counts: dict[str, int]) -> str:
     """The tables that have rows, with their counts."""
     return ", ".join(f"{name} {count}" for name, count in counts.items() if count) or "none"
@@ -91,27 +85,32 @@ def _many(count: int, what: str) -> str:
 # ---- backup ----------------------------------------------------------------------------------
 
 
-def _new_folder(target: str) -> tuple[str, list[str]]:
-    """A new time-stamped folder inside `target` (0700), and every folder made for it (the
-    ones to remove on failure)."""
+def _new_folder(target: str) -> tuple[str, int, list[str]]:
+    """A new time-stamped folder inside `target` (0700), its open descriptor (everything the
+    backup writes goes through it: no rename can redirect it), and every folder made for it
+    (the ones to remove on failure). `target` must be a folder nobody but its owner, the caller
+    or root, can write (`plumbing.files.check_backup_target`)."""
+    files.check_backup_target(target)
     made: list[str] = []
-    missing = []
     parent = os.path.abspath(target)
     while not os.path.exists(parent):
-        missing.append(parent)
+        made.insert(0, parent)
         parent = os.path.dirname(parent)
-    for folder in reversed(missing):
-        os.mkdir(folder, 0o700)
-        made.append(folder)
-    stamp = time.strftime(STAMP, time.gmtime())
-    for number in range(1, 100):
-        folder = os.path.join(target, FOLDER_PREFIX + stamp + ("" if number == 1 else f"-{number}"))
-        try:
-            os.mkdir(folder, 0o700)
-        except FileExistsError:
-            continue
-        made.append(folder)
-        return folder, made
+    parent_fd = files.open_folder(target, make=True)
+    try:
+        stamp = time.strftime(STAMP, time.gmtime())
+        for number in range(1, 100):
+            name = FOLDER_PREFIX + stamp + ("" if number == 1 else f"-{number}")
+            try:
+                os.mkdir(name, files.FOLDER_MODE, dir_fd=parent_fd)
+            except FileExistsError:
+                continue
+            made.append(os.path.join(target, name))
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+            os.fchmod(fd, files.FOLDER_MODE)
+            return os.path.join(target, name), fd, made
+    finally:
+        os.close(parent_fd)
     raise BackupError(f"{target} already holds 99 backups taken this second")
 
 
@@ -136,27 +135,38 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
     chief = chief_db_path()
     if os.path.isfile(chief):
         sources.append((CHIEF_DB, chief))
-    folder, made = _new_folder(target)
     try:
-        lines = [_back_up_one(source, os.path.join(folder, name)) for name, source in sources]
-        private.fsync_folder(folder)
+        folder, folder_fd, made = _new_folder(target)
+    except OSError as exc:
+        raise BackupError(f"cannot back up into {target}: {exc.strerror or exc}") from None
+    try:
+        lines = [_back_up_one(source, folder, folder_fd, name) for name, source in sources]
+        os.fsync(folder_fd)
         private.fsync_folder(os.path.dirname(os.path.abspath(folder)))
     except BaseException:
         _remove(made)
         raise
+    finally:
+        os.close(folder_fd)
     if len(sources) == 1:
         lines.append(f"no chief.db at {chief}: the door has not run here; only coop.db is saved")
     lines.append(f"backup {folder} done; restore it with `coop restore {folder}`")
     return lines
 
 
-def _back_up_one(source: str, copy: str) -> str:
-    private.private_file(copy)  # 0600 before a page is copied, whatever the umask
-    copies.copy(source, copy)
-    copies.single_file(copy)
-    counts = _check(copy)
-    os.chmod(copy, 0o600)
-    _fsync_file(copy)
+def _back_up_one(source: str, folder: str, folder_fd: int, name: str) -> str:
+    copy = os.path.join(folder, name)
+    # 0600 before a page is copied, whatever the umask; made O_EXCL in the folder's descriptor.
+    fd = files.open_at(folder_fd, name, os.O_RDWR | os.O_CREAT | os.O_EXCL, shown=copy)
+    try:
+        reach = files.path_in(folder_fd, name, copy)
+        copies.copy(source, reach)
+        copies.single_file(reach)
+        counts = _check(reach)
+        os.fchmod(fd, files.FILE_MODE)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return f"wrote {copy} from {source} (integrity ok; rows: {_counts(counts)})"
 
 
@@ -165,8 +175,7 @@ def _back_up_one(source: str, copy: str) -> str:
 
 def _holder(path: str) -> str:
     try:
-        with open(path, encoding="ascii", errors="replace") as file:
-            return file.read().split()[0]
+        return files.read_head(path, 64).decode("ascii", "replace").split()[0]
     except (OSError, IndexError):
         return "unknown"
 
@@ -179,10 +188,10 @@ def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
     held: list[int] = []
     try:
         for path, who in locks:
-            made = not os.path.exists(path)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            made = not os.path.lexists(path)
+            fd = files.lock_file(path)  # never through a link planted at the name
             if made:
-                _as_folder_owner(path)
+                _as_folder_owner(fd, path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -200,12 +209,13 @@ def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
             os.close(fd)
 
 
-def _as_folder_owner(path: str) -> None:
-    """Give a file this command made to its folder's owner: a restore run as root must leave
-    nothing the service's user cannot open (a lock file, a ledger that was not there)."""
+def _as_folder_owner(fd: int, path: str) -> None:
+    """Give a file this command made (open as `fd`) to its folder's owner and group: a restore
+    run as root must leave nothing the service's group cannot open. (Root on a folder another
+    user owns is refused at the CLI's edge: `plumbing.files.refuse_foreign_folder`.)"""
     folder = os.stat(os.path.dirname(os.path.abspath(path)))
     if os.geteuid() == 0 and (folder.st_uid, folder.st_gid) != (0, 0):
-        os.chown(path, folder.st_uid, folder.st_gid)
+        os.fchown(fd, folder.st_uid, folder.st_gid)
 
 
 def _drainer(ledger: str) -> str | None:
@@ -287,6 +297,10 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
             "give the backup folder, e.g. `coop restore /var/backups/coop/coop-backup-…`"
         )
     source = _source(folder)
+    # What is checked below is what is copied only if nobody else can put another file in place
+    # between the two: the backup's folder is the caller's or root's and closed to others'
+    # writes, as a backup's target must be.
+    files.check_backup_target(source)
     ledger = store.locate(db)
     chief = chief_db_path()
     backup_chief = os.path.join(source, CHIEF_DB)
@@ -296,9 +310,11 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
     for copy, live in ((backup_ledger, ledger), (backup_chief, chief)):
         if os.path.isfile(live) and os.path.samefile(copy, live):
             raise UsageError(f"{source} is the data folder itself, not a backup of it")
-    _check(backup_ledger)
+    from engine import backup_check  # before any lock or file is made: a refusal changes nothing
+
+    backup_check.check_ledger(backup_ledger)
     if with_chief:
-        _check(backup_chief)
+        backup_check.check_chief(backup_chief)
     locks = [(ledger + suffix, who) for suffix, who in LEDGER_LOCKS]
     if with_chief:
         locks.append((chief + CHIEF_LOCK[0], CHIEF_LOCK[1]))
@@ -328,11 +344,15 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
 def _restore_file(copy: str, live: str) -> None:
     """The backup's pages over the live file, through the backup API (it settles the live
     file's WAL too; a copy of the bytes would leave a -wal to be replayed onto wrong pages)."""
-    made = not os.path.exists(live)
-    private.private_database(live)  # 0600 before SQLite writes it, whatever the umask
+    made = not os.path.lexists(live)
+    private.private_database(live)  # 0600 before SQLite writes it, whatever the umask; no link
     copies.copy(copy, live)
     if made:
-        _as_folder_owner(live)
+        fd = files.open_file(live, os.O_RDONLY)
+        try:
+            _as_folder_owner(fd, live)
+        finally:
+            os.close(fd)
 
 
 def _chief_restored(chief: str, backup_chief: str) -> str:

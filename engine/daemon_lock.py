@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterator
 
 from engine.errors import StoreError, UsageError
+from plumbing import files
 
 DAEMON_LOCK_SUFFIX = ".notifier.lock"
 SERVE_LOCK_SUFFIX = ".serve.lock"
@@ -40,8 +41,8 @@ def serve_lock_file(db: str | os.PathLike[str]) -> str:
 def lock_holder(path: str) -> str:
     """The pid the holder wrote in the lock file ("unknown" when it cannot be read)."""
     try:
-        with open(path, encoding="ascii", errors="replace") as file:
-            return file.read(32).strip() or "unknown"
+        # Never through a link: root would print the head of whatever it names.
+        return files.read_head(path, 32).decode("ascii", "replace").strip() or "unknown"
     except OSError:
         return "unknown"
 
@@ -54,7 +55,7 @@ def daemon_lock_free_of_others(db: str | os.PathLike[str], act: str) -> Iterator
 
     path = daemon_lock_file(db)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = files.lock_file(path)  # 0600, never through a link planted at the name
     except OSError as exc:
         raise StoreError(f"cannot open the daemon's lock file {path}: {exc}") from exc
     try:

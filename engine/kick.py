@@ -40,6 +40,7 @@ import os
 import sys
 
 from engine import private
+from plumbing import files
 
 # Off the CLI's cold path: `pathlib` (annotations only) and `socket` (imported by the one
 # function that sends: with COOP_KICK=off a verb never loads it).
@@ -120,9 +121,20 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
     # umask (they name rows and the door), never through a link planted at the name.
     log_path = os.fspath(db) + ".drainer.log"
     private.private_file(log_path)
-    with open(log_path, "ab", opener=_no_follow) as log:
+    log = files.open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
+    try:
         launcher = subprocess.Popen(
-            ["/bin/sh", "-c", '"$@" &', "coop-kick", sys.executable, "-m", "notifier", "drain"],
+            [
+                "/bin/sh",
+                "-c",
+                '"$@" &',
+                "coop-kick",
+                sys.executable,
+                "-P",
+                "-m",
+                "notifier",
+                "drain",
+            ],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -130,6 +142,8 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    finally:
+        os.close(log)
     launcher.wait()
 
 
@@ -237,10 +251,6 @@ def wake_waiters(db: str | os.PathLike[str], request_id: int | None = None) -> i
     return sent
 
 
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW, private.FILE_MODE)
-
-
 def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
@@ -262,7 +272,11 @@ def _private_folder(folder: str) -> None:
 
         raise PermissionError(errno.EPERM, "not a folder of this user's for waiters", folder)
     if info.st_mode & private.OTHERS_BITS:
-        os.chmod(folder, private.FOLDER_MODE)
+        fd = files.open_folder(folder)  # on its descriptor: never through a link at the name
+        try:
+            os.fchmod(fd, private.FOLDER_MODE)
+        finally:
+            os.close(fd)
 
 
 class Waiter:

@@ -3,8 +3,10 @@ once: the door (`chief serve`), the Telegram emulator (`chief telegram-emulator`
 service (`coop serve`, whose process is `notifier.serve`) all run on it.
 
     gate.py    how many connections a server holds, and how long one may take to send a
-               complete request (the cap, the eviction of connections that never asked, the
-               request deadline)
+               complete request (the cap, the eviction of quiet connections, the request
+               deadline), and the ASGI half that tells it when a request is complete
+    flow.py    the gate's protocol half: a connection admitted, and read no further while its
+               answers are unread (flow control), in front of uvicorn's h11 protocol
     body.py    a request's body bounded before the app reads it: its size (413) and its JSON
                nesting (400)
     server.py  the uvicorn server on the gate, stopped by an event rather than a poll

@@ -1,38 +1,62 @@
-"""How many connections a loopback server holds, and how long one may take to ask.
+"""How many connections a loopback server holds, how long one may take to ask, and how far it
+is read ahead of its answers.
 
 uvicorn bounds neither well enough for a service a stray local client can reach: its
 `limit_concurrency` counts idle connections, so a few hundred sockets that never send a request
 make every real request a 503, and its only timer (`timeout_keep_alive`) runs between requests,
 never before the first. The gate sits in front of uvicorn's own HTTP protocol through public
-hooks only (a protocol class for `uvicorn.Config(http=...)`, and an ASGI wrapper) and keeps, per
-server:
+hooks only (a protocol class for `uvicorn.Config(http=...)`, in `flow`, and an ASGI wrapper) and
+keeps, per server:
 
 1. A request deadline. A connection must send a complete request (its headers, and its body
    when it has one) within `request_deadline_s` of opening, or of its last response; else it is
-   closed. A request is complete once the app has its whole body, or has answered.
+   closed. A request is complete once the app has its whole body, or has answered. A kept-alive
+   connection that asked, was answered and went quiet is closed the same way (as uvicorn would),
+   counted as "idle" and never warned of: every client leaves those. Answers left unread for as
+   long (the write buffer past its high-water mark) abort the connection ("unread").
 2. A cap. At most `max_connections` live at once. A new connection at the cap takes the place of
-   an idle one, closed at once: the oldest that has never completed a request, else the one
-   idle longest between requests (a keep-alive client opens a new connection when it finds its
-   old one closed). Only when every connection has a request in the app is the new one closed
-   instead. So idle and slow clients cannot take the last place from a real one, and the
-   process keeps file descriptors to spare.
+   the one quiet longest: nothing sent since it opened or since its last answer, and nothing
+   waiting unread in its socket. A connection that has sent any byte of a request is never
+   evicted (the deadline still closes a slow sender), so a flood of connections cannot fail a
+   request under way; the newest go last, a client that has just connected being about to send.
+   When every connection is sending or in the app, the new one is closed instead. There is no
+   share per peer: on TCP every local client is 127.0.0.1, and on a Unix socket every admitted
+   caller is the server's own uid, so such a share would divide nothing.
+3. Flow control. A connection whose answers are unread is not read further: the protocol half
+   (`flow`) hands uvicorn a connection's bytes only while no complete request of it is in the
+   app and its answers are not piling in the write buffer, and reads at most
+   `flow.HOLD_LIMIT_BYTES` ahead.
 
-The two halves meet by the peer's address: uvicorn puts the transport's peer in the ASGI scope's
-`client` (with `proxy_headers` off, the address itself), and on one listening socket no two live
-connections share it. What the gate sheds is counted, and said in one log line at most every
-`SHED_LOG_INTERVAL_S`, never a line per connection.
+On a Unix socket the kernel names the caller: a connection from any uid but the server's own is
+closed at once (shed as "stranger"), before uvicorn sees a byte. The socket's mode already keeps
+others out; this holds when the socket or its folder is opened to them by mistake.
+
+The two halves meet by the connection itself, not by an address (a Unix socket's peer has none):
+the protocol half sets `CONNECTION` (a context variable) to its connection before it hands
+bytes to uvicorn, and the task uvicorn creates for a request copies the context it was created
+in (asyncio's documented rule), so the ASGI half reads its own connection there. A pipelined
+request's task is created from the previous request's task, on the same connection. What the
+gate sheds is counted, and said in one log line at most every `SHED_LOG_INTERVAL_S`, never a
+line per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import fcntl
+import os
+import socket
+import sys
+import termios
 import time
+from collections.abc import Callable
 from email.utils import formatdate
-from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from plumbing.unix import peer_uid
 
 log = structlog.get_logger("loopback_server")
 
@@ -43,21 +67,35 @@ MAX_CONNECTIONS = 200
 #: it did.
 REQUEST_DEADLINE_S = 5.0
 SHED_LOG_INTERVAL_S = 60.0
+#: Shed reasons counted but never warned of: what any client's ordinary use leaves.
+QUIET_REASONS = frozenset({"idle"})
 
-Peer = tuple[str, int]
 
+class Connection:
+    """One live connection as the gate sees it (the protocol half, `flow`, holds it)."""
 
-class _Connection:
-    """One live connection as the gate sees it."""
+    __slots__ = ("busy", "idle_since", "ready", "sent", "served", "timer", "transport")
 
-    __slots__ = ("busy", "idle_since", "served", "timer", "transport")
-
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
+    def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.idle_since = time.monotonic()  # opened, or last answered
         self.busy = False  # a complete request is in the app
         self.served = 0  # requests answered on it
         self.timer: asyncio.TimerHandle | None = None
+        self.sent = False  # a byte of a request came since it opened or was last answered
+        self.ready: Callable[[], None] = _nothing  # told when `busy` clears
+
+
+def _nothing() -> None:
+    pass
+
+
+#: The connection whose bytes uvicorn's protocol is handling (set by the protocol half; read by
+#: the ASGI half in the request's task, which copied it). Not a decision of where code runs: the
+#: one seam between uvicorn's protocol and the app that carries no identity of the connection.
+CONNECTION: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+    "loopback_server_connection", default=None
+)
 
 
 class ConnectionGate:
@@ -70,58 +108,81 @@ class ConnectionGate:
     ) -> None:
         self.max_connections = max_connections
         self.request_deadline_s = request_deadline_s
-        self.live: dict[Peer, _Connection] = {}
-        #: What the gate shed, by reason: "evicted", "refused" (all busy), "timed_out".
-        self.shed = {"evicted": 0, "refused": 0, "timed_out": 0}
+        self.live: set[Connection] = set()
+        #: What the gate shed, by reason: "evicted", "refused" (all sending or busy),
+        #: "timed_out" (no complete request in time), "idle" (a kept-alive connection quiet
+        #: after its answers), "unread" (answers unread in time), "stranger" (a Unix socket's
+        #: caller running as another user).
+        self.shed = dict.fromkeys(
+            ("evicted", "refused", "timed_out", "idle", "unread", "stranger"), 0
+        )
         self._logged_shed = dict(self.shed)
         self._logged_at = -SHED_LOG_INTERVAL_S
 
     # -- the transport side ------------------------------------------------------------------
 
-    def admit(self, peer: Peer | None, transport: asyncio.BaseTransport) -> _Connection | None:
+    def admit(self, transport: asyncio.Transport) -> Connection | None:
         """A new connection: its record, or None when it is to be closed at once."""
-        if peer is None:
-            return None  # no TCP peer (a Unix socket): nothing to find it by; the services bind TCP
+        if _is_stranger(transport):
+            self._count("stranger")
+            return None
         if len(self.live) >= self.max_connections and not self._evict_one():
             self._count("refused")
             return None
-        conn = _Connection(transport)
-        self.live[peer] = conn
-        self._arm(peer, conn)
+        conn = Connection(transport)
+        self.live.add(conn)
+        self._arm(conn)
         return conn
 
-    def release(self, peer: Peer, conn: _Connection) -> None:
+    def release(self, conn: Connection) -> None:
         """The connection is gone (closed by either side)."""
         if conn.timer is not None:
             conn.timer.cancel()
-        if self.live.get(peer) is conn:
-            del self.live[peer]
+        self.live.discard(conn)
+
+    def sending(self, conn: Connection) -> None:
+        """Bytes came on the connection: a request is on its way."""
+        conn.sent = True
 
     def _evict_one(self) -> bool:
-        idle = [(c.served > 0, c.idle_since, p) for p, c in self.live.items() if not c.busy]
-        if not idle:
-            return False
-        peer = min(idle)[2]  # never asked before answered; the longest idle first
-        conn = self.live.pop(peer)
-        if conn.timer is not None:
-            conn.timer.cancel()
-        conn.transport.close()
-        self._count("evicted")
-        return True
+        """Close the connection quiet longest (it has sent nothing since it opened or since its
+        last answer); False when every one is sending or in the app. The newest are the last
+        to go: a client that has just connected is about to send."""
+        quiet = [(c.idle_since, id(c), c) for c in self.live if not c.busy and not c.sent]
+        for *_, conn in sorted(quiet):
+            if _unread_bytes(conn.transport):
+                continue  # its request is on its way, not yet read: sending, not quiet
+            self.release(conn)
+            conn.transport.close()
+            self._count("evicted")
+            return True
+        return False
 
-    def _arm(self, peer: Peer, conn: _Connection) -> None:
+    def _arm(self, conn: Connection) -> None:
         loop = asyncio.get_running_loop()
-        conn.timer = loop.call_later(self.request_deadline_s, self._expire, peer, conn)
+        conn.timer = loop.call_later(self.request_deadline_s, self._expire, conn)
 
-    def _expire(self, peer: Peer, conn: _Connection) -> None:
-        if conn.busy or self.live.get(peer) is not conn:
+    def _expire(self, conn: Connection) -> None:
+        if conn.busy or conn not in self.live:
             return
-        self.release(peer, conn)
+        self.release(conn)
         conn.transport.close()
-        self._count("timed_out")
+        # A kept-alive connection that asked and was answered, then went quiet, is a client's
+        # ordinary idle socket (uvicorn closed it just the same): counted, not warned of.
+        self._count("timed_out" if conn.sent or not conn.served else "idle")
+
+    def unread(self, conn: Connection) -> None:
+        """The connection's answers have sat unread past the deadline: abort it (a close
+        would wait for a buffer that never drains)."""
+        if conn in self.live:
+            self.release(conn)
+            conn.transport.abort()
+            self._count("unread")
 
     def _count(self, reason: str) -> None:
         self.shed[reason] += 1
+        if reason in QUIET_REASONS:
+            return
         now = time.monotonic()
         if now - self._logged_at < SHED_LOG_INTERVAL_S:
             return
@@ -139,7 +200,7 @@ class ConnectionGate:
 
     # -- the ASGI side -----------------------------------------------------------------------
 
-    def complete(self, conn: _Connection) -> None:
+    def complete(self, conn: Connection) -> None:
         """The connection's request is complete (the app has all of it): no deadline while the
         app works on it."""
         conn.busy = True
@@ -147,25 +208,17 @@ class ConnectionGate:
             conn.timer.cancel()
             conn.timer = None
 
-    def answered(self, peer: Peer, conn: _Connection) -> None:
+    def answered(self, conn: Connection) -> None:
         """The app has answered on the connection: the next request's deadline starts now."""
         conn.busy = False
         conn.served += 1
         conn.idle_since = time.monotonic()
         if conn.timer is not None:  # answered before its request was complete (a 413)
             conn.timer.cancel()
-        if self.live.get(peer) is conn:
-            self._arm(peer, conn)
-
-    def protocol_class(self) -> type[asyncio.Protocol]:
-        """The protocol class to give `uvicorn.Config(http=...)`: uvicorn's own, behind this
-        gate."""
-        gate = self
-
-        class Gated(_GatedProtocol):
-            _gate = gate
-
-        return Gated
+        conn.sent = False
+        if conn in self.live:
+            self._arm(conn)
+        conn.ready()
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         """`app` telling the gate when each request is complete and answered, and adding the
@@ -173,53 +226,28 @@ class ConnectionGate:
         return _Marking(app, self)
 
 
-class _GatedProtocol(asyncio.Protocol):
-    """uvicorn's HTTP protocol for one connection, admitted and released by the gate."""
-
-    _gate: ConnectionGate
-
-    def __init__(self, **uvicorn_args: Any) -> None:
-        self._inner: Any = AutoHTTPProtocol(**uvicorn_args)
-        self._peer: Peer | None = None
-        self._conn: _Connection | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = _peer_of(transport)
-        conn = self._gate.admit(peer, transport)
-        if conn is None or peer is None:
-            transport.close()
-            return
-        self._peer, self._conn = peer, conn
-        self._inner.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self._conn is not None:
-            self._inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._conn is not None else None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._conn is None or self._peer is None:
-            return
-        self._gate.release(self._peer, self._conn)
-        self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        if self._conn is not None:
-            self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self._conn is not None:
-            self._inner.resume_writing()
+def _is_stranger(transport: asyncio.BaseTransport) -> bool:
+    """A Unix socket's caller running as another user than this server (or one the kernel no
+    longer names); never a TCP peer, which has no uid to ask."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family != socket.AF_UNIX:
+        return False
+    try:
+        return peer_uid(sock) != os.geteuid()
+    except OSError:
+        return True
 
 
-def _peer_of(transport: asyncio.BaseTransport) -> Peer | None:
-    """The peer as uvicorn names it in the scope's `client` (`uvicorn.protocols.utils`)."""
-    info = transport.get_extra_info("peername")
-    if isinstance(info, list | tuple) and len(info) >= 2:
-        return (str(info[0]), int(info[1]))
-    return None
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """Bytes the peer has sent that the socket holds unread (the kernel's count)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        count = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0  # closed meanwhile: nothing on its way
+    return int.from_bytes(count, sys.byteorder, signed=True)
 
 
 def _has_body(scope: Scope) -> bool:
@@ -247,9 +275,7 @@ class _Marking:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        peer = (str(client[0]), int(client[1])) if client else None
-        conn = self.gate.live.get(peer) if peer is not None else None
+        conn = CONNECTION.get()
         gate = self.gate
         if conn is not None and not _has_body(scope):
             gate.complete(conn)
@@ -274,5 +300,5 @@ class _Marking:
         try:
             await self.app(scope, marking_receive, marking_send)
         finally:
-            if conn is not None and peer is not None:
-                gate.answered(peer, conn)
+            if conn is not None:
+                gate.answered(conn)

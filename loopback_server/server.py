@@ -7,9 +7,12 @@ sleeps until `request_stop` (or uvicorn's `handle_exit`) wakes it; the gate's AS
 the `Date` header per answer instead.
 
 `loopback_config` is the `uvicorn.Config` the services share: the gate's protocol and ASGI
-halves, no proxy headers (the scope's `client` is the peer itself: the guards check it, and the
-gate finds a connection by it), uvicorn's own concurrency limit off (the gate caps connections
+halves, no proxy headers (the scope's `client` is the peer itself: the guards check it),
+uvicorn's own concurrency limit off (the gate caps connections
 instead, without counting idle ones against real requests), no access log and no websockets.
+A service on a Unix socket binds it with `plumbing.unix.bind_private` and hands it to
+`serve(sockets=[...])`: uvicorn's own `uds` option makes the socket 0666 (every local user may
+connect), so `loopback_config` refuses it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from loopback_server.flow import protocol_class
 from loopback_server.gate import ConnectionGate
 
 
@@ -71,9 +75,16 @@ def loopback_config(
 ) -> uvicorn.Config:
     """`uvicorn.Config` for `app` behind `gate` (a new one by default); `options` add to or
     override the shared settings (the module docstring)."""
+    if options.get("uds") is not None:
+        # uvicorn's own Unix socket is made 0666, open to every local user.
+        raise ValueError(
+            "a loopback service's Unix socket is bound by plumbing.unix.bind_private (0600, in a "
+            "private folder) and handed to serve(sockets=[...]), never uvicorn's uds option, "
+            "which makes it 0666"
+        )
     gate = gate or ConnectionGate()
     settings: dict[str, Any] = {
-        "http": gate.protocol_class(),
+        "http": protocol_class(gate),
         "proxy_headers": False,
         "date_header": False,
         "limit_concurrency": None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -228,8 +229,31 @@ async def _drain(
     log.info("notifier.exit", outcome=outcome.value, delivered=delivered, deferred=deferred)
 
 
+def _refuse_as_root(argv: Sequence[str] | None) -> int | None:
+    """As root on a data folder another user owns: one line naming `sudo -u OWNER ...`, before
+    anything is opened (`plumbing.files.refuse_foreign_folder` says why); else None."""
+    if os.geteuid() != 0:
+        return None
+    import shlex
+
+    from engine import config
+    from plumbing import files
+
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        for folder in (config.data_folder(), os.path.dirname(config.db_file())):
+            files.refuse_foreign_folder(folder, shlex.join([PROG, *words]))
+    except OSError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    refused = _refuse_as_root(argv)
+    if refused is not None:
+        return refused
     if args.command == "serve":
         from notifier import serve
 

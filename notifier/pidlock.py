@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from notifier.errors import StoreError
+from plumbing import files
 
 
 class PidLock:
@@ -27,7 +28,7 @@ class PidLock:
         import fcntl
 
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = files.lock_file(self.path)  # 0600, never through a link planted at the name
         except OSError as exc:
             raise StoreError(f"cannot open {self.what} {self.path}: {exc}") from exc
         try:
@@ -43,7 +44,7 @@ class PidLock:
     def holder(self) -> str:
         """The pid written by whoever holds the lock ("unknown" when it cannot be read)."""
         try:
-            return self.path.read_text(encoding="ascii", errors="replace").strip() or "unknown"
+            return files.read_head(self.path, 64).decode("ascii", "replace").strip() or "unknown"
         except OSError:
             return "unknown"
 

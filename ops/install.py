@@ -13,6 +13,11 @@ and says so):
     /etc/systemd/system/coop-*       every unit in ops/systemd, 0644; coop-engine and
                                      coop-chief-door enabled, the timers left disabled
 
+It follows no link it finds at a name it makes or changes (the folders, the settings, the key,
+the units): the data folder belongs to `coop`, which could point a name there at a file of
+root's, so each is opened relative to its folder's descriptor with O_NOFOLLOW (plumbing.files),
+a link refused in one line, and its mode and owner changed on that descriptor.
+
 `--root DIR` does all of it inside DIR (`useradd --prefix`, `systemctl --root`), so a test or
 an image build can check the tree without a running systemd. `--uninstall` disables and removes
 the units and the venv, and keeps the data, the backups, the settings and the user (the owner
@@ -27,12 +32,16 @@ import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT))  # plumbing: the standard library only, no install needed
+from plumbing import files  # noqa: E402
+
 PROG = "ops/install"
 USER = "coop"
 VENV = "/opt/coop/.venv"
@@ -48,7 +57,15 @@ ENABLED = ("coop-chief-door.service", "coop-engine.service")
 KEY_SETTING = "COOP_SERVICE_KEY_FILE"
 DEFAULT_KEY = "/var/lib/coop/service.key"
 #: What the venv is built from; its digest, written into the venv, says whether it is current.
-SOURCES = ("pyproject.toml", "README.md", "engine", "notifier", "chief")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "engine",
+    "notifier",
+    "chief",
+    "loopback_server",
+    "plumbing",
+)
 STAMP = ".coop-installed"
 NOLOGIN = "/usr/sbin/nologin"
 COMMAND_TIMEOUT_S = 900
@@ -132,40 +149,91 @@ class Install:
 
     # ---- files and folders ---------------------------------------------------------------
 
-    def folder(self, path: str, mode: int, uid: int = 0, gid: int = 0) -> None:
-        where = self.at(path)
-        if not where.exists():
-            where.parent.mkdir(parents=True, exist_ok=True)
-            where.mkdir(mode=mode)
-            os.chown(where, uid, gid)
-            where.chmod(mode)
-            self.did(f"created {path} ({mode:04o}, {self.owner(uid, gid)})")
-            return
-        self.fix(path, mode, uid, gid)
+    def parent(self, path: str) -> int:
+        """The descriptor of the folder holding `path` in the root, each missing folder above
+        made 0755 root's (a link on the way followed only where nobody but root can write)."""
+        return files.open_folder(os.path.dirname(self.at(path)), make=True, mode=0o755)
 
-    def fix(self, path: str, mode: int, uid: int, gid: int) -> None:
-        """Set an existing path's mode and owner to what the install wants, saying so."""
-        where = self.at(path)
-        found = where.stat()
-        if (found.st_mode & 0o7777, found.st_uid, found.st_gid) != (mode, uid, gid):
-            os.chown(where, uid, gid)
-            where.chmod(mode)
-            self.did(f"set {path} to {mode:04o}, {self.owner(uid, gid)}")
+    def refuse_link(self, path: str) -> InstallError:
+        return InstallError(
+            f"{path} is a symbolic link: refused, never followed (it may point at a file of"
+            " root's); remove it, or put the real file or folder there, and run again"
+        )
+
+    def folder(self, path: str, mode: int, uid: int = 0, gid: int = 0) -> None:
+        parent = self.parent(path)
+        name = os.path.basename(path)
+        try:
+            try:
+                os.mkdir(name, mode, dir_fd=parent)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            except OSError as exc:
+                if os.path.islink(self.at(path)):
+                    raise self.refuse_link(path) from None
+                raise InstallError(f"{path} is not a folder: {exc.strerror}") from None
+        finally:
+            os.close(parent)
+        try:
+            if made:
+                os.fchown(fd, uid, gid)
+                os.fchmod(fd, mode)
+                self.did(f"created {path} ({mode:04o}, {self.owner(uid, gid)})")
+            else:
+                self.fix(fd, path, mode, uid, gid)
+        finally:
+            os.close(fd)
+
+    def existing(self, path: str) -> int | None:
+        """The regular file `path` opened read-only, never through a link; None when missing."""
+        parent = self.parent(path)
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(os.path.basename(path), flags, dir_fd=parent)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if os.path.islink(self.at(path)):
+                raise self.refuse_link(path) from None
+            raise InstallError(f"{path} cannot be opened: {exc.strerror}") from None
+        finally:
+            os.close(parent)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InstallError(f"{path} is not a regular file: refused")
+        return fd
+
+    def read(self, fd: int) -> str:
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8") as file:
+            return file.read()
+
+    def fix(self, fd: int, path: str, mode: int, uid: int, gid: int) -> None:
+        """Set an existing file's or folder's mode and owner (on its descriptor) to what the
+        install wants, saying so."""
+        found = os.fstat(fd)
+        if (found.st_mode & 0o7777, found.st_uid, found.st_gid) == (mode, uid, gid):
+            return
+        if stat.S_ISREG(found.st_mode) and found.st_nlink != 1:
+            raise InstallError(
+                f"{path} has {found.st_nlink} names (hard links): refused, it may be another"
+                " file's; remove it and run again"
+            )
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, mode)
+        self.did(f"set {path} to {mode:04o}, {self.owner(uid, gid)}")
 
     def owner(self, uid: int, gid: int) -> str:
         return "root" if (uid, gid) == (0, 0) else f"{USER}:{USER}"
 
     def write(self, path: str, text: str, mode: int, uid: int = 0, gid: int = 0) -> None:
-        """A new file, written whole with its mode from the start, then made durable."""
-        where = self.at(path)
-        where.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chown(where, uid, gid)
-        where.chmod(mode)
+        """A new file, written whole under a fresh name with its mode and owner set on its
+        descriptor, made durable and renamed into place (a link at the name is replaced, never
+        written through)."""
+        os.close(self.parent(path))
+        files.write_atomic(self.at(path), text.encode(), mode=mode, owner=(uid, gid))
 
     # ---- the steps -----------------------------------------------------------------------
 
@@ -200,18 +268,30 @@ class Install:
 
     def settings(self) -> None:
         self.folder(SETTINGS_DIR, 0o755)
-        if self.at(SETTINGS).exists():
-            self.fix(SETTINGS, 0o600, 0, 0)  # never rewritten: it holds the operator's settings
+        fd = self.existing(SETTINGS)
+        if fd is not None:
+            try:
+                self.fix(fd, SETTINGS, 0o600, 0, 0)  # never rewritten: the operator's settings
+            finally:
+                os.close(fd)
             return
         self.write(SETTINGS, EXAMPLE.read_text(encoding="utf-8"), 0o600)
         self.did(f"wrote {SETTINGS} from ops/coop.env.example (0600): the bot's token goes there")
 
     def key(self, uid: int, gid: int) -> None:
-        path = setting(self.at(SETTINGS), KEY_SETTING) or DEFAULT_KEY
-        where = self.at(path)
-        if where.exists() and where.stat().st_size > 0:
-            self.fix(path, 0o600, uid, gid)
-            return
+        fd = self.existing(SETTINGS)
+        text = "" if fd is None else self.read(fd)
+        if fd is not None:
+            os.close(fd)
+        path = setting(text, KEY_SETTING) or DEFAULT_KEY
+        fd = self.existing(path)
+        if fd is not None:
+            try:
+                if os.fstat(fd).st_size > 0:
+                    self.fix(fd, path, 0o600, uid, gid)
+                    return
+            finally:
+                os.close(fd)
         self.write(path, secrets.token_urlsafe(32) + "\n", 0o600, uid, gid)
         self.did(f"wrote a new service key to {path} (0600, {USER})")
 
@@ -221,11 +301,15 @@ class Install:
         for unit in units():
             path = f"{UNIT_DIR}/{unit.name}"
             text = unit.read_text(encoding="utf-8")
-            where = self.at(path)
-            if where.exists() and where.read_text(encoding="utf-8") == text:
-                self.fix(path, 0o644, 0, 0)
-                continue
-            verb = "updated" if where.exists() else "installed"
+            fd = self.existing(path)
+            try:
+                if fd is not None and self.read(fd) == text:
+                    self.fix(fd, path, 0o644, 0, 0)
+                    continue
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            verb = "installed" if fd is None else "updated"
             self.write(path, text, 0o644)
             self.did(f"{verb} {path}")
             changed = True
@@ -351,10 +435,11 @@ NEXT = f"""next: put the bot's token in {SETTINGS} (TELEGRAM_BOT_TOKEN), then pa
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def setting(path: Path, name: str) -> str | None:
-    """A setting's value in an environment file (`NAME=value`, the last one wins), or None."""
+def setting(text: str, name: str) -> str | None:
+    """A setting's value in an environment file's text (`NAME=value`, the last one wins), or
+    None."""
     found = None
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         key, sep, value = line.strip().partition("=")
         if sep and key == name:
             found = value.strip().strip("'\"") or None

@@ -6,6 +6,9 @@ a service's private Unix socket is bound and checked before a client trusts it.
                link, their mode and owner set on the open descriptor
     unix.py    a service's socket in its private folder: bound by the service, checked by a
                client before it sends a secret, and the caller's uid read from the kernel
+    dbcheck.py a database from outside (a backup to restore) checked before anything trusts it:
+               read-only and defensive, its schema against a reference the owner's migrations
+               build, then its integrity
     loopback.py  who may knock on a loopback listener: the peer, Host, browser-header and
                cross-site rules (the engine service and the Telegram emulator read them)
     refusals.py  a guard's refusals counted, summed up in one log line a minute per reason

@@ -55,7 +55,7 @@ def _exec_service() -> int:
     embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a child:
     the same pid takes the stop signals honcho and systemd send, and exits with the service's
     status."""
-    argv = [sys.executable, "-m", "notifier", "serve"]
+    argv = [sys.executable, "-P", "-m", "notifier", "serve"]
     try:
         os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, a fixed argv
     except OSError as exc:
@@ -79,12 +79,41 @@ def _parse(words: list[str]) -> Args:
     return build_parser(words).parse_args(words)
 
 
+def _refuse_as_root(args: Args, words: list[str]) -> int | None:
+    """As root on a data folder another user owns: one line naming `sudo -u OWNER coop ...`,
+    before anything is opened (`plumbing.files.refuse_foreign_folder` says why); else None."""
+    if os.geteuid() != 0:
+        return None
+    import shlex
+
+    from engine import config
+    from plumbing import files
+
+    db = getattr(args, "db", None)
+    ledger = config.pure_path(os.path.expanduser(db)) if db else config.db_file()
+    folders = [config.data_folder(), os.path.dirname(ledger)]
+    if args.group in ("backup", "restore"):
+        from engine.backup import chief_db_path
+
+        folders.append(os.path.dirname(chief_db_path()))
+    try:
+        for folder in folders:
+            files.refuse_foreign_folder(folder, shlex.join([PROG, *words]))
+    except OSError as exc:
+        print(shown(f"{PROG}: {exc}"), file=sys.stderr)
+        return 1
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = _parse(words)
     problem = refusal(args)
     if problem is not None:
         return _fail(UsageError(problem))
+    refused = _refuse_as_root(args, words)
+    if refused is not None:
+        return refused
     if args.group == "serve":
         if getattr(args, "db", None):
             os.environ["COOP_DB"] = args.db

@@ -41,6 +41,7 @@ from engine.daemon_lock import daemon_lock_free_of_others
 from engine.errors import StoreError, UsageError
 from engine.owner.compat import check_owner_url
 from engine.store.ledger import record_event
+from plumbing import files
 
 CREDENTIAL_SUFFIX = ".owner.key"
 CREDENTIAL_BYTES = 32
@@ -64,8 +65,8 @@ def _owner_connection(db: Path) -> sqlite3.Connection:
 
 def _backup(conn: sqlite3.Connection, db: Path, stamp: str) -> Path:
     target = db.with_name(f"{db.name}.pre-cutover-{stamp}.bak")
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
-    os.close(fd)
+    # Made here, 0600, never through a link planted at the name (O_EXCL, O_NOFOLLOW).
+    os.close(files.open_file(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
     try:
         dest = sqlite3.connect(target)
         try:

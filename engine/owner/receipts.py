@@ -31,6 +31,7 @@ from typing import Any
 
 from engine import private
 from engine.config import data_home
+from plumbing import files
 
 RECEIPTS_DIR_NAME = "receipts"
 PRUNE_STAMP_NAME = ".pruned"
@@ -55,9 +56,14 @@ def _ensure_dir(directory: Path) -> Path:
         # synced (tests/powercut/test_holes.py).
         for folder in missing:
             private.fsync_folder(folder.parent)
-    # An older or hand-made folder may be looser: receipts name what callers did.
-    if directory.stat().st_mode & 0o777 != DIR_MODE:
-        directory.chmod(DIR_MODE)
+    # An older or hand-made folder may be looser: receipts name what callers did. Changed on its
+    # descriptor, never through a link at the name.
+    fd = files.open_folder(directory)
+    try:
+        if os.fstat(fd).st_mode & 0o777 != DIR_MODE:
+            os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
     return directory
 
 
@@ -103,7 +109,7 @@ def create(
 
 def _write_synced(path: Path, body: dict[str, Any], flag: int) -> None:
     """Write `body` as JSON to `path` (created with `flag`: O_EXCL or O_TRUNC) and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flag, FILE_MODE)
+    fd = files.open_file(path, os.O_WRONLY | os.O_CREAT | flag, FILE_MODE)
     try:
         os.write(fd, json.dumps(body, sort_keys=True).encode())
         os.fsync(fd)
@@ -171,8 +177,11 @@ def prune(*, directory: Path | None = None, now: float | None = None) -> int:
             return 0
     except FileNotFoundError:
         pass
-    stamp.touch(mode=FILE_MODE)
-    os.utime(stamp, (now, now))
+    fd = files.open_file(stamp, os.O_WRONLY | os.O_CREAT, FILE_MODE)  # never through a link
+    try:
+        os.utime(fd, (now, now))
+    finally:
+        os.close(fd)
     removed = 0
     for receipt in all_receipts(directory=directory):
         settled_at = receipt.get("settled_at")
