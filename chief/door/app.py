@@ -3,23 +3,23 @@ socket `COOP_DOOR_SOCKET`, bound 0600 in the private data folder by `plumbing.un
 alone, keyless, on 127.0.0.1:`CHIEF_METRICS_PORT` for Prometheus, `chief.door.metrics`).
 
 Start: read the Chief's and the door's settings (a wrong value, or a retired one such as
-`CHIEF_PORT`, stops here, naming it), take the single-instance lock on `<chief.db>.serve.lock` (a
-second door on the same chief.db refuses), bind the socket (a stale one is replaced, a live one
-refused), then serve; on the way out the socket file is removed. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
-sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
-and the ask task that performs the edits settles owe (`chief.door.asks`, the same); with no
-`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
-configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
-starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
-with its own connection to chief.db (updates handled, the /quiet override the sender obeys) and a
-link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The
-owner's taps and replies are the door's answers (`chief.door.answers`): recorded in chief.db,
-then forwarded to the ledger by their own task, which resumes at the start what a restart left
-pending. SIGTERM (any
-number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
-in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
-chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits 0.
-
+`CHIEF_PORT`, stops here, naming it), take the single-instance lock on `<chief.db>.serve.lock`
+(a second door on the same chief.db refuses), bind the socket (a stale one is replaced, a live
+one refused), then serve; on the way out the socket file is removed. The lifespan opens the
+Telegram sender (one `Bot` kept open), the Chief, the sender task that drains the Telegram queue
+(`chief.door.ringer`, resuming what a restart left) and the ask task that performs the edits
+settles owe (`chief.door.asks`, the same); with no `CHIEF_OWNER` the door still starts and
+answers 503 `owner_unconfigured`. With Telegram configured and an obeyed user known
+(`DoorConfig.telegram_user_id`, in a numeric chat), it also starts the phone
+(`chief.door.phone`): the long poll for the owner's taps, replies and commands, with its own
+connection to chief.db (updates handled, the /quiet override the sender obeys) and a link to the
+ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The owner's taps and
+replies are the door's answers (`chief.door.answers`): recorded in chief.db, then forwarded to
+the ledger by their own task, which resumes at the start what a restart left pending. SIGTERM
+(any number of them) lets requests in flight finish (bounded), lets the sender finish and mark a
+send in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
+chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits
+0.
 Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
 unusable), 2 for a wrong setting.
 """

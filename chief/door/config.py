@@ -65,12 +65,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chief import private
-from plumbing import door as door_address
 from chief.door.pacing import QuietHours
 from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
+from plumbing import door as door_address
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the peers
 # (engine.loopback.LOOPBACK_PEERS), the key file (engine.keyfile,

@@ -114,8 +114,9 @@ class Squatter:
         reader.join(READY_TIMEOUT_S)
         line = ready[0] if ready else ""
         if not line.startswith("ready "):
-            self.__exit__(None, None, None)
+            self.popen.terminate()
             err = self.popen.stderr.read() if self.popen.stderr else ""
+            self.__exit__(None, None, None)
             raise AssertionError(f"the squatter did not start: {line!r} {err[-2000:]}")
         _, listening, attempt = line.rstrip("\n").split(" ", 2)
         self.listening = [int(port) for port in listening.split(",") if port]
@@ -123,13 +124,18 @@ class Squatter:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self.popen is not None and self.popen.poll() is None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
             self.popen.terminate()
             try:
                 self.popen.wait(10)
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(10)
+        for stream in (self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                stream.close()
 
     def received(self) -> dict[int, bytes]:
         """Every byte each port received, by port (a port that received nothing is absent)."""
