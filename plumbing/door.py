@@ -56,7 +56,7 @@ def retired_setting(env: Mapping[str, str]) -> str | None:
 def socket_path(env: Mapping[str, str], data_home: str) -> str:
     """The door's socket: `COOP_DOOR_SOCKET` (not blank, `~` expanded, made absolute), else
     `door.sock` in `data_home` (each package derives its data folder itself)."""
-    raw = env.get(SOCKET_SETTING, "").strip()
+    raw = env.get("COOP_DOOR_SOCKET", "").strip()
     return os.path.abspath(os.path.expanduser(raw or os.path.join(data_home, SOCKET_NAME)))
 
 

@@ -53,7 +53,7 @@ def door_env(folder: Path, **settings: str) -> dict[str, str]:
     env = {
         "COOP_HOME": str(folder),
         "COOP_SERVICE_KEY_FILE": str(folder / "service.key"),
-        "CHIEF_PORT": "0",
+        "CHIEF_METRICS_PORT": "off",
     }
     env.update(settings)
     return env
