@@ -50,12 +50,12 @@ class Urgent:
         """A notify row to the door, as the notifier posts one; its outbox id."""
         outbox_id = "d-" + uuid.uuid4().hex
         body = {"text": text, "kind": "notify", "outbox_id": outbox_id, **extras}
-        answer = httpx.post(
-            self.stack.door.url + NOTIFY_PATH,
+        answer = self.stack.door_request(
+            "POST",
+            NOTIFY_PATH,
             json=body,
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         assert answer.status_code == 200, answer.text
         return outbox_id
@@ -63,12 +63,12 @@ class Urgent:
     def post_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A notify batch, as the notifier posts one (an outbox id per item); the answers."""
         body = {"items": [item | {"outbox_id": "d-" + uuid.uuid4().hex} for item in items]}
-        answer = httpx.post(
-            self.stack.door.url + NOTIFY_BATCH_PATH,
+        answer = self.stack.door_request(
+            "POST",
+            NOTIFY_BATCH_PATH,
             json=body,
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         assert answer.status_code == 200, answer.text
         return list(answer.json()["items"])
@@ -155,11 +155,11 @@ class Urgent:
         return self.rings(text)
 
     def metric(self, name: str) -> float:
-        answer = httpx.get(
-            self.stack.door.url + "/metrics",
+        answer = self.stack.door_request(
+            "GET",
+            "/metrics",
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         for line in answer.text.splitlines():
             if line.startswith(name + " "):
@@ -345,7 +345,7 @@ def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -
     assert len(urgent.quiet_behind_marker(text)) == rings
     assert urgent.metric("coop_urgent_expiries_total") >= 1
     # `coop status --check` names it, and says a person is needed.
-    checked = coop("status", "--check", env=urgent.stack.env(COOP_DOOR_URL=urgent.stack.notify_url))
+    checked = coop("status", "--check", env=urgent.stack.env())
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"urgent report {key} went unacknowledged: URGENT: {text}" in checked.stdout
 

@@ -79,7 +79,7 @@ def _owner_call_answers(stack: Stack) -> None:
 
 
 def _coop_status_reads_the_door(stack: Stack) -> None:
-    done = coop("status", "--json", env=stack.env(COOP_DOOR_URL=stack.notify_url), inherit=False)
+    done = coop("status", "--json", env=stack.env(), inherit=False)
     door = json.loads(done.stdout)["door"]
     assert door.get("answered") is True, door
 
