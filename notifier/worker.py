@@ -22,7 +22,7 @@ naming the door's row limit) is posted again at once with fewer rows, down to on
 A door without the batch route (404) is remembered for the process's life, said once
 (`notifier.batch.unsupported`), and the drain goes on one row per POST.
 
-While nothing listens on the door's port, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
+While nothing listens on the door's socket, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
 at a time, not backed off, and the outage is told in a few lines (`Outage`), not one per try.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row

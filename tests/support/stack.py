@@ -105,6 +105,7 @@ class Stack:
             folder,
             "test_door.listening",
             stack_env(folder),
+            takes_port=False,  # on the door's socket, <folder>/door.sock, as the door would be
         )
         self.engine = Service(
             "engine",
