@@ -36,6 +36,11 @@ class DoorProcess(Service):
     def stderr(self) -> str:
         return self.log()
 
+    def metrics_base(self) -> str:
+        """`http://127.0.0.1:PORT` where this start serves `/metrics` (CHIEF_METRICS_PORT)."""
+        port = int(self.wait_event("door.metrics_listening", "the door's /metrics")["port"])
+        return f"http://127.0.0.1:{port}"
+
     def close(self) -> None:
         """Make sure the process is gone (killing it if a test left it running)."""
         if self.running:
