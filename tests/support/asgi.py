@@ -85,15 +85,20 @@ async def serve_asgi(
 
 @contextmanager
 def serve_asgi_in_thread(
-    app: ASGIApp, *, host: str = "127.0.0.1", lifespan: str = "auto"
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    lifespan: str = "auto",
+    sock: socket.socket | None = None,
 ) -> Iterator[str]:
-    """Serve `app` on its own event loop in a background thread; yield its base URL."""
+    """Serve `app` on its own event loop in a background thread (on `sock` if given); yield its
+    base URL."""
     server = _server(app, host, lifespan)
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            asyncio.run(server.serve())
+            asyncio.run(server.serve(sockets=None if sock is None else [sock]))
         except BaseException as exc:  # reported to the test below, not lost in the thread
             errors.append(exc)
 
