@@ -1,8 +1,10 @@
 """Urgent reports end to end (issue 28): `chief serve` and the Bot API emulator as real
 processes (tests.support.stack), rows posted to the door as the engine sends them (`urgent:
 true`, and beside `ask`), the owner played through the emulator. One door for the module, its
-interval compressed through the test-only CHIEF_TEST_URGENT_SHORT (1 s between rings, 6 s to
-expiry), the owner's /quiet on for the whole module: an urgent report rings with sound through
+interval compressed through the test-only CHIEF_TEST_URGENT_SHORT (1 s between rings), its
+expiry far past anything a test waits for (a restart on a loaded machine takes seconds: a
+report of another test must not expire under it); the expiry itself has a door of its own, 6 s
+to expiry. The owner's /quiet is on for every door: an urgent report rings with sound through
 it, rings again each interval with one live "Got it" on the phone, stops at "Got it" (a double
 tap acknowledging once), at a reply, at its request's settle, and after its expiry (each with
 one Chief line), and a SIGKILL between two repeats neither loses the next nor rings one twice.
@@ -16,7 +18,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 OWNER_ID = int(CHAT_ID)
 WAIT_S = 15.0
 RERING_S = 1.0
-EXPIRE_S = 6.0
+EXPIRE_S = 6.0  # the expiry test's door
+LONG_EXPIRE_S = 300.0  # the module's door: no report expires while a test runs
 GOT_IT = "Got it"
 
 
@@ -181,13 +184,14 @@ def text_of(name: str) -> str:
     return f"{name} {uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="module")
-def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
-    folder: Path = tmp_path_factory.mktemp("urgent")
+@contextmanager
+def urgent_stack(folder: Path, expire_s: float) -> Iterator[Urgent]:
+    """A door whose reports ring every RERING_S and expire after `expire_s`, the owner's /quiet
+    on, and the owner's phone beside it."""
     settings = {
         "CHIEF_TEST_URGENT_SHORT": "1",
         "CHIEF_URGENT_RERING_S": str(RERING_S),
-        "CHIEF_URGENT_EXPIRE_S": str(EXPIRE_S),
+        "CHIEF_URGENT_EXPIRE_S": str(expire_s),
     }
     stack = Stack(folder, door_env=settings)
     try:
@@ -202,6 +206,18 @@ def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
     finally:
         stack.stop()
         stack.close()
+
+
+@pytest.fixture(scope="module")
+def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
+    with urgent_stack(tmp_path_factory.mktemp("urgent"), LONG_EXPIRE_S) as phone:
+        yield phone
+
+
+@pytest.fixture
+def expiring(tmp_path: Path) -> Iterator[Urgent]:
+    with urgent_stack(tmp_path, EXPIRE_S) as phone:
+        yield phone
 
 
 def test_an_urgent_report_rings_loud_through_quiet_again_and_stops_at_got_it(
@@ -328,7 +344,8 @@ def test_a_batch_rings_its_urgent_row_alone_and_loud_and_the_rest_as_before(
     assert urgent.lines(rf"^{quiet} 1$")  # its Chief line unmarked
 
 
-def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -> None:
+def test_an_unacknowledged_urgent_report_expires_with_its_line(expiring: Urgent) -> None:
+    urgent = expiring
     text = text_of("smoke alarm")
     key = urgent.post(text, urgent=True)
     line = urgent.owner.wait_for(
