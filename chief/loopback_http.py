@@ -5,7 +5,7 @@ own long-running entry points share.
 use it, so it sits beside them rather than inside either: `chief.telegram` imports nothing from
 `chief.door` (an import contract holds that).
 
-- `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`), and the Bot
+- `is_loopback_host`: the names a loopback bind may use (the emulator's `--host`), and the Bot
   API hosts the Telegram sender reaches without an environment proxy (`telegram.sender`). The
   door's guard checks each request's peer and `Host` header separately (`chief.door.guard`).
 - `run_server`: one app on a loopback bind, or `run_servers`: several apps in one process, each

@@ -14,7 +14,7 @@
                                                         it sooner; the backstop bounds a lost kick)
     COOP_BATCH_MAX         due head rows one POST       default 64, 1..64 (1: one row per POST on
                            may carry                    the single route; above 1 the batch route,
-                                                        COOP_DOOR_URL + "-batch")
+                                                        the notify route + "-batch")
 
 A wrong value raises `ConfigError` naming the setting, and the notifier does not start; so does
 a retired setting that named a TCP door (`COOP_DOOR_URL`, `CHIEF_PORT`, `CHIEF_HOST`: one line

@@ -6,7 +6,7 @@ whole stack together from these).
     write_key(folder / "service.key", KEY)       # a 0600 key file
     coop("todo", "add", "x", env=env)            # one command, waited for (`run_module` for any)
     door = Service("door", ["chief", "serve"], folder, "door.listening", env,
-                   port_env="CHIEF_PORT")
+                   takes_port=False)          # on its socket: `door.socket_path`
     door.start(); door.events("door.delivered"); door.cpu_s(); door.terminate(); door.kill()
     free_port(); lasting_port(); cpu_s(pid); memory_kb(pid)   # the loopback and /proc helpers
 
