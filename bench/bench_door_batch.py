@@ -21,6 +21,8 @@ import benchkit as kit
 import httpx
 from benchkit import SERVICE_KEY, Stack, wait_for
 
+from tests.support.procs import socket_client
+
 NOTIFY_PATH = "/api/coop/engine/notify"
 BATCH_PATH = NOTIFY_PATH + "-batch"
 PHASE_TIMEOUT_S = 120.0
@@ -41,7 +43,6 @@ def phase(
 ) -> dict[str, float]:
     """Post `ids` (one per request when `batch` is 1), wait until all are marked sent; the CPU
     ms per row of each process and the wall time."""
-    url = stack.door.url
     headers = {"X-Coop-Service-Key": SERVICE_KEY}
     chief_db = stack.chief_db
     target = sent_count(chief_db) + len(ids)
@@ -50,10 +51,10 @@ def phase(
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
         if batch == 1:
-            response = client.post(url + NOTIFY_PATH, json=row(chunk[0]), headers=headers)
+            response = client.post(NOTIFY_PATH, json=row(chunk[0]), headers=headers)
         else:
             document = {"items": [row(outbox_id) for outbox_id in chunk]}
-            response = client.post(url + BATCH_PATH, json=document, headers=headers)
+            response = client.post(BATCH_PATH, json=document, headers=headers)
         if response.status_code != 200:
             raise SystemExit(f"bench: {label}: the door answered {response.status_code}")
     answered_s = time.perf_counter() - began
@@ -77,7 +78,7 @@ def main() -> None:
         try:
             stack.start_door()
             results: dict[str, list[dict[str, float]]] = {"single": [], "batch": []}
-            with httpx.Client(timeout=CLIENT_TIMEOUT_S, trust_env=False) as client:
+            with socket_client(stack.door_socket, CLIENT_TIMEOUT_S) as client:  # the door's
                 # Warm-up: imports, the Bot's getMe, the first chief.db pages.
                 warm_up = [f"warm-{n}" for n in range(min(50, args.rows))]
                 phase(stack, client, "warm-up", warm_up, 1)

@@ -65,9 +65,9 @@ def _body(stack: Stack) -> str:
 
 
 def _flood(stack: Stack, idle: int, wait_s: float) -> str:
-    assert stack.door.port is not None
+    assert stack.door.socket_path
     assert stack.engine.port is not None
-    with IdleSockets(stack.door.port, idle), IdleSockets(stack.engine.port, idle):
+    with IdleSockets(stack.door.socket_path, idle), IdleSockets(stack.engine.port, idle):
         held = _time_to_land(stack, "during the flood", wait_s)
         if held is not None:
             return f"{idle} idle on each: the notify landed in {held * 1000:.0f} ms while held"

@@ -58,10 +58,13 @@ def start(stack: Stack, folder: Path) -> Service:
     off_folder.mkdir()
     write_key(off_folder / "service.key", SERVICE_KEY)
     env = stack_env(
-        off_folder, TELEGRAM_CHAT_ID="-1001", TELEGRAM_API_BASE=f"{stack.emulator.url}/bot"
+        off_folder,
+        TELEGRAM_CHAT_ID="-1001",
+        TELEGRAM_API_BASE=f"{stack.emulator.url}/bot",
+        CHIEF_METRICS_PORT="off",
     )
-    off = stack.add(
-        Service("door-off", ["chief", "serve"], off_folder, "door.listening", env, "CHIEF_PORT")
+    off = stack.add(  # on its own socket, <off>/door.sock
+        Service("door-off", ["chief", "serve"], off_folder, "door.listening", env, takes_port=False)
     )
     off.wait_event("door.phone_off", "the door without the phone")
     return off

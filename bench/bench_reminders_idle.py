@@ -19,10 +19,10 @@ import uuid
 from pathlib import Path
 
 import benchkit as kit
-import httpx
 from bench_phone_idle import wakeups
 from benchkit import Stack
 
+from tests.support.procs import socket_client
 from tests.support.stack import NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER
 
 SETTLE_S = 3.0  # after the last ask rang: its sent mark, the nag's turn, the phone's poll
@@ -48,10 +48,10 @@ def ask_row(number: int) -> dict[str, object]:
 def file_asks(stack: Stack, count: int) -> None:
     """`count` asks posted as the notifier posts them, then waited for until each rang and
     its reminders are scheduled (bounded: the pacing rings about one a second)."""
-    with httpx.Client(timeout=10.0, trust_env=False) as client:
+    with socket_client(stack.door_socket, 10.0) as client:  # the door's socket
         for number in range(1, count + 1):
             answer = client.post(
-                stack.door.url + NOTIFY_PATH,
+                NOTIFY_PATH,
                 json=ask_row(number),
                 headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             )

@@ -107,15 +107,15 @@ def main() -> None:
 def _routed(
     folder: Path, db: str, settings: dict[str, str], env: dict[str, str], rounds: int
 ) -> None:
-    # The embedded notifier needs the door's key to start; no door listens (port 9): its rows
-    # wait, which is not what is measured here.
+    # The embedded notifier needs the door's key to start; no door listens at its socket
+    # (<folder>/door.sock): its rows wait, which is not what is measured here.
     write_key(folder / "service.key", "bench-wait-key")
     serve = Service(
         "serve",
         ["engine", "serve"],
         folder,
         "service.listening",
-        child_env({**settings, "COOP_DOOR_URL": "http://127.0.0.1:9/", "COOP_OWNER_FILE": ""}),
+        child_env({**settings, "COOP_OWNER_FILE": ""}),
         port_env="COOP_SERVICE_PORT",
     )
     serve.start()

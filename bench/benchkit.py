@@ -109,7 +109,7 @@ def start_huey_consumer(
 ) -> Service:
     """A huey consumer process (1 worker thread, huey's Consumer API) posting to the door."""
     delay_s, max_delay_s, backoff = polling
-    env = stack.env(COOP_DOOR_URL=stack.notify_url)
+    env = stack.env()
     env["PYTHONPATH"] = f"{REPO}:{BENCH}"  # `-m huey_job`: the module the producer imports
     consumer = Service(
         name,

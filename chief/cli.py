@@ -468,13 +468,18 @@ def _quiet_logs() -> None:
 
 
 def _door_address() -> DoorAddress | None:
-    """Where a running door listens and its key, or None when the door's settings are not
-    usable here (then only this process can land the line, when no door holds the Chief)."""
+    """The running door's socket and its key, or None when the door's settings are not usable
+    here (then only this process can land the line, when no door holds the Chief). A retired
+    setting (`CHIEF_PORT`, ...) is refused before: `_refuse_retired`."""
     from chief.cron import DoorAddress
     from chief.door.config import DoorConfig
     from chief.door.guard import SERVICE_KEY_HEADER
-    from chief.errors import DoorError
+    from chief.errors import ChiefConfigError, DoorError
+    from plumbing.door import retired_setting
 
+    retired = retired_setting(os.environ)
+    if retired is not None:
+        raise ChiefConfigError(retired)
     try:
         # The key as the door read it (`read_service_key`): a file not this user's alone is
         # refused there, never sent.
@@ -482,8 +487,7 @@ def _door_address() -> DoorAddress | None:
         door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
     except (DoorError, UnicodeEncodeError):
         return None
-    host = f"[{door.host}]" if ":" in door.host else door.host
-    return DoorAddress(f"http://{host}:{door.port}", door.service_key, SERVICE_KEY_HEADER)
+    return DoorAddress(str(door.socket_path), door.service_key, SERVICE_KEY_HEADER)
 
 
 def _label(message: Message) -> str:

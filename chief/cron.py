@@ -9,12 +9,14 @@
    - nobody (no `chief serve`, no host application: the serve lock is free): this process takes
      the serve lock, opens the Chief and lands the line itself, then lets go;
    - a running door or host application (it holds the serve lock and the conversation's turn
-     lock lives in its process): the line is handed to it over loopback
-     (`POST /api/chief/report`, the door's guard and service key), and the door lands it under
-     its turn lock, after any turn in progress.
+     lock lives in its process): the line is handed to it on the door's Unix socket
+     (`POST /api/chief/report`, the door's guard and service key; the socket and its folder
+     checked private to this user before the key is sent, `plumbing.unix.check_private`), and
+     the door lands it under its turn lock, after any turn in progress.
 3. The wait is bounded by `wait_s`, all of it: past it the call answers `queued` and the line
    lands when the Chief is free (the door's next report or its next start drains it). A door
-   that is starting (lock held, port not yet open) is asked again until the wait runs out.
+   that is starting (lock held, socket not yet there) is asked again until the wait runs out;
+   the outcome's note then says the door is not running.
 
 No Telegram ring: a cron line is for the conversation only.
 """
@@ -34,6 +36,8 @@ import anyio
 from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefInputError, ChiefStoreError
 from chief.model import MAX_TEXT_CHARS, check_report_text, report_key
+from plumbing.door import BASE_URL, not_running
+from plumbing.unix import check_private
 
 CRON_PREFIX = "cron:"
 # Job names and fire ids: what a crontab line or a timer name holds, nothing a shell or a log
@@ -54,9 +58,9 @@ How = Literal["already", "landed", "queued", "refused"]
 
 @dataclass(frozen=True)
 class DoorAddress:
-    """Where a running door listens, and the service key to knock with."""
+    """The running door's Unix socket, and the service key to knock with."""
 
-    base_url: str
+    socket_path: str
     service_key: str
     key_header: str
 
@@ -143,6 +147,7 @@ async def report_from_cron(
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)
+    unanswered = "the Chief's holder did not answer"
     while True:
         remaining = max(deadline - time.monotonic(), 0.0)
         if _try_lock(lock):
@@ -161,10 +166,12 @@ async def report_from_cron(
                 return CronOutcome("landed", key, answer, by="the running door")
             if answer == "queued":
                 return CronOutcome("queued", key)
-            if answer != "unreachable":
+            if answer == "unreachable":
+                unanswered = not_running(door.socket_path)
+            else:
                 return CronOutcome("refused", key, note=answer)
         if time.monotonic() >= deadline:
-            return CronOutcome("queued", key, note="the Chief's holder did not answer")
+            return CronOutcome("queued", key, note=unanswered)
         await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
 
 
@@ -187,14 +194,25 @@ async def _only_owner(store: Any, config: ChiefConfig) -> str:
 
 async def _ask_door(door: DoorAddress, source_id: str, text: str, wait_s: float) -> int | str:
     """The landed message id; `queued` when the door's wait ran out; `unreachable` when nothing
-    answered; otherwise the door's refusal, as `refused: <status> <detail>`."""
+    answered; otherwise the door's refusal, as `refused: <status> <detail>` (a socket that is
+    not private is one: nothing was sent)."""
     import httpx
 
     body = {"source": source_id, "text": text, "wait_s": wait_s}
     headers = {door.key_header: door.service_key}
     try:
-        async with httpx.AsyncClient(timeout=wait_s + DOOR_MARGIN_S) as client:
-            reply = await client.post(door.base_url + REPORT_PATH, json=body, headers=headers)
+        # Checked before the key goes anywhere: the socket and its folder are this user's.
+        check_private(door.socket_path)
+    except FileNotFoundError:
+        return "unreachable"
+    except PermissionError as exc:
+        return f"the door's socket is refused: {exc}"
+    transport = httpx.AsyncHTTPTransport(uds=door.socket_path, trust_env=False)
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, timeout=wait_s + DOOR_MARGIN_S, trust_env=False
+        ) as client:
+            reply = await client.post(BASE_URL + REPORT_PATH, json=body, headers=headers)
     except httpx.TransportError:
         return "unreachable"
     try:

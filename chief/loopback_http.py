@@ -5,26 +5,33 @@ own long-running entry points share.
 use it, so it sits beside them rather than inside either: `chief.telegram` imports nothing from
 `chief.door` (an import contract holds that).
 
-- `is_loopback_host`: the names a loopback bind may use (`CHIEF_HOST`, `--host`), and the Bot
+- `is_loopback_host`: the names a loopback bind may use (the emulator's `--host`), and the Bot
   API hosts the Telegram sender reaches without an environment proxy (`telegram.sender`). The
   door's guard checks each request's peer and `Host` header separately (`chief.door.guard`).
-- `run_server`: loopback bind on the project's shared server (`loopback_server`: connections
+- `run_server`: one app on a loopback bind, or `run_servers`: several apps in one process, each
+  on sockets the caller bound (the door: its app on its Unix socket, `/metrics` alone on TCP),
+  stopped together (a stop signal, or one of them ending, stops them all); each on the
+  project's shared server (`loopback_server`: connections
   capped and given a deadline to ask, a stop that is an event, no access log: every event the
   project cares about is its own structlog line), SIGTERM/SIGINT handled by uvicorn (finish the
   requests in flight within a bound, then return so `main` exits 0; any number of further stop
   signals change nothing), a start failure the app logged as one event printed without a
   traceback, and one
   `<name>.listening` event carrying the bound port (with port 0 the operating system picks it;
-  tests read it there).
+  tests read it there), or the socket's path for a Unix socket.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import signal
 import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import FrameType
 
+import anyio
 import structlog
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,25 +56,43 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Listener:
+    """One app of `run_servers`, on `sockets` the caller bound (`host`/`port` when None)."""
+
+    app: ASGIApp
+    event: str
+    sockets: Sequence[socket.socket] | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    lifespan: str = "on"
+
+
 class _ListeningServer(QuietServer):
     def __init__(self, config: uvicorn.Config, event: str) -> None:
         super().__init__(config)
         self._event = event
+        #: the servers of one process that stop together (this one among them)
+        self.group: list[_ListeningServer] = [self]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Every stop signal, the first or the fifth, SIGTERM or SIGINT, means the same thing:
         # stop gracefully. uvicorn's own handler forces the exit on a second SIGINT (dropping the
         # requests in flight) and re-raises the signals once it returns, so the process died by
         # the signal honcho forwards after Ctrl-C's SIGINT.
-        self.request_stop()
+        for server in self.group:
+            server.request_stop()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             for server in self.servers:
                 for sock in server.sockets:
-                    host, port = sock.getsockname()[:2]
-                    log.info(self._event, host=host, port=port)
+                    name = sock.getsockname()
+                    if isinstance(name, str):
+                        log.info(self._event, socket=name)
+                    else:
+                        log.info(self._event, host=name[0], port=name[1])
 
 
 class _QuietStartFailure:
@@ -104,21 +129,34 @@ class _QuietStartFailure:
 
 def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
     """Serve `app` until SIGTERM/SIGINT; return False when it could not start (port taken)."""
-    config = loopback_config(
-        _QuietStartFailure(app),
-        host=host,
-        port=port,
-        lifespan="on",
-        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
-    )
-    server = _ListeningServer(config, event)
+    return run_servers([Listener(app, event, host=host, port=port)])
+
+
+def run_servers(listeners: Sequence[Listener]) -> bool:
+    """Serve every listener's app until SIGTERM/SIGINT, or until one of them stops (a failed
+    start included); return False when any could not start."""
+    servers = [
+        _ListeningServer(
+            loopback_config(
+                _QuietStartFailure(listener.app),
+                host=listener.host,
+                port=listener.port,
+                lifespan=listener.lifespan,
+                timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
+            ),
+            listener.event,
+        )
+        for listener in listeners
+    ]
+    for server in servers:
+        server.group = servers
     # Installed before uvicorn and left in place after it: uvicorn restores the handlers it
     # found when it returns, and a stop signal in the last moments of the process (closing the
     # Chief, releasing the lock) must not kill it by the default action either.
     for sig in STOP_SIGNALS:
-        signal.signal(sig, server.handle_exit)
+        signal.signal(sig, servers[0].handle_exit)
     try:
-        server.run()
+        asyncio.run(_serve_all(servers, listeners))
     except SystemExit as exc:
         # uvicorn exits the process when it cannot bind; let the caller say what to do instead.
         return not exc.code
@@ -128,4 +166,31 @@ def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
         # by the signal), but leaves an ignored one ignored.
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-    return server.started
+    return all(server.started for server in servers)
+
+
+async def _serve_all(servers: list[_ListeningServer], listeners: Sequence[Listener]) -> None:
+    async def serve(server: _ListeningServer, listener: Listener) -> None:
+        try:
+            sockets = None if listener.sockets is None else list(listener.sockets)
+            await server.serve(sockets=sockets)
+        finally:
+            # One server done (stopped, or failed to start): the process stops serving.
+            for other in servers:
+                other.request_stop()
+
+    # The first failure is the one raised (as one error, never a group): each listener's own is
+    # kept, and the others stop because it did.
+    failures: list[BaseException] = []
+
+    async def serve_keeping(server: _ListeningServer, listener: Listener) -> None:
+        try:
+            await serve(server, listener)
+        except Exception as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for server, listener in zip(servers, listeners, strict=True):
+            group.start_soon(serve_keeping, server, listener)
+    if failures:
+        raise failures[0]

@@ -2,9 +2,13 @@
 `chief serve` and the whole pipeline reports into the conversation the owner chats in.
 
     . ops/dev-env                          # COOP_HOME, CHIEF_OWNER, the service key ...
-    python examples/assistant_app.py       # instead of `chief serve`, on CHIEF_HOST:CHIEF_PORT
-    curl -s -X POST http://127.0.0.1:8765/chat -H 'content-type: application/json' \\
-         -d '{"text": "what happened today?"}'
+    python examples/assistant_app.py       # instead of `chief serve`, on the door's socket
+    curl -s --unix-socket "$COOP_HOME/door.sock" -X POST http://localhost/chat \\
+         -H 'content-type: application/json' -d '{"text": "what happened today?"}'
+
+It serves on the door's Unix socket (`COOP_DOOR_SOCKET`, default `<COOP_HOME>/door.sock`, bound
+0600 in the private data folder as `chief serve` binds it): that is where the notifier and
+`chief report` look, and only the owner's user can create it there.
 
 What it shows, in the order a host application needs it:
 
@@ -12,8 +16,8 @@ What it shows, in the order a host application needs it:
    holds the Chief: `chief serve` refuses to start beside it, and `chief report` (cron lines)
    hands its line to this process instead of landing it itself.
 2. Mount the notify door: `chief.door.app.create_app` is the door as an ASGI app; mounted at
-   `/`, behind the host's own routes, it keeps its paths (`/api/coop/engine/notify`, the engine's
-   COOP_DOOR_URL; `/api/chief/report`, where `chief report` knocks) and its guard. Its lifespan
+   `/`, behind the host's own routes, it keeps its paths (`/api/coop/engine/notify`, where the
+   notifier posts; `/api/chief/report`, where `chief report` knocks) and its guard. Its lifespan
    (the Telegram sender, the Chief and its drainer) runs inside the host's.
 3. Answer each chat message inside `async with chief.turn():` (the owner's message, the
    model's work, the reply). A Coop or cron report that arrives meanwhile is durable at once and
@@ -28,6 +32,7 @@ it can hold a turn open exactly until its reports have arrived.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -43,8 +48,9 @@ from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.errors import ChiefError
 from chief.logs import configure_logging
-from chief.loopback_http import run_server
+from chief.loopback_http import Listener, run_servers
 from chief.serve_lock import ServeLock
+from plumbing.unix import bind_private
 
 DEFAULT_THINK_S = 0.2
 THINK_UNTIL_POLL_S = 0.02
@@ -113,7 +119,7 @@ def create_assistant(door_config: DoorConfig, chief_config: ChiefConfig) -> Fast
 
 
 def main() -> int:
-    """Run the example on CHIEF_HOST:CHIEF_PORT until Ctrl-C or SIGTERM."""
+    """Run the example on the door's socket until Ctrl-C or SIGTERM."""
     configure_logging()
     try:
         chief_config = ChiefConfig.from_env()
@@ -123,13 +129,22 @@ def main() -> int:
     except ChiefError as exc:
         print(f"assistant_app: {exc}", file=sys.stderr)
         return 2
-    app = create_assistant(door_config, chief_config)
-    # The door's runner (chief.loopback_http): loopback, SIGTERM finishes requests in flight and
-    # returns, and an `assistant.listening` event on stderr names the port (CHIEF_PORT=0 picks a
-    # free one).
-    if not run_server(
-        app, host=door_config.host, port=door_config.port, event="assistant.listening"
-    ):
+    path = str(door_config.socket_path)
+    try:
+        sock = bind_private(path)  # a live door or assistant there: refused, named
+    except (OSError, ValueError) as exc:
+        print(f"assistant_app: cannot serve on {path}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        app = create_assistant(door_config, chief_config)
+        # The door's runner (chief.loopback_http): SIGTERM finishes requests in flight and
+        # returns, and an `assistant.listening` event on stderr names the socket.
+        started = run_servers([Listener(app, "assistant.listening", sockets=[sock])])
+    finally:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    if not started:
         print("assistant_app: did not start; see the log above", file=sys.stderr)
         return 1
     return 0

@@ -1,22 +1,27 @@
 """The door seam: one POST per outbox row to the Chief's notify door, and a double beside it.
 
-    POST {door_url}   X-Coop-Service-Key: <key>
+    POST /api/coop/engine/notify   over the door's Unix socket   X-Coop-Service-Key: <key>
     {"text": ..., "kind": ..., "outbox_id": "<the row's delivery key>"}
     and the row's extra fields, when it has them: "ask", "settles", "ring", "urgent"
 
-`HttpDoorClient` keeps one keep-alive httpx transport (its connection pool) for the worker's
-life (a connection per row would cost a TCP handshake each) and hands it each request
-directly: the door is one fixed URL with no cookies, auth or redirects, so `AsyncClient`'s
-per-request merging of those (about a third of httpx's cost per request on a 2-core machine)
-buys nothing. Every httpx error is translated here, in one place, into a `DoorReply` with
-`error` set: a door that cannot be reached is an outcome to classify (notifier.outcome), never
-an exception for the drain loop. The translation tells three apart:
+`HttpDoorClient` talks to the door only on its Unix socket (`COOP_DOOR_SOCKET`), and before each
+request checks that the socket and its folder are this user's and private
+(`plumbing.unix.check_private`): the key goes to nobody else (a squatter on a port gets nothing,
+and cannot create the socket). It keeps one keep-alive httpx transport (its connection pool) for
+the worker's life and hands it each request directly: the door is one fixed URL with no cookies,
+auth or redirects, so `AsyncClient`'s per-request merging of those (about a third of httpx's
+cost per request on a 2-core machine) buys nothing. Every httpx error is translated here, in one
+place, into a `DoorReply` with `error` set: a door that cannot be reached is an outcome to
+classify (notifier.outcome), never an exception for the drain loop. The translation tells three
+apart:
 
     timeout              httpx.TimeoutException: the door may be busy; backed off
-    refused connection   httpx.ConnectError caused by ECONNREFUSED on every address tried:
-                         nothing listens on the door's port (`refused_connection`), retried soon
-    anything else        another connect failure (no route, a name that does not resolve), a
-                         dropped connection, a protocol error: backed off
+    not running          no socket there, or one nobody holds (ECONNREFUSED): the door is not
+                         running (`refused_connection`), retried soon
+    not private          the socket or its folder is not this user's alone: nothing was sent,
+                         backed off (an operator must look)
+    anything else        another connect failure, a dropped connection, a protocol error:
+                         backed off
 
 `FakeDoorClient` stands in for the door in unit tests: it answers from a script and records
 what it was sent.
@@ -32,10 +37,13 @@ import httpx
 
 from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
+from plumbing.door import BASE_URL, not_running
+from plumbing.unix import check_private
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: chief.door.guard,
 # engine.door.
 SERVICE_KEY_HEADER = "X-Coop-Service-Key"
+NOTIFY_PATH = "/api/coop/engine/notify"
 USER_AGENT = "coop-notifier"
 
 
@@ -59,20 +67,38 @@ def payload(row: OutboxRow) -> dict[str, Any]:
     return body
 
 
+class CheckedUnixTransport(httpx.AsyncBaseTransport):
+    """httpx over the door's Unix socket at `path`, checked private before every request
+    (`check_private` raises FileNotFoundError or PermissionError: nothing is sent)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # A transport never reads the HTTP(S)_PROXY environment (only AsyncClient mounts
+        # proxies), and a Unix socket has no proxy: nothing reroutes it.
+        self._inner = httpx.AsyncHTTPTransport(uds=path, trust_env=False)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        check_private(self.path)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class HttpDoorClient:
-    """The real door, over httpx."""
+    """The real door, over httpx on its Unix socket."""
 
     def __init__(
         self,
-        door_url: str,
+        door_socket: str,
         service_key: str,
         timeout_s: float,
         *,
-        batch_url: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._url = httpx.URL(door_url)  # parsed once, not per row
-        self._batch_url = httpx.URL(batch_url or door_url + "-batch")
+        self._socket = door_socket
+        self._url = httpx.URL(BASE_URL + NOTIFY_PATH)  # parsed once, not per row
+        self._batch_url = httpx.URL(BASE_URL + NOTIFY_PATH + "-batch")
         self._timeout_s = timeout_s
         self._headers = [
             (b"Content-Type", b"application/json"),
@@ -80,10 +106,8 @@ class HttpDoorClient:
             (SERVICE_KEY_HEADER.encode("ascii"), service_key.encode("ascii")),
         ]
         self._extensions = {"timeout": httpx.Timeout(timeout_s).as_dict()}
-        # None: httpx's own pool. The door is on loopback: a transport never reads the
-        # HTTP(S)_PROXY environment (only AsyncClient mounts proxies), so nothing reroutes it.
         # Tests pass httpx.MockTransport.
-        self._transport = transport or httpx.AsyncHTTPTransport(trust_env=False)
+        self._transport = transport or CheckedUnixTransport(door_socket)
 
     async def send(self, row: OutboxRow) -> DoorReply:
         return await self._post(self._url, payload(row))
@@ -109,13 +133,14 @@ class HttpDoorClient:
                 await response.aclose()
         except httpx.TimeoutException as exc:
             return DoorReply(error=f"timeout after {self._timeout_s:g}s ({type(exc).__name__})")
+        except FileNotFoundError:
+            return DoorReply(error=not_running(self._socket), refused_connection=True)
+        except PermissionError as exc:
+            return DoorReply(error=str(exc))
         except httpx.ConnectError as exc:
             if connection_refused(exc):
-                return DoorReply(
-                    error=f"nothing listens at {url} (connection refused)",
-                    refused_connection=True,
-                )
-            return DoorReply(error=f"cannot connect to the door at {url}: {exc}")
+                return DoorReply(error=not_running(self._socket), refused_connection=True)
+            return DoorReply(error=f"cannot connect to the door at {self._socket}: {exc}")
         except httpx.HTTPError as exc:
             return DoorReply(error=f"{type(exc).__name__}: {exc}")
         except OSError as exc:  # httpx maps transport errors; this is the belt under the braces

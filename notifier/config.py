@@ -1,21 +1,24 @@
 """The notifier's settings, read once at start from the environment into a frozen `NotifierConfig`.
 
     COOP_DB                the ledger database          default <COOP_HOME>/coop.db
-    COOP_DOOR_URL          the Chief's notify door      default http://127.0.0.1:8765/api/coop/engine/notify
+    COOP_DOOR_SOCKET       the Chief's notify door's    default <COOP_HOME>/door.sock
+                           Unix socket (plumbing.door), checked private before each request
     COOP_SERVICE_KEY_FILE  the shared service key, 0600 default <COOP_HOME>/service.key
     COOP_CLIENT_TIMEOUT_S  bound on one door call       default 15
     COOP_BACKOFF_BASE_S    first deferral's delay       default 1 (doubles per attempt, with jitter)
     COOP_BACKOFF_MAX_S     cap of that delay            default 300
     COOP_UNREACHABLE_RETRY_S  retry interval while     default 1 (fixed, not backed off: nothing
                            nothing listens on the      listens, so asking again costs nothing;
-                           door's port                 a door that comes back gets the row at once)
+                           door's socket               a door that comes back gets the row at once)
     COOP_BACKSTOP_S        longest sleep of the daemon  default 300 (a kick or a due row wakes
                                                         it sooner; the backstop bounds a lost kick)
     COOP_BATCH_MAX         due head rows one POST       default 64, 1..64 (1: one row per POST on
                            may carry                    the single route; above 1 the batch route,
-                                                        COOP_DOOR_URL + "-batch")
+                                                        the notify route + "-batch")
 
-A wrong value raises `ConfigError` naming the setting, and the notifier does not start. The key
+A wrong value raises `ConfigError` naming the setting, and the notifier does not start; so does
+a retired setting that named a TCP door (`COOP_DOOR_URL`, `CHIEF_PORT`, `CHIEF_HOST`: one line
+saying what to set instead). The key
 file must be private to its owner (mode 0600), as on the door's side; it is read here once, so
 rotating the key means restarting the notifier.
 """
@@ -26,18 +29,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from engine import private as engine_private
 from engine.config import data_home
 from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
 from notifier.outcome import UNREACHABLE_RETRY_S
+from plumbing import door as door_address
 from plumbing import settings
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL
-# (chief.door, engine.door), the key file and its rule (chief.door.config, engine.keyfile).
-DEFAULT_DOOR_URL = "http://127.0.0.1:8765/api/coop/engine/notify"
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the notify route
+# (chief.door.router), the key file and its rule (chief.door.config, engine.keyfile). The
+# door's socket is `plumbing.door`'s, written once.
+NOTIFY_PATH = "/api/coop/engine/notify"
 DEFAULT_KEY_FILE_NAME = "service.key"
 DEFAULT_CLIENT_TIMEOUT_S = 15.0
 DEFAULT_BACKOFF_BASE_S = 1.0
@@ -65,7 +69,8 @@ class NotifierConfig:
     """The notifier's settings, read once."""
 
     db_path: Path
-    door_url: str
+    #: `COOP_DOOR_SOCKET`: the door's Unix socket.
+    door_socket: Path
     service_key: str = field(repr=False)
     service_key_file: Path | None = None
     client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S
@@ -76,12 +81,16 @@ class NotifierConfig:
     unreachable_retry_s: float = DEFAULT_UNREACHABLE_RETRY_S
 
     @property
+    def door_url(self) -> str:
+        """The notify route's URL over the socket (its host is only the request's `Host`)."""
+        return door_address.BASE_URL + NOTIFY_PATH
+
+    @property
     def batch_url(self) -> str:
         """The door's batch route: the notify URL with `-batch` appended."""
         return self.door_url + BATCH_PATH_SUFFIX
 
     def __post_init__(self) -> None:
-        _check_door_url(self.door_url)
         if not 1 <= self.batch_max <= MAX_BATCH_MAX:
             raise ConfigError(
                 f"COOP_BATCH_MAX must be a whole number from 1 to {MAX_BATCH_MAX},"
@@ -111,12 +120,15 @@ class NotifierConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> NotifierConfig:
         """Read and check every setting; `ConfigError` names the first wrong one."""
         env = os.environ if environ is None else environ
+        retired = door_address.retired_setting(env)
+        if retired is not None:
+            raise ConfigError(retired)
         key_file = Path(
             env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / DEFAULT_KEY_FILE_NAME
         ).expanduser()
         return cls(
             db_path=engine_db_path(env),
-            door_url=env.get("COOP_DOOR_URL") or DEFAULT_DOOR_URL,
+            door_socket=Path(door_address.socket_path(env, str(data_home(env)))),
             service_key=read_service_key(key_file),
             service_key_file=key_file,
             client_timeout_s=_seconds(env, "COOP_CLIENT_TIMEOUT_S", DEFAULT_CLIENT_TIMEOUT_S),
@@ -160,20 +172,6 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
             f"{name} must be a number of seconds above 0 and at most {MAX_SETTING_S:g}, not {raw!r}"
         )
     return value
-
-
-def _check_door_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"COOP_DOOR_URL must be an http(s) URL such as {DEFAULT_DOOR_URL}, not {url!r}"
-        )
-    try:
-        port = parts.port
-    except ValueError:  # past 65535: httpx would take it modulo 65536
-        port = 0
-    if port == 0:
-        raise ConfigError(f"COOP_DOOR_URL's port must be from 1 to 65535, not in {url!r}")
 
 
 def read_service_key(path: Path) -> str:

@@ -139,12 +139,7 @@ def http_client_factory(config: NotifierConfig) -> Callable[[], DoorClient]:
     def make() -> DoorClient:
         from notifier.client import HttpDoorClient  # httpx only once a lock is won
 
-        return HttpDoorClient(
-            config.door_url,
-            config.service_key,
-            config.client_timeout_s,
-            batch_url=config.batch_url,
-        )
+        return HttpDoorClient(str(config.door_socket), config.service_key, config.client_timeout_s)
 
     return make
 

@@ -22,7 +22,7 @@ naming the door's row limit) is posted again at once with fewer rows, down to on
 A door without the batch route (404) is remembered for the process's life, said once
 (`notifier.batch.unsupported`), and the drain goes on one row per POST.
 
-While nothing listens on the door's port, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
+While nothing listens on the door's socket, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
 at a time, not backed off, and the outage is told in a few lines (`Outage`), not one per try.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
@@ -319,7 +319,7 @@ class Worker:
         return recorded.next_due, delivered, len(pairs) - delivered
 
     def _note_outage(self, head: OutboxRow, outcome: Outcome) -> None:
-        """Tell the door's outage (nothing listens on its port) in a few lines, not one per
+        """Tell the door's outage (nothing listens on its socket) in a few lines, not one per
         try: when it begins, every OUTAGE_LOG_EVERY_S while it lasts, and when it ends. (A
         refused connection fails the whole POST, so its outcome is the head row's.)"""
         now = self._clock()
@@ -327,7 +327,7 @@ class Worker:
             if self._outage.refused(now, head.id):
                 self.log.warning(
                     "notifier.door.unreachable",
-                    url=self.config.door_url,
+                    socket=str(self.config.door_socket),
                     outbox_id=head.id,
                     attempt=head.attempts + 1,
                     tries=self._outage.tries,

@@ -1,32 +1,37 @@
-"""`chief serve`: the notify door as a standalone service (FastAPI on uvicorn, loopback).
+"""`chief serve`: the notify door as a standalone service (FastAPI on uvicorn, on its Unix
+socket `COOP_DOOR_SOCKET`, bound 0600 in the private data folder by `plumbing.unix`; `/metrics`
+alone, keyless, on 127.0.0.1:`CHIEF_METRICS_PORT` for Prometheus, `chief.door.metrics`).
 
-Start: read the Chief's and the door's settings (a wrong value stops here, naming it), take the
-single-instance lock on `<chief.db>.serve.lock` (a second door on the same chief.db refuses),
-then serve. The lifespan opens the Telegram sender (one `Bot` kept open), the Chief, the
-sender task that drains the Telegram queue (`chief.door.ringer`, resuming what a restart left)
-and the ask task that performs the edits settles owe (`chief.door.asks`, the same); with no
-`CHIEF_OWNER` the door still starts and answers 503 `owner_unconfigured`. With Telegram
-configured and an obeyed user known (`DoorConfig.telegram_user_id`, in a numeric chat), it also
-starts the phone (`chief.door.phone`): the long poll for the owner's taps, replies and commands,
-with its own connection to chief.db (updates handled, the /quiet override the sender obeys) and a
-link to the ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The
-owner's taps and replies are the door's answers (`chief.door.answers`): recorded in chief.db,
-then forwarded to the ledger by their own task, which resumes at the start what a restart left
-pending. SIGTERM (any
-number of them) lets requests in flight finish (bounded), lets the sender finish and mark a send
-in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
-chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits 0.
-
+Start: read the Chief's and the door's settings (a wrong value, or a retired one such as
+`CHIEF_PORT`, stops here, naming it), take the single-instance lock on `<chief.db>.serve.lock`
+(a second door on the same chief.db refuses), bind the socket (a stale one is replaced, a live
+one refused), then serve; on the way out the socket file is removed. The lifespan opens the
+Telegram sender (one `Bot` kept open), the Chief, the sender task that drains the Telegram queue
+(`chief.door.ringer`, resuming what a restart left) and the ask task that performs the edits
+settles owe (`chief.door.asks`, the same); with no `CHIEF_OWNER` the door still starts and
+answers 503 `owner_unconfigured`. With Telegram configured and an obeyed user known
+(`DoorConfig.telegram_user_id`, in a numeric chat), it also starts the phone
+(`chief.door.phone`): the long poll for the owner's taps, replies and commands, with its own
+connection to chief.db (updates handled, the /quiet override the sender obeys) and a link to the
+ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The owner's taps and
+replies are the door's answers (`chief.door.answers`): recorded in chief.db, then forwarded to
+the ledger by their own task, which resumes at the start what a restart left pending. SIGTERM
+(any number of them) lets requests in flight finish (bounded), lets the sender finish and mark a
+send in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
+chief.db, and the next start repeats it once, marked), closes the Chief and the Bot, and exits
+0.
 Exit statuses: 0 after a clean stop, 1 when it could not start (lock held, port taken, chief.db
 unusable), 2 for a wrong setting.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +39,13 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
-from chief.args import OneLineParser, port_number
+from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.answers import Answers
 from chief.door.asks import Asks
 from chief.door.commands import Commands
 from chief.door.commands_text import QuietOverride
-from chief.door.config import DoorConfig
+from chief.door.config import METRICS_HOST, DoorConfig
 from chief.door.engine_link import EngineLink
 from chief.door.loop import Loop, running_task
 from chief.door.metrics import DoorMetrics, instrument_door, metered
@@ -390,18 +395,15 @@ def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
+    """`chief serve`: run the door on its Unix socket (and `/metrics` on TCP) until SIGTERM."""
     from chief.logs import configure_logging
-    from chief.loopback_http import is_loopback_host, run_server
 
     parser = OneLineParser(
-        prog="chief serve", description="Run the Coop notify door (loopback only)."
+        prog="chief serve",
+        description="Run the Coop notify door on its Unix socket (COOP_DOOR_SOCKET; /metrics "
+        "alone on 127.0.0.1:CHIEF_METRICS_PORT).",
     )
-    parser.add_argument("--host", help="loopback address to bind (default CHIEF_HOST)")
-    parser.add_argument(
-        "--port", type=port_number, help="port to bind, 0 for any (default CHIEF_PORT)"
-    )
-    args = parser.checked(parser.parse_args(argv))
+    parser.checked(parser.parse_args(argv))
     configure_logging()
     try:
         chief_config = ChiefConfig.from_env()
@@ -409,16 +411,6 @@ def main(argv: list[str] | None = None) -> int:
     except ChiefError as exc:
         print(shown(f"chief serve: {exc}"), file=sys.stderr)
         return 2
-    if args.host is not None:
-        if not is_loopback_host(args.host):
-            print(
-                shown(f"chief serve: --host {args.host} is not a loopback address"),
-                file=sys.stderr,
-            )
-            return 2
-        door_config = replace(door_config, host=args.host)
-    if args.port is not None:
-        door_config = replace(door_config, port=args.port)
     lock = ServeLock(chief_config.db_path)
     try:
         lock.acquire()
@@ -426,14 +418,64 @@ def main(argv: list[str] | None = None) -> int:
         print(shown(f"chief serve: {exc}"), file=sys.stderr)
         return 1
     try:
-        app = create_app(door_config, chief_config)
-        started = run_server(
-            app, host=door_config.host, port=door_config.port, event="door.listening"
-        )
+        return _serve(door_config, chief_config)
     finally:
         lock.release()
+
+
+def _serve(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
+    """Bind the door's sockets (under the serve lock), serve, and remove the Unix socket after."""
+    import socket
+
+    from chief.door.metrics import metrics_app
+    from chief.loopback_http import Listener, run_servers
+    from plumbing.unix import bind_private
+
+    path = str(door_config.socket_path)
+    try:
+        door_socket = bind_private(path)
+    except (OSError, ValueError) as exc:
+        print(shown(f"chief serve: cannot serve on {path}: {_reason(exc)}"), file=sys.stderr)
+        return 1
+    sockets = [door_socket]
+    try:
+        app = create_app(door_config, chief_config)
+        listeners = [Listener(app, "door.listening", sockets=[door_socket])]
+        if door_config.metrics_port is not None:
+            metrics_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(metrics_socket)
+            try:
+                metrics_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                metrics_socket.bind((METRICS_HOST, door_config.metrics_port))
+                metrics_socket.listen(128)
+            except OSError as exc:
+                print(
+                    shown(
+                        f"chief serve: cannot serve /metrics on {METRICS_HOST}:"
+                        f"{door_config.metrics_port} ({_reason(exc)}): set CHIEF_METRICS_PORT to "
+                        "a free port, 0 for any, or off"
+                    ),
+                    file=sys.stderr,
+                )
+                return 1
+            scrape = metrics_app(door_config, app.state.door, app.state.metrics)
+            listeners.append(
+                Listener(scrape, "door.metrics_listening", sockets=[metrics_socket], lifespan="off")
+            )
+        started = run_servers(listeners)
+    finally:
+        for sock in sockets:
+            sock.close()
+        # Still under the serve lock: no other door of this chief.db has bound it since.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
     if not started:
         print("chief serve: the door did not start; see the log above", file=sys.stderr)
         return 1
     log.info("door.stopped")
     return 0
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError's own words (`Address already in use`), else the message it was raised with."""
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -1,9 +1,14 @@
 """The door's settings, read once at start from the environment into a frozen `DoorConfig`.
 
-    CHIEF_HOST             127.0.0.1       the loopback address `chief serve` binds
-    CHIEF_PORT             8765            its port (0: any free port, logged at start)
+    COOP_DOOR_SOCKET       <COOP_HOME>/door.sock   the Unix socket `chief serve` serves the
+                                           door on (`plumbing.door`); its folder must be the
+                                           door's user's and private to writes
+    CHIEF_METRICS_PORT     8765            the loopback TCP port of `/metrics` alone (read-only,
+                                           keyless, for Prometheus): 0 any free port (logged at
+                                           start), off none
     COOP_SERVICE_KEY_FILE  <COOP_HOME>/service.key   the shared service key, mode 0600
-    CHIEF_ALLOWED_PEERS    127.0.0.1,::1   peer addresses the guard lets in
+    CHIEF_ALLOWED_PEERS    127.0.0.1,::1   TCP peer addresses the guard lets in (`/metrics`, and
+                                           the door's routes in a host application on TCP)
     CHIEF_POSTURE_FILE     unset: always `normal`    JSON {"state": "normal|blocked|locked"}
     TELEGRAM_BOT_TOKEN     unset: Telegram not configured
     TELEGRAM_CHAT_ID       unset: the pairing's chat   the owner's chat (numeric id or @name);
@@ -38,7 +43,9 @@ without a token is a wrong setting. The pairing file is read only when a token i
 one stops the door, naming it.
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
-`DoorError` naming the setting, and `chief serve` stops before it binds a port. The key is read
+`DoorError` naming the setting, and `chief serve` stops before it binds anything; so does a
+retired setting that named a TCP door (`CHIEF_PORT`, `CHIEF_HOST`, `COOP_DOOR_URL`: one line
+saying what to set instead). The key is read
 once here: the guard compares callers with its SHA-256 digest, and the door keeps the key itself
 only to present it to the ledger service (`chief.door.engine_link`), the reverse way; rotating
 the key means restarting the door.
@@ -63,13 +70,14 @@ from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
+from plumbing import door as door_address
 from plumbing import settings
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
-# notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
-# (engine.keyfile, notifier.config.read_service_key).
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the peers
+# (engine.loopback.LOOPBACK_PEERS), the key file (engine.keyfile,
+# notifier.config.read_service_key). The door's socket is `plumbing.door`'s, written once.
+METRICS_HOST = "127.0.0.1"
+DEFAULT_METRICS_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
 # Shared fact, twin of `coop serve`'s default COOP_SERVICE_HOST:COOP_SERVICE_PORT
@@ -114,10 +122,11 @@ def data_home(env: Mapping[str, str]) -> Path:
 class DoorConfig:
     """The notify door's settings (see the module docstring for each one and its default)."""
 
-    #: `CHIEF_HOST`: the loopback address `chief serve` binds.
-    host: str
-    #: `CHIEF_PORT`: the port `chief serve` binds (0 picks a free one and logs it).
-    port: int
+    #: `COOP_DOOR_SOCKET`: the Unix socket `chief serve` serves the door on.
+    socket_path: Path
+    #: `CHIEF_METRICS_PORT`: the loopback port of `/metrics` (0 picks a free one and logs it;
+    #: None: no TCP listener at all).
+    metrics_port: int | None
     #: `COOP_SERVICE_KEY_FILE`: where the service key was read from.
     service_key_file: Path
     #: SHA-256 of the service key, what the guard compares callers' keys with.
@@ -182,12 +191,9 @@ class DoorConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> DoorConfig:
         """Read and check every setting; raise `DoorError` naming the first wrong one."""
         env = os.environ if environ is None else environ
-        host = env.get("CHIEF_HOST", DEFAULT_HOST).strip()
-        if not is_loopback_host(host):
-            raise DoorError(
-                f"CHIEF_HOST={host!r} is not a loopback address; the door listens on loopback only "
-                "(use 127.0.0.1 or ::1)"
-            )
+        retired = door_address.retired_setting(env)
+        if retired is not None:
+            raise DoorError(retired)
         key_file = Path(
             env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key"
         ).expanduser()
@@ -204,8 +210,8 @@ class DoorConfig:
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
         return cls(
-            host=host,
-            port=_port(env.get("CHIEF_PORT", str(DEFAULT_PORT))),
+            socket_path=Path(door_address.socket_path(env, str(data_home(env)))),
+            metrics_port=_metrics_port(env.get("CHIEF_METRICS_PORT", "")),
             service_key_file=key_file,
             service_key_digest=hashlib.sha256(key).digest(),
             allowed_peers=_peers(env.get("CHIEF_ALLOWED_PEERS", ",".join(DEFAULT_ALLOWED_PEERS))),
@@ -336,11 +342,19 @@ def read_service_key(path: Path) -> bytes:
     return key
 
 
-def _port(raw: str) -> int:
-    read = settings.whole_number(raw)
+def _metrics_port(raw: str) -> int | None:
+    """`CHIEF_METRICS_PORT`: ASCII digits 0..65535 (blank: the default), or `off`."""
+    text = raw.strip()
+    if not text:
+        return DEFAULT_METRICS_PORT
+    if text == "off":
+        return None
+    read = settings.whole_number(text)
     port = -1 if read is None else read
     if not 0 <= port <= 65535:
-        raise DoorError(f"CHIEF_PORT={raw!r} is not a port number (0..65535)")
+        raise DoorError(
+            f"CHIEF_METRICS_PORT={raw!r} must be a port number (0..65535, 0 for any) or off"
+        )
     return port
 
 

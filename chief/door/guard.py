@@ -1,6 +1,8 @@
 """The door's guard: who may knock, checked in a fixed order before the body is looked at.
 
 1. the peer address is in the accepted list (default 127.0.0.1, ::1)   403 peer_not_allowed
+   (on a Unix socket no address: its file mode and the caller's uid from the kernel decided
+   who connects, so 1 and 3 do not apply there)
 2. no Origin, Cookie, X-Forwarded-For, Forwarded, X-Forwarded-Host, X-Real-IP or session
    header: nothing from a browser or a proxy                             403 forwarded_or_browser
 3. the Host header names a loopback host (shuts DNS rebinding: a page can
@@ -11,8 +13,10 @@
                                                  403 posture_locked, 503 posture_unavailable
 6. the Chief belongs to the configured owner                             503 owner_unconfigured
 
-The guard reads only the raw ASGI scope (peer and header bytes), so it is the same whether the
-router runs in `chief serve` or inside a host application.
+The guard reads only the raw ASGI scope (peer, header bytes, and whether the server is a Unix
+socket: `on_unix_socket`), so it is the same whether the router runs in `chief serve` (its Unix
+socket) or inside a host application. `check_caller` is checks 1 to 3 alone (the keyless
+`/metrics` on TCP).
 
 Refusals are counted, not logged one line each (`say_refused`, over the door's
 `plumbing.refusals.RefusalTally`): a reason's first refusal is one `door.refused` line at once,
@@ -26,9 +30,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -88,15 +92,12 @@ class Guard:
         headers: Iterable[tuple[bytes, bytes]],
         *,
         owner_configured: bool,
+        unix_socket: bool = False,
     ) -> Refusal | None:
-        if not peer_allowed(peer, self.config.allowed_peers):
-            return PEER_NOT_ALLOWED
         header_list = [(name.lower(), value) for name, value in headers]
-        if any(_forbidden(name) for name, _ in header_list):
-            return FORWARDED_OR_BROWSER
-        hosts = [value for name, value in header_list if name == b"host"]
-        if len(hosts) != 1 or not host_is_loopback(hosts[0]):
-            return HOST_NOT_LOOPBACK
+        refusal = self.check_caller(peer, header_list, unix_socket=unix_socket)
+        if refusal is not None:
+            return refusal
         keys = [value for name, value in header_list if name == _KEY_HEADER]
         if len(keys) != 1 or not self._key_matches(keys[0]):
             return SERVICE_KEY_INVALID
@@ -112,6 +113,23 @@ class Guard:
             return OWNER_UNCONFIGURED
         return None
 
+    def check_caller(
+        self, peer: str | None, headers: Iterable[tuple[bytes, bytes]], *, unix_socket: bool
+    ) -> Refusal | None:
+        """Checks 1 to 3: the peer, no browser or proxy header, the Host (1 and 3 not on a Unix
+        socket)."""
+        header_list = [(name.lower(), value) for name, value in headers]
+        if not unix_socket and not peer_allowed(peer, self.config.allowed_peers):
+            return PEER_NOT_ALLOWED
+        if any(_forbidden(name) for name, _ in header_list):
+            return FORWARDED_OR_BROWSER
+        if unix_socket:
+            return None
+        hosts = [value for name, value in header_list if name == b"host"]
+        if len(hosts) != 1 or not host_is_loopback(hosts[0]):
+            return HOST_NOT_LOOPBACK
+        return None
+
     def _key_matches(self, presented: bytes) -> bool:
         # Digests of equal length make the comparison's time independent of the guess's length.
         digest = hashlib.sha256(presented.strip()).digest()
@@ -123,6 +141,18 @@ def say_refused(tally: RefusalTally, reason: str, *, path: str, peer: str | None
     summary = tally.refused(reason, peer=peer, path=path)
     if summary is not None:
         log.warning("door.refused", **summary.fields())
+
+
+def on_unix_socket(scope: Mapping[str, Any]) -> bool:
+    """Whether the request came in on a Unix socket: the ASGI `server` is `[path, None]` there
+    (set by the server, never by the caller), `(host, port)` on TCP."""
+    server = scope.get("server")
+    return (
+        isinstance(server, list | tuple)
+        and len(server) == 2
+        and isinstance(server[0], str)
+        and server[1] is None
+    )
 
 
 def peer_allowed(

@@ -37,10 +37,14 @@ verbs carry no metric code), and the Telegram sender is wrapped to count each se
 Each door app has its own registry: nothing is created at import, and two doors in one test
 process count apart.
 
-`GET /metrics` is guarded like the door's routes (loopback peer, no browser or proxy header, a
-loopback Host, the service key), with the key accepted as `Authorization: Bearer <key>`, what
-Prometheus' scrape config sends, as well as `X-Coop-Service-Key`. The posture and the owner do
-not gate it: monitoring must see a blocked or unconfigured door too.
+`GET /metrics` is served twice. On the door's Unix socket, with its other routes, it is guarded
+like them (no browser or proxy header, the service key; the key also accepted as
+`Authorization: Bearer <key>`). For Prometheus, `metrics_app` serves it alone on loopback TCP
+(`CHIEF_METRICS_PORT`): read-only and keyless (a squatter on that port while the door is down
+must get no secret from a scraper), behind the loopback peer, no browser or proxy header and a
+loopback Host (a web page must not read it by DNS rebinding); every other path is 404, every
+other method 405. The posture and the owner gate neither: monitoring must see a blocked or
+unconfigured door too.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from prometheus_client.exposition import choose_encoder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard
+from chief.door.guard import SERVICE_KEY_HEADER, Guard, on_unix_socket
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
@@ -277,7 +281,9 @@ def metrics_router(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics)
         client = request.scope.get("client")
         peer = client[0] if client else None
         headers = _with_bearer_as_key(list(request.scope.get("headers", [])))
-        refusal = guard.check(peer, headers, owner_configured=True)
+        refusal = guard.check(
+            peer, headers, owner_configured=True, unix_socket=on_unix_socket(request.scope)
+        )
         if refusal is not None and refusal.reason not in MONITORING_PASSES:
             return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
         await _read_gauges(service, metrics)
@@ -286,6 +292,26 @@ def metrics_router(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics)
         return Response(encode(metrics.registry), headers={"Content-Type": content_type})
 
     return router
+
+
+def metrics_app(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics) -> FastAPI:
+    """`GET /metrics` alone, keyless, for the loopback TCP listener (the module docstring)."""
+    guard = Guard(config, service.posture)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.get(METRICS_PATH, include_in_schema=False)
+    async def scrape(request: Request) -> Response:
+        client = request.scope.get("client")
+        refusal = guard.check_caller(
+            client[0] if client else None, request.scope.get("headers", []), unix_socket=False
+        )
+        if refusal is not None:
+            return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
+        await _read_gauges(service, metrics)
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encode(metrics.registry), headers={"Content-Type": content_type})
+
+    return app
 
 
 async def _read_gauges(service: DoorVerbs, metrics: DoorMetrics) -> None:

@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, read_body, say_refused
+from chief.door.guard import Guard, on_unix_socket, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
 from chief.model import MAX_TEXT_CHARS
@@ -75,7 +75,10 @@ def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
         client = request.scope.get("client")
         peer = client[0] if client else None
         refusal = guard.check(
-            peer, request.scope.get("headers", []), owner_configured=service.chief is not None
+            peer,
+            request.scope.get("headers", []),
+            owner_configured=service.chief is not None,
+            unix_socket=on_unix_socket(request.scope),
         )
         if refusal is not None:
             say_refused(service.refusals, refusal.reason, path=REPORT_PATH, peer=peer)

@@ -81,7 +81,7 @@ from pydantic import (
 )
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard, read_body, say_refused
+from chief.door.guard import SERVICE_KEY_HEADER, Guard, on_unix_socket, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
@@ -549,7 +549,10 @@ def _refuser(guard: Guard, service: DoorVerbs) -> Refuser:
         client = request.scope.get("client")
         peer = client[0] if client else None
         refusal = guard.check(
-            peer, request.scope.get("headers", []), owner_configured=service.chief is not None
+            peer,
+            request.scope.get("headers", []),
+            owner_configured=service.chief is not None,
+            unix_socket=on_unix_socket(request.scope),
         )
         if refusal is None:
             return None

@@ -128,8 +128,13 @@ def run_verb(command: Command, args: Args, emit: Emit) -> Any:
 
 def status(args: Args, emit: Emit) -> None:
     from engine import status
-    from engine.errors import OwnerUnavailable
+    from engine.errors import OwnerUnavailable, UsageError
+    from plumbing.door import retired_setting
 
+    retired = retired_setting(os.environ)
+    if retired is not None:
+        # A setting that named a TCP door: said once, before anything is asked anywhere.
+        raise UsageError(retired)
     max_age_s = status.max_pending_age(args.max_pending_age)
     pending = status.uncertain_receipts()
     try:

@@ -91,7 +91,6 @@ LOADERS: dict[str, list[Callable[[dict[str, str]], object]]] = {
     "COOP_UNREACHABLE_RETRY_S": [NotifierConfig.from_env],
     "COOP_BACKSTOP_S": [NotifierConfig.from_env],
     "COOP_BATCH_MAX": [NotifierConfig.from_env],
-    "CHIEF_PORT": [DoorConfig.from_env],
     "CHIEF_NOTIFY_BATCH_MAX": [DoorConfig.from_env],
     "CHIEF_NOTIFY_BODY_MAX_BYTES": [DoorConfig.from_env],
     "CHIEF_URGENT_RERING_S": [DoorConfig.from_env],

@@ -42,6 +42,7 @@ from notifier import outcome as notifier_outcome
 from notifier import serve as engine_serve
 from notifier.errors import ServiceKeyError
 from plumbing import loopback as plumbing_loopback
+from tests.support.door import write_key
 
 # ---- the data folder -------------------------------------------------------------------------
 
@@ -388,11 +389,15 @@ def test_the_service_key_header_is_one_name() -> None:
     assert set(names.values()) == {"X-Coop-Service-Key"}, names
 
 
-def test_the_default_door_url_is_where_the_door_listens() -> None:
-    door = f"http://{door_config.DEFAULT_HOST}:{door_config.DEFAULT_PORT}"
-    notify_url, status_url = door + door_router.NOTIFY_PATH, door + door_router.STATUS_PATH
-    assert {engine_door.DEFAULT_DOOR_URL, notifier_config.DEFAULT_DOOR_URL} == {notify_url}
-    assert engine_door.door_status_url(engine_door.DEFAULT_DOOR_URL) == status_url
+def test_the_door_is_asked_where_it_answers(tmp_path: Path) -> None:
+    # One socket, derived alike from the data folder by the door and by every client.
+    env = {"COOP_HOME": str(tmp_path)}
+    write_key(tmp_path)
+    door = door_config.DoorConfig.from_env(env).socket_path
+    assert door == tmp_path / "door.sock"
+    assert notifier_config.NotifierConfig.from_env(env).door_socket == door
+    assert notifier_config.NOTIFY_PATH == notifier_client.NOTIFY_PATH == door_router.NOTIFY_PATH
+    assert engine_door.STATUS_PATH == door_router.STATUS_PATH
 
 
 def test_the_doors_ledger_service_url_is_where_coop_serve_listens(tmp_path: Path) -> None:
@@ -474,8 +479,7 @@ def test_the_batch_route_sits_beside_the_notify_route() -> None:
     # (When the notifier's twin constant lands, pin it against this one here.)
     assert door_router.NOTIFY_BATCH_PATH == NOTIFY_BATCH_PATH
     assert door_router.NOTIFY_BATCH_PATH == door_router.NOTIFY_PATH + "-batch"
-    door = f"http://{door_config.DEFAULT_HOST}:{door_config.DEFAULT_PORT}"
-    assert door + NOTIFY_BATCH_PATH == notifier_config.DEFAULT_DOOR_URL + "-batch"
+    assert notifier_client.NOTIFY_PATH + "-batch" == NOTIFY_BATCH_PATH
 
 
 def test_a_batch_row_is_a_notify_body_with_its_outbox_id_required() -> None:

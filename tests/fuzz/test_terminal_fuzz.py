@@ -90,7 +90,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         for name in ("COOP_DB", "COOP_OWNER_FILE", "CHIEF_DB", "COOP_DOOR_URL"):
             mp.delenv(name, raising=False)
         # The door is not running: `coop status` says so in its own words.
-        mp.setenv("COOP_DOOR_URL", "http://127.0.0.1:9/api/coop/engine/notify")
+        mp.setenv("COOP_DOOR_SOCKET", str(found / "door.sock"))
         for argv in (
             ["todo", "add", "a"],
             ["todo", "take", "1"],
@@ -142,7 +142,7 @@ def test_no_human_command_prints_a_character_a_terminal_acts_on(
 ) -> None:
     monkeypatch.setenv("COOP_HOME", str(folder))
     monkeypatch.setenv("COOP_KICK", "off")
-    monkeypatch.setenv("COOP_DOOR_URL", "http://127.0.0.1:9/api/coop/engine/notify")
+    monkeypatch.setenv("COOP_DOOR_SOCKET", str(folder / "door.sock"))  # no door there
     monkeypatch.setenv("CHIEF_OWNER", OWNER)
     store(folder, texts)
     for argv in COOP_HUMAN:

@@ -4,12 +4,15 @@
     with serve_asgi_in_thread(app) as base_url: ...      # sync tests: its own loop in a thread
 
 Both wait (bounded) until the socket listens, yield `http://host:port`, and on exit ask uvicorn
-to stop and wait (bounded) for it, so no server outlives its test.
+to stop and wait (bounded) for it, so no server outlives its test. Given `sock` (a Unix socket
+already bound and listening, as `plumbing.unix.bind_private` makes one), the app is served there
+instead, and the URL yielded is `http://localhost` (a client reaches it through the socket).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -45,6 +48,8 @@ def _server(app: ASGIApp, host: str, lifespan: str) -> uvicorn.Server:
 
 
 def _base_url(server: uvicorn.Server, host: str) -> str:
+    if server.servers[0].sockets[0].family == socket.AF_UNIX:
+        return "http://localhost"
     port = server.servers[0].sockets[0].getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
@@ -52,11 +57,15 @@ def _base_url(server: uvicorn.Server, host: str) -> str:
 
 @asynccontextmanager
 async def serve_asgi(
-    app: ASGIApp, *, host: str = "127.0.0.1", lifespan: str = "auto"
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    lifespan: str = "auto",
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[str]:
-    """Serve `app` in the current event loop; yield its base URL."""
+    """Serve `app` in the current event loop (on `sock` if given); yield its base URL."""
     server = _server(app, host, lifespan)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=None if sock is None else [sock]))
     try:
         await wait_until(
             lambda: server.started or task.done(), timeout_s=START_TIMEOUT_S, what="uvicorn start"
@@ -76,15 +85,20 @@ async def serve_asgi(
 
 @contextmanager
 def serve_asgi_in_thread(
-    app: ASGIApp, *, host: str = "127.0.0.1", lifespan: str = "auto"
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    lifespan: str = "auto",
+    sock: socket.socket | None = None,
 ) -> Iterator[str]:
-    """Serve `app` on its own event loop in a background thread; yield its base URL."""
+    """Serve `app` on its own event loop in a background thread (on `sock` if given); yield its
+    base URL."""
     server = _server(app, host, lifespan)
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            asyncio.run(server.serve())
+            asyncio.run(server.serve(sockets=None if sock is None else [sock]))
         except BaseException as exc:  # reported to the test below, not lost in the thread
             errors.append(exc)
 

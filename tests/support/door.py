@@ -1,8 +1,10 @@
 """The door in-process, for the door's tests and `bench/bench_door.py`: a 0600 key file, the
 door's environment, request bodies, and `door_stack` (the Bot API emulator and the door each on
 a real uvicorn in the test's event loop, a real Chief on a real chief.db, python-telegram-bot
-as the sender). The same stack as processes is `tests.support.stack`; both use its key, bot
-token, chat and owner."""
+as the sender). `door_stack(..., on_socket=True)` serves the door on its Unix socket,
+`<folder>/door.sock` (bound as `chief serve` binds it), where the notifier looks; else on
+loopback TCP, as a host application may mount it. The same stack as processes is
+`tests.support.stack`; both use its key, bot token, chat and owner."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_
 from chief.door.verbs import DoorVerbs
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
+from plumbing.unix import bind_private
 from tests.support import procs
 from tests.support.asgi import serve_asgi
 from tests.support.stack import BOT_TOKEN, CHAT_ID, OWNER
@@ -53,7 +56,7 @@ def door_env(folder: Path, **settings: str) -> dict[str, str]:
     env = {
         "COOP_HOME": str(folder),
         "COOP_SERVICE_KEY_FILE": str(folder / "service.key"),
-        "CHIEF_PORT": "0",
+        "CHIEF_METRICS_PORT": "off",
     }
     env.update(settings)
     return env
@@ -79,13 +82,14 @@ def batch(outbox_ids: list[str], text: str = "row <{}>") -> dict[str, list[dict[
 class DoorStack:
     """The door in-process (`door_stack`); the stack as processes is `tests.support.stack`."""
 
-    url: str
+    url: str  # `http://localhost` on the door's socket (`socket_path`)
     client: httpx.AsyncClient
     service: DoorVerbs
     chief: Chief | None
     emulator: EmulatorState
     emulator_url: str
     folder: Path
+    socket_path: str = ""  # the door's socket, when served there (`on_socket`)
 
     async def notify(self, document: object, **kwargs: object) -> httpx.Response:
         return await self._post(NOTIFY_PATH, document, **kwargs)
@@ -125,9 +129,11 @@ async def door_stack(
     faults: Sequence[Mapping[str, object]] = (),
     wall_clock: Callable[[], datetime] | None = None,
     flood_limits: bool = False,
+    on_socket: bool = False,
 ) -> AsyncIterator[DoorStack]:
-    """The door mounted in a host FastAPI app, as a host application would mount it.
-    `faults` are armed in the emulator before the sender starts (its getMe included)."""
+    """The door mounted in a host FastAPI app, as a host application would mount it, on
+    loopback TCP or (`on_socket`) on the door's socket. `faults` are armed in the emulator
+    before the sender starts (its getMe included)."""
     write_key(folder)
     emulator_app, emulator = create_emulator(
         token=BOT_TOKEN, log_path=folder / "telegram.jsonl", flood_limits=flood_limits
@@ -172,11 +178,23 @@ async def door_stack(
                     service.asks = asks
                 app = FastAPI()
                 app.include_router(make_router(config, service))
+                sock = bind_private(str(config.socket_path)) if on_socket else None
+                uds = None if sock is None else str(config.socket_path)
+                transport = None if uds is None else httpx.AsyncHTTPTransport(uds=uds)
                 async with (
-                    serve_asgi(app, host=host) as url,
-                    httpx.AsyncClient(timeout=client_timeout_s) as client,
+                    serve_asgi(app, host=host, sock=sock) as url,
+                    httpx.AsyncClient(timeout=client_timeout_s, transport=transport) as client,
                 ):
-                    yield DoorStack(url, client, service, chief, emulator, emulator_url, folder)
+                    yield DoorStack(
+                        url,
+                        client,
+                        service,
+                        chief,
+                        emulator,
+                        emulator_url,
+                        folder,
+                        uds or "",
+                    )
         finally:
             if sender is not None:
                 await sender.aclose()

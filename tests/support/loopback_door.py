@@ -1,4 +1,5 @@
-"""A test door speaking the notify door's contract, on real uvicorn over loopback.
+"""A test door speaking the notify door's contract, on real uvicorn over a Unix socket (as the
+door is reached: `plumbing.door`).
 
     POST /api/coop/engine/notify  X-Coop-Service-Key  {"text", "kind", "outbox_id"}
     POST /api/coop/engine/notify-batch  {"items": [...]}   only with `batch_route=True`: a door
@@ -10,16 +11,20 @@ It records every request in arrival order and counts re-sent outbox ids (`ids(db
 `down` makes every answer a 503; `delay_s` slows each answer. The default answer is 200
 `{"delivered": true, ...}`.
 
-`serve_door(door, sock)` serves it on an already bound socket: a bound socket that is not yet
-listening refuses connections, so a test can start with "the door is down" at a fixed URL and
-bring it up later on the same port.
+`serve_door(door, sock)` serves it on an already bound socket (`bound_socket(path)`, 0600 in the
+test's own folder, so a client's `check_private` passes): a bound socket that is not yet
+listening refuses connections, so a test can start with "the door is down" at a fixed socket and
+bring it up later on the same one.
 
 As a process (the benches' minimal door, to measure the notifier alone; `tests.support.stack`
 starts it), it logs every accepted row as a JSON line with its receipt time, as the Telegram
 emulator's `--log` does, and says on stdout that it listens, as the project's services do:
 
-    python -m tests.support.loopback_door --key KEY --log LOG_PATH [--port 0]
-    {"event": "test_door.listening", "port": 41234}
+    python -m tests.support.loopback_door --key KEY --log LOG_PATH [--socket PATH]
+    {"event": "test_door.listening", "socket": "/path/to/door.sock"}
+
+`--socket` defaults to the door's own (`COOP_DOOR_SOCKET`, else `<COOP_HOME>/door.sock`), where
+the notifier of the same folder looks.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sqlite3
 import sys
@@ -45,6 +51,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.config import data_home
+from plumbing import door as door_address
 from tests.support.waiting import wait_until, wait_until_sync
 
 DOOR_PATH = "/api/coop/engine/notify"
@@ -163,18 +171,25 @@ class TestDoor:
         return Starlette(routes=routes)
 
 
-def bound_socket() -> socket.socket:
-    """A loopback TCP socket with a port, not listening yet (connections to it are refused)."""
-    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted sockets only when the
-    # listening socket's proto says TCP; with proto 0, Nagle meets delayed ACKs (~40 ms a request).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+def bound_socket(path: Path | str) -> socket.socket:
+    """A Unix socket bound at `path` (mode 0600), not listening yet (connections to it are
+    refused, as to a door that is down). `path`'s folder must be the caller's and private to
+    writes, as a client checks (`plumbing.unix.check_private`)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the mode at bind: chmod afterwards would leave a window
+    try:
+        sock.bind(str(path))
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(old_umask)
     return sock
 
 
-def door_url(sock: socket.socket) -> str:
-    return f"http://127.0.0.1:{sock.getsockname()[1]}{DOOR_PATH}"
+def door_socket(sock: socket.socket) -> str:
+    """The path `sock` is bound at: where a client reaches the test door."""
+    return str(sock.getsockname())
 
 
 def _server(door: TestDoor) -> uvicorn.Server:
@@ -188,23 +203,24 @@ def _server(door: TestDoor) -> uvicorn.Server:
 
 @asynccontextmanager
 async def serve_door(door: TestDoor, sock: socket.socket) -> AsyncIterator[str]:
-    """Serve `door` on `sock` in this event loop; yield its notify URL."""
+    """Serve `door` on `sock` in this event loop; yield its socket's path."""
     server = _server(door)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await wait_until(lambda: server.started or task.done(), what="test door start")
         if task.done():
             task.result()
-        yield door_url(sock)
+        yield door_socket(sock)
     finally:
         server.should_exit = True
         await asyncio.wait_for(task, timeout=STOP_TIMEOUT_S)
 
 
 @contextmanager
-def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
-    """Serve `door` on its own loop in a thread (for tests driving real processes)."""
-    sock = bound_socket()
+def serve_door_in_thread(door: TestDoor, path: Path | str) -> Iterator[str]:
+    """Serve `door` at the socket `path` on its own loop in a thread (for tests driving real
+    processes); yield the socket's path. The socket file is removed when it stops."""
+    sock = bound_socket(path)
     server = _server(door)
     thread = threading.Thread(
         target=lambda: asyncio.run(server.serve(sockets=[sock])), name="test-door", daemon=True
@@ -213,11 +229,12 @@ def serve_door_in_thread(door: TestDoor) -> Iterator[str]:
     try:
         wait_until_sync(lambda: server.started or not thread.is_alive(), what="test door start")
         assert server.started, "the test door did not start"
-        yield door_url(sock)
+        yield door_socket(sock)
     finally:
         server.should_exit = True
         thread.join(STOP_TIMEOUT_S)
         sock.close()
+        Path(path).unlink(missing_ok=True)
 
 
 def main(argv: list[str]) -> None:
@@ -225,20 +242,21 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.support.loopback_door")
     parser.add_argument("--key", required=True, help="the service key it accepts")
     parser.add_argument("--log", type=Path, required=True, help="accepted rows, JSON lines")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free one (logged)")
+    parser.add_argument(
+        "--socket", type=Path, help="default: the door's, <COOP_HOME>/door.sock (logged)"
+    )
     args = parser.parse_args(argv)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    port = sock.getsockname()[1]
+    path = args.socket or Path(door_address.socket_path(os.environ, str(data_home())))
+    path.unlink(missing_ok=True)  # a previous start's, in the test's own folder
+    sock = bound_socket(path)
     with args.log.open("a", buffering=1) as log:
         door = TestDoor(key=args.key, log=log, batch_route=True)
         config = uvicorn.Config(door.app(), log_level="warning", access_log=False, lifespan="off")
         server = uvicorn.Server(config)
-        # Bound before it says so: a peer told the port finds it listening (the backlog holds
+        # Listening before it says so: a peer told the socket finds it listening (the backlog holds
         # a connection until uvicorn accepts it).
         sock.listen(128)
-        print(json.dumps({"event": "test_door.listening", "port": port}), flush=True)
+        print(json.dumps({"event": "test_door.listening", "socket": str(path)}), flush=True)
         asyncio.run(server.serve(sockets=[sock]))
 
 

@@ -35,7 +35,6 @@ def start(stack: Stack, *, door_faults: str = "", engine_faults: str = "") -> No
     stack.door.start(faults=door_faults)
     stack.started.append(stack.door)
     stack.door.wait_event("door.phone_commands_registered", "the door's phone polling")
-    stack.engine.env["COOP_DOOR_URL"] = stack.notify_url
     stack.engine.start(faults=engine_faults)
     stack.started.append(stack.engine)
     stack.engine.wait_event("notifier.daemon.started")

@@ -6,7 +6,7 @@ whole stack together from these).
     write_key(folder / "service.key", KEY)       # a 0600 key file
     coop("todo", "add", "x", env=env)            # one command, waited for (`run_module` for any)
     door = Service("door", ["chief", "serve"], folder, "door.listening", env,
-                   port_env="CHIEF_PORT")
+                   takes_port=False)          # on its socket: `door.socket_path`
     door.start(); door.events("door.delivered"); door.cpu_s(); door.terminate(); door.kill()
     free_port(); lasting_port(); cpu_s(pid); memory_kb(pid)   # the loopback and /proc helpers
 
@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+import httpx
 
 from tests.support.waiting import WaitTimeout, wait_until_sync
 
@@ -90,6 +92,16 @@ def read_events(path: Path | None, name: str | None = None) -> list[dict[str, An
         if isinstance(entry, dict) and (name is None or entry.get("event") == name):
             found.append(entry)
     return found
+
+
+def socket_client(path: str | Path, timeout_s: float = 10.0) -> httpx.Client:
+    """An httpx client to the service on the Unix socket `path` (requests name only a path)."""
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(path)),
+        base_url="http://localhost",
+        timeout=timeout_s,
+        trust_env=False,
+    )
 
 
 def free_port() -> int:
@@ -195,6 +207,7 @@ class Service:
     start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
     log_path: Path | None = None
     url: str = ""  # the `http://host:port` this start announced
+    socket_path: str = ""  # the Unix socket this start announced (the door's)
     cwd: Path = REPO  # the source tree whose code `python -m` runs (a bench's baseline: main's)
 
     @property
@@ -247,6 +260,9 @@ class Service:
             return None
         line = self.wait_event(self.listening_event, f"{self.name} to listen")
         self.start_s.append(time.monotonic() - began)
+        if "socket" in line:
+            self.socket_path = str(line["socket"])
+            return None
         if "port" not in line and "url" not in line:
             return None
         port = int(line["port"]) if "port" in line else int(str(line["url"]).rsplit(":", 1)[1])

@@ -87,17 +87,30 @@ def _poll(
 
 
 class IdleSockets:
-    """`count` connections to `port` that never send a request, held until the block ends."""
+    """`count` connections to `port` (a loopback TCP port, or a Unix socket's path) that never
+    send a request, held until the block ends."""
 
-    def __init__(self, port: int, count: int) -> None:
+    def __init__(self, port: int | str, count: int) -> None:
         self.port = port
         self.count = count
         self.sockets: list[socket.socket] = []
 
     def __enter__(self) -> IdleSockets:
         for _ in range(self.count):
-            self.sockets.append(socket.create_connection(("127.0.0.1", self.port), timeout=5.0))
+            self.sockets.append(self._connect())
         return self
+
+    def _connect(self) -> socket.socket:
+        if isinstance(self.port, int):
+            return socket.create_connection(("127.0.0.1", self.port), timeout=5.0)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(5.0)
+            sock.connect(self.port)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def closed_by_server(self) -> int:
         """How many of them the server has closed (readable, and reading gives end of file)."""

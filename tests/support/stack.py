@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.procs import Service, clean_env, write_key
+from tests.support.procs import Service, clean_env, socket_client, write_key
 
 SERVICE_KEY = "stack-service-key-0123456789abcdef"
 BOT_TOKEN = "123456:stack-token"
@@ -96,8 +96,8 @@ class Stack:
             ["chief", "serve"],
             folder,
             "door.listening",
-            stack_env(folder, **(door_env or {})),
-            port_env="CHIEF_PORT",
+            stack_env(folder, **({"CHIEF_METRICS_PORT": "off"} | (door_env or {}))),
+            takes_port=False,  # on its socket, <folder>/door.sock, where its clients look
         )
         self.test_door = Service(
             "test-door",
@@ -105,6 +105,7 @@ class Stack:
             folder,
             "test_door.listening",
             stack_env(folder),
+            takes_port=False,  # on the door's socket, <folder>/door.sock, as the door would be
         )
         self.engine = Service(
             "engine",
@@ -158,24 +159,20 @@ class Stack:
         self.label = "engine -> notifier -> minimal test door"
 
     @property
-    def notify_url(self) -> str:
-        """The door's notify URL (the Chief's door, else the test door): where it listens, or
-        listened before it was killed (a restart comes back on the same port)."""
-        door = self.door if self.door.url or not self.test_door.url else self.test_door
-        assert door.url, "no door has started: start_door() or start_test_door() first"
-        return door.url + NOTIFY_PATH
+    def door_socket(self) -> Path:
+        """The door's socket (the Chief's door's, or the test door's): `<folder>/door.sock`,
+        where every client of the folder looks by default."""
+        return self.folder / "door.sock"
 
     def start_engine(self) -> None:
         """`engine serve` (the owner endpoint and the notifier daemon), sending to the running
         door; ready once its daemon has bound the kick socket."""
-        self.engine.env["COOP_DOOR_URL"] = self.notify_url
         self.engine.start()
         self._started(self.engine)
         self.engine.wait_event("notifier.daemon.started")
 
     def start_notifier(self) -> None:
         """The standalone daemon (`notifier run`), sending to the running door."""
-        self.notifier.env["COOP_DOOR_URL"] = self.notify_url
         self.notifier.start()
         self._started(self.notifier)
 
@@ -222,11 +219,16 @@ class Stack:
     def telegram_faults_left(self) -> int:
         return sum(int(f["remaining"]) for f in self._emulator("GET", "faults")["faults"])
 
+    def door_request(
+        self, method: str, path: str, *, timeout: float = CONTROL_TIMEOUT_S, **kwargs: Any
+    ) -> httpx.Response:
+        """One request to the door on its socket (`path`: the route alone)."""
+        with socket_client(self.door_socket, timeout) as client:
+            return client.request(method, path, **kwargs)
+
     def door_status(self) -> dict[str, Any]:
         """The door's status endpoint, with the service key."""
-        with httpx.Client(timeout=CONTROL_TIMEOUT_S, trust_env=False) as client:
-            answer = client.get(
-                self.door.url + STATUS_PATH, headers={SERVICE_KEY_HEADER: SERVICE_KEY}
-            )
+        with socket_client(self.door_socket, CONTROL_TIMEOUT_S) as client:
+            answer = client.get(STATUS_PATH, headers={SERVICE_KEY_HEADER: SERVICE_KEY})
         assert answer.status_code == 200, answer.text
         return dict(answer.json())

@@ -230,8 +230,8 @@ def test_pairing_is_refused_while_the_door_runs(setup: Setup) -> None:
         ["chief", "serve"],
         setup.home,
         "door.listening",
-        setup.env(CHIEF_OWNER="owner", CHIEF_PORT="0"),
-        port_env="CHIEF_PORT",
+        setup.env(CHIEF_OWNER="owner", CHIEF_METRICS_PORT="off"),
+        takes_port=False,  # on its socket in the data folder
     )
     door.start()
     try:
@@ -265,8 +265,8 @@ def test_a_door_started_while_pairing_waits_refuses_naming_the_pairing(setup: Se
         ["chief", "serve"],
         setup.home,
         "door.listening",
-        setup.env(CHIEF_OWNER="owner", CHIEF_PORT="0"),
-        port_env="CHIEF_PORT",
+        setup.env(CHIEF_OWNER="owner", CHIEF_METRICS_PORT="off"),
+        takes_port=False,  # on its socket in the data folder
     )
     door.start(wait=False)
     assert door.popen is not None

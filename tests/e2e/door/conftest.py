@@ -36,6 +36,11 @@ class DoorProcess(Service):
     def stderr(self) -> str:
         return self.log()
 
+    def metrics_base(self) -> str:
+        """`http://127.0.0.1:PORT` where this start serves `/metrics` (CHIEF_METRICS_PORT)."""
+        port = int(self.wait_event("door.metrics_listening", "the door's /metrics")["port"])
+        return f"http://127.0.0.1:{port}"
+
     def close(self) -> None:
         """Make sure the process is gone (killing it if a test left it running)."""
         if self.running:
@@ -44,7 +49,9 @@ class DoorProcess(Service):
 
 def clean_env(folder: Path, **settings: str) -> dict[str, str]:
     """The parent's environment without any Coop, Chief or Telegram setting, plus `settings`."""
-    return procs.clean_env(folder, **({"CHIEF_OWNER": OWNER, "CHIEF_PORT": "0"} | settings))
+    return procs.clean_env(
+        folder, **({"CHIEF_OWNER": OWNER, "CHIEF_METRICS_PORT": "off"} | settings)
+    )
 
 
 _SPAWNED: list[DoorProcess] = []
@@ -57,8 +64,7 @@ def spawn_door(env: dict[str, str], *, wait_listening: bool = True) -> DoorProce
         Path(env["COOP_HOME"]),
         "door.listening",
         env,
-        port_env="CHIEF_PORT",
-        port=int(env.get("CHIEF_PORT", "0")) or None,
+        takes_port=False,
     )
     _SPAWNED.append(door)
     door.start(wait=wait_listening)
@@ -82,13 +88,16 @@ class Harness:
         )
 
     def notify(self, door: DoorProcess, document: object) -> httpx.Response:
-        return self.client.post(door.url + NOTIFY_URL, json=document, headers=key_headers())
+        with procs.socket_client(door.socket_path) as client:
+            return client.post(NOTIFY_URL, json=document, headers=key_headers())
 
     def notify_batch(self, door: DoorProcess, document: object) -> httpx.Response:
-        return self.client.post(door.url + NOTIFY_BATCH_URL, json=document, headers=key_headers())
+        with procs.socket_client(door.socket_path) as client:
+            return client.post(NOTIFY_BATCH_URL, json=document, headers=key_headers())
 
     def status(self, door: DoorProcess) -> dict[str, object]:
-        response = self.client.get(door.url + STATUS_URL, headers=key_headers())
+        with procs.socket_client(door.socket_path) as client:
+            response = client.get(STATUS_URL, headers=key_headers())
         assert response.status_code == 200, response.text
         return response.json()
 

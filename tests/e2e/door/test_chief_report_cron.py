@@ -120,7 +120,7 @@ def test_text_that_is_not_utf8_is_one_line_and_exit_2(harness: Harness) -> None:
 
 def test_with_chief_serve_running_the_door_lands_the_line(harness: Harness) -> None:
     door = spawn_door(harness.env())
-    env = harness.env(CHIEF_PORT=str(door.port))
+    env = harness.env()  # the door is on <folder>/door.sock, where the command looks
     done = chief_report(env, "--source", "cron:backup", "--fire", "f1", "nightly backup ok")
     assert done.returncode == 0, done.stderr
     assert "by the running door" in done.stdout
@@ -141,7 +141,7 @@ def test_a_door_refusing_the_key_is_one_line_and_exit_1_with_the_line_kept(
     wrong = harness.folder / "wrong.key"
     wrong.write_text("not-the-door-key\n")
     wrong.chmod(0o600)
-    env = harness.env(CHIEF_PORT=str(door.port), COOP_SERVICE_KEY_FILE=str(wrong))
+    env = harness.env(COOP_SERVICE_KEY_FILE=str(wrong))
     done = chief_report(env, "--source", "cron:backup", "--fire", "f1", "backup ok")
     assert done.returncode == 1
     assert "the running door refused it (401 service_key_invalid)" in done.stderr
@@ -164,7 +164,7 @@ class Holder:
             text=True,
         )
         try:
-            self.port = int(self.expect("listening").split()[1])
+            self.socket = self.expect("listening").split()[1]  # the folder's door.sock
         except BaseException:
             self.proc.kill()
             self.close()
@@ -206,7 +206,7 @@ def holder(harness: Harness) -> Iterator[Holder]:
 def test_a_turn_held_across_the_command_gets_the_line_after_its_reply(
     harness: Harness, holder: Holder
 ) -> None:
-    env = harness.env(CHIEF_PORT=str(holder.port))
+    env = harness.env()  # the holder serves the door on <folder>/door.sock, where it looks
     holder.send("hold")
     holder.expect("held")
     # A short wait runs out while the turn is held: exit 0, durable, not yet in the conversation.
@@ -265,7 +265,7 @@ def test_with_the_holder_stopped_the_queued_line_lands_at_the_next_command(
     # command that finds nobody holding the Chief (the Chief lands everything waiting).
     host = Holder(harness.env())
     try:
-        env = harness.env(CHIEF_PORT=str(host.port))
+        env = harness.env()  # the host serves the door on <folder>/door.sock
         host.send("hold")
         host.expect("held")
         done = chief_report(env, "--source", "cron:a", "--fire", "1", "--wait", "0", "first")

@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e.door.conftest import Harness, spawn_door
 from tests.support.door import body, key_headers
+from tests.support.procs import socket_client
 from tests.support.waiting import wait_until_sync
 
 KEY = "q-" + "7" * 32  # the ask key the ledger drew for request #7
@@ -43,9 +44,8 @@ def test_a_door_killed_between_a_settle_and_its_edit_edits_after_restart(
     # The crash point holds the door's whole event loop, so the settle's answer may or may not
     # get out before it: the settle's commit comes before the edit is attempted either way.
     try:
-        answer = harness.client.post(
-            door.url + "/api/coop/engine/notify", json=settle, headers=key_headers(), timeout=3
-        )
+        with socket_client(door.socket_path, timeout_s=3) as client:
+            answer = client.post("/api/coop/engine/notify", json=settle, headers=key_headers())
         assert answer.status_code == 200, answer.text
     except httpx.TimeoutException:
         pass

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.door.conftest import clean_env
+from tests.e2e.door.conftest import Harness, clean_env, spawn_door
 from tests.support.door import write_key
 
 pytestmark = pytest.mark.timeout(120)
@@ -51,11 +51,20 @@ def test_chief_serve_with_an_unusable_chief_db_says_one_line(tmp_path: Path) -> 
     assert len(_said(result, "chief serve")) == 1
 
 
-def test_chief_serve_on_a_taken_port_says_one_line(tmp_path: Path, taken_port: int) -> None:
-    write_key(tmp_path)
-    result = _run(["serve", "--port", str(taken_port)], clean_env(tmp_path))
+def test_chief_serve_on_a_taken_socket_says_one_line(harness: Harness, tmp_path: Path) -> None:
+    # A second door, on a chief.db of its own (so its serve lock is free), told the socket a
+    # live door holds: it refuses in one line and leaves the live door's socket alone.
+    door = spawn_door(harness.env())
+    second = tmp_path / "second"
+    second.mkdir(mode=0o700)
+    write_key(second)
+    result = _run(["serve"], clean_env(second, COOP_DOOR_SOCKET=door.socket_path))
     assert result.returncode == 1
-    assert len(_said(result, "chief serve")) == 1
+    [said] = _said(result, "chief serve")
+    assert f"cannot serve on {door.socket_path}" in said, said
+    assert "another process already answers" in said, said
+    harness.status(door)  # the live door still answers there (200)
+    assert door.terminate() == 0
 
 
 def test_chief_emulator_on_a_taken_port_says_one_line(tmp_path: Path, taken_port: int) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from chief.door.commands_text import (
@@ -75,12 +74,12 @@ class Phone:
     def notify(self, text: str) -> None:
         """A notify straight to the door, as the notifier posts one."""
         body = {"text": text, "kind": "todo.done", "outbox_id": "d-" + uuid.uuid4().hex}
-        answer = httpx.post(
-            self.stack.door.url + NOTIFY_PATH,
+        answer = self.stack.door_request(
+            "POST",
+            NOTIFY_PATH,
             json=body,
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=ANSWER_S,
-            trust_env=False,
         )
         assert answer.status_code == 200, answer.text
 
@@ -92,11 +91,11 @@ class Phone:
         )
 
     def metric(self, name: str) -> float:
-        answer = httpx.get(
-            self.stack.door.url + "/metrics",
+        answer = self.stack.door_request(
+            "GET",
+            "/metrics",
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=ANSWER_S,
-            trust_env=False,
         )
         for line in answer.text.splitlines():
             if line.startswith(name + " "):

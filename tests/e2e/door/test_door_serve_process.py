@@ -16,6 +16,7 @@ from chief.door.pacing import REPEAT_MARKER
 from chief.telegram.emulator import parse_fault
 from tests.e2e.door.conftest import NOTIFY_URL, Harness, spawn_door
 from tests.support.door import batch, body, key_headers
+from tests.support.procs import socket_client
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,9 +55,9 @@ def test_door_crash_between_send_and_mark_rings_again_but_chief_once(harness: Ha
     assert door.terminate() == 0
 
 
-def _in_doubt_gauge(url: str) -> float:
-    """`coop_telegram_in_doubt_events` from the door's /metrics."""
-    answer = httpx.get(url + "/metrics", headers=key_headers(), timeout=10)
+def _in_doubt_gauge(base: str) -> float:
+    """`coop_telegram_in_doubt_events` from the door's /metrics (keyless, on TCP)."""
+    answer = httpx.get(base + "/metrics", timeout=10, trust_env=False)
     assert answer.status_code == 200, answer.text
     families = {f.name: f for f in text_string_to_metric_families(answer.text)}
     assert "coop_telegram_in_doubt_events" in families, sorted(families)
@@ -84,7 +85,7 @@ def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_m
     assert sum(harness.sent_marks(row) for row in first) == 0
 
     refuse_every_send(harness)  # the repeat waits while new rows queue behind it
-    door = spawn_door(harness.env())
+    door = spawn_door(harness.env(CHIEF_METRICS_PORT="0"))
     later = ["d-later-1", "d-later-2"]
     for row in later:
         assert harness.notify(door, body(row, text=f"row <{row}>")).status_code == 200
@@ -103,7 +104,7 @@ def test_door_killed_after_telegram_took_a_digest_repeats_its_rows_once_as_one_m
         assert sum(f"row <{row}>" in text for text in texts) == 1, texts
     assert not any(text.startswith(REPEAT_MARKER) for text in texts[2:])
     assert harness.status(door)["telegram_queue"]["in_doubt_events"] == 1
-    assert _in_doubt_gauge(door.url) == 1  # monitoring sees it too
+    assert _in_doubt_gauge(door.metrics_base()) == 1  # monitoring sees it too
     (event,) = door.events("door.send_in_doubt")
     assert event["entries"] == DIGEST_ROWS
     assert door.terminate() == 0
@@ -165,10 +166,10 @@ def test_door_retry_storm_against_a_slow_telegram_rings_once(harness: Harness) -
     lock = threading.Lock()
 
     def post(retries: int) -> None:
-        with httpx.Client(timeout=1.0) as client:
+        with socket_client(door.socket_path, timeout_s=1.0) as client:
             for _ in range(1 + retries):
                 try:
-                    client.post(door.url + NOTIFY_URL, json=document, headers=key_headers())
+                    client.post(NOTIFY_URL, json=document, headers=key_headers())
                     result = "answered"
                 except httpx.TimeoutException:
                     result = "timeout"
@@ -227,10 +228,10 @@ def test_door_refuses_to_start_with_a_key_file_not_0600(harness: Harness, mode: 
 def test_door_refuses_to_start_with_a_bad_setting(harness: Harness) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "chief", "serve"],
-        env=harness.env(CHIEF_PORT="eighty"),
+        env=harness.env(CHIEF_METRICS_PORT="eighty"),
         capture_output=True,
         timeout=30,
         check=False,
     )
     assert result.returncode == 2
-    assert "CHIEF_PORT" in result.stderr.decode()
+    assert "CHIEF_METRICS_PORT" in result.stderr.decode()

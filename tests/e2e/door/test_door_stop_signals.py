@@ -17,6 +17,7 @@ import pytest
 from chief.telegram.emulator import parse_fault
 from tests.e2e.door.conftest import NOTIFY_URL, Harness, clean_env, spawn_door
 from tests.support.door import body, key_headers
+from tests.support.procs import socket_client
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,10 +28,15 @@ SIGNAL_GAP_S = 0.005
 MAX_SIGNALS = 4000  # 20 s of signals at most
 
 
-def _post_in_thread(url: str, document: object, answers: list[object]) -> threading.Thread:
+def _post_in_thread(
+    client: httpx.Client, url: str, document: object, answers: list[object]
+) -> threading.Thread:
+    """POST `document` with `client` (closed after) to `url` in a thread; its answer (or error)
+    lands in `answers`."""
+
     def post() -> None:
         try:
-            with httpx.Client(timeout=30.0) as client:
+            with client:
                 answers.append(client.post(url, json=document, headers=key_headers()))
         except httpx.HTTPError as exc:
             answers.append(exc)
@@ -55,7 +61,9 @@ def test_door_stop_signals_finish_the_request_in_flight_and_exit_0(harness: Harn
     # The work in flight is the sender's: a Telegram send that takes HELD_S, then its mark.
     harness.emulator.arm(parse_fault({"mode": "delay", "delay_s": HELD_S}))
     answers: list[object] = []
-    thread = _post_in_thread(door.url + NOTIFY_URL, body("sig-1"), answers)
+    thread = _post_in_thread(
+        socket_client(door.socket_path, timeout_s=30.0), NOTIFY_URL, body("sig-1"), answers
+    )
     wait_until_sync(
         lambda: harness.emulator.calls["sendmessage"] >= 1,
         timeout_s=10,
@@ -111,7 +119,10 @@ def test_emulator_stop_signals_finish_the_request_in_flight_and_exit_0(tmp_path:
             assert armed.status_code == 200
         answers: list[object] = []
         thread = _post_in_thread(
-            base + "/bot1:x/sendMessage", {"chat_id": 1, "text": "held"}, answers
+            httpx.Client(timeout=30.0),
+            base + "/bot1:x/sendMessage",
+            {"chat_id": 1, "text": "held"},
+            answers,
         )
         wait_until_sync(lambda: any("emulator.fault_armed" in line for line in lines), timeout_s=5)
         wait_until_sync(lambda: _calls(base) >= 1, timeout_s=10, what="the call in flight")

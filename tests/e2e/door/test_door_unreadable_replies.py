@@ -188,7 +188,7 @@ def test_an_unreadable_get_me_leaves_the_door_up_chief_only_and_is_tried_again(
         "the door's status naming Telegram's problem",
     )
     assert "getMe" in problem, problem
-    said = coop("status", env=stack.env(COOP_DOOR_URL=stack.notify_url), inherit=False).stdout
+    said = coop("status", env=stack.env(), inherit=False).stdout
     assert "getMe" in said, said
     assert not rang(phone, text)
     shape(phone, clear=True)

@@ -1,8 +1,10 @@
 """Urgent reports end to end (issue 28): `chief serve` and the Bot API emulator as real
 processes (tests.support.stack), rows posted to the door as the engine sends them (`urgent:
 true`, and beside `ask`), the owner played through the emulator. One door for the module, its
-interval compressed through the test-only CHIEF_TEST_URGENT_SHORT (1 s between rings, 6 s to
-expiry), the owner's /quiet on for the whole module: an urgent report rings with sound through
+interval compressed through the test-only CHIEF_TEST_URGENT_SHORT (1 s between rings), its
+expiry far past anything a test waits for (a restart on a loaded machine takes seconds: a
+report of another test must not expire under it); the expiry itself has a door of its own, 6 s
+to expiry. The owner's /quiet is on for every door: an urgent report rings with sound through
 it, rings again each interval with one live "Got it" on the phone, stops at "Got it" (a double
 tap acknowledging once), at a reply, at its request's settle, and after its expiry (each with
 one Chief line), and a SIGKILL between two repeats neither loses the next nor rings one twice.
@@ -16,7 +18,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 OWNER_ID = int(CHAT_ID)
 WAIT_S = 15.0
 RERING_S = 1.0
-EXPIRE_S = 6.0
+EXPIRE_S = 6.0  # the expiry test's door
+LONG_EXPIRE_S = 300.0  # the module's door: no report expires while a test runs
 GOT_IT = "Got it"
 
 
@@ -50,12 +53,12 @@ class Urgent:
         """A notify row to the door, as the notifier posts one; its outbox id."""
         outbox_id = "d-" + uuid.uuid4().hex
         body = {"text": text, "kind": "notify", "outbox_id": outbox_id, **extras}
-        answer = httpx.post(
-            self.stack.door.url + NOTIFY_PATH,
+        answer = self.stack.door_request(
+            "POST",
+            NOTIFY_PATH,
             json=body,
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         assert answer.status_code == 200, answer.text
         return outbox_id
@@ -63,12 +66,12 @@ class Urgent:
     def post_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A notify batch, as the notifier posts one (an outbox id per item); the answers."""
         body = {"items": [item | {"outbox_id": "d-" + uuid.uuid4().hex} for item in items]}
-        answer = httpx.post(
-            self.stack.door.url + NOTIFY_BATCH_PATH,
+        answer = self.stack.door_request(
+            "POST",
+            NOTIFY_BATCH_PATH,
             json=body,
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         assert answer.status_code == 200, answer.text
         return list(answer.json()["items"])
@@ -155,11 +158,11 @@ class Urgent:
         return self.rings(text)
 
     def metric(self, name: str) -> float:
-        answer = httpx.get(
-            self.stack.door.url + "/metrics",
+        answer = self.stack.door_request(
+            "GET",
+            "/metrics",
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         )
         for line in answer.text.splitlines():
             if line.startswith(name + " "):
@@ -181,13 +184,14 @@ def text_of(name: str) -> str:
     return f"{name} {uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(scope="module")
-def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
-    folder: Path = tmp_path_factory.mktemp("urgent")
+@contextmanager
+def urgent_stack(folder: Path, expire_s: float) -> Iterator[Urgent]:
+    """A door whose reports ring every RERING_S and expire after `expire_s`, the owner's /quiet
+    on, and the owner's phone beside it."""
     settings = {
         "CHIEF_TEST_URGENT_SHORT": "1",
         "CHIEF_URGENT_RERING_S": str(RERING_S),
-        "CHIEF_URGENT_EXPIRE_S": str(EXPIRE_S),
+        "CHIEF_URGENT_EXPIRE_S": str(expire_s),
     }
     stack = Stack(folder, door_env=settings)
     try:
@@ -202,6 +206,18 @@ def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
     finally:
         stack.stop()
         stack.close()
+
+
+@pytest.fixture(scope="module")
+def urgent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Urgent]:
+    with urgent_stack(tmp_path_factory.mktemp("urgent"), LONG_EXPIRE_S) as phone:
+        yield phone
+
+
+@pytest.fixture
+def expiring(tmp_path: Path) -> Iterator[Urgent]:
+    with urgent_stack(tmp_path, EXPIRE_S) as phone:
+        yield phone
 
 
 def test_an_urgent_report_rings_loud_through_quiet_again_and_stops_at_got_it(
@@ -328,7 +344,8 @@ def test_a_batch_rings_its_urgent_row_alone_and_loud_and_the_rest_as_before(
     assert urgent.lines(rf"^{quiet} 1$")  # its Chief line unmarked
 
 
-def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -> None:
+def test_an_unacknowledged_urgent_report_expires_with_its_line(expiring: Urgent) -> None:
+    urgent = expiring
     text = text_of("smoke alarm")
     key = urgent.post(text, urgent=True)
     line = urgent.owner.wait_for(
@@ -345,7 +362,7 @@ def test_an_unacknowledged_urgent_report_expires_with_its_line(urgent: Urgent) -
     assert len(urgent.quiet_behind_marker(text)) == rings
     assert urgent.metric("coop_urgent_expiries_total") >= 1
     # `coop status --check` names it, and says a person is needed.
-    checked = coop("status", "--check", env=urgent.stack.env(COOP_DOOR_URL=urgent.stack.notify_url))
+    checked = coop("status", "--check", env=urgent.stack.env())
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"urgent report {key} went unacknowledged: URGENT: {text}" in checked.stdout
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests.e2e.door.conftest import NOTIFY_URL, Harness
 from tests.support.door import key_headers
+from tests.support.procs import socket_client
 from tests.support.waiting import wait_until_sync
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -54,8 +55,7 @@ class Assistant:
         except BaseException:
             self.close()
             raise
-        self.port = str(listening["port"])
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.socket_path = str(listening["socket"])  # the door's, <folder>/door.sock
 
     def _pump(self) -> None:
         assert self.proc.stderr is not None
@@ -123,13 +123,11 @@ def test_reports_during_a_chat_turn_land_after_the_reply(
 ) -> None:
     answers: dict[str, httpx.Response] = {}
 
-    def post(name: str, url: str, **kwargs: object) -> None:
-        with httpx.Client(timeout=TIMEOUT_S) as client:
-            answers[name] = client.post(url, **kwargs)  # type: ignore[arg-type]
+    def post(name: str, path: str, **kwargs: object) -> None:
+        with socket_client(assistant.socket_path, TIMEOUT_S) as client:
+            answers[name] = client.post(path, **kwargs)  # type: ignore[arg-type]
 
-    chat = threading.Thread(
-        target=post, args=("chat", assistant.url + "/chat"), kwargs={"json": {"text": "hi"}}
-    )
+    chat = threading.Thread(target=post, args=("chat", "/chat"), kwargs={"json": {"text": "hi"}})
     chat.start()
     wait_until_sync(
         lambda: (harness.folder / "chief.db").exists() and messages(harness.folder),
@@ -139,7 +137,7 @@ def test_reports_during_a_chat_turn_land_after_the_reply(
     # During the turn: a Coop line through the mounted notify door, and a cron line.
     notify = threading.Thread(
         target=post,
-        args=("notify", assistant.url + NOTIFY_URL),
+        args=("notify", NOTIFY_URL),
         kwargs={
             "json": {"text": "todo #7 done", "kind": "todo_done", "outbox_id": "7"},
             "headers": key_headers(),
@@ -149,7 +147,7 @@ def test_reports_during_a_chat_turn_land_after_the_reply(
     args = ["--source", "cron:backup", "--fire", "1", "--wait", "0", "backup ok"]
     cron = subprocess.run(
         [sys.executable, "-m", "chief", "report", *args],
-        env=harness.env(CHIEF_PORT=assistant.port),
+        env=harness.env(),  # to the assistant on <folder>/door.sock, where it looks
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S,

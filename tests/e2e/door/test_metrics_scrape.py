@@ -1,10 +1,11 @@
-"""GET /metrics on the engine service (`coop serve`) and on the door (`chief serve`), scraped over
-real HTTP during a real delivery (both as processes: the door starts only after the engine has
-deferred the head row at least once, and Telegram, the emulator, answers a 429 and then a 500)
-and parsed with prometheus_client's own parser: every counter moved by exactly what happened.
-Telegram's failures stay inside the door (its own queue), so they show in the door's send
-counters and never as engine deferrals. Then the guard: the key is required, as a Bearer token or
-the service key header.
+"""GET /metrics on the engine service (`coop serve`) and on the door (`chief serve`, its
+/metrics alone on TCP, keyless, at CHIEF_METRICS_PORT), scraped over real HTTP during a real
+delivery (both as processes: the door starts only after the engine has deferred the head row at
+least once, and Telegram, the emulator, answers a 429 and then a 500) and parsed with
+prometheus_client's own parser: every counter moved by exactly what happened. Telegram's failures
+stay inside the door (its own queue), so they show in the door's send counters and never as
+engine deferrals. Then the guard: the engine's key is required, as a Bearer token or the service
+key header; the door's scrape carries no key, and a browser or a rebound Host is refused on both.
 
 And what a real Prometheus sees: both endpoints asked with the `Accept` header each Prometheus
 version sends answer one exposition (one `# EOF` at most, no family twice) that the OpenMetrics
@@ -26,7 +27,6 @@ from engine import outbox
 from tests.e2e.door.conftest import NOTIFY_URL, DoorProcess, Harness, spawn_door
 from tests.e2e.owner.conftest import ServeProcess
 from tests.support.door import KEY
-from tests.support.procs import free_port
 from tests.support.waiting import wait_until_sync
 
 # A long run (tens of seconds on a loaded machine): scheduled first (tests/conftest.py).
@@ -49,13 +49,16 @@ PROMETHEUS_ACCEPT = {
 OPENMETRICS = "application/openmetrics-text"
 
 
-def scrape(url: str, **headers: str) -> httpx.Response:
-    headers = headers or {"Authorization": f"Bearer {KEY}"}
-    return httpx.get(url + "/metrics", headers=headers, timeout=TIMEOUT_S)
+def scrape(url: str, *, keyed: bool = True, **headers: str) -> httpx.Response:
+    """GET `url`/metrics, with the key as a Bearer token unless `headers` or not `keyed` (the
+    door's /metrics: Prometheus's scrape of it carries no key)."""
+    if keyed and not headers:
+        headers = {"Authorization": f"Bearer {KEY}"}
+    return httpx.get(url + "/metrics", headers=headers, timeout=TIMEOUT_S, trust_env=False)
 
 
-def samples(url: str) -> Samples:
-    answer = scrape(url)
+def samples(url: str, *, keyed: bool = True) -> Samples:
+    answer = scrape(url, keyed=keyed)
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     found: Samples = {}
@@ -71,16 +74,22 @@ def value(found: Samples, name: str, **labels: str) -> float:
 
 
 def assert_guarded(engine: ServeProcess, door: DoorProcess) -> None:
-    """The key is required (Bearer or the service key header); browsers and rebinding refused."""
-    for url in (engine.url, door.url):
-        assert scrape(url, Accept="text/plain").status_code == 401
-        assert scrape(url, Authorization="Bearer wrong-key").status_code == 401
-        assert scrape(url, Authorization=f"Basic {KEY}").status_code == 401
-        assert scrape(url, **{"X-Coop-Service-Key": KEY}).status_code == 200
-        browser = scrape(url, Authorization=f"Bearer {KEY}", Origin="http://example.com")
-        assert browser.status_code == 403
-        rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
-        assert rebinding.status_code == 403
+    """The engine's key is required (Bearer or the service key header), the door's /metrics is
+    keyless; browsers and rebinding refused on both."""
+    door_metrics = door.metrics_base()
+    assert scrape(door_metrics, keyed=False, Accept="text/plain").status_code == 200
+    browser = scrape(door_metrics, keyed=False, Origin="http://example.com")
+    assert browser.status_code == 403
+    assert scrape(door_metrics, keyed=False, Host="evil.example").status_code == 403
+    url = engine.url
+    assert scrape(url, Accept="text/plain").status_code == 401
+    assert scrape(url, Authorization="Bearer wrong-key").status_code == 401
+    assert scrape(url, Authorization=f"Basic {KEY}").status_code == 401
+    assert scrape(url, **{"X-Coop-Service-Key": KEY}).status_code == 200
+    browser = scrape(url, Authorization=f"Bearer {KEY}", Origin="http://example.com")
+    assert browser.status_code == 403
+    rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
+    assert rebinding.status_code == 403
 
 
 def sent_texts(messages: list[dict[str, object]]) -> list[str]:
@@ -95,9 +104,8 @@ def sent_texts(messages: list[dict[str, object]]) -> list[str]:
 def test_both_scrapes_count_exactly_what_a_delivery_did_and_need_the_key(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = free_port()
+    # The door will be on <folder>/door.sock, where the engine's notifier looks by default.
     env = harness.env(
-        COOP_DOOR_URL=f"http://127.0.0.1:{port}{NOTIFY_URL}",
         COOP_BACKOFF_BASE_S="0.5",
         # One row per request, so each row is one notify answer and one timed notify (the
         # batch route's own counting is the door's batch tests' business).
@@ -105,13 +113,13 @@ def test_both_scrapes_count_exactly_what_a_delivery_did_and_need_the_key(
     )
     engine = ServeProcess(harness.folder, env).start()
     try:
-        _deliver_and_scrape(harness, engine, port, monkeypatch)
+        _deliver_and_scrape(harness, engine, monkeypatch)
     finally:
         engine.stop_quietly()
 
 
 def _deliver_and_scrape(
-    harness: Harness, engine: ServeProcess, port: int, monkeypatch: pytest.MonkeyPatch
+    harness: Harness, engine: ServeProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Telegram answers the first send 429 (Retry-After 1 s), the second 500, then accepts.
     harness.emulator.arm(parse_fault({"mode": "429", "count": 1, "retry_after": 1}))
@@ -136,7 +144,7 @@ def _deliver_and_scrape(
     assert value(during, "coop_outbox_rows", state="pending") == 3
     assert value(during, "coop_outbox_oldest_pending_age_seconds") > 0
 
-    door = spawn_door(harness.env(CHIEF_PORT=str(port)))
+    door = spawn_door(harness.env(CHIEF_METRICS_PORT="0"))
     wait_until_sync(
         lambda: sent_texts(harness.emulator.messages) == ["line 1", "line 2", "line 3"],
         timeout_s=TIMEOUT_S,
@@ -171,7 +179,7 @@ def _deliver_and_scrape(
     assert value(after, "coop_outbox_commit_to_delivered_seconds_count") == 3
     assert value(after, "coop_worker_drains_total", outcome="released") >= 1
 
-    door_after = samples(door.url)
+    door_after = samples(door.metrics_base(), keyed=False)
     assert value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="200") == 3
     assert math.isnan(value(door_after, "coop_door_requests_total", path=NOTIFY_URL, status="503"))
     assert value(door_after, "coop_door_notify_duration_seconds_count") == 3
@@ -186,9 +194,10 @@ def _deliver_and_scrape(
     assert_guarded(engine, door)
 
 
-def assert_one_exposition(url: str, accept: str) -> None:
+def assert_one_exposition(url: str, accept: str, *, keyed: bool = True) -> None:
     """One scrape as Prometheus asks it: one exposition that both parsers (and promtool) read."""
-    answer = scrape(url, Authorization=f"Bearer {KEY}", Accept=accept)
+    key = {"Authorization": f"Bearer {KEY}"} if keyed else {}
+    answer = scrape(url, keyed=keyed, Accept=accept, **key)
     assert answer.status_code == 200, answer.text
     content_type = answer.headers["content-type"]
     text = answer.text
@@ -226,11 +235,8 @@ def test_both_endpoints_answer_each_prometheus_version_with_one_exposition(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COOP_KICK", "datagram")  # the service's daemon delivers, no drainer
-    port = free_port()
-    door = spawn_door(harness.env(CHIEF_PORT=str(port)))
-    engine = ServeProcess(
-        harness.folder, harness.env(COOP_DOOR_URL=f"http://127.0.0.1:{port}{NOTIFY_URL}")
-    ).start()
+    door = spawn_door(harness.env(CHIEF_METRICS_PORT="0"))
+    engine = ServeProcess(harness.folder, harness.env()).start()  # to <folder>/door.sock
     try:
         # A delivered row: every family of the engine's registries carries a sample.
         outbox.notify("line 1", actor="me", db=str(harness.folder / "coop.db"))
@@ -240,9 +246,9 @@ def test_both_endpoints_answer_each_prometheus_version_with_one_exposition(
             what="the row delivered",
         )
         for version, accept in PROMETHEUS_ACCEPT.items():
-            for url in (engine.url, door.url):
+            for url in (engine.url, door.metrics_base()):
                 try:
-                    assert_one_exposition(url, accept)
+                    assert_one_exposition(url, accept, keyed=url == engine.url)
                 except AssertionError as exc:
                     where = "engine" if url == engine.url else "door"
                     raise AssertionError(f"Prometheus {version}, the {where}: {exc}") from None

@@ -13,8 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.door.conftest import NOTIFY_URL, DoorProcess, Harness, spawn_door
-from tests.support.door import KEY
+from tests.e2e.door.conftest import DoorProcess, Harness, spawn_door
 from tests.support.procs import run_module
 from tests.support.waiting import wait_until_sync
 
@@ -27,9 +26,8 @@ TIMEOUT_S = 30.0
 
 
 def door_gauges(door: DoorProcess) -> dict[str, float]:
-    answer = httpx.get(
-        door.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}, timeout=TIMEOUT_S
-    )
+    # Keyless, as Prometheus scrapes it: /metrics alone on the door's TCP port.
+    answer = httpx.get(door.metrics_base() + "/metrics", timeout=TIMEOUT_S, trust_env=False)
     assert answer.status_code == 200, answer.text
     return {
         sample.name: sample.value
@@ -47,8 +45,8 @@ def test_telegram_failing_every_send_fails_the_check_and_shows_in_the_door_metri
         json={"mode": "5xx", "status": 502, "count": 10_000},
     )
     assert armed.status_code == 200, armed.text
-    door = spawn_door(harness.env())
-    env = harness.env(COOP_DOOR_URL=door.url + NOTIFY_URL, COOP_KICK="off")
+    door = spawn_door(harness.env(CHIEF_METRICS_PORT="0"))
+    env = harness.env(COOP_KICK="off")  # to the door on <folder>/door.sock, where it looks
 
     def coop(*args: str) -> tuple[int, str]:
         result = run_module("engine", args, env=env, inherit=False)

@@ -79,7 +79,7 @@ def _owner_call_answers(stack: Stack) -> None:
 
 
 def _coop_status_reads_the_door(stack: Stack) -> None:
-    done = coop("status", "--json", env=stack.env(COOP_DOOR_URL=stack.notify_url), inherit=False)
+    done = coop("status", "--json", env=stack.env(), inherit=False)
     door = json.loads(done.stdout)["door"]
     assert door.get("answered") is True, door
 
@@ -90,12 +90,12 @@ def _socket_fds(pid: int) -> int:
 
 
 def test_idle_connections_on_both_services_lock_nobody_out(stack: Stack) -> None:
-    assert stack.door.port is not None
+    assert stack.door.socket_path
     assert stack.engine.port is not None
     _notify_lands(stack, "before the flood", within_s=10.0)
     baseline = {part.name: _socket_fds(part.pid) for part in (stack.door, stack.engine)}
     with (
-        IdleSockets(stack.door.port, IDLE_PER_SERVICE) as door_idle,
+        IdleSockets(stack.door.socket_path, IDLE_PER_SERVICE) as door_idle,
         IdleSockets(stack.engine.port, IDLE_PER_SERVICE) as engine_idle,
     ):
         _notify_lands(stack, "during the flood", within_s=LANDED_WITHIN_S)

@@ -11,14 +11,17 @@ from tests.support.loopback_door import SERVICE_KEY
 from tests.support.procs import REPO, clean_env, write_key
 
 
-def notifier_env(tmp_path: Path, db_path: Path, door_url: str, **extra: str) -> dict[str, str]:
-    """The environment a daemon, a drainer or a producer runs with (key file written 0600)."""
+def notifier_env(
+    tmp_path: Path, db_path: Path, door_socket: str | Path, **extra: str
+) -> dict[str, str]:
+    """The environment a daemon, a drainer or a producer runs with (key file written 0600),
+    sending to the door at the Unix socket `door_socket`."""
     key_file = tmp_path / "service.key"
     if not key_file.exists():
         write_key(key_file, SERVICE_KEY)
     ours = {
         "COOP_DB": str(db_path),
-        "COOP_DOOR_URL": door_url,
+        "COOP_DOOR_SOCKET": str(door_socket),
         "COOP_SERVICE_KEY_FILE": str(key_file),
         "COOP_CLIENT_TIMEOUT_S": "10",
         "COOP_BACKOFF_BASE_S": "0.05",

@@ -47,7 +47,7 @@ def _assert_one_line_refusal(proc: subprocess.Popen[bytes], log: Path) -> None:
 
 def test_a_second_daemon_prints_one_line_and_exits_non_zero(tmp_path: Path) -> None:
     db_path = _fresh_db(tmp_path)
-    env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none", COOP_KICK="off")
+    env = notifier_env(tmp_path, db_path, tmp_path / "no-door.sock", COOP_KICK="off")
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = start_notifier(["run"], env, first_log)
     try:
@@ -62,7 +62,7 @@ def test_a_second_daemon_prints_one_line_and_exits_non_zero(tmp_path: Path) -> N
 
 def test_daemons_started_together_leave_exactly_one_running(tmp_path: Path) -> None:
     db_path = _fresh_db(tmp_path)
-    env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none", COOP_KICK="off")
+    env = notifier_env(tmp_path, db_path, tmp_path / "no-door.sock", COOP_KICK="off")
     logs = [tmp_path / f"racer-{n}.log" for n in range(RACERS)]
     procs = [start_notifier(["run"], env, log) for log in logs]
     try:
@@ -99,11 +99,11 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
     disk_full.touch()
     log = tmp_path / "serve.log"
     door = TestDoor()
-    with serve_door_in_thread(door) as door_url:
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
         env = notifier_env(
             tmp_path,
             db_path,
-            door_url,
+            door_socket,
             COOP_KICK="datagram",
             COOP_BACKSTOP_S="600",
             COOP_SERVICE_PORT="0",
@@ -160,8 +160,8 @@ def test_the_worker_finishes_its_row_and_exits_0_under_a_storm_of_stop_signals(
     add_rows(db_path, 100)
     log = tmp_path / "daemon.log"
     door = TestDoor(delay_s=0.05)
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off", COOP_BACKSTOP_S="600")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off", COOP_BACKSTOP_S="600")
         proc = start_notifier([command], env, log)
         wait_until_sync(lambda: len(door.received) >= 3, timeout_s=30, what="drain under way")
         sent = 0

@@ -58,8 +58,8 @@ def test_hammer_every_row_delivered_exactly_once_and_the_lock_ends_free(
     engine_store.open_connection(db_path).close()
     drainer_log = Path(str(db_path) + ".drainer.log")
     door = TestDoor(batch_route=True)  # the drainers send batches (COOP_BATCH_MAX's default)
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="auto")
         producers = [
             subprocess.Popen(
                 [

@@ -43,8 +43,10 @@ def test_library_verbs_wake_a_running_daemon(
     engine_store.open_connection(db_path).close()
     log = tmp_path / "daemon.log"
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto", COOP_BACKSTOP_S=BACKSTOP_S)
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(
+            tmp_path, db_path, door_socket, COOP_KICK="auto", COOP_BACKSTOP_S=BACKSTOP_S
+        )
         _use_env(monkeypatch, env)
         proc = start_notifier(["run"], env, log)
         try:
@@ -83,8 +85,8 @@ def test_library_verbs_spawn_a_drainer_when_no_daemon_runs(
     engine_store.open_connection(db_path).close()
     drainer_log = Path(str(db_path) + ".drainer.log")
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
-        _use_env(monkeypatch, notifier_env(tmp_path, db_path, url, COOP_KICK="auto"))
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        _use_env(monkeypatch, notifier_env(tmp_path, db_path, door_socket, COOP_KICK="auto"))
         started = time.monotonic()
         outbox.notify("from a script", actor="script")
         spawned_s = _delivered_within(door, 1, started)

@@ -44,8 +44,8 @@ def test_a_daemon_killed_mid_drain_and_restarted_delivers_every_row(
     ids = add_rows(db_path, 500)
     log = tmp_path / "daemon.log"
     door = TestDoor(delay_s=0.002)  # a 500-row drain long enough to be killed in the middle
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off", COOP_BACKSTOP_S="600")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off", COOP_BACKSTOP_S="600")
         first = start_notifier(["run"], env, log)
         wait_until_sync(lambda: len(door.received) >= 150, timeout_s=60, what="150 rows at door")
         first.send_signal(signal.SIGKILL)
@@ -81,8 +81,8 @@ def test_a_crash_after_the_door_answered_resends_that_row_once_on_restart(
     ids = add_rows(db_path, 3)
     log = tmp_path / "drain.log"
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off")
         crashed = start_notifier(
             ["drain"], {**env, "COOP_TEST_FAULTS": "notifier.after_door_answer"}, log
         )
@@ -102,8 +102,8 @@ def test_sigterm_finishes_the_row_in_flight_and_exits_0(tmp_path: Path) -> None:
     add_rows(db_path, 200)
     log = tmp_path / "daemon.log"
     door = TestDoor(delay_s=0.01)
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off")
         proc = start_notifier(["run"], env, log)
         wait_until_sync(lambda: len(door.received) >= 5, timeout_s=30, what="drain under way")
         assert _terminate(proc) == 0
@@ -119,8 +119,10 @@ def test_a_coop_verb_kicks_the_running_daemon_without_polling(tmp_path: Path) ->
     db_path = _fresh_db(tmp_path)
     log = tmp_path / "daemon.log"
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="datagram", COOP_BACKSTOP_S="600")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(
+            tmp_path, db_path, door_socket, COOP_KICK="datagram", COOP_BACKSTOP_S="600"
+        )
         proc = start_notifier(["run"], env, log)
         try:
             wait_until_sync(
@@ -145,7 +147,7 @@ def test_a_coop_verb_kicks_the_running_daemon_without_polling(tmp_path: Path) ->
 
 def test_the_command_line_refuses_a_readable_key_and_a_wrong_setting(tmp_path: Path) -> None:
     db_path = _fresh_db(tmp_path)
-    env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none")
+    env = notifier_env(tmp_path, db_path, tmp_path / "no-door.sock")
     key = Path(env["COOP_SERVICE_KEY_FILE"])
     key.chmod(0o644)
     run = [sys.executable, "-m", "notifier", "drain"]
@@ -181,8 +183,8 @@ def test_a_bounded_drain_process_stops_after_its_count(tmp_path: Path) -> None:
     db_path = _fresh_db(tmp_path)
     ids = add_rows(db_path, 5)
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off")
         proc = start_notifier(["drain", "--max-runs", "2"], env, tmp_path / "drain.log")
         assert proc.wait(timeout=30) == 0
     assert door.ids(db_path) == ids[:2]

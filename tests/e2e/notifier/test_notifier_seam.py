@@ -27,11 +27,11 @@ def test_a_row_committed_while_a_drainer_is_held_at_its_handoff_is_delivered(
     gate = tmp_path / "hold-at-handoff"
     gate.touch()
     door = TestDoor()
-    with serve_door_in_thread(door) as url:
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
         env = notifier_env(
             tmp_path,
             db_path,
-            url,
+            door_socket,
             COOP_KICK="auto",
             COOP_TEST_FAULTS=f"notifier.before_handoff:pause-while={gate}",
         )

@@ -73,8 +73,8 @@ def test_a_spawned_drainer_waits_out_a_short_deferral_with_no_new_producer(
     db_path = _fresh_db(tmp_path)
     drainer_log = Path(str(db_path) + ".drainer.log")
     door = TestDoor(script=[_unavailable(SHORT_RETRY_AFTER_S)])
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="auto")
         row = _produce(env, db_path, "deferred once")
         wait_until_sync(
             lambda: _events(drainer_log, "outbox.deferred"), timeout_s=30, what="the deferral"
@@ -99,8 +99,8 @@ def test_a_daemon_retries_a_deferred_head_at_its_due_time_with_no_new_producer(
     ids = add_rows(db_path, 1)
     log = tmp_path / "daemon.log"
     door = TestDoor(script=[_unavailable(SHORT_RETRY_AFTER_S)])
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off", COOP_BACKSTOP_S="600")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off", COOP_BACKSTOP_S="600")
         proc = start_notifier(["run"], env, log)
         try:
             wait_until_sync(lambda: _events(log, "outbox.deferred"), timeout_s=30, what="deferral")
@@ -119,8 +119,8 @@ def test_one_drainer_waits_however_many_kicks_arrive_meanwhile(tmp_path: Path) -
     db_path = _fresh_db(tmp_path)
     drainer_log = Path(str(db_path) + ".drainer.log")
     door = TestDoor(script=[_unavailable(SHORT_RETRY_AFTER_S + 1)])
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="auto")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="auto")
         rows = [_produce(env, db_path, "head")]
         wait_until_sync(lambda: _events(drainer_log, "notifier.drain.waiting"), what="a waiter")
         # More producers while the head is deferred: their drainers find the head not due and
@@ -148,8 +148,8 @@ def test_a_long_deferral_and_no_wait_leave_the_row_to_the_timer_at_once(tmp_path
     db_path = _fresh_db(tmp_path)
     ids = add_rows(db_path, 1)
     door = TestDoor(script=[_unavailable(SHORT_RETRY_AFTER_S), _unavailable(LONG_RETRY_AFTER_S)])
-    with serve_door_in_thread(door) as url:
-        env = notifier_env(tmp_path, db_path, url, COOP_KICK="off")
+    with serve_door_in_thread(door, tmp_path / "door.sock") as door_socket:
+        env = notifier_env(tmp_path, db_path, door_socket, COOP_KICK="off")
         # What the timer runs: a short deferral is not waited for either.
         log = tmp_path / "timer-drain.log"
         assert start_notifier(["drain", "--no-wait"], env, log).wait(timeout=30) == 0
@@ -202,7 +202,7 @@ def test_in_service_mode_a_drain_leaves_the_store_to_the_owner_and_a_daemon_refu
     owner_file = Path(str(db_path) + ".owner.json")
     owner_file.write_text(f'{{"mode": "service", "database": "{db_path}"}}')
     owner_file.chmod(0o600)  # as `coop cutover` writes it
-    env = notifier_env(tmp_path, db_path, "http://127.0.0.1:9/none", COOP_KICK="off")
+    env = notifier_env(tmp_path, db_path, tmp_path / "no-door.sock", COOP_KICK="off")
     log = tmp_path / "timer-drain.log"
     assert start_notifier(["drain", "--no-wait"], env, log).wait(timeout=30) == 0
     [exit_event] = _events(log, "notifier.exit")

@@ -33,8 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 KEY = "private-folder-key-0123456789"
 BOT_TOKEN = "123456:private-token"
 OWNER_ID = 4242
-# Nothing listens on the discard port: a notifier's rows are deferred, which is not under test.
-NO_DOOR = "http://127.0.0.1:9/api/coop/engine/notify"
 WAIT_S = 20.0
 
 
@@ -74,7 +72,9 @@ def _env(tmp_path: Path, **settings: str) -> dict[str, str]:
     base = {
         "COOP_SERVICE_KEY_FILE": str(key),
         "COOP_ACTOR": "agent",
-        "COOP_DOOR_URL": NO_DOOR,
+        # No door at <COOP_HOME>/door.sock but a test's own: a notifier's rows are deferred,
+        # which is not under test. A door serves no /metrics port (parallel tests share none).
+        "CHIEF_METRICS_PORT": "off",
         "COOP_BACKOFF_BASE_S": "60",
         "CHIEF_OWNER": "owner",
     }
@@ -171,9 +171,7 @@ def test_the_standalone_notifier_makes_a_private_folder(tmp_path: Path) -> None:
 
 def test_chief_serve_makes_a_private_folder(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    door = Service(
-        "door", ["chief", "serve"], tmp_path, "door.listening", env, port_env="CHIEF_PORT"
-    )
+    door = Service("door", ["chief", "serve"], tmp_path, "door.listening", env, takes_port=False)
     try:
         with umask_000():
             door.start()

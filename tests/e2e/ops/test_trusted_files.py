@@ -59,7 +59,7 @@ def _env(folder: Path, **settings: str) -> dict[str, str]:
         "COOP_ACTOR": "agent",
         "COOP_KICK": "off",
         "CHIEF_OWNER": "owner",
-        "COOP_DOOR_URL": NO_SERVICE + "/api/coop/engine/notify",
+        "CHIEF_METRICS_PORT": "off",
     }
     return clean_env(folder, **(base | settings))
 
@@ -87,7 +87,7 @@ def test_a_service_key_another_user_owns_stops_the_door_and_the_notifier(tmp_pat
     key = write_key(tmp_path / "service.key", KEY)
     fix = _give_away(key)
     door = Service("door", ["chief", "serve"], tmp_path, "door.listening", _env(tmp_path),
-                   port_env="CHIEF_PORT")  # fmt: skip
+                   takes_port=False)  # fmt: skip
     notifier = Service("notifier", ["notifier", "run"], tmp_path, "notifier.daemon.started",
                        _env(tmp_path), takes_port=False)  # fmt: skip
 
@@ -106,7 +106,7 @@ def test_a_pairing_file_not_private_to_this_user_stops_the_door(tmp_path: Path, 
     fix = SPOILERS[spoil](pairing)
     env = _env(tmp_path, TELEGRAM_BOT_TOKEN=BOT_TOKEN, TELEGRAM_API_BASE=NO_SERVICE + "/bot")
     door = Service("door", ["chief", "serve"], tmp_path, "door.listening", env,
-                   port_env="CHIEF_PORT")  # fmt: skip
+                   takes_port=False)  # fmt: skip
 
     status, log = _refused_at_start(door)
 

@@ -55,8 +55,8 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
         "COOP_OWNER": "owner",
         "COOP_SERVICE_HOST": "127.0.0.1",
         "COOP_SERVICE_KEY_FILE": str(key),
-        # No door listens here: the embedded notifier defers its rows, which is not under test.
-        "COOP_DOOR_URL": "http://127.0.0.1:9/api/coop/engine/notify",
+        # No door listens at <COOP_HOME>/door.sock unless a test serves one there: the embedded
+        # notifier defers its rows, which is not under test.
         "COOP_BACKOFF_BASE_S": "60",
     }
     for name in ("COOP_OWNER_FILE", "COOP_TEST_FAULTS", "COOP_SESSION"):

@@ -64,7 +64,7 @@ class Folder:
         self.env = door.env(
             COOP_HOME=str(home),
             COOP_DB=str(self.db),
-            COOP_DOOR_URL=door.notify_url,
+            COOP_DOOR_SOCKET=str(door.door_socket),
             COOP_SERVICE_HOST="127.0.0.1",
             COOP_SERVICE_PORT=str(free_port()),
         )

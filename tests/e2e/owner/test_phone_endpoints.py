@@ -232,8 +232,8 @@ def test_the_rows_reach_a_recording_door_with_their_extras(
     phone's close, without a ring back. The far end is the recorder test door: the Chief's door
     refuses these fields until it learns them (tests/integration/door/test_door_phone_extras.py)."""
     door = TestDoor(key=_key(stack_env), batch_route=True)
-    with serve_door_in_thread(door) as url:
-        serve.env["COOP_DOOR_URL"] = url
+    with serve_door_in_thread(door, Path(stack_env["COOP_HOME"]) / "door.sock") as path:
+        serve.env["COOP_DOOR_SOCKET"] = path
         # Filed before `coop serve` starts, so its daemon's first drain finds it: these tests
         # send no kick (COOP_KICK=off), and a row filed just after that drain waited for the
         # daemon's 300 s backstop (the test timed out on a loaded machine).

@@ -40,7 +40,7 @@ RACE_ROUNDS = 20
 class Stack:
     """The module's folder, environment, door and `coop serve`."""
 
-    def __init__(self, folder: Path, door: TestDoor, door_url: str) -> None:
+    def __init__(self, folder: Path, door: TestDoor, door_socket: str) -> None:
         self.folder = folder
         self.door = door
         key = folder / "service.key"
@@ -54,7 +54,7 @@ class Stack:
             "COOP_OWNER": "owner",
             "COOP_SERVICE_HOST": "127.0.0.1",
             "COOP_SERVICE_KEY_FILE": str(key),
-            "COOP_DOOR_URL": door_url,
+            "COOP_DOOR_SOCKET": door_socket,
             "COOP_OWNER_FILE": "",
             "COOP_TEST_FAULTS": "",
             "COOP_SESSION": "",
@@ -69,8 +69,9 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     door = TestDoor(key=KEY)
-    with serve_door_in_thread(door) as url:
-        built = Stack(tmp_path_factory.mktemp("deadlines"), door, url)
+    folder = tmp_path_factory.mktemp("deadlines")
+    with serve_door_in_thread(door, folder / "door.sock") as path:
+        built = Stack(folder, door, path)
         built.serve.start()
         try:
             yield built

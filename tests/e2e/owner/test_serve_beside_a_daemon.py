@@ -33,8 +33,8 @@ def test_serve_leaves_delivery_to_a_running_daemon_and_takes_it_over_when_it_sto
     tmp_path: Path, stack_env: dict[str, str]
 ) -> None:
     door = TestDoor(key=Path(stack_env["COOP_SERVICE_KEY_FILE"]).read_text().strip())
-    with serve_door_in_thread(door) as url:
-        env = {**stack_env, "COOP_DOOR_URL": url, "COOP_KICK": "datagram"}
+    with serve_door_in_thread(door, tmp_path / "door.sock") as path:
+        env = {**stack_env, "COOP_DOOR_SOCKET": path, "COOP_KICK": "datagram"}
         daemon = Service(
             "daemon",
             ["notifier", "run"],

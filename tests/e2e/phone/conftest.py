@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.phone import EmulatorOwner
@@ -111,11 +110,11 @@ class PhoneStack:
     def door_pending(self) -> tuple[int, float]:
         """The answers waiting for the ledger, as the door's status and its /metrics say."""
         status = self.stack.door_status()
-        scraped = httpx.get(
-            self.stack.door.url + "/metrics",
+        scraped = self.stack.door_request(
+            "GET",
+            "/metrics",
             headers={SERVICE_KEY_HEADER: SERVICE_KEY},
             timeout=WAIT_S,
-            trust_env=False,
         ).text
         gauge = next(
             float(line.split()[1])

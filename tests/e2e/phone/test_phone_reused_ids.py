@@ -81,7 +81,7 @@ def _reuse(way: str, phone: PhoneStack, folder: Path) -> None:
         other = {"COOP_DB": str(folder / "second" / "coop.db")}
         (folder / "second").mkdir()
         _old_asks(phone, **other)
-        env = phone.stack.env(**other, COOP_DOOR_URL=phone.stack.notify_url)
+        env = phone.stack.env(**other)
         drained = run_module("notifier", ["drain"], env=env, inherit=False)
         assert drained.returncode == 0, drained.stderr
         return

@@ -17,7 +17,6 @@ from collections import Counter
 from contextlib import closing
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.e2e.proof.proof_checks import carried_texts
@@ -176,12 +175,12 @@ def test_an_upgrade_delivers_a_row_in_flight_once(make_stack: MakeStack) -> None
     _old_ledger(stack.coop_db, in_flight)
     # The previous notifier sent row 1 under its id, and the door took it; its answer was lost
     # (the engine stopped for the upgrade before it marked the row).
-    with httpx.Client(timeout=10.0, trust_env=False) as client:
-        answer = client.post(
-            stack.door.url + NOTIFY_PATH,
-            json={"text": in_flight, "kind": "note", "outbox_id": "1"},
-            headers={SERVICE_KEY_HEADER: SERVICE_KEY},
-        )
+    answer = stack.door_request(
+        "POST",
+        NOTIFY_PATH,
+        json={"text": in_flight, "kind": "note", "outbox_id": "1"},
+        headers={SERVICE_KEY_HEADER: SERVICE_KEY},
+    )
     assert answer.status_code == 200, answer.text
     _once_everywhere(stack, [in_flight])
 

@@ -1,9 +1,13 @@
 """`live`: one standalone door app (`create_app`, lifespan and all) per test module, served by a
-real uvicorn in a background thread, with the Bot API emulator in another; tests speak plain
-HTTP to it and read chief.db with a second connection, as an operator would."""
+real uvicorn in a background thread, on loopback TCP (as a host application may mount it: the
+guard's peer and Host checks apply there) and on the door's Unix socket (`socket_path`, as
+`chief serve` serves it: where the notifier reaches it), with the Bot API emulator in another
+thread; tests speak plain HTTP to it and read chief.db with a second connection, as an operator
+would."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +23,7 @@ from chief.door.config import DoorConfig
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from chief.door.verbs import DoorVerbs
 from chief.telegram.emulator import EmulatorState, create_emulator
+from plumbing.unix import bind_private
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.door import (
     BOT_TOKEN,
@@ -41,6 +46,7 @@ class LiveDoor:
     db_path: Path
     posture_path: Path
     openapi: dict[str, Any]
+    socket_path: str = ""  # the same app on the door's socket, <folder>/door.sock
 
     def notify(self, document: object, headers: dict[str, str] | None = None) -> httpx.Response:
         return self.client.post(
@@ -140,12 +146,23 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDoor]:
         )
         db_path = folder / "chief.db"
         app = create_app(config, ChiefConfig(db_path=db_path, owner=OWNER))
+        sock = bind_private(str(config.socket_path))
         with (
+            contextlib.closing(sock),
             serve_asgi_in_thread(app, lifespan="on") as url,
+            serve_asgi_in_thread(app, lifespan="off", sock=sock),  # one lifespan: the TCP one's
             httpx.Client(timeout=10.0) as client,
         ):
             yield LiveDoor(
-                url, client, app.state.door, emulator, emulator_url, db_path, posture, app.openapi()
+                url,
+                client,
+                app.state.door,
+                emulator,
+                emulator_url,
+                db_path,
+                posture,
+                app.openapi(),
+                str(config.socket_path),
             )
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from chief.door.router import NOTIFY_PATH
 from engine import store as engine_store
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
@@ -44,7 +43,7 @@ def _ask(db: str, tag: str) -> int:
 async def _drain(db: Path, door: LiveDoor, batch_max: int) -> None:
     config = NotifierConfig(
         db_path=db,
-        door_url=door.url + NOTIFY_PATH,
+        door_socket=Path(door.socket_path),
         service_key=KEY,
         client_timeout_s=10.0,
         backoff_base_s=0.05,
@@ -55,7 +54,7 @@ async def _drain(db: Path, door: LiveDoor, batch_max: int) -> None:
         config,
         db=Database(lambda: engine_store.open_connection(config.db_path)),
         client_factory=lambda: HttpDoorClient(
-            config.door_url, config.service_key, config.client_timeout_s, batch_url=config.batch_url
+            str(config.door_socket), config.service_key, config.client_timeout_s
         ),
     )
     try:

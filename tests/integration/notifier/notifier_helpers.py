@@ -16,9 +16,8 @@ from notifier.worker import DrainReport, Worker
 from tests.support.loopback_door import SERVICE_KEY, row_ids
 
 
-def make_config(
-    db_path: Path, door_url: str = "http://127.0.0.1:9/none", **kw: float
-) -> NotifierConfig:
+def make_config(db_path: Path, door_socket: str | None = None, **kw: float) -> NotifierConfig:
+    """A config for `db_path` whose door is at `door_socket` (default: none listens there)."""
     settings: dict[str, float] = {
         "client_timeout_s": 5.0,
         "backoff_base_s": 0.05,
@@ -26,7 +25,8 @@ def make_config(
         "backstop_s": 30.0,
     }
     settings.update(kw)
-    return NotifierConfig(db_path=db_path, door_url=door_url, service_key=SERVICE_KEY, **settings)
+    socket = Path(door_socket) if door_socket else db_path.parent / "no-door.sock"
+    return NotifierConfig(db_path=db_path, door_socket=socket, service_key=SERVICE_KEY, **settings)
 
 
 def add_rows(db_path: Path, count: int, prefix: str = "row") -> list[int]:

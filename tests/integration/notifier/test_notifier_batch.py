@@ -43,10 +43,7 @@ def _worker(config: NotifierConfig, client: object | None = None) -> Worker:
         client_factory=(lambda: client)  # type: ignore[arg-type,return-value]
         if client is not None
         else lambda: HttpDoorClient(
-            config.door_url,
-            config.service_key,
-            config.client_timeout_s,
-            batch_url=config.batch_url,
+            str(config.door_socket), config.service_key, config.client_timeout_s
         ),
     )
 
@@ -72,11 +69,11 @@ def _keys(db_path: Path) -> list[str]:
     return [str(r["delivery_key"]) for r in _rows(db_path)]
 
 
-def _real_door_config(db_path: Path, url: str, batch_max: int = 8) -> NotifierConfig:
-    config = make_config(db_path, url + NOTIFY_PATH)
+def _real_door_config(db_path: Path, socket_path: str, batch_max: int = 8) -> NotifierConfig:
+    config = make_config(db_path, socket_path)
     return NotifierConfig(
         db_path=db_path,
-        door_url=config.door_url,
+        door_socket=config.door_socket,
         service_key=KEY,
         client_timeout_s=config.client_timeout_s,
         backoff_base_s=config.backoff_base_s,
@@ -90,8 +87,8 @@ async def test_batches_reach_the_real_door_in_fifo_order_and_land_once(
     db_path: Path, tmp_path: Path
 ) -> None:
     ids = add_rows(db_path, 19)  # two full batches of 8 and one of 3
-    async with door_stack(_door_folder(tmp_path)) as stack:
-        worker = _worker(_real_door_config(db_path, stack.url))
+    async with door_stack(_door_folder(tmp_path), on_socket=True) as stack:
+        worker = _worker(_real_door_config(db_path, stack.socket_path))
         report, logs = await drain_once(worker)
         assert report.outcome is DrainOutcome.RELEASED
         assert (report.delivered, report.deferred) == (19, 0)
@@ -115,9 +112,9 @@ async def test_a_door_without_the_batch_route_is_served_one_row_a_post_said_once
 ) -> None:
     door = TestDoor()  # the single route only: the batch route answers 404
     first = add_rows(db_path, 6)
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            worker = _worker(make_config(db_path, url))
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            worker = _worker(make_config(db_path, socket_path))
             try:
                 with capture_logs() as logs:
                     assert (await worker.drain()).outcome is DrainOutcome.RELEASED
@@ -132,7 +129,7 @@ async def test_a_door_without_the_batch_route_is_served_one_row_a_post_said_once
     # The 404 is remembered for the process: asked once, said once.
     unsupported = [e for e in logs if e["event"] == "notifier.batch.unsupported"]
     assert len(unsupported) == 1
-    assert unsupported[0]["url"] == url + "-batch"
+    assert unsupported[0]["url"].endswith(NOTIFY_PATH + "-batch")
 
 
 async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_retry_delivers_once(
@@ -143,8 +140,8 @@ async def test_a_batch_whose_recording_fails_part_way_records_no_row_and_the_ret
     full.touch()
     # The store fails between the batch's first and second row marks.
     monkeypatch.setenv(FAULTS_ENV, f"engine.queue.record_batch.between_rows:raise-while={full}")
-    async with door_stack(_door_folder(tmp_path)) as stack:
-        config = _real_door_config(db_path, stack.url)
+    async with door_stack(_door_folder(tmp_path), on_socket=True) as stack:
+        config = _real_door_config(db_path, stack.socket_path)
         worker = _worker(config)
         try:
             with pytest.raises(StoreError):
@@ -228,7 +225,7 @@ async def test_batch_max_one_keeps_the_single_route(db_path: Path) -> None:
     ids = add_rows(db_path, 3)
     config = make_config(db_path)
     config = NotifierConfig(
-        db_path=db_path, door_url=config.door_url, service_key=config.service_key, batch_max=1
+        db_path=db_path, door_socket=config.door_socket, service_key=config.service_key, batch_max=1
     )
     client = FakeDoorClient(batch=lambda rows: _answers(rows, set()))
     worker = _worker(config, client)
@@ -245,9 +242,9 @@ async def test_a_batch_post_logs_one_delivery_event_naming_every_row(db_path: Pa
     # more than the rest of a row's delivery in a batch of 64; the event names every row.
     door = TestDoor(batch_route=True)
     ids = add_rows(db_path, 19)
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            config = make_config(db_path, url)
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            config = make_config(db_path, socket_path)
             worker = _worker(config)
             try:
                 with capture_logs() as logs:
@@ -270,8 +267,8 @@ async def test_a_door_taking_smaller_batches_is_served_at_its_limit_said_once(
     # instead of deferring the head row for ever.
     ids = add_rows(db_path, 20)
     settings = {"CHIEF_NOTIFY_BATCH_MAX": "8"}
-    async with door_stack(_door_folder(tmp_path), settings=settings) as stack:
-        worker = _worker(_real_door_config(db_path, stack.url, batch_max=64))
+    async with door_stack(_door_folder(tmp_path), settings=settings, on_socket=True) as stack:
+        worker = _worker(_real_door_config(db_path, stack.socket_path, batch_max=64))
         try:
             with capture_logs() as logs:
                 report = await worker.drain()

@@ -23,9 +23,9 @@ BACKSTOP_S = 600.0
 
 @asynccontextmanager
 async def running_daemon(db_path: Path, door: TestDoor) -> AsyncIterator[Daemon]:
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            daemon = Daemon(make_config(db_path, url, backstop_s=BACKSTOP_S))
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            daemon = Daemon(make_config(db_path, socket_path, backstop_s=BACKSTOP_S))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(daemon.run)
                 await wait_until(daemon.socket_path.exists, what="the kick socket")

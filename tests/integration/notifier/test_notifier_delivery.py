@@ -30,7 +30,7 @@ from tests.support.loopback_door import (
     Answer,
     TestDoor,
     bound_socket,
-    door_url,
+    door_socket,
     serve_door,
 )
 from tests.support.waiting import wait_until
@@ -41,7 +41,7 @@ def _worker(config: NotifierConfig) -> Worker:
         config,
         db=Database(lambda: engine_store.open_connection(config.db_path)),
         client_factory=lambda: HttpDoorClient(
-            config.door_url, config.service_key, config.client_timeout_s
+            str(config.door_socket), config.service_key, config.client_timeout_s
         ),
     )
 
@@ -60,10 +60,10 @@ async def test_rows_reach_the_door_in_fifo_order_with_the_key_and_the_answer_is_
 ) -> None:
     door = TestDoor()
     ids = add_rows(db_path, 5)
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
             with capture_logs() as logs:
-                assert await _drain_once(make_config(db_path, url)) is DrainOutcome.RELEASED
+                assert await _drain_once(make_config(db_path, socket_path)) is DrainOutcome.RELEASED
     assert door.ids(db_path) == ids
     assert door.wrong_keys == 0
     first = outbox_row(db_path, ids[0])
@@ -84,10 +84,10 @@ async def test_door_down_is_retried_on_a_short_fixed_interval_then_up_delivers_e
     # again every COOP_UNREACHABLE_RETRY_S, and the outage is logged once, not per try.
     door = TestDoor()
     ids = add_rows(db_path, 5)
-    with bound_socket() as sock:  # bound, not listening: connections are refused
+    with bound_socket(db_path.parent / "door.sock") as sock:  # bound, not listening: refused
         config = make_config(
             db_path,
-            door_url(sock),
+            door_socket(sock),
             backoff_base_s=5.0,
             backoff_max_s=60.0,
             unreachable_retry_s=0.05,
@@ -102,7 +102,7 @@ async def test_door_down_is_retried_on_a_short_fixed_interval_then_up_delivers_e
                 # Strict FIFO: the deferred head holds every row behind it.
                 assert [outbox_row(db_path, i)["attempts"] for i in ids[1:]] == [0, 0, 0, 0]
                 head = outbox_row(db_path, ids[0])
-                assert "connection refused" in str(head["last_error"])
+                assert "the door is not running" in str(head["last_error"])
                 attempted = engine_store.parse_iso(str(head["last_attempt_at"])).timestamp()
                 assert float(head["next_attempt_at"]) - attempted <= 0.05 + 0.01  # not 5 s on
                 async with serve_door(door, sock):
@@ -128,8 +128,8 @@ async def test_a_one_shot_drainer_waits_out_a_short_outage_then_leaves_a_long_on
     # or the retry timer, as it leaves a long deferral; no line per try.
     monkeypatch.setattr(waiter_module, "DRAIN_WAIT_MAX_S", 1.0)
     [row] = add_rows(db_path, 1)
-    with bound_socket() as sock:  # bound, not listening: connections are refused
-        config = make_config(db_path, door_url(sock), unreachable_retry_s=0.05)
+    with bound_socket(db_path.parent / "door.sock") as sock:  # bound, not listening: refused
+        config = make_config(db_path, door_socket(sock), unreachable_retry_s=0.05)
         worker = _worker(config)
         try:
             with capture_logs() as logs:
@@ -155,15 +155,19 @@ async def test_refused_tries_do_not_grow_the_backoff_of_the_next_real_failure(
     # backoff is its first real failure's (5-10 s), not the sixth doubling's (the 60 s cap).
     [row] = add_rows(db_path, 1)
     now = [time.time()]
-    with bound_socket() as sock:  # bound, not listening: connections are refused
+    with bound_socket(db_path.parent / "door.sock") as sock:  # bound, not listening: refused
         config = make_config(
-            db_path, door_url(sock), backoff_base_s=10.0, backoff_max_s=60.0, unreachable_retry_s=1
+            db_path,
+            door_socket(sock),
+            backoff_base_s=10.0,
+            backoff_max_s=60.0,
+            unreachable_retry_s=1,
         )
         worker = Worker(
             config,
             db=Database(lambda: engine_store.open_connection(db_path)),
             client_factory=lambda: HttpDoorClient(
-                config.door_url, config.service_key, config.client_timeout_s
+                str(config.door_socket), config.service_key, config.client_timeout_s
             ),
             clock=lambda: now[0],
         )
@@ -194,9 +198,10 @@ async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_
         ]
     )
     first, second = add_rows(db_path, 2)
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            config = make_config(db_path, url)  # backoff caps at 0.2 s: the 3 s is the door's
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            # The backoff caps at 0.2 s: the 3 s is the door's.
+            config = make_config(db_path, socket_path)
             assert await _drain_once(config) is DrainOutcome.RELEASED
             row = outbox_row(db_path, first)
             assert row["state"] == "pending"
@@ -219,9 +224,9 @@ async def test_other_statuses_a_malformed_answer_a_wrong_key_and_a_timeout_are_d
     door = TestDoor(script=[Answer(500, body={"detail": "boom"}), Answer(200, raw=b"<html>")])
     (only,) = add_rows(db_path, 1)
     errors: list[str] = []
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            config = make_config(db_path, url, client_timeout_s=0.3)
+    with bound_socket(db_path.parent / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            config = make_config(db_path, socket_path, client_timeout_s=0.3)
             for tweak in ("500", "malformed", "wrong key", "timeout"):
                 if tweak == "wrong key":
                     await _drain_once(NotifierConfig(**{**config.__dict__, "service_key": "wrong"}))

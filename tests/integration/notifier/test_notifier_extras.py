@@ -72,10 +72,7 @@ def _worker(config: NotifierConfig) -> Worker:
         config,
         db=Database(lambda: engine_store.open_connection(config.db_path)),
         client_factory=lambda: HttpDoorClient(
-            config.door_url,
-            config.service_key,
-            config.client_timeout_s,
-            batch_url=config.batch_url,
+            str(config.door_socket), config.service_key, config.client_timeout_s
         ),
     )
 
@@ -112,9 +109,9 @@ async def test_the_notifier_sends_each_rows_extras_in_its_body(
     db = str(tmp_path / "coop.db")
     asked = _produce(db)
     door = TestDoor(batch_route=batch_route)
-    with bound_socket() as sock:
-        async with serve_door(door, sock) as url:
-            worker = _worker(make_config(Path(db), url, batch_max=64 if batch_route else 1))
+    with bound_socket(tmp_path / "door.sock") as sock:
+        async with serve_door(door, sock) as socket_path:
+            worker = _worker(make_config(Path(db), socket_path, batch_max=64 if batch_route else 1))
             try:
                 assert (await worker.drain()).outcome is DrainOutcome.RELEASED
             finally:

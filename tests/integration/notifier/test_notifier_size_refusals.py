@@ -22,17 +22,16 @@ from tests.support.door import KEY, door_stack
 
 pytestmark = pytest.mark.timeout(60)
 
-NOTIFY_PATH = "/api/coop/engine/notify"
 # A row's text: ~300 bytes, so ~6 rows fit the door's body limit below, and 64 do not.
 TEXT = "x" * 280
 # The door's body limit: a few rows' batch, not a dozen, and not one row of 4,000 characters.
 BODY_MAX_BYTES = 2048
 
 
-def _worker(db_path: Path, url: str, *, batch_max: int = 64) -> Worker:
+def _worker(db_path: Path, socket_path: str, *, batch_max: int = 64) -> Worker:
     config = NotifierConfig(
         db_path=db_path,
-        door_url=url + NOTIFY_PATH,
+        door_socket=Path(socket_path),
         service_key=KEY,
         client_timeout_s=5.0,
         backoff_base_s=30.0,  # a refused row is not tried again within the test
@@ -44,7 +43,7 @@ def _worker(db_path: Path, url: str, *, batch_max: int = 64) -> Worker:
         config,
         db=Database(lambda: engine_store.open_connection(db_path)),
         client_factory=lambda: HttpDoorClient(
-            config.door_url, config.service_key, config.client_timeout_s, batch_url=config.batch_url
+            str(config.door_socket), config.service_key, config.client_timeout_s
         ),
     )
 
@@ -83,8 +82,8 @@ async def test_a_batch_refused_for_its_size_is_sent_smaller_and_every_row_delive
     db_path: Path, tmp_path: Path, settings: dict[str, str], learned: int
 ) -> None:
     ids = _add(db_path, 40, "row")
-    async with door_stack(tmp_path, settings=settings) as stack:
-        worker = _worker(db_path, stack.url)
+    async with door_stack(tmp_path, settings=settings, on_socket=True) as stack:
+        worker = _worker(db_path, stack.socket_path)
         try:
             with capture_logs() as logs:
                 report = await worker.drain()
@@ -122,8 +121,8 @@ async def test_a_row_too_large_for_the_door_alone_is_its_own_refusal(
     [big] = _add(db_path, 1, "big", text="y" * 3000)  # over the door's limit on its own
     behind = _add(db_path, 5, "behind")
     settings = {"CHIEF_NOTIFY_BODY_MAX_BYTES": str(BODY_MAX_BYTES)}
-    async with door_stack(tmp_path, settings=settings) as stack:
-        worker = _worker(db_path, stack.url)
+    async with door_stack(tmp_path, settings=settings, on_socket=True) as stack:
+        worker = _worker(db_path, stack.socket_path)
         report, logs = await drain_once(worker)
         for outbox_id in ahead:
             assert await stack.chief_lines(_key(db_path, outbox_id)) == 1

@@ -1,12 +1,20 @@
 """The operator's tests share one data folder layout: COOP_HOME in a temporary folder, kicks
-off, no inherited paths, and the service key the door and `coop status` read."""
+off, no inherited paths, and the service key the door and `coop status` read; `door_on_socket`
+serves a door app where `coop status` reaches it, on a Unix socket bound as `chief serve` binds
+it."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.types import ASGIApp
 
+from plumbing.unix import bind_private
+from tests.support.asgi import serve_asgi_in_thread
 from tests.support.procs import write_key
 
 KEY = "status-test-key-0123456789"
@@ -16,7 +24,27 @@ KEY = "status-test-key-0123456789"
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COOP_HOME", str(tmp_path))
     monkeypatch.setenv("COOP_KICK", "off")
-    for name in ("COOP_DB", "COOP_OWNER_FILE", "COOP_DOOR_URL", "CHIEF_DB"):
+    for name in ("COOP_DB", "COOP_OWNER_FILE", "COOP_DOOR_SOCKET", "CHIEF_DB"):
         monkeypatch.delenv(name, raising=False)
     write_key(tmp_path / "service.key", KEY)
     return tmp_path
+
+
+@contextlib.contextmanager
+def door_on_socket(app: ASGIApp, path: Path, *, lifespan: str = "auto") -> Iterator[str]:
+    """Serve the door `app` on a Unix socket at `path` (0600, in a private folder); yield the
+    socket's path. The socket file is removed after."""
+    sock = bind_private(str(path))
+    try:
+        with serve_asgi_in_thread(app, lifespan=lifespan, sock=sock):
+            yield str(path)
+    finally:
+        sock.close()
+        path.unlink(missing_ok=True)
+
+
+def closed_socket(path: Path) -> str:
+    """A socket file at `path` that nobody holds (connections refused): a door that is down."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+    return str(path)

@@ -6,6 +6,7 @@ variable points, and must hear nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,12 +29,12 @@ def trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProxyTrap]:
         yield trap
 
 
-async def test_the_notifier_posts_to_the_door_directly(trap: ProxyTrap) -> None:
+async def test_the_notifier_posts_to_the_door_directly(trap: ProxyTrap, tmp_path: Path) -> None:
     door = TestDoor()
-    sock = bound_socket()
+    sock = bound_socket(tmp_path / "door.sock")
     try:
-        async with serve_door(door, sock) as url:
-            client = HttpDoorClient(url, SERVICE_KEY, timeout_s=5.0)
+        async with serve_door(door, sock) as path:
+            client = HttpDoorClient(path, SERVICE_KEY, timeout_s=5.0)
             try:
                 reply = await client.send(OutboxRow(1, "note", "tea is ready", 0, 0.0, "d-tea"))
             finally:

@@ -1,12 +1,11 @@
 """`coop status` and `--check` as a real CLI process, against a real ledger file and the real
-notify door on uvicorn (loopback, ephemeral port): healthy, each reason a person is needed,
-and usage errors."""
+notify door on uvicorn (on its Unix socket, bound as `chief serve` binds it): healthy, each
+reason a person is needed, and usage errors."""
 
 from __future__ import annotations
 
 import json
 import re
-import socket
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from engine import ledger, outbox
 from engine.owner import receipts
-from tests.support.asgi import serve_asgi_in_thread
+from tests.integration.ops.conftest import closed_socket, door_on_socket
 from tests.support.procs import coop, write_key
 
 
@@ -27,7 +26,7 @@ def door_environ(home: Path, **extra: str) -> dict[str, str]:
         "COOP_HOME": str(home),
         "COOP_SERVICE_KEY_FILE": str(home / "service.key"),
         "CHIEF_OWNER": "owner",
-        "CHIEF_PORT": "0",
+        "CHIEF_METRICS_PORT": "off",
         **extra,
     }
 
@@ -37,19 +36,12 @@ def door(home: Path) -> Iterator[str]:
     """The real door (no Telegram configured: status still answers)."""
     env = door_environ(home)
     app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env))
-    with serve_asgi_in_thread(app) as base_url:
-        yield base_url + "/api/coop/engine/notify"
+    with door_on_socket(app, home / "door.sock") as path:
+        yield path
 
 
-def status(home: Path, door_url: str, *args: str):
-    return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_URL": door_url})
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/api/coop/engine/notify"
+def status(home: Path, door_socket: str, *args: str):
+    return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door_socket})
 
 
 def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
@@ -62,7 +54,7 @@ def test_healthy_stack_checks_zero_and_shows_every_part(home, door):
     assert "worker lock: free" in out
     assert "uncertain receipts: none" in out
     assert (
-        f"door: answering at {door.rsplit('/', 1)[0]}/status; 0 Chief reports undelivered,"
+        f"door: answering at {door}; 0 Chief reports undelivered,"
         " 0 sent, posture normal, Telegram not configured"
     ) in out
     assert "telegram queue: empty" in out
@@ -99,7 +91,7 @@ def test_an_uncertain_receipt_needs_a_person(home, door):
 
 def test_a_door_that_does_not_answer_needs_a_person(home):
     ledger.add_todo("x", actor="builder")
-    url = closed_port_url()
+    url = closed_socket(home / "door.sock")
     result = status(home, url, "--check")
     assert result.returncode == 1
     assert "door: did not answer at" in result.stdout
@@ -117,8 +109,8 @@ def test_a_blocked_posture_needs_a_person(home):
     posture.write_text(json.dumps({"state": "blocked"}))
     env = door_environ(home, CHIEF_POSTURE_FILE=str(posture))
     app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env))
-    with serve_asgi_in_thread(app) as base_url:
-        result = status(home, base_url + "/api/coop/engine/notify", "--check")
+    with door_on_socket(app, home / "door.sock") as path:
+        result = status(home, path, "--check")
     assert result.returncode == 1
     assert "posture_blocked" in result.stdout
 
@@ -137,7 +129,7 @@ def test_json_view_carries_every_figure_and_the_problems(home, door):
 
 @pytest.mark.parametrize("bad", ["abc", "-1", "0"])
 def test_a_bad_max_pending_age_is_a_usage_error(home, bad):
-    result = status(home, closed_port_url(), "--check", "--max-pending-age", bad)
+    result = status(home, closed_socket(home / "door.sock"), "--check", "--max-pending-age", bad)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -157,7 +149,7 @@ def test_a_stale_take_is_listed(home, door):
     ledger.take_todo(1, actor="builder")
     out = coop(
         "status",
-        env={"COOP_HOME": str(home), "COOP_DOOR_URL": door, "COOP_STALE_AFTER_S": "0.001"},
+        env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door, "COOP_STALE_AFTER_S": "0.001"},
     ).stdout
     assert "stale: todo #1 [taken by builder," in out
 
@@ -169,7 +161,7 @@ def test_a_rotated_key_is_said_as_a_refused_key(home, door):
     result = status(home, door, "--check")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    url = door.rsplit("/", 1)[0] + "/status"
+    url = door
     assert f"door: refused this machine's service key at {url} (HTTP 401)" in lines
     assert "did not answer" not in result.stdout
     assert lines[-2:] == [

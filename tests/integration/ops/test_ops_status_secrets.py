@@ -1,8 +1,10 @@
 """`coop status` and the service key: read only through the 0600 check, and sent to the door
-directly, never through a proxy the environment names (real CLI processes, real door)."""
+directly on its socket, never through a proxy the environment names (real CLI processes, real
+door)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 from chief.config import ChiefConfig
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
-from tests.support.asgi import serve_asgi_in_thread
+from plumbing.unix import bind_private
+from tests.integration.ops.conftest import door_on_socket
 from tests.support.procs import coop
 from tests.support.proxy import ProxyTrap, proxy_trap
 
@@ -22,11 +25,11 @@ def door(home: Path) -> Iterator[str]:
         "COOP_HOME": str(home),
         "COOP_SERVICE_KEY_FILE": str(home / "service.key"),
         "CHIEF_OWNER": "owner",
-        "CHIEF_PORT": "0",
+        "CHIEF_METRICS_PORT": "off",
     }
     app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env))
-    with serve_asgi_in_thread(app) as base_url:
-        yield base_url + "/api/coop/engine/notify"
+    with door_on_socket(app, home / "door.sock") as path:
+        yield path
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def trap() -> Iterator[ProxyTrap]:
 def test_status_asks_the_door_directly_whatever_proxy_the_environment_names(
     home: Path, door: str, trap: ProxyTrap
 ) -> None:
-    env = {"COOP_HOME": str(home), "COOP_DOOR_URL": door, **trap.environ()}
+    env = {"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door, **trap.environ()}
 
     result = coop("status", "--check", env=env)
 
@@ -52,12 +55,14 @@ def test_status_refuses_a_service_key_others_can_read_and_sends_nothing(
     home: Path, mode: int
 ) -> None:
     (home / "service.key").chmod(mode)
-    with proxy_trap() as door_spot:  # stands where the door would be: it must hear nothing
-        url = door_spot.url + "/api/coop/engine/notify"
+    # A listener where the door would be, its socket private: it must hear nothing.
+    with contextlib.closing(bind_private(str(home / "door.sock"))) as door_spot:
+        door_spot.setblocking(False)
 
-        result = coop("status", "--check", env={"COOP_HOME": str(home), "COOP_DOOR_URL": url})
+        result = coop("status", "--check", env={"COOP_HOME": str(home)})
 
-        assert not door_spot.knocked(), "a key others can read was sent"
+        with pytest.raises(BlockingIOError):  # no connection queued: nothing was sent
+            door_spot.accept()
     assert result.returncode == 1
     assert "must be private (0600)" in result.stdout
     assert "needs a person: the door did not answer" in result.stdout

@@ -1,15 +1,17 @@
 """A Telegram outage, seen the way an operator and Prometheus see it: `coop status` (a real CLI
 process) and the door's `GET /metrics` (parsed with prometheus_client's parser), against the
-real door on uvicorn with its Telegram sender pointed at the Bot API emulator (each on a
-loopback port). Telegram failing every send makes `--check` exit 1 naming Telegram, and the
-metrics carry the queue's depth and age; each permanent refusal is named with what to do; a
-Chief-only install (no Telegram) is not an outage."""
+real door on uvicorn (on its Unix socket, and its keyless /metrics on a loopback port, as
+`chief serve` serves them) with its Telegram sender pointed at the Bot API emulator. Telegram
+failing every send makes `--check` exit 1 naming Telegram, and the metrics carry the queue's
+depth and age; each permanent refusal is named with what to do; a Chief-only install (no
+Telegram) is not an outage."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,11 @@ from chief.config import ChiefConfig
 from chief.conversation import Chief
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
+from chief.door.metrics import metrics_app
 from chief.telegram.emulator import create_emulator, parse_fault
-from tests.integration.ops.conftest import KEY
+from tests.integration.ops.conftest import KEY, door_on_socket
 from tests.support.asgi import serve_asgi_in_thread
-from tests.support.procs import coop
+from tests.support.procs import coop, socket_client
 from tests.support.waiting import wait_until_sync
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,6 +50,14 @@ class Clock:
         return datetime.now(UTC) + self.offset
 
 
+@dataclass(frozen=True)
+class Door:
+    """Where the door under test answers: its socket, and its /metrics on TCP."""
+
+    socket_path: str
+    metrics_url: str
+
+
 @contextmanager
 def door_with_telegram(
     home: Path,
@@ -55,9 +66,9 @@ def door_with_telegram(
     *,
     telegram: bool = True,
     door_token: str = TOKEN,
-) -> Iterator[str]:
-    """The door (its base URL), with Telegram on the emulator armed with `faults` (the emulator
-    knows the bot token TOKEN; the door sends `door_token`)."""
+) -> Iterator[Door]:
+    """The door (its socket and its /metrics), with Telegram on the emulator armed with
+    `faults` (the emulator knows the bot token TOKEN; the door sends `door_token`)."""
     emulator_app, emulator = create_emulator(token=TOKEN)
     for fault in faults:
         emulator.arm(parse_fault(fault))
@@ -66,7 +77,7 @@ def door_with_telegram(
             "COOP_HOME": str(home),
             "COOP_SERVICE_KEY_FILE": str(home / "service.key"),
             "CHIEF_OWNER": "owner",
-            "CHIEF_PORT": "0",
+            "CHIEF_METRICS_PORT": "off",  # served below, beside the door, on a free port
         }
         if telegram:
             env |= {
@@ -74,35 +85,38 @@ def door_with_telegram(
                 "TELEGRAM_CHAT_ID": "4242",
                 "TELEGRAM_API_BASE": emulator_url + "/bot",
             }
-        app = create_app(DoorConfig.from_env(env), ChiefConfig.from_env(env), wall_clock=clock)
-        with serve_asgi_in_thread(app) as door_url:
-            yield door_url
+        config = DoorConfig.from_env(env)
+        app = create_app(config, ChiefConfig.from_env(env), wall_clock=clock)
+        scrape = metrics_app(config, app.state.door, app.state.metrics)
+        with (
+            door_on_socket(app, home / "door.sock") as path,
+            serve_asgi_in_thread(scrape, lifespan="off") as metrics_url,
+        ):
+            yield Door(path, metrics_url)
 
 
-def door_get(door_url: str, path: str, **headers: str) -> httpx.Response:
-    return httpx.get(door_url + path, headers=headers, timeout=10)
-
-
-def telegram_queue(door_url: str) -> dict[str, Any]:
-    answer = door_get(door_url, "/api/coop/engine/status", **{"X-Coop-Service-Key": KEY})
+def telegram_queue(door: Door) -> dict[str, Any]:
+    with socket_client(door.socket_path) as client:
+        answer = client.get("/api/coop/engine/status", headers={"X-Coop-Service-Key": KEY})
     assert answer.status_code == 200, answer.text
     queue: dict[str, Any] = answer.json()["telegram_queue"]
     return queue
 
 
-def notify(door_url: str, outbox_id: str) -> None:
-    answer = httpx.post(
-        door_url + NOTIFY_PATH,
-        json={"text": f"row {outbox_id}", "kind": "todo.done", "outbox_id": outbox_id},
-        headers={"X-Coop-Service-Key": KEY},
-        timeout=10,
-    )
+def notify(door: Door, outbox_id: str) -> None:
+    with socket_client(door.socket_path) as client:
+        answer = client.post(
+            NOTIFY_PATH,
+            json={"text": f"row {outbox_id}", "kind": "todo.done", "outbox_id": outbox_id},
+            headers={"X-Coop-Service-Key": KEY},
+        )
     assert answer.status_code == 200, answer.text
     assert answer.json()["telegram"] in {"queued", "not_configured"}
 
 
-def door_metrics(door_url: str) -> dict[str, float]:
-    answer = door_get(door_url, "/metrics", Authorization=f"Bearer {KEY}")
+def door_metrics(door: Door) -> dict[str, float]:
+    """The door's /metrics as Prometheus scrapes it: keyless, on its TCP port."""
+    answer = httpx.get(door.metrics_url + "/metrics", timeout=10, trust_env=False)
     assert answer.status_code == 200, answer.text
     return {
         sample.name: sample.value
@@ -112,10 +126,8 @@ def door_metrics(door_url: str) -> dict[str, float]:
     }
 
 
-def coop_status(home: Path, door_url: str, *args: str):
-    return coop(
-        "status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_URL": door_url + NOTIFY_PATH}
-    )
+def coop_status(home: Path, door: Door, *args: str):
+    return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door.socket_path})
 
 
 def test_telegram_failing_every_send_fails_the_check_naming_telegram_and_shows_in_metrics(
@@ -123,16 +135,14 @@ def test_telegram_failing_every_send_fails_the_check_naming_telegram_and_shows_i
 ) -> None:
     clock = Clock()
     faults = [{"mode": "5xx", "count": 1000, "status": 502}]
-    with door_with_telegram(home, clock, faults) as door_url:
-        notify(door_url, "1")
-        notify(door_url, "2")
-        wait_until_sync(
-            lambda: telegram_queue(door_url)["last_error"], what="the first failed send"
-        )
-        young = coop_status(home, door_url, "--check")
+    with door_with_telegram(home, clock, faults) as door:
+        notify(door, "1")
+        notify(door, "2")
+        wait_until_sync(lambda: telegram_queue(door)["last_error"], what="the first failed send")
+        young = coop_status(home, door, "--check")
         assert young.returncode == 0, young.stdout + young.stderr  # young: not yet an outage
         clock.offset = LONG_AGO
-        result = coop_status(home, door_url, "--check")
+        result = coop_status(home, door, "--check")
         assert result.returncode == 1, result.stdout + result.stderr
         problems = [line for line in result.stdout.splitlines() if "needs a person" in line]
         assert len(problems) == 1, result.stdout
@@ -140,8 +150,8 @@ def test_telegram_failing_every_send_fails_the_check_naming_telegram_and_shows_i
         assert "2 queued" in problems[0]
         assert "more than 600s" in problems[0]
         # The same limit as the outbox rows': a larger one lets it pass.
-        assert coop_status(home, door_url, "--check", "--max-pending-age", "800").returncode == 0
-        found = door_metrics(door_url)
+        assert coop_status(home, door, "--check", "--max-pending-age", "800").returncode == 0
+        found = door_metrics(door)
     assert found["coop_telegram_queue_depth"] == 2
     assert found["coop_telegram_queue_oldest_age_seconds"] >= LONG_AGO.total_seconds()
 
@@ -158,13 +168,13 @@ def test_coop_status_names_a_permanent_refusal_and_what_to_do(
     home: Path, mode: str, kind: str, words: str, remedy: str
 ) -> None:
     faults = [{"mode": mode, "count": 1000, "methods": ["getMe", "sendMessage"]}]
-    with door_with_telegram(home, Clock(), faults) as door_url:
-        notify(door_url, "1")
+    with door_with_telegram(home, Clock(), faults) as door:
+        notify(door, "1")
         wait_until_sync(
-            lambda: telegram_queue(door_url)["refusal"], what="the refusal in the door's status"
+            lambda: telegram_queue(door)["refusal"], what="the refusal in the door's status"
         )
-        human = coop_status(home, door_url, "--check")
-        report = json.loads(coop_status(home, door_url, "--json").stdout)
+        human = coop_status(home, door, "--check")
+        report = json.loads(coop_status(home, door, "--json").stdout)
     # A refusal needs a person at once: it will not pass on its own.
     assert human.returncode == 1, human.stdout + human.stderr
     refused = [line for line in human.stdout.splitlines() if line.startswith("telegram refused")]
@@ -186,13 +196,13 @@ def test_coop_status_names_a_permanent_refusal_and_what_to_do(
 def test_a_wrong_bot_token_is_named_without_showing_the_token(home: Path) -> None:
     """No fault armed: the emulator refuses a token it does not know, as Telegram does (401)."""
     wrong = "654321:not-the-bots-token"
-    with door_with_telegram(home, Clock(), [], door_token=wrong) as door_url:
-        notify(door_url, "1")
+    with door_with_telegram(home, Clock(), [], door_token=wrong) as door:
+        notify(door, "1")
         queue = wait_until_sync(
-            lambda: (queue := telegram_queue(door_url))["refusal"] and queue,
+            lambda: (queue := telegram_queue(door))["refusal"] and queue,
             what="the refusal in the door's status",
         )
-        human = coop_status(home, door_url, "--check")
+        human = coop_status(home, door, "--check")
     assert queue["refusal"]["kind"] == "bad_token"
     assert human.returncode == 1, human.stdout + human.stderr
     assert "needs a person: Telegram refuses" in human.stdout
@@ -212,10 +222,10 @@ def test_a_chief_only_install_is_not_a_telegram_outage(home: Path) -> None:
     anyio.run(leave_an_entry)
     clock = Clock()
     clock.offset = LONG_AGO
-    with door_with_telegram(home, clock, [], telegram=False) as door_url:
-        notify(door_url, "1")
-        result = coop_status(home, door_url, "--check")
-        found = door_metrics(door_url)
+    with door_with_telegram(home, clock, [], telegram=False) as door:
+        notify(door, "1")
+        result = coop_status(home, door, "--check")
+        found = door_metrics(door)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "telegram: not configured" in result.stdout
     assert "needs a person" not in result.stdout

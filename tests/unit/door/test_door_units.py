@@ -33,7 +33,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_door_config_defaults(tmp_path: Path) -> None:
     write_key(tmp_path)
     config = DoorConfig.from_env({"COOP_HOME": str(tmp_path)})
-    assert (config.host, config.port) == ("127.0.0.1", 8765)
+    assert (config.socket_path, config.metrics_port) == (tmp_path / "door.sock", 8765)
     assert config.service_key_file == tmp_path / "service.key"
     assert config.service_key_digest == hashlib.sha256(KEY.encode()).digest()
     assert {str(peer) for peer in config.allowed_peers} == {"127.0.0.1", "::1"}

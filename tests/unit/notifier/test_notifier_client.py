@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
@@ -75,20 +76,22 @@ async def test_every_transport_error_becomes_a_reply_never_an_exception(
         assert reply.error.startswith("timeout after 15s")
 
 
-async def test_a_port_where_nothing_listens_is_a_refused_connection_and_nothing_else() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))  # bound, not listening: the kernel refuses a connect
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/coop/engine/notify"
-        client = HttpDoorClient(url, "k3y", 15.0)
-        try:
-            refused = await client.send(ROW)
-            batch = await client.send_batch([ROW, ROW])
-        finally:
-            await client.aclose()
-    for reply in (refused, batch):
+async def test_a_socket_nobody_holds_or_none_is_the_door_not_running(tmp_path: Path) -> None:
+    path = tmp_path / "door.sock"
+    replies = []
+    for bound in (True, False):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            if bound:
+                sock.bind(str(path))  # bound, not listening: the kernel refuses a connect
+            client = HttpDoorClient(str(path), "k3y", 15.0)
+            try:
+                replies += [await client.send(ROW), await client.send_batch([ROW, ROW])]
+            finally:
+                await client.aclose()
+        path.unlink(missing_ok=True)
+    for reply in replies:
         assert (reply.status, reply.refused_connection) == (None, True)
-        assert reply.error is not None
-        assert "connection refused" in reply.error
+        assert reply.error == f"the door is not running: nothing listens at {path}"
 
 
 def test_a_refusal_is_recognised_through_httpx_httpcore_and_anyio_wrapping() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from notifier.config import DEFAULT_DOOR_URL, NotifierConfig
+from notifier.config import NOTIFY_PATH, NotifierConfig
 from notifier.errors import ConfigError, NotifierError, ServiceKeyError
 
 
@@ -21,20 +21,21 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_defaults_come_from_the_data_folder(env: dict[str, str], tmp_path: Path) -> None:
     config = NotifierConfig.from_env(env)
     assert config.db_path == tmp_path / "coop.db"
-    assert config.door_url == DEFAULT_DOOR_URL
+    assert config.door_socket == tmp_path / "door.sock"
+    assert config.door_url == "http://localhost" + NOTIFY_PATH
     assert config.service_key == "s3cret"
     assert config.service_key_file == tmp_path / "service.key"
     assert (config.client_timeout_s, config.backoff_base_s) == (15.0, 1.0)
     assert (config.backoff_max_s, config.backstop_s) == (300.0, 300.0)
     assert config.batch_max == 64
-    assert config.batch_url == DEFAULT_DOOR_URL + "-batch"
+    assert config.batch_url == "http://localhost" + NOTIFY_PATH + "-batch"
     assert "s3cret" not in repr(config)
 
 
 def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: Path) -> None:
     env.update(
         COOP_DB=str(tmp_path / "other.db"),
-        COOP_DOOR_URL="http://127.0.0.1:9999/door",
+        COOP_DOOR_SOCKET=str(tmp_path / "elsewhere" / "door.sock"),
         COOP_CLIENT_TIMEOUT_S="2.5",
         COOP_BACKOFF_BASE_S="0.5",
         COOP_BACKOFF_MAX_S="60",
@@ -45,9 +46,8 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
     config = NotifierConfig.from_env(env)
     assert config.batch_max == 1
     assert config.unreachable_retry_s == 0.25
-    assert config.batch_url == "http://127.0.0.1:9999/door-batch"
     assert config.db_path == tmp_path / "other.db"
-    assert config.door_url == "http://127.0.0.1:9999/door"
+    assert config.door_socket == tmp_path / "elsewhere" / "door.sock"
     assert (config.client_timeout_s, config.backoff_base_s) == (2.5, 0.5)
     assert (config.backoff_max_s, config.backstop_s) == (60.0, 120.0)
 
@@ -60,11 +60,10 @@ def test_settings_are_read_from_the_environment(env: dict[str, str], tmp_path: P
         ("COOP_BACKOFF_BASE_S", "-1"),
         ("COOP_BACKOFF_MAX_S", "nan"),
         ("COOP_BACKSTOP_S", "1e9"),
-        ("COOP_DOOR_URL", "ftp://127.0.0.1/door"),
-        ("COOP_DOOR_URL", "127.0.0.1:8765"),
-        # httpx would post to port 99999 modulo 65536, some other process's port.
-        ("COOP_DOOR_URL", "http://127.0.0.1:99999/door"),
-        ("COOP_DOOR_URL", "http://127.0.0.1:0/door"),
+        # The settings that named a TCP door: refused, whatever they say.
+        ("COOP_DOOR_URL", "http://127.0.0.1:8765/api/coop/engine/notify"),
+        ("CHIEF_PORT", "8765"),
+        ("CHIEF_HOST", "127.0.0.1"),
         ("COOP_BATCH_MAX", "0"),
         ("COOP_BATCH_MAX", "65"),
         ("COOP_BATCH_MAX", "8.5"),
