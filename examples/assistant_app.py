@@ -42,9 +42,9 @@ from chief.conversation import Chief
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.errors import ChiefError
-from chief.logs import configure_logging
 from chief.loopback_http import run_server
 from chief.serve_lock import ServeLock
+from plumbing.logs import configure_logging
 
 DEFAULT_THINK_S = 0.2
 THINK_UNTIL_POLL_S = 0.02

@@ -57,7 +57,7 @@ from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
 from chief.telegram.phone import BotPhone
 from chief.telegram.sender import BotSender, build_sender
-from chief.terminal import shown
+from plumbing.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
@@ -389,8 +389,8 @@ def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]
 
 def main(argv: list[str] | None = None) -> int:
     """`chief serve [--host H] [--port P]`: run the door until SIGTERM."""
-    from chief.logs import configure_logging
     from chief.loopback_http import is_loopback_host, run_server
+    from plumbing.logs import configure_logging
 
     parser = OneLineParser(
         prog="chief serve", description="Run the Coop notify door (loopback only)."

@@ -1,18 +1,16 @@
-"""Structured logging for the notifier's entry points: one structlog event per line on stderr.
+"""Structured logging for every service and entry point (`coop serve`, `coop-notifier`, `chief
+serve`, `chief report`, the emulator): one structlog event per line on stderr.
 
-JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file),
-key=value console output on a tty; `COOP_LOG_FORMAT=json|console` forces either and
+JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file,
+tests), key=value console output on a tty; `COOP_LOG_FORMAT=json|console` forces either and
 `COOP_LOG_TIMESTAMP=off` leaves the time out of console lines (`ops/run` on a terminal, where
-honcho stamps each line). Library modules only call `structlog.get_logger(...)`; the
-entry point (`notifier.__main__`) calls `configure_logging()`. An embedding service (`coop serve`)
-configures structlog itself. `configure_logging` is the twin of `chief.logs.configure_logging`
-(chief must not import the notifier): `tests/contract/test_logging_twins.py` fails if their code
-ever differs.
+honcho stamps each line). Library modules only call `structlog.get_logger(...)`; entry points
+call `configure_logging()`.
 
 `emit_plain` writes one line of the same JSON shape with the standard library alone: a kicked
 drainer that loses the worker lock (most of them, under a burst) logs why and exits without
 importing structlog, whose import costs ~200 ms on this machine (more than the rest of the
-drainer's start).
+drainer's start). structlog is imported inside `configure_logging` for that reason.
 """
 
 from __future__ import annotations
@@ -35,8 +33,11 @@ def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
 
 
 def configure_logging(json: bool | None = None) -> None:
-    """Configure structlog for this process. `json=None` follows `COOP_LOG_FORMAT` (json or
-    console; anything else counts as unset), else picks JSON unless stderr is a tty."""
+    """Configure structlog for this process; calling it again just applies the same setup again.
+
+    `json=None` follows `COOP_LOG_FORMAT` (`json` or `console`; anything else counts as unset:
+    a log setting never stops a service), else picks JSON unless stderr is a terminal.
+    """
     import structlog
 
     forced = os.environ.get("COOP_LOG_FORMAT", "").strip().lower()
@@ -53,8 +54,9 @@ def configure_logging(json: bool | None = None) -> None:
     if json:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
+        # The console renderer formats exceptions itself (and warns if format_exc_info ran first).
         # repr: a value holding outside text (a title, an error a server wrote) reaches the
-        # terminal escaped, never acted on (engine.terminal's rule; JSON escapes it already).
+        # terminal escaped, never acted on (`plumbing.terminal`'s rule; JSON escapes it already).
         processors.append(structlog.dev.ConsoleRenderer(colors=True, repr_native_str=True))
     structlog.configure(
         processors=processors,
