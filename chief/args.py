@@ -10,7 +10,7 @@ import sys
 from collections.abc import Collection
 from typing import NoReturn
 
-from chief.terminal import shown
+from plumbing.terminal import shown
 
 EXIT_USAGE = 2
 #: The ports a TCP socket can bind; 0 asks the operating system for any free one.

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from chief.args import OneLineParser
 from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
-from chief.terminal import shown, shown_json
+from plumbing.terminal import shown, shown_json
 
 if TYPE_CHECKING:
     from chief.cron import DoorAddress
@@ -461,7 +461,7 @@ def _quiet_logs() -> None:
 
     import structlog
 
-    from chief.logs import configure_logging
+    from plumbing.logs import configure_logging
 
     configure_logging()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -506,7 +506,7 @@ def _local_time(created_at: str) -> str:
 def render_message(message: Message) -> str:
     """One message as a person reads it: id, local time, speaker or badge, then the text, its
     lines indented under the first. Only a newline starts a line; every other control in it (a
-    CR, ESC, a C1 or bidi control) is shown escaped (`chief.terminal`)."""
+    CR, ESC, a C1 or bidi control) is shown escaped (`plumbing.terminal`)."""
     head = f"#{message.id:<5} {_local_time(message.created_at)}  {_label(message):<{LABEL_WIDTH}} "
     first, *rest = (message.content or "—").split("\n")
     indent = " " * len(head)
@@ -515,7 +515,7 @@ def render_message(message: Message) -> str:
 
 def _json_line(message: Message) -> str:
     """One message as a JSON line: exact (`json.loads` gives its text back), and nothing in it
-    a terminal acts on (`chief.terminal.shown_json`)."""
+    a terminal acts on (`plumbing.terminal.shown_json`)."""
     return shown_json(
         json.dumps(
             {

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import anyio
 
 from chief.errors import ChiefStoreError
-from chief.faults import fault
 from chief.store import Accepted, ReportRow, Transactions
+from plumbing.faults import fault
 
 # Rows landed per landing transaction: bounds how long one pass holds the turn lock.
 DRAIN_BATCH_ROWS = 256

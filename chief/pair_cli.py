@@ -25,7 +25,7 @@ from chief.errors import ChiefConfigError, ChiefError, TelegramUnavailable
 from chief.serve_lock import REPORT_HOLD_POLL_S, REPORT_HOLD_WAIT_S, REPORT_HOLDER, ServeLock
 from chief.telegram.pair import Countdown, PairingSession
 from chief.telegram.pairing import Pairing, read_pairing, remove_pairing
-from chief.terminal import shown
+from plumbing.terminal import shown
 
 PAIR = "chief telegram pair"
 UNPAIR = "chief telegram unpair"

@@ -2,24 +2,21 @@
 `<chief.db>.serve.lock` holding its holder's pid.
 
 It sits below the door (`chief serve`, a host application) and cron (`chief report`), which both
-take it. Deliberate twin: `notifier.pidlock.PidLock` (the packages share no code), pinned by
-tests/contract/test_pid_lock_twins.py.
+take it. The lock itself is `plumbing.pidlock`'s; what is the Chief's own is the holder each
+writes, the wait for a `chief report` landing, and the refusals' words (`DoorError`).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import time
 from pathlib import Path
 
 from chief.errors import DoorError
-from plumbing import files
+from plumbing.pidlock import PidLock
 
 # What a holder of the serve lock writes after its pid.
 SERVE_HOLDER = "chief serve"
 REPORT_HOLDER = "chief report"
-HOLDER_MAX_BYTES = 64
 # `chief report` holds the lock only to land its line (one SQLite transaction); a door that
 # starts meanwhile waits this long for it instead of refusing to start.
 REPORT_HOLD_WAIT_S = 10.0
@@ -28,9 +25,6 @@ REPORT_HOLD_POLL_S = 0.02
 
 class ServeLock:
     """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
-
-    Deliberate twin: `notifier.pidlock.PidLock` takes the same pid-holding flock for the
-    notifier's daemon and waiter (the packages share no code; tests/contract pins them alike).
 
     The door's per-row locks (`chief.door.locks`) live in one process, so two doors on one
     chief.db could both ring for the same row; the second one refuses to start instead. The
@@ -47,35 +41,25 @@ class ServeLock:
     """
 
     def __init__(self, db_path: Path, holder: str = SERVE_HOLDER) -> None:
-        self.path = db_path.with_name(db_path.name + ".serve.lock")
+        # Its folders 0700 whatever the umask; 0600, never through a link planted there.
+        self._lock = PidLock(
+            db_path.with_name(db_path.name + ".serve.lock"),
+            "the serve lock",
+            note=holder,
+            make_folders=True,
+            error=DoorError,
+        )
+        self.path = self._lock.path
         self.holder = holder
-        self._fd: int | None = None
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; False (and nothing held) when someone does;
         DoorError in one line when the lock file cannot be opened (a link planted there)."""
-        try:
-            # Its folders 0700 whatever the umask; 0600, never through a link planted there.
-            fd = files.lock_file(self.path, make_folders=True)
-        except OSError as exc:
-            raise DoorError(f"cannot open the serve lock {self.path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode("ascii"), 0)
-        self._fd = fd
-        return True
+        return self._lock.try_acquire()
 
     def current_holder(self) -> str:
         """What the file says of its holder (`<pid> <what>`), or `unknown`."""
-        try:
-            raw = files.read_head(self.path, HOLDER_MAX_BYTES)
-        except OSError:
-            return "unknown"
-        return raw.decode("ascii", "replace").strip() or "unknown"
+        return self._lock.holder()
 
     def acquire(self) -> None:
         deadline = time.monotonic() + REPORT_HOLD_WAIT_S
@@ -96,9 +80,7 @@ class ServeLock:
             )
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the flock
-            self._fd = None
+        self._lock.release()
 
     def __enter__(self) -> ServeLock:
         self.acquire()

@@ -33,10 +33,10 @@ import time
 from engine import kick, store
 from engine.config import EngineConfig
 from engine.errors import TimedOut, UsageError
-from engine.faults import fault
 from engine.owner_file import owner_config
 from engine.verbs.ledger import wait_timeout
 from engine.verbs.unit import Unit
+from plumbing.faults import fault
 
 # `typing` stays off the CLI's cold path (~7 ms): these names are for mypy, which reads any
 # `TYPE_CHECKING` as true.

@@ -47,9 +47,9 @@ from chief.conversation import Chief
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.errors import ChiefError
-from chief.logs import configure_logging
 from chief.loopback_http import Listener, run_servers
 from chief.serve_lock import ServeLock
+from plumbing.logs import configure_logging
 from plumbing.unix import bind_private
 
 DEFAULT_THINK_S = 0.2

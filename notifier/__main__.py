@@ -149,7 +149,7 @@ def _claim_cheaply(config: NotifierConfig) -> tuple[Holder, Claim]:
 def _drain_command(max_runs: int | None, wait: bool) -> None:
     from notifier.config import NotifierConfig
     from notifier.delivery import owner_service_drains
-    from notifier.logs import configure_logging, emit_plain
+    from plumbing.logs import configure_logging, emit_plain
 
     config = NotifierConfig.from_env()
     if owner_service_drains(config.db_path):
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import anyio
 
             from notifier.daemon import backend_options
-            from notifier.logs import configure_logging
+            from plumbing.logs import configure_logging
 
             configure_logging()
             anyio.run(_run_daemon, backend_options=backend_options())

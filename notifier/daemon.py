@@ -60,7 +60,6 @@ from engine import kick as engine_kick
 from engine import private as engine_private
 from engine.daemon_lock import daemon_lock_file
 from engine.errors import CoopError
-from engine.faults import fault
 from notifier import delivery
 from notifier.config import NotifierConfig
 from notifier.deadlines import Deadlines
@@ -68,6 +67,7 @@ from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
 from notifier.worker import DrainOutcome, Worker
+from plumbing.faults import fault
 
 if TYPE_CHECKING:
     from notifier.client import DoorClient

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine import store as engine_store
 from engine.errors import CoopError
-from engine.faults import fault
 from engine.store import open_connection, queue, rows
 from notifier.errors import LockLost, StoreError
 from notifier.holder import Holder, why_gone
 from notifier.outcome import Delivered, Outcome
+from plumbing.faults import fault
 
 if TYPE_CHECKING:
-    from notifier.db_thread import ConnectionThread
+    from plumbing.db_thread import ConnectionThread
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ class Database:
     `connect` is called on that thread the first time the connection is needed, and the
     connection is used on that thread only; the notifier's processes pass
     `open_own_connection`, and the owner service may hand in a factory of its own fenced
-    connections. Every `call` is one whole transaction in one hop (`notifier.db_thread`: no
+    connections. Every `call` is one whole transaction in one hop (`plumbing.db_thread`: no
     other call interleaves; a cancelled caller's call runs whole or not at all).
     """
 
@@ -79,7 +79,7 @@ class Database:
         """Run `fn(conn, *args)` — one whole transaction — on the connection's thread."""
         if self._db_thread is None:
             # Imported on the first hop: a drainer that loses the lock never pays for it.
-            from notifier.db_thread import ConnectionThread
+            from plumbing.db_thread import ConnectionThread
 
             self._db_thread = ConnectionThread("notifier-db")
         return await self._db_thread.call(self._run, fn, args)

@@ -63,8 +63,8 @@ from notifier import metrics
 from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
-from notifier.logs import configure_logging
 from notifier.pidlock import PidLock
+from plumbing.logs import configure_logging
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8764

@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from engine.faults import fault
 from engine.store import now_iso
 from notifier import delivery, metrics
 from notifier.config import NotifierConfig
@@ -71,6 +70,7 @@ from notifier.outcome import (
     door_batch_limit,
     smaller_batch,
 )
+from plumbing.faults import fault
 
 if TYPE_CHECKING:
     from notifier.client import DoorClient

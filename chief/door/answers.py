@@ -64,8 +64,8 @@ from chief.answer_rules import (
     toast_for,
 )
 from chief.errors import ChiefError, EngineUnreachable
-from chief.faults import fault
 from chief.telegram.update_key import update_key
+from plumbing.faults import fault
 
 if TYPE_CHECKING:
     import sqlite3

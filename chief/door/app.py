@@ -62,7 +62,7 @@ from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
 from chief.telegram.phone import BotPhone
 from chief.telegram.sender import BotSender, build_sender
-from chief.terminal import shown
+from plumbing.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
@@ -396,7 +396,7 @@ def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]
 
 def main(argv: list[str] | None = None) -> int:
     """`chief serve`: run the door on its Unix socket (and `/metrics` on TCP) until SIGTERM."""
-    from chief.logs import configure_logging
+    from plumbing.logs import configure_logging
 
     parser = OneLineParser(
         prog="chief serve",

@@ -41,8 +41,8 @@ import structlog
 from chief.door.loop import DoorLoop
 from chief.door.pacing import backoff_s
 from chief.errors import ChiefError, ChiefInputError, TelegramUnavailable
-from chief.faults import fault
 from chief.model import ASK_KEY_PATTERN, Ask, choices_refusal
+from plumbing.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import AskEdit

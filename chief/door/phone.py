@@ -63,9 +63,9 @@ from chief.door.commands import Commands
 from chief.door.commands_text import COMMANDS
 from chief.door.loop import DoorLoop
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
-from chief.faults import fault
 from chief.telegram.phone import TelegramPhone
 from chief.telegram.update_key import update_key
+from plumbing.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import InboxState

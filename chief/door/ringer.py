@@ -68,9 +68,9 @@ from chief.door.pacing import (
     pacing_for,
 )
 from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
-from chief.faults import fault
 from chief.telegram.sender import TelegramSender, send_options
 from chief.urgent_rules import GOT_IT
+from plumbing.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts
     from chief.store import InDoubt, QueuedRing

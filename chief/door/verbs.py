@@ -49,8 +49,8 @@ from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
 from chief.door.ringer import Ringer, Rung
 from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
-from chief.faults import fault
 from chief.model import NO_EXTRAS, Extras
+from plumbing.faults import fault
 from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:  # the store loads when the door starts

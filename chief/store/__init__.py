@@ -53,13 +53,13 @@ power cut can only lose a landing whose outbox row is durable and still reads "n
 so the next start lands it again, in order, once. It saves one fsync per report (~0.3 ms on
 this machine's disk, and more while other writers share it).
 
-Thread hops: one plain sqlite3 connection on one thread of its own (`chief.db_thread`, on
+Thread hops: one plain sqlite3 connection on one thread of its own (`plumbing.db_thread`, on
 public APIs: a `threading.Thread`, a `queue.SimpleQueue` of calls, and the event loop's
 `call_soon_threadsafe` to wake the caller's `anyio.Event`). Each method below is ONE hop: the
 whole transaction runs as one function on that thread, so no other task's statement can
 interleave with it. A hop, once started, is never abandoned: a cancelled caller returns after
 its transaction is over (whole), and a caller cancelled while it waits for its turn runs
-nothing. Deliberate twin: `notifier.db_thread` (the packages share no code).
+nothing. The notifier's `Database` hops the same way.
 `in_one_hop(plan, ...)` runs a use case's several transactions in one hop (`Transactions`):
 the report, the door's hot path, runs its accept transaction (the sent-mark reads, the report
 rows and, for the door, their Telegram queue entries: one FULL commit, so a crash right after it
@@ -83,7 +83,6 @@ import anyio
 
 from chief import private
 from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
-from chief.db_thread import ConnectionThread
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
 from chief.store import answers, asks, inbox, reminders, reports, schema, telegram, urgent
@@ -95,6 +94,7 @@ from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
 from chief.store.telegram import InDoubt, QueuedRing, TelegramQueueStatus
+from plumbing.db_thread import ConnectionThread
 
 __all__ = [
     "MIGRATIONS",

@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chief.faults import fault
 from chief.model import NO_EXTRAS, Extras, Message
 from chief.reminder_rules import Deadline, with_deadline
 from chief.store import asks
 from chief.store.sql import found, utc_now, write
 from chief.store.telegram import entries_ahead, insert_telegram
+from plumbing.faults import fault
 
 MESSAGE_COLUMNS = "id, role, content, turn_kind, origin, external_request_id, created_at"
 

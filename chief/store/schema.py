@@ -4,12 +4,12 @@ how a connection is opened and prepared (WAL, synchronous=FULL, foreign keys).""
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 from chief import private
 from chief.errors import ChiefStoreError
 from chief.store.sql import write
+from plumbing.wal import enter_wal
 
 BUSY_TIMEOUT_S = 5.0
 
@@ -329,25 +329,6 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("PRAGMA foreign_keys = ON")
     # Inside BEGIN IMMEDIATE, so two processes opening a fresh file never both migrate it.
     write(conn, _migrate, path)
-
-
-def enter_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
-    """`PRAGMA journal_mode = WAL`, asked again while another opener holds the file, up to
-    `timeout_s`; the journal mode it answers. Switching a fresh file to WAL takes an exclusive
-    lock, and SQLite refuses a second opener at the same instant ("database is locked") at once,
-    without its busy handler (two connections each holding SHARED and asking for EXCLUSIVE would
-    deadlock). Twin of `engine.store.enter_wal` (tests/contract/test_shared_facts.py)."""
-    deadline = time.monotonic() + timeout_s
-    pause_s = 0.001
-    while True:
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            return str(mode)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() + pause_s > deadline:
-                raise
-        time.sleep(pause_s)  # on the store's own thread; the other opener is mid-switch
-        pause_s = min(pause_s * 2, 0.05)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:

@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
-from chief.faults import fault
 from chief.store.sql import utc_now
+from plumbing.faults import fault
 
 Buttons = tuple[tuple[str, str], ...]  # (label, callback token), in the choices' order
 

@@ -32,7 +32,7 @@ import sys
 
 from engine.cli.tree import PROG, misnamed, quick_parse, refusal
 from engine.errors import CoopError, UsageError
-from engine.terminal import shown
+from plumbing.terminal import shown
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:

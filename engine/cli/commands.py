@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 
-from engine import api, lifecycle, terminal
+from engine import api, lifecycle
 from engine.cli import render, tree
 from engine.errors import NeedsAPerson, UsageError
 from engine.verbs.declare import cli_of
+from plumbing import terminal
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def _db(args: Args) -> str | None:
 
 
 def printer(args: Args, emit: Emit) -> Emit:
-    """`emit`, through the one rule for what reaches a terminal (`engine.terminal`): a human
+    """`emit`, through the one rule for what reaches a terminal (`plumbing.terminal`): a human
     line escaped whole (a newline in a title must not forge the next line); a `--json` document
     keeps its layout's newlines and reads back exactly (a line of it that is no JSON, as a
     receipt line printed before a refusal, is escaped as a human line is)."""

@@ -17,7 +17,7 @@ import argparse
 import os
 
 from engine.cli.tree import COMMANDS, GROUP_HELP, GROUP_VERBS, PROG, Exclusive, named
-from engine.terminal import shown
+from plumbing.terminal import shown
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 The words are plain: a time is `2026-12-03 10:28 UTC (3 min ago)`, nothing is `—`, a listing's
 columns line up, a text keeps its own characters (`£` stays `£`; only what a terminal would act
-on is escaped, by `engine.terminal` on the way out), a text of several lines is shown as
+on is escaped, by `plumbing.terminal` on the way out), a text of several lines is shown as
 indented lines under its label, and fields that are the machine's own (an ask key, an event's
 `fast_path`) are left out: `--json` prints every field exactly.
 """

@@ -60,10 +60,10 @@ from engine import keyfile, loopback, owner, store, verbs
 from engine import kick as wake
 from engine.config import EngineConfig
 from engine.errors import CoopError, GuardRefused, OwnerUnavailable, StoreError
-from engine.faults import fault
 from engine.owner import commands, compat, phone
 from engine.owner.refused import ServiceRefusals
 from loopback_server.body import BoundedBody, refusal
+from plumbing.faults import fault
 
 # The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
 # purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.

@@ -37,6 +37,7 @@ from engine.store.schema import fence_refuses as fence_refuses
 from engine.store.schema import fence_triggers as fence_triggers
 from engine.store.schema import install_fence as install_fence
 from engine.store.schema import remove_fence as remove_fence
+from plumbing.wal import enter_wal
 
 # `typing` and `pathlib` stay off the CLI's cold path: annotations only, read by mypy.
 TYPE_CHECKING = False
@@ -74,25 +75,6 @@ def resolve(db: str | os.PathLike[str] | None) -> Path:
 
 
 SYNCHRONOUS_MODES = ("FULL", "NORMAL")
-
-
-def enter_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
-    """`PRAGMA journal_mode = WAL`, asked again while another opener holds the file, up to
-    `timeout_s`; the journal mode it answers. Switching a fresh file to WAL takes an exclusive
-    lock, and SQLite refuses a second opener at the same instant ("database is locked") at once,
-    without its busy handler (two connections each holding SHARED and asking for EXCLUSIVE would
-    deadlock). Twin of `chief.store.schema.enter_wal` (tests/contract/test_shared_facts.py)."""
-    deadline = time.monotonic() + timeout_s
-    pause_s = 0.001
-    while True:
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            return str(mode)
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() + pause_s > deadline:
-                raise
-        time.sleep(pause_s)  # the other opener is mid-switch: a few ms
-        pause_s = min(pause_s * 2, 0.05)
 
 
 def open_connection(

@@ -29,9 +29,9 @@ import sqlite3
 from collections.abc import Callable
 
 from engine import lifecycle
-from engine.faults import fault
 from engine.store import now_epoch, now_iso
 from engine.store.schema import DELIVERY_KEY_BYTES, DELIVERY_KEY_PREFIX
+from plumbing.faults import fault
 
 # mypy reads any `TYPE_CHECKING` as true; `typing` (and the NamedTuples of engine.store.rows,
 # which a producer never builds) stays off a cold `coop` verb's path: ~17% of its CPU.

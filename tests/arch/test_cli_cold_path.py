@@ -56,6 +56,22 @@ FORBIDDEN = (
     "tempfile",
 )
 
+#: The base floor's modules a local verb may load: standard library only, each of them (the
+#: `plumbing-cold` import contract in pyproject.toml holds that). The rest of `plumbing` (the
+#: database thread on anyio, the logging set-up, the pid lock, the Unix sockets, the backup
+#: check) is the services' and the operator commands'.
+COLD_PLUMBING = frozenset(
+    {
+        "plumbing",
+        "plumbing.bounds",
+        "plumbing.faults",
+        "plumbing.files",
+        "plumbing.settings",
+        "plumbing.terminal",
+        "plumbing.wal",
+    }
+)
+
 #: A local verb: (arguments after `coop`, the setup each needs first).
 VERBS: dict[str, tuple[list[str], list[list[str]]]] = {
     "todo add": (["todo", "add", "Water the plants"], []),
@@ -112,6 +128,8 @@ def test_a_local_verb_imports_no_service_stack_and_no_heavy_stdlib(
         if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN)
     )
     assert not found, f"`coop {' '.join(args)}` imports {found}"
+    floor = sorted(name for name in modules if name.split(".")[0] == "plumbing")
+    assert set(floor) <= COLD_PLUMBING, f"`coop {' '.join(args)}` loads {floor}"
 
 
 def test_help_imports_no_service_stack(tmp_path: Path) -> None:

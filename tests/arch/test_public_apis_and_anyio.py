@@ -7,8 +7,7 @@ and fails on:
   `_thread`, ...) read off anything but `self`: our own classes may name their own attributes
   so, and read them through `self`;
 - a thread pool of our own (`run_in_executor`, `ThreadPoolExecutor`): a store's connection has
-  one thread, and a transaction is one hop to it (`chief.db_thread` and `notifier.db_thread`,
-  deliberate twins);
+  one thread, and a transaction is one hop to it (`plumbing.db_thread`);
 - asyncio's primitives (locks, events, queues, sleeps, tasks) where anyio has its own: the
   packages run under anyio, whose cancel scopes asyncio's primitives do not know.
 """
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "notifier", "chief", "loopback_server")
+PACKAGES = ("engine", "notifier", "chief", "loopback_server", "plumbing")
 
 # Private attributes of third-party objects that this code base has reached for before.
 PRIVATE_ATTRIBUTES = frozenset({"_execute", "_conn", "_thread", "_connection", "_tx", "_running"})

@@ -1,10 +1,11 @@
 """Only a package's store modules execute SQL (the architecture suite; `lint-imports` holds the
 import contracts, see docs/architecture.md).
 
-Every call of `execute(`, `executemany(` or `executescript(` in engine/, notifier/ and chief/ is
-found by walking each module's syntax tree (so a docstring or a comment that mentions one does
-not count) and must sit in a module listed in `SQL_MODULES`: each package's store, nothing
-else (engine's is the package engine.store: connection, ledger, queue, command log). A listed
+Every call of `execute(`, `executemany(` or `executescript(` in engine/, notifier/, chief/ and
+plumbing/ is found by walking each module's syntax tree (so a docstring or a comment that
+mentions one does not count) and must sit in a module listed in `SQL_MODULES`: each package's
+store, nothing else (engine's is the package engine.store: connection, ledger, queue, command
+log; the base floor's are two helpers that own no table). A listed
 module that no longer executes SQL fails too, so the list can only shrink with the code.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "notifier", "chief")
+PACKAGES = ("engine", "notifier", "chief", "plumbing")
 SQL_CALLS = frozenset({"execute", "executemany", "executescript"})
 
 # Per package, the modules allowed to execute SQL. An entry names a module or a package (an
@@ -28,6 +29,9 @@ SQL_MODULES: dict[str, frozenset[str]] = {
     "notifier": frozenset(),
     # chief's is the package chief.store: schema, reports, telegram, sql (the transaction).
     "chief": frozenset({"chief.store"}),
+    # The base floor's: a backup's database read before anything trusts it, and the switch of a
+    # fresh file to WAL both stores' openers call. No table's statements.
+    "plumbing": frozenset({"plumbing.dbcheck", "plumbing.wal"}),
 }
 
 

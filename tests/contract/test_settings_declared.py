@@ -1,7 +1,7 @@
 """The settings declaration (`ops/settings.toml`) against the code and the two files rendered
-from it: an environment read in engine/, notifier/ or chief/ that the declaration lacks fails,
-and so does a declared setting missing from docs/configuration.md or ops/coop.env.example, or
-either file differing from what `ops/settings --write` renders.
+from it: an environment read in engine/, notifier/, chief/ or plumbing/ that the declaration
+lacks fails, and so does a declared setting missing from docs/configuration.md or
+ops/coop.env.example, or either file differing from what `ops/settings --write` renders.
 
 What counts as a read of a setting (by the package whose source holds it):
 - every string constant that is a whole setting name, `COOP_*`, `CHIEF_*` or `TELEGRAM_*`

@@ -22,16 +22,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chief import logs as chief_logs
 from chief.door.config import DoorConfig
 from chief.errors import DoorError
 from engine import status as engine_status
 from engine.config import EngineConfig
 from engine.errors import UsageError
-from notifier import logs as notifier_logs
 from notifier.config import NotifierConfig
 from notifier.errors import ConfigError
 from notifier.serve import ServiceConfig
+from plumbing import logs as plumbing_logs
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "k" * 32
@@ -98,8 +97,7 @@ LOADERS: dict[str, list[Callable[[dict[str, str]], object]]] = {
     "CHIEF_TEST_URGENT_SHORT": [DoorConfig.from_env],
     "TELEGRAM_TIMEOUT_S": [DoorConfig.from_env],
     "COOP_LOG_TIMESTAMP": [
-        _logging(chief_logs.configure_logging),
-        _logging(notifier_logs.configure_logging),
+        _logging(plumbing_logs.configure_logging),
     ],
 }
 SHELL_ONLY = frozenset({"COOP_EMULATOR_PORT"})

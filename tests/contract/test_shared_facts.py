@@ -564,28 +564,6 @@ def test_the_doors_row_limit_words_are_what_the_notifier_reads() -> None:
     assert notifier_outcome.smaller_batch(reply, 9) == 8
 
 
-def _body_without_docstring(function: Callable[..., object]) -> str:
-    import ast
-    import inspect
-    import textwrap
-
-    [node] = ast.parse(textwrap.dedent(inspect.getsource(function))).body
-    assert isinstance(node, ast.FunctionDef)
-    body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-    return ast.dump(ast.Module(body=body, type_ignores=[]))
-
-
-def test_both_stores_enter_wal_with_the_same_code() -> None:
-    """The twins that switch a fresh file to WAL against a concurrent opener
-    (tests/integration/test_fresh_file_openers.py) differ in their docstring only."""
-    from chief.store import schema as chief_schema
-    from engine import store as engine_store
-
-    assert _body_without_docstring(engine_store.enter_wal) == _body_without_docstring(
-        chief_schema.enter_wal
-    )
-
-
 CHOICE_SAMPLES: list[list[str]] = [
     ["approve", "decline"],
     ["a", "b", "c", "d"],

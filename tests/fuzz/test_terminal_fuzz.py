@@ -35,7 +35,7 @@ from tests.support.door import OWNER
 pytestmark = pytest.mark.timeout(240)
 
 EXAMPLES = 25
-#: A terminal acts on these (engine.terminal); a newline is the printer's own line end.
+#: A terminal acts on these (plumbing.terminal); a newline is the printer's own line end.
 ACTING = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 #: Any text SQLite can hold (every code point but the lone surrogates), controls favoured.
 CONTROLS = st.sampled_from(

@@ -298,8 +298,8 @@ def _restart_ids(state: EmulatorState, document: dict[str, Any]) -> dict[str, An
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
     from chief.args import OneLineParser, port_number
-    from chief.logs import configure_logging
     from chief.loopback_http import is_loopback_host, run_server
+    from plumbing.logs import configure_logging
 
     parser = OneLineParser(
         prog="chief telegram-emulator",

@@ -14,7 +14,7 @@ import anyio
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.logs import configure_logging
+from plumbing.logs import configure_logging
 
 
 async def run(source_id: str, text: str, hold_turn: bool) -> None:

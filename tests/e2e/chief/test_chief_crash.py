@@ -14,7 +14,7 @@ from typing import Any
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.faults import FAULT_EXIT_STATUS
+from plumbing.faults import FAULT_EXIT_STATUS
 from tests.support.waiting import wait_until_sync
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

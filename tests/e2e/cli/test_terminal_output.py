@@ -33,7 +33,7 @@ HOSTILE = "title\x1b]0;pwned\x07 clear\x1b[2J c1\x9b31m cr\roverwritten bidi\u20
 STORED = HOSTILE + " nul\x00end\nsecond line\x1b[1m"
 #: Shown of HOSTILE, escaped: what the person reads instead of what the terminal would do.
 SHOWN = "title\\x1b]0;pwned\\x07 clear\\x1b[2J c1\\x9b31m cr\\roverwritten bidi\\u202eevil"
-#: A character a terminal acts on (engine.terminal), newline aside: the printer's own layout.
+#: A character a terminal acts on (plumbing.terminal), newline aside: the printer's own layout.
 ACTING = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 

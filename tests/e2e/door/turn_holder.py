@@ -21,8 +21,8 @@ import uvicorn
 from chief.config import ChiefConfig
 from chief.door.app import create_app
 from chief.door.config import DoorConfig
-from chief.logs import configure_logging
 from chief.serve_lock import ServeLock
+from plumbing.logs import configure_logging
 from plumbing.unix import bind_private
 
 USER_TEXT = "owner: did the backup run?"

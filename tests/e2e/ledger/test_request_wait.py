@@ -4,7 +4,7 @@ The waiter binds its socket in `<coop.db>.waiters/` before it reads the request;
 wait for that socket (a bounded wait on the folder), then act. A test that would hang if the
 wake were lost gives its waiter a `--timeout` far above what the wake takes, so a lost wake
 shows as exit 3, never as a slow pass. The seams between the bind and the first look, and
-between a look and the blocking wait, are held open with `engine.faults`' pause points.
+between a look and the blocking wait, are held open with `plumbing.faults`' pause points.
 """
 
 from __future__ import annotations

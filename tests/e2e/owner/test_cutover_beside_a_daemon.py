@@ -139,7 +139,7 @@ def plain_lines(text: str) -> list[str]:
 
 
 def held(path: Path) -> Path:
-    """A pause file for a fault point (`engine.faults`: pause-while=PATH)."""
+    """A pause file for a fault point (`plumbing.faults`: pause-while=PATH)."""
     path.touch()
     return path
 

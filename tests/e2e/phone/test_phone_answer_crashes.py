@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from chief.faults import FAULT_EXIT_STATUS
+from plumbing.faults import FAULT_EXIT_STATUS
 from tests.e2e.phone.conftest import WAIT_S, PhoneStack
 
 pytestmark = pytest.mark.timeout(120)

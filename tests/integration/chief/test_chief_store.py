@@ -62,11 +62,14 @@ async def test_a_newer_schema_is_refused_with_what_to_do(chief_config: ChiefConf
             pass
 
 
-async def test_an_unopenable_path_is_a_chief_store_error(tmp_path: Path) -> None:
-    (tmp_path / "chief.db").mkdir()
-    with pytest.raises(ChiefStoreError, match=r"chief\.db"):
-        async with ChiefStore.open(tmp_path / "chief.db"):
+async def test_an_unopenable_path_is_one_line_of_a_chief_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "chief.db"
+    path.mkdir()  # a folder where the file should be
+    with pytest.raises(ChiefStoreError) as caught:
+        async with ChiefStore.open(path):
             pass
+    assert str(caught.value).startswith(f"cannot open chief.db at {path}: ")
+    assert "\n" not in str(caught.value)
 
 
 async def test_reading_a_missing_file_says_how_to_create_it(tmp_path: Path) -> None:
@@ -79,7 +82,7 @@ async def test_reading_a_missing_file_says_how_to_create_it(tmp_path: Path) -> N
 async def test_using_the_chief_after_close_says_so(chief_config: ChiefConfig) -> None:
     async with Chief.open(chief_config) as chief:
         pass
-    with pytest.raises(ChiefStoreError, match="closed"):
+    with pytest.raises(ChiefStoreError, match="is closed — use the Chief inside its `async with`"):
         await chief.undelivered_count()
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from chief.faults import FAULTS_ENV
+from plumbing.faults import FAULTS_ENV
 from tests.support.door import DoorStack, batch, body, door_stack
 from tests.support.waiting import wait_until
 

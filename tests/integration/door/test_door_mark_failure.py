@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chief.faults import FAULTS_ENV
+from plumbing.faults import FAULTS_ENV
 from tests.support.door import body, door_stack
 from tests.support.waiting import wait_until
 

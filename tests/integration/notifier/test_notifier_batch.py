@@ -13,13 +13,13 @@ from structlog.testing import capture_logs
 
 from engine import direct
 from engine import store as engine_store
-from engine.faults import FAULTS_ENV
 from notifier.client import FakeDoorClient, HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.delivery import Database, OutboxRow
 from notifier.errors import StoreError
 from notifier.outcome import DoorReply
 from notifier.worker import DrainOutcome, Worker
+from plumbing.faults import FAULTS_ENV
 from tests.integration.notifier.notifier_helpers import (
     add_rows,
     drain_once,

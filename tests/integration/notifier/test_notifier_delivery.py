@@ -16,7 +16,8 @@ from notifier import waiter as waiter_module
 from notifier.client import HttpDoorClient
 from notifier.config import NotifierConfig
 from notifier.daemon import Daemon
-from notifier.delivery import Database
+from notifier.delivery import Database, open_own_connection
+from notifier.errors import StoreError
 from notifier.waiter import Waiter
 from notifier.worker import DrainOutcome, Worker
 from tests.integration.notifier.notifier_helpers import (
@@ -248,3 +249,18 @@ async def test_other_statuses_a_malformed_answer_a_wrong_key_and_a_timeout_are_d
     row = outbox_row(db_path, only)
     assert row["state"] == "delivered"
     assert row["attempts"] == 5
+
+
+async def test_a_database_that_cannot_be_opened_is_one_line_of_the_notifiers_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "coop.db"
+    path.mkdir()  # a folder where the file should be
+    db = Database(lambda: open_own_connection(path))
+    try:
+        with pytest.raises(StoreError) as caught:
+            await db.call(lambda conn: conn.execute("SELECT 1"))
+    finally:
+        await db.aclose()
+    assert str(caught.value).startswith("cannot open the Coop database: ")
+    assert "\n" not in str(caught.value)

@@ -1,24 +1,37 @@
-"""Structured logging for the chief entry points: one structlog event per line on stderr.
+"""Structured logging for every service and entry point (`coop serve`, `coop-notifier`, `chief
+serve`, `chief report`, the emulator): one structlog event per line on stderr.
 
-JSON when stderr is not a terminal (production, systemd, tests), key=value console output on a
-tty; `COOP_LOG_FORMAT=json|console` forces either, and `COOP_LOG_TIMESTAMP=off` leaves the time
-out of console lines (`ops/run` sets both when its output is a terminal: honcho stamps each line
-itself). Library code only calls `structlog.get_logger(...)`; entry points call
-`configure_logging()`.
+JSON when stderr is not a terminal (production, systemd, the kick-spawned drainer's log file,
+tests), key=value console output on a tty; `COOP_LOG_FORMAT=json|console` forces either and
+`COOP_LOG_TIMESTAMP=off` leaves the time out of console lines (`ops/run` on a terminal, where
+honcho stamps each line). Library modules only call `structlog.get_logger(...)`; entry points
+call `configure_logging()`.
 
-`configure_logging` is the twin of `notifier.logs.configure_logging` (chief must not import the
-notifier): `tests/contract/test_logging_twins.py` fails if their code ever differs.
+`emit_plain` writes one line of the same JSON shape with the standard library alone: a kicked
+drainer that loses the worker lock (most of them, under a burst) logs why and exits without
+importing structlog, whose import costs ~200 ms on this machine (more than the rest of the
+drainer's start). structlog is imported inside `configure_logging` for that reason.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import logging
 import os
 import sys
-
-import structlog
+from datetime import UTC, datetime
+from typing import Any
 
 from plumbing import settings
+
+
+def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
+    """One JSON log line on stderr, shaped like the structlog output, without structlog."""
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    line = {**fields, "event": event, "level": level, "timestamp": stamp}
+    # One write, text and newline together (see configure_logging).
+    sys.stderr.write(jsonlib.dumps(line, default=str) + "\n")
+    sys.stderr.flush()
 
 
 def configure_logging(json: bool | None = None) -> None:
@@ -27,6 +40,8 @@ def configure_logging(json: bool | None = None) -> None:
     `json=None` follows `COOP_LOG_FORMAT` (`json` or `console`; anything else counts as unset:
     a log setting never stops a service), else picks JSON unless stderr is a terminal.
     """
+    import structlog
+
     forced = os.environ.get("COOP_LOG_FORMAT", "").strip().lower()
     if json is None:
         json = forced == "json" if forced in ("json", "console") else not sys.stderr.isatty()
@@ -51,7 +66,7 @@ def configure_logging(json: bool | None = None) -> None:
     else:
         # The console renderer formats exceptions itself (and warns if format_exc_info ran first).
         # repr: a value holding outside text (a title, an error a server wrote) reaches the
-        # terminal escaped, never acted on (chief.terminal's rule; JSON escapes it already).
+        # terminal escaped, never acted on (`plumbing.terminal`'s rule; JSON escapes it already).
         processors.append(structlog.dev.ConsoleRenderer(colors=True, repr_native_str=True))
     structlog.configure(
         processors=processors,

@@ -1,19 +1,19 @@
-"""The database-thread twins: `chief.db_thread` and `notifier.db_thread`.
-
-The packages share no code, so each keeps its own copy of one idiom: a plain sqlite3 connection
-on one thread of its own, each whole transaction one hop to it. The same checks run on both
-copies, through `ChiefStore` and `Database`, on real files:
+"""plumbing.db_thread, the async stores' one idiom (the Chief's `ChiefStore`, the notifier's
+`Database`): a plain sqlite3 connection on one thread of its own, each whole transaction one
+hop to it. On a real file:
 
 - concurrent transactions from many tasks never interleave (read a counter, write it plus one:
   the count comes out exact);
 - a caller cancelled while its transaction runs returns only once the transaction is over, whole;
   a caller cancelled while it waits for its turn runs nothing at all;
-- a failed open is one line of the package's own error.
+- an error raised on the thread is raised to its caller, and the next call runs.
+
+Each store's words for a failed open are its own (tests/integration/chief/test_chief_store.py,
+tests/integration/notifier/test_notifier_delivery.py).
 """
 
 from __future__ import annotations
 
-import ast
 import sqlite3
 import threading
 import time
@@ -26,11 +26,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from chief.errors import ChiefStoreError
-from chief.store import ChiefStore
-from engine import store as engine_store
-from notifier.delivery import Database, open_own_connection
-from notifier.errors import StoreError
+from plumbing.db_thread import ConnectionThread
 
 Hop = Callable[..., Awaitable[Any]]
 
@@ -42,33 +38,40 @@ THREAD_WAIT_S = 5.0
 
 
 @asynccontextmanager
-async def chief_hops(tmp_path: Path) -> AsyncIterator[tuple[Hop, Path]]:
-    path = tmp_path / "chief.db"
-    async with ChiefStore.open(path) as store:
-        _create_tables(path)
-        yield store._hop, path
-
-
-@asynccontextmanager
-async def notifier_hops(tmp_path: Path) -> AsyncIterator[tuple[Hop, Path]]:
-    path = tmp_path / "coop.db"
-    engine_store.open_connection(path).close()
+async def hops(tmp_path: Path) -> AsyncIterator[tuple[Hop, Path]]:
+    """`hop(fn, *args)` runs `fn(conn, *args)` on the thread, the connection opened there on the
+    first hop, as the stores do."""
+    path = tmp_path / "t.db"
     _create_tables(path)
-    db = Database(lambda: open_own_connection(path))
+    thread = ConnectionThread("test-db")
+    opened: list[sqlite3.Connection] = []
+
+    def run(fn: Callable[..., Any], *args: Any) -> Any:
+        if not opened:
+            opened.append(sqlite3.connect(path, isolation_level=None, timeout=THREAD_WAIT_S))
+        return fn(opened[0], *args)
+
+    def close() -> None:
+        for conn in opened:
+            conn.close()
+
+    async def hop(fn: Callable[..., Any], *args: Any) -> Any:
+        return await thread.call(run, fn, *args)
+
     try:
-        yield db.call, path
+        yield hop, path
     finally:
-        await db.aclose()
-
-
-TWINS = {"chief": chief_hops, "notifier": notifier_hops}
+        with anyio.CancelScope(shield=True):
+            await thread.call(close)
+        thread.stop()
 
 
 def _create_tables(path: Path) -> None:
     with closing(sqlite3.connect(path)) as conn, conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS counter (n INTEGER NOT NULL)")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE counter (n INTEGER NOT NULL)")
         conn.execute("INSERT INTO counter (n) VALUES (0)")
-        conn.execute("CREATE TABLE IF NOT EXISTS marks (what TEXT NOT NULL)")
+        conn.execute("CREATE TABLE marks (what TEXT NOT NULL)")
 
 
 def _marks(path: Path) -> list[str]:
@@ -96,11 +99,8 @@ def _mark(conn: sqlite3.Connection, *what: str) -> None:
     conn.execute("COMMIT")
 
 
-@pytest.mark.parametrize("twin", TWINS)
-async def test_concurrent_transactions_on_one_connection_never_interleave(
-    twin: str, tmp_path: Path
-) -> None:
-    async with TWINS[twin](tmp_path) as (hop, path):
+async def test_concurrent_transactions_on_one_connection_never_interleave(tmp_path: Path) -> None:
+    async with hops(tmp_path) as (hop, path):
         async with anyio.create_task_group() as tasks:
             for _ in range(RACERS):
                 tasks.start_soon(hop, _bump)
@@ -108,9 +108,8 @@ async def test_concurrent_transactions_on_one_connection_never_interleave(
             assert conn.execute("SELECT n FROM counter").fetchone() == (RACERS,)
 
 
-@pytest.mark.parametrize("twin", TWINS)
 async def test_a_caller_cancelled_mid_transaction_returns_after_it_finished_whole(
-    twin: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     started, proceed = threading.Event(), threading.Event()
 
@@ -123,7 +122,7 @@ async def test_a_caller_cancelled_mid_transaction_returns_after_it_finished_whol
         conn.execute("COMMIT")
 
     committed_when_the_caller_returned: list[list[str]] = []
-    async with TWINS[twin](tmp_path) as (hop, path):
+    async with hops(tmp_path) as (hop, path):
         scope = anyio.CancelScope()
 
         async def caller() -> None:
@@ -142,17 +141,14 @@ async def test_a_caller_cancelled_mid_transaction_returns_after_it_finished_whol
         assert committed_when_the_caller_returned == [["first", "second"]]
 
 
-@pytest.mark.parametrize("twin", TWINS)
-async def test_a_caller_cancelled_while_waiting_its_turn_runs_nothing(
-    twin: str, tmp_path: Path
-) -> None:
+async def test_a_caller_cancelled_while_waiting_its_turn_runs_nothing(tmp_path: Path) -> None:
     started, proceed = threading.Event(), threading.Event()
 
     def block(conn: sqlite3.Connection) -> None:
         started.set()
         proceed.wait(THREAD_WAIT_S)
 
-    async with TWINS[twin](tmp_path) as (hop, path):
+    async with hops(tmp_path) as (hop, path):
         scope = anyio.CancelScope()
 
         async def waiter() -> None:
@@ -172,43 +168,14 @@ async def test_a_caller_cancelled_while_waiting_its_turn_runs_nothing(
         assert _marks(path) == ["after"]
 
 
-async def test_chief_open_failure_is_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "chief.db"
-    path.mkdir()  # a folder where the file should be
-    with pytest.raises(ChiefStoreError) as caught:
-        async with ChiefStore.open(path):
-            pass
-    assert str(caught.value).startswith(f"cannot open chief.db at {path}: ")
-    assert "\n" not in str(caught.value)
+async def test_an_error_on_the_thread_is_the_callers_and_the_next_call_runs(
+    tmp_path: Path,
+) -> None:
+    def refused(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO nowhere VALUES (1)")
 
-
-async def test_chief_use_after_close_names_the_block(tmp_path: Path) -> None:
-    async with ChiefStore.open(tmp_path / "chief.db") as store:
-        pass
-    with pytest.raises(ChiefStoreError, match="is closed — use the Chief inside its `async with`"):
-        await store.owners()
-
-
-async def test_notifier_open_failure_is_one_line(tmp_path: Path) -> None:
-    path = tmp_path / "coop.db"
-    path.mkdir()  # a folder where the file should be
-    db = Database(lambda: open_own_connection(path))
-    try:
-        with pytest.raises(StoreError) as caught:
-            await db.call(_mark, "never")
-    finally:
-        await db.aclose()
-    assert str(caught.value).startswith("cannot open the Coop database: ")
-    assert "\n" not in str(caught.value)
-
-
-def test_the_two_modules_are_the_same_code() -> None:
-    """The twins differ in their module docstring only (which names the other one)."""
-    root = Path(__file__).resolve().parents[2]
-
-    def code(package: str) -> list[str]:
-        tree = ast.parse((root / package / "db_thread.py").read_text())
-        body = tree.body[1:] if isinstance(tree.body[0], ast.Expr) else tree.body
-        return [ast.dump(node) for node in body]
-
-    assert code("chief") == code("notifier")
+    async with hops(tmp_path) as (hop, path):
+        with pytest.raises(sqlite3.OperationalError, match="no such table: nowhere"):
+            await hop(refused)
+        await hop(_mark, "next")
+        assert _marks(path) == ["next"]

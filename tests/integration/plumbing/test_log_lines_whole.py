@@ -13,13 +13,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import structlog
 
-import chief.logs
-import notifier.logs
+from plumbing.logs import configure_logging, emit_plain
 
 WRITERS = 4
 LINES_EACH = 400
@@ -51,14 +50,9 @@ def _unbuffered_stderr(monkeypatch: pytest.MonkeyPatch) -> _Writes:
     return raw
 
 
-@pytest.mark.parametrize(
-    "configure", [chief.logs.configure_logging, notifier.logs.configure_logging]
-)
-def test_a_structlog_line_is_one_write(
-    monkeypatch: pytest.MonkeyPatch, configure: Callable[..., None]
-) -> None:
+def test_a_structlog_line_is_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
     raw = _unbuffered_stderr(monkeypatch)
-    configure(json=True)
+    configure_logging(json=True)
     structlog.get_logger("t").info("door.listening", port=1)
     structlog.get_logger("t").warning("door.phone_failed", error="x")
     assert [json.loads(call)["event"] for call in raw.calls] == [
@@ -70,7 +64,7 @@ def test_a_structlog_line_is_one_write(
 
 def test_a_plain_line_is_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
     raw = _unbuffered_stderr(monkeypatch)
-    notifier.logs.emit_plain("notifier.exit", outcome="lock_busy")
+    emit_plain("notifier.exit", outcome="lock_busy")
     (call,) = raw.calls
     assert json.loads(call)["event"] == "notifier.exit"
     assert call.endswith(b"\n")
@@ -79,7 +73,7 @@ def test_a_plain_line_is_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
 _WRITER = """
 import os, sys
 import structlog
-from {module} import configure_logging
+from plumbing.logs import configure_logging
 configure_logging(json=True)
 log = structlog.get_logger("t")
 os.read(int(sys.argv[1]), 1)  # every writer starts together
@@ -88,12 +82,11 @@ for n in range({lines}):
 """
 
 
-@pytest.mark.parametrize("module", ["chief.logs", "notifier.logs"])
-def test_processes_sharing_one_unbuffered_stderr_never_splice_lines(module: str) -> None:
+def test_processes_sharing_one_unbuffered_stderr_never_splice_lines() -> None:
     go_read, go_write = os.pipe()
     out_read, out_write = os.pipe()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    code = _WRITER.format(module=module, lines=LINES_EACH)
+    code = _WRITER.format(lines=LINES_EACH)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(go_read), str(w)],

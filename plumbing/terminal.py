@@ -1,10 +1,10 @@
-"""What a terminal may be given of a text: every line a person reads of `coop` (its answers, its
-refusals on stderr, the `--json` document) passes through here on its way out. Its twin is
-`chief.terminal`; the two are the same code, pinned by tests/contract/test_terminal_twins.py.
+"""What a terminal may be given of a text: every line a person reads of `coop` and `chief` (their
+answers, their refusals on stderr, the `--json` documents, `chief log`, `chief report`, the
+pairing's lines) and every console log line of the services passes through here on its way out.
 
-A text stored in the ledger, or come from the phone, stays exactly as it was written; only
-what is printed of it changes. The rule: a character a terminal would act on, rather than
-show, is written as its escape, `\\x1b` or `\\u202e`, never emitted:
+A text stored in the ledger or in chief.db, or come from the phone, stays exactly as it was
+written; only what is printed of it changes. The rule: a character a terminal would act on,
+rather than show, is written as its escape, `\\x1b` or `\\u202e`, never emitted:
 
     C0 controls U+0000-U+001F     NUL, BEL, BS, ESC (every CSI and OSC sequence starts with
                                   it), CR (rewrites the line), LF and TAB (a field is one line:

@@ -1,9 +1,11 @@
-"""The chief package's one database-thread idiom: one plain sqlite3 connection on one thread
-of its own, and every whole transaction one hop to it, on public APIs only (a `threading.Thread`,
-a `queue.SimpleQueue` of calls, an `anyio.Event` set through the caller's loop).
+"""The async stores' one database-thread idiom (the Chief's `ChiefStore`, the notifier's
+`Database`): one plain sqlite3 connection on one thread of its own, and every whole transaction
+one hop to it, on public APIs only (a `threading.Thread`, a `queue.SimpleQueue` of calls, an
+`anyio.Event` set through the caller's loop).
 
-Deliberate twin: `notifier.db_thread`, the same text but for this paragraph (the packages share
-no code; tests/contract/test_db_thread_twins.py runs the same checks on both).
+It imports anyio, so it is no part of the `coop` CLI's cold path. The notifier's store imports
+it on the first hop: a kicked drainer that loses the lock makes no hop and exits without paying
+for asyncio, anyio or threads.
 
 Why not `anyio.to_thread.run_sync` on a `CapacityLimiter(1)`: per call it takes two checkpoints,
 two cancel scopes, a context copy and a Condition-based queue, about three times this module's

@@ -1,8 +1,9 @@
 """Test-only crash points, compiled in and inert unless `COOP_TEST_FAULTS` names them.
 
-A crash test sets `COOP_TEST_FAULTS=engine.outbox.after_insert` (comma-separated names) in a
-child process's environment; when that process reaches the named point it dies at once, as a
-power cut or SIGKILL would, skipping every finally block and flush. Each entry has a mode:
+A crash test sets `COOP_TEST_FAULTS=engine.outbox.after_insert` (comma-separated names, the
+Chief's as well: `door.after_report`) in a child process's environment; when that process
+reaches the named point it dies at once, as a power cut or SIGKILL would, skipping every finally
+block and flush. Each entry has a mode:
 
     name                   die at once with exit status 86
     name:raise             raise `sqlite3.OperationalError("database or disk is full")` each time
@@ -12,8 +13,8 @@ power cut or SIGKILL would, skipping every finally block and flush. Each entry h
                            after creating PATH.reached: a test holds a process at a seam, acts,
                            then lets it go on by deleting PATH
 
-Twin of `chief.faults` (chief must not import the engine): the two modules differ in this
-docstring only, and `tests/contract/test_faults_twins.py` fails if their code ever does.
+One grammar for the engine, the notifier and the Chief. Standard library only (sqlite3 and time
+imported when a point fires): the `coop` CLI's cold path loads it.
 """
 
 from __future__ import annotations
