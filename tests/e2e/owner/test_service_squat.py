@@ -1,0 +1,115 @@
+"""Nobody can stand in for `coop serve`: after a cutover the ledger's every write goes to the
+owner service with the credential that commands the whole ledger, so while the service is down
+(a restart, an upgrade, a crash) another local user's process must not be able to receive it.
+
+The squat, with real processes: the emulator, the door and `coop serve` over one private data
+folder; `coop cutover`; `coop serve` stopped; a throwaway user listens on 127.0.0.1:8764 (the
+service's old default port) and on the port this service last held, and tries to create its
+socket path. Then `coop list`, `coop todo add`, `coop status` and the owner's `/status` on the
+phone (the door's link to the ledger) run: the squatter receives no byte, no credential, no
+verb is answered, and each client says in one line that the service is not running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chief.door.commands_text import NOT_RUNNING
+from tests.support.phone import EmulatorOwner
+from tests.support.phone_stack import make_stack, start
+from tests.support.procs import coop
+from tests.support.squatter import Squatter, skip_reason
+from tests.support.stack import CHAT_ID, SERVICE_KEY, Stack
+
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason())),
+]
+
+OLD_DEFAULT_PORT = 8764
+OWNER_ID = int(CHAT_ID)
+ANSWER_S = 10.0
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    folder = tmp_path / "d"
+    folder.mkdir(mode=0o700)
+    stack = make_stack(folder)
+    try:
+        start(stack)
+        yield stack
+    finally:
+        stack.close()
+
+
+def _one_line_not_running(what: str, stderr: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, f"{what}: {stderr!r}"
+    assert "not running" in lines[0], f"{what}: {stderr!r}"
+
+
+def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
+    stack: Stack, tmp_path: Path
+) -> None:
+    env = stack.env()
+    cut = coop("cutover", *_cutover_args(stack), env=env, inherit=False)
+    assert cut.returncode == 0, cut.stderr
+    assert coop("todo", "add", "before the stop", env=env, inherit=False).returncode == 0
+    credential = Path(str(stack.coop_db) + ".owner.key").read_text().strip()
+    old_ports = sorted({OLD_DEFAULT_PORT, *([stack.engine.port] if stack.engine.port else [])})
+    assert stack.engine.terminate() == 0
+    owner = EmulatorOwner(stack.emulator.url)
+    try:
+        with Squatter.started(
+            tmp_path, ports=old_ports, socket_path=stack.folder / "service.sock"
+        ) as squatter:
+            assert squatter.socket_refused == "Permission denied", squatter.lines()
+            listed = coop("list", env=env, inherit=False)
+            added = coop("todo", "add", "while squatted", env=env, inherit=False)
+            status = coop("status", env=env, inherit=False)
+            before = len(owner.messages())
+            owner.text(OWNER_ID, OWNER_ID, "/status")
+            answer = owner.wait_for(
+                lambda _: [m for m in owner.messages()[before:] if m["chat_id"] == OWNER_ID],
+                ANSWER_S,
+                "the phone's /status answered",
+            )[0]["text"]
+            # Every connection it took has been read to its end before the squatter stops.
+            squatter_done = len(squatter.connections()) == len(squatter.received())
+            assert squatter_done or _wait_read(squatter)
+    finally:
+        owner.close()
+    received = squatter.received()
+    assert not any(credential in data or SERVICE_KEY in data for data in received), received
+    assert squatter.connections() == [], f"the squatter was sent: {received}"
+    for what, done in (("coop list", listed), ("coop todo add", added), ("coop status", status)):
+        assert done.returncode != 0, f"{what} answered: {done.stdout}"
+        _one_line_not_running(what, done.stderr)
+    assert answer.startswith(NOT_RUNNING), answer
+    # Nothing was written while the service was down: the ledger holds the first todo only.
+    stack.engine.start()
+    stack.engine.wait_event("notifier.daemon.started")
+    listed_after = coop("list", env=env, inherit=False)
+    assert listed_after.returncode == 0, listed_after.stderr
+    assert "before the stop" in listed_after.stdout
+    assert "while squatted" not in listed_after.stdout
+
+
+def _wait_read(squatter: Squatter) -> bool:
+    from tests.support.waiting import wait_until_sync
+
+    return bool(
+        wait_until_sync(
+            lambda: len(squatter.connections()) == len(squatter.received()),
+            timeout_s=5.0,
+            what="the squatter to read what it was sent",
+        )
+    )
+
+
+def _cutover_args(stack: Stack) -> list[str]:
+    return ["--url", stack.engine.url]
