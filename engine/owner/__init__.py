@@ -26,6 +26,7 @@ from engine.owner_file import (
     OWNER_FILE_ENV,
     OWNER_FILE_SUFFIX,
     SERVICE_MODE,
+    TCP_FIELD,
     owner_config,
     owner_file_path,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "OWNER_FILE_ENV",
     "OWNER_FILE_SUFFIX",
     "SERVICE_MODE",
+    "TCP_FIELD",
     "owner_config",
     "owner_file_path",
     "register_fence_function",
