@@ -17,15 +17,25 @@ server:
    instead. So idle and slow clients cannot take the last place from a real one, and the
    process keeps file descriptors to spare.
 
-The two halves meet by the peer's address: uvicorn puts the transport's peer in the ASGI scope's
-`client` (with `proxy_headers` off, the address itself), and on one listening socket no two live
-connections share it. What the gate sheds is counted, and said in one log line at most every
-`SHED_LOG_INTERVAL_S`, never a line per connection.
+On a Unix socket the kernel names the caller: a connection from any uid but the server's own is
+closed at once (shed as "stranger"), before uvicorn sees a byte. The socket's mode already keeps
+others out; this holds when the socket or its folder is opened to them by mistake.
+
+The two halves meet by the connection itself, not by an address (a Unix socket's peer has none):
+the protocol half sets `_CONNECTION` (a context variable) to its connection before it hands
+bytes to uvicorn, and the task uvicorn creates for a request copies the context it was created
+in (asyncio's documented rule), so the ASGI half reads its own connection there. A pipelined
+request's task is created from the previous request's task, on the same connection. What the
+gate sheds is counted, and said in one log line at most every `SHED_LOG_INTERVAL_S`, never a
+line per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
+import socket
 import time
 from email.utils import formatdate
 from typing import Any
@@ -33,6 +43,8 @@ from typing import Any
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from plumbing.unix import peer_uid
 
 log = structlog.get_logger("loopback_server")
 
@@ -43,8 +55,6 @@ MAX_CONNECTIONS = 200
 #: it did.
 REQUEST_DEADLINE_S = 5.0
 SHED_LOG_INTERVAL_S = 60.0
-
-Peer = tuple[str, int]
 
 
 class _Connection:
@@ -60,6 +70,14 @@ class _Connection:
         self.timer: asyncio.TimerHandle | None = None
 
 
+#: The connection whose bytes uvicorn's protocol is handling (set by the protocol half; read by
+#: the ASGI half in the request's task, which copied it). Not a decision of where code runs: the
+#: one seam between uvicorn's protocol and the app that carries no identity of the connection.
+_CONNECTION: contextvars.ContextVar[_Connection | None] = contextvars.ContextVar(
+    "loopback_server_connection", default=None
+)
+
+
 class ConnectionGate:
     """The cap and the request deadline of one server (see the module docstring)."""
 
@@ -70,53 +88,52 @@ class ConnectionGate:
     ) -> None:
         self.max_connections = max_connections
         self.request_deadline_s = request_deadline_s
-        self.live: dict[Peer, _Connection] = {}
-        #: What the gate shed, by reason: "evicted", "refused" (all busy), "timed_out".
-        self.shed = {"evicted": 0, "refused": 0, "timed_out": 0}
+        self.live: set[_Connection] = set()
+        #: What the gate shed, by reason: "evicted", "refused" (all busy), "timed_out",
+        #: "stranger" (a Unix socket's caller running as another user).
+        self.shed = {"evicted": 0, "refused": 0, "timed_out": 0, "stranger": 0}
         self._logged_shed = dict(self.shed)
         self._logged_at = -SHED_LOG_INTERVAL_S
 
     # -- the transport side ------------------------------------------------------------------
 
-    def admit(self, peer: Peer | None, transport: asyncio.BaseTransport) -> _Connection | None:
+    def admit(self, transport: asyncio.BaseTransport) -> _Connection | None:
         """A new connection: its record, or None when it is to be closed at once."""
-        if peer is None:
-            return None  # no TCP peer (a Unix socket): nothing to find it by; the services bind TCP
+        if _is_stranger(transport):
+            self._count("stranger")
+            return None
         if len(self.live) >= self.max_connections and not self._evict_one():
             self._count("refused")
             return None
         conn = _Connection(transport)
-        self.live[peer] = conn
-        self._arm(peer, conn)
+        self.live.add(conn)
+        self._arm(conn)
         return conn
 
-    def release(self, peer: Peer, conn: _Connection) -> None:
+    def release(self, conn: _Connection) -> None:
         """The connection is gone (closed by either side)."""
         if conn.timer is not None:
             conn.timer.cancel()
-        if self.live.get(peer) is conn:
-            del self.live[peer]
+        self.live.discard(conn)
 
     def _evict_one(self) -> bool:
-        idle = [(c.served > 0, c.idle_since, p) for p, c in self.live.items() if not c.busy]
+        idle = [(c.served > 0, c.idle_since, id(c), c) for c in self.live if not c.busy]
         if not idle:
             return False
-        peer = min(idle)[2]  # never asked before answered; the longest idle first
-        conn = self.live.pop(peer)
-        if conn.timer is not None:
-            conn.timer.cancel()
+        conn = min(idle)[3]  # never asked before answered; the longest idle first
+        self.release(conn)
         conn.transport.close()
         self._count("evicted")
         return True
 
-    def _arm(self, peer: Peer, conn: _Connection) -> None:
+    def _arm(self, conn: _Connection) -> None:
         loop = asyncio.get_running_loop()
-        conn.timer = loop.call_later(self.request_deadline_s, self._expire, peer, conn)
+        conn.timer = loop.call_later(self.request_deadline_s, self._expire, conn)
 
-    def _expire(self, peer: Peer, conn: _Connection) -> None:
-        if conn.busy or self.live.get(peer) is not conn:
+    def _expire(self, conn: _Connection) -> None:
+        if conn.busy or conn not in self.live:
             return
-        self.release(peer, conn)
+        self.release(conn)
         conn.transport.close()
         self._count("timed_out")
 
@@ -147,15 +164,15 @@ class ConnectionGate:
             conn.timer.cancel()
             conn.timer = None
 
-    def answered(self, peer: Peer, conn: _Connection) -> None:
+    def answered(self, conn: _Connection) -> None:
         """The app has answered on the connection: the next request's deadline starts now."""
         conn.busy = False
         conn.served += 1
         conn.idle_since = time.monotonic()
         if conn.timer is not None:  # answered before its request was complete (a 413)
             conn.timer.cancel()
-        if self.live.get(peer) is conn:
-            self._arm(peer, conn)
+        if conn in self.live:
+            self._arm(conn)
 
     def protocol_class(self) -> type[asyncio.Protocol]:
         """The protocol class to give `uvicorn.Config(http=...)`: uvicorn's own, behind this
@@ -180,29 +197,29 @@ class _GatedProtocol(asyncio.Protocol):
 
     def __init__(self, **uvicorn_args: Any) -> None:
         self._inner: Any = AutoHTTPProtocol(**uvicorn_args)
-        self._peer: Peer | None = None
         self._conn: _Connection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        peer = _peer_of(transport)
-        conn = self._gate.admit(peer, transport)
-        if conn is None or peer is None:
+        conn = self._gate.admit(transport)
+        if conn is None:
             transport.close()
             return
-        self._peer, self._conn = peer, conn
+        self._conn = conn
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         if self._conn is not None:
+            # The request task uvicorn may create now copies this context: its connection.
+            _CONNECTION.set(self._conn)
             self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._conn is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._conn is None or self._peer is None:
+        if self._conn is None:
             return
-        self._gate.release(self._peer, self._conn)
+        self._gate.release(self._conn)
         self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
@@ -214,12 +231,16 @@ class _GatedProtocol(asyncio.Protocol):
             self._inner.resume_writing()
 
 
-def _peer_of(transport: asyncio.BaseTransport) -> Peer | None:
-    """The peer as uvicorn names it in the scope's `client` (`uvicorn.protocols.utils`)."""
-    info = transport.get_extra_info("peername")
-    if isinstance(info, list | tuple) and len(info) >= 2:
-        return (str(info[0]), int(info[1]))
-    return None
+def _is_stranger(transport: asyncio.BaseTransport) -> bool:
+    """A Unix socket's caller running as another user than this server (or one the kernel no
+    longer names); never a TCP peer, which has no uid to ask."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family != socket.AF_UNIX:
+        return False
+    try:
+        return peer_uid(sock) != os.geteuid()
+    except OSError:
+        return True
 
 
 def _has_body(scope: Scope) -> bool:
@@ -247,9 +268,7 @@ class _Marking:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        peer = (str(client[0]), int(client[1])) if client else None
-        conn = self.gate.live.get(peer) if peer is not None else None
+        conn = _CONNECTION.get()
         gate = self.gate
         if conn is not None and not _has_body(scope):
             gate.complete(conn)
@@ -274,5 +293,5 @@ class _Marking:
         try:
             await self.app(scope, marking_receive, marking_send)
         finally:
-            if conn is not None and peer is not None:
-                gate.answered(peer, conn)
+            if conn is not None:
+                gate.answered(conn)

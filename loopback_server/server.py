@@ -7,8 +7,8 @@ sleeps until `request_stop` (or uvicorn's `handle_exit`) wakes it; the gate's AS
 the `Date` header per answer instead.
 
 `loopback_config` is the `uvicorn.Config` the services share: the gate's protocol and ASGI
-halves, no proxy headers (the scope's `client` is the peer itself: the guards check it, and the
-gate finds a connection by it), uvicorn's own concurrency limit off (the gate caps connections
+halves, no proxy headers (the scope's `client` is the peer itself: the guards check it),
+uvicorn's own concurrency limit off (the gate caps connections
 instead, without counting idle ones against real requests), no access log and no websockets.
 """
 
