@@ -195,6 +195,8 @@ class Service:
     start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
     log_path: Path | None = None
     url: str = ""  # the `http://host:port` this start announced
+    socket: str = ""  # the Unix socket this start announced (`socket` in its listening line)
+    metrics_url: str = ""  # `coop serve`'s /metrics listener this start announced, if any
     cwd: Path = REPO  # the source tree whose code `python -m` runs (a bench's baseline: main's)
 
     @property
@@ -247,6 +249,8 @@ class Service:
             return None
         line = self.wait_event(self.listening_event, f"{self.name} to listen")
         self.start_s.append(time.monotonic() - began)
+        self.socket = str(line.get("socket") or "")
+        self.metrics_url = str(line.get("metrics_url") or "")
         if "port" not in line and "url" not in line:
             return None
         port = int(line["port"]) if "port" in line else int(str(line["url"]).rsplit(":", 1)[1])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -60,7 +61,9 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
     assert cut.returncode == 0, cut.stderr
     assert coop("todo", "add", "before the stop", env=env, inherit=False).returncode == 0
     credential = Path(str(stack.coop_db) + ".owner.key").read_text().strip()
-    old_ports = sorted({OLD_DEFAULT_PORT, *([stack.engine.port] if stack.engine.port else [])})
+    # The port it held last (its /metrics now; the whole app on main) and the old default.
+    held = urlsplit(stack.engine.metrics_url or stack.engine.url).port
+    old_ports = sorted({OLD_DEFAULT_PORT, *([held] if held else [])})
     assert stack.engine.terminate() == 0
     owner = EmulatorOwner(stack.emulator.url)
     try:
@@ -68,6 +71,7 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
             tmp_path, ports=old_ports, socket_path=stack.folder / "service.sock"
         ) as squatter:
             assert squatter.socket_refused == "Permission denied", squatter.lines()
+            assert held is None or held in squatter.listening, squatter.lines()
             listed = coop("list", env=env, inherit=False)
             added = coop("todo", "add", "while squatted", env=env, inherit=False)
             status = coop("status", env=env, inherit=False)
@@ -112,4 +116,4 @@ def _wait_read(squatter: Squatter) -> bool:
 
 
 def _cutover_args(stack: Stack) -> list[str]:
-    return ["--url", stack.engine.url]
+    return []  # the service's own socket, <COOP_HOME>/service.sock
