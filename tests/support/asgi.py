@@ -2,6 +2,7 @@
 
     async with serve_asgi(app) as base_url: ...          # in the test's event loop
     with serve_asgi_in_thread(app) as base_url: ...      # sync tests: its own loop in a thread
+    with serve_asgi_in_thread(app, uds=path) as path: ...  # on a private Unix socket instead
 
 Both wait (bounded) until the socket listens, yield `http://host:port`, and on exit ask uvicorn
 to stop and wait (bounded) for it, so no server outlives its test.
@@ -10,6 +11,8 @@ to stop and wait (bounded) for it, so no server outlives its test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -17,6 +20,7 @@ from contextlib import asynccontextmanager, contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
+from plumbing import unix
 from tests.support.waiting import wait_until, wait_until_sync
 
 START_TIMEOUT_S = 10.0
@@ -76,15 +80,18 @@ async def serve_asgi(
 
 @contextmanager
 def serve_asgi_in_thread(
-    app: ASGIApp, *, host: str = "127.0.0.1", lifespan: str = "auto"
+    app: ASGIApp, *, host: str = "127.0.0.1", lifespan: str = "auto", uds: str | None = None
 ) -> Iterator[str]:
-    """Serve `app` on its own event loop in a background thread; yield its base URL."""
+    """Serve `app` on its own event loop in a background thread; yield its base URL (with
+    `uds`: on that Unix socket, bound as a service binds it, `plumbing.unix.bind_private`;
+    yield its path)."""
     server = _server(app, host, lifespan)
     errors: list[BaseException] = []
+    sockets = [unix.bind_private(uds)] if uds is not None else None
 
     def run() -> None:
         try:
-            asyncio.run(server.serve())
+            asyncio.run(server.serve(sockets=sockets))
         except BaseException as exc:  # reported to the test below, not lost in the thread
             errors.append(exc)
 
@@ -98,10 +105,15 @@ def serve_asgi_in_thread(
         )
         if not server.started:
             raise RuntimeError(f"uvicorn did not start: {errors!r}")
-        yield _base_url(server, host)
+        yield uds if uds is not None else _base_url(server, host)
     finally:
         server.should_exit = True
         thread.join(STOP_TIMEOUT_S)
         if thread.is_alive():
             server.force_exit = True
             thread.join(STOP_TIMEOUT_S)
+        for sock in sockets or ():
+            sock.close()
+        if uds is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(uds)
