@@ -43,12 +43,11 @@ SOCKET_ENV = "COOP_SERVICE_SOCKET"
 SOCKET_NAME = "service.sock"
 #: The settings of the TCP era, each with what replaced it.
 TCP_SETTINGS = {
-    "COOP_SERVICE_URL": "COOP_SERVICE_SOCKET (the service's Unix socket; default "
-    "<COOP_HOME>/service.sock)",
-    "COOP_SERVICE_PORT": "COOP_METRICS_PORT for Prometheus's /metrics (everything else is on "
-    "COOP_SERVICE_SOCKET)",
-    "COOP_SERVICE_HOST": "nothing (the service listens on COOP_SERVICE_SOCKET; /metrics on "
-    "127.0.0.1:COOP_METRICS_PORT)",
+    "COOP_SERVICE_URL": "set COOP_SERVICE_SOCKET (default <COOP_HOME>/service.sock)",
+    "COOP_SERVICE_PORT": "set COOP_METRICS_PORT for Prometheus's /metrics, the one route left"
+    " on TCP",
+    "COOP_SERVICE_HOST": "set COOP_SERVICE_SOCKET for the service, COOP_METRICS_PORT for"
+    " /metrics (always on 127.0.0.1)",
 }
 #: The Host header of a call over the socket: a loopback name, as the service's guard wants.
 SOCKET_HOST = "localhost"
@@ -81,8 +80,8 @@ def refuse_tcp_settings(environ: Mapping[str, str] | None = None) -> None:
     for name, instead in TCP_SETTINGS.items():
         if env.get(name, "").strip():
             raise UsageError(
-                f"{name} is no longer read: coop serve listens on a Unix socket; set {instead}"
-                f" and remove {name}"
+                f"{name} is no longer read: coop serve listens on a Unix socket; {instead};"
+                f" remove {name}"
             )
 
 

@@ -292,6 +292,25 @@ class Service:
                 )
         return found  # type: ignore[return-value]
 
+    def request(self, method: str, path: str, **options: Any) -> Any:
+        """One HTTP request to this start's Unix socket (`socket`), on a client of its own:
+        the `httpx.Response`."""
+        import httpx
+
+        assert self.socket, f"{self.name} announced no socket"
+        transport = httpx.HTTPTransport(uds=self.socket)
+        timeout = options.pop("timeout", START_TIMEOUT_S)
+        with httpx.Client(
+            transport=transport, base_url="http://localhost", timeout=timeout, trust_env=False
+        ) as client:
+            return client.request(method, path, **options)
+
+    def get(self, path: str, **options: Any) -> Any:
+        return self.request("GET", path, **options)
+
+    def post(self, path: str, **options: Any) -> Any:
+        return self.request("POST", path, **options)
+
     def cpu_s(self) -> float:
         """User + system CPU seconds of this start so far."""
         return cpu_s(self.pid)
