@@ -1,10 +1,12 @@
-"""GET /metrics on the engine service (`coop serve`) and on the door (`chief serve`), scraped over
-real HTTP during a real delivery (both as processes: the door starts only after the engine has
+"""GET /metrics on the engine service (`coop serve`'s TCP listener for it alone) and on the door
+(`chief serve`), scraped over real HTTP during a real delivery (both as processes: the door starts only after the engine has
 deferred the head row at least once, and Telegram, the emulator, answers a 429 and then a 500)
 and parsed with prometheus_client's own parser: every counter moved by exactly what happened.
 Telegram's failures stay inside the door (its own queue), so they show in the door's send
-counters and never as engine deferrals. Then the guard: the key is required, as a Bearer token or
-the service key header.
+counters and never as engine deferrals. Then the guard: the door's needs the key, as a Bearer
+token or the service key header; the engine's needs none (it is the one route on its TCP port,
+and a key sent there would reach whoever listens on the port while the service is down); both
+refuse browsers and rebinding.
 
 And what a real Prometheus sees: both endpoints asked with the `Accept` header each Prometheus
 version sends answer one exposition (one `# EOF` at most, no family twice) that the OpenMetrics
@@ -71,8 +73,15 @@ def value(found: Samples, name: str, **labels: str) -> float:
 
 
 def assert_guarded(engine: ServeProcess, door: DoorProcess) -> None:
-    """The key is required (Bearer or the service key header); browsers and rebinding refused."""
-    for url in (engine.url, door.url):
+    """The door's key is required (Bearer or the service key header), the engine's is not;
+    browsers and rebinding refused by both."""
+    assert scrape(engine.metrics_url, Accept="text/plain").status_code == 200
+    for url in (engine.metrics_url, door.url):
+        browser = scrape(url, Authorization=f"Bearer {KEY}", Origin="http://example.com")
+        assert browser.status_code == 403
+        rebinding = scrape(url, Authorization=f"Bearer {KEY}", Host="evil.example")
+        assert rebinding.status_code == 403
+    for url in (door.url,):
         assert scrape(url, Accept="text/plain").status_code == 401
         assert scrape(url, Authorization="Bearer wrong-key").status_code == 401
         assert scrape(url, Authorization=f"Basic {KEY}").status_code == 401
@@ -126,7 +135,7 @@ def _deliver_and_scrape(
     # No door yet: the head row is deferred (nobody answers) and holds the other two.
     during = wait_until_sync(
         lambda: (
-            (found := samples(engine.url))
+            (found := samples(engine.metrics_url))
             and value(found, "coop_outbox_deferrals_total", reason="no_answer") >= 1
             and found
         ),
@@ -144,7 +153,7 @@ def _deliver_and_scrape(
     )
     after = wait_until_sync(
         lambda: (
-            (found := samples(engine.url))
+            (found := samples(engine.metrics_url))
             and value(found, "coop_outbox_deliveries_total") == 3
             and value(found, "coop_worker_lock_held") == 0
             and found
@@ -235,16 +244,16 @@ def test_both_endpoints_answer_each_prometheus_version_with_one_exposition(
         # A delivered row: every family of the engine's registries carries a sample.
         outbox.notify("line 1", actor="me", db=str(harness.folder / "coop.db"))
         wait_until_sync(
-            lambda: value(samples(engine.url), "coop_outbox_deliveries_total") == 1,
+            lambda: value(samples(engine.metrics_url), "coop_outbox_deliveries_total") == 1,
             timeout_s=TIMEOUT_S,
             what="the row delivered",
         )
         for version, accept in PROMETHEUS_ACCEPT.items():
-            for url in (engine.url, door.url):
+            for url in (engine.metrics_url, door.url):
                 try:
                     assert_one_exposition(url, accept)
                 except AssertionError as exc:
-                    where = "engine" if url == engine.url else "door"
+                    where = "engine" if url == engine.metrics_url else "door"
                     raise AssertionError(f"Prometheus {version}, the {where}: {exc}") from None
     finally:
         engine.stop_quietly()

@@ -34,7 +34,7 @@ def test_an_absolute_socket_path_is_taken(tmp_path: Path) -> None:
 
 def test_a_relative_socket_path_is_refused_naming_the_setting(tmp_path: Path) -> None:
     write_key(tmp_path)
-    with pytest.raises(DoorError, match="COOP_SERVICE_SOCKET='service.sock' must be an absolute"):
+    with pytest.raises(DoorError, match=r"COOP_SERVICE_SOCKET='service\.sock' must be an absolute"):
         DoorConfig.from_env(door_env(tmp_path, COOP_SERVICE_SOCKET="service.sock"))
 
 
