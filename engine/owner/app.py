@@ -227,7 +227,7 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
             409,
             "local_mode",
             "this service is not the Coop owner (local mode): callers write locally;"
-            " `coop cutover --url URL` makes it the owner",
+            " `coop cutover` makes it the owner",
         )
     try:
         expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
