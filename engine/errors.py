@@ -12,8 +12,11 @@
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
     ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
     │   │                           transport); the compatibility client's fail-closed answers
-    │   └── OwnerFileOutdated       the owner file names a TCP address (an older build's):
-    │                               `coop cutover` again
+    │   ├── OwnerFileOutdated       the owner file names a TCP address (an older build's):
+    │   │                           `coop cutover` again
+    │   ├── ServiceNotRunning       nothing listens at the service's socket: nothing was sent
+    │   └── ServiceNotTrusted       the socket, its folder or the process answering is not this
+    │                               user's alone: nothing was sent
     ├── KeyFileError                a private key file is missing, unreadable, not a regular file,
     │   │                           empty or too large (engine.keyfile)
     │   └── KeyFileNotPrivate       a group or world bit is set on it: `chmod 600` it
@@ -90,6 +93,14 @@ class OwnerUnavailable(CoopError):
 class OwnerFileOutdated(OwnerUnavailable):
     """The owner file names the owner service's TCP address (an older build's): run `coop
     cutover` again to name its socket."""
+
+
+class ServiceNotRunning(OwnerUnavailable):
+    """Coop owner unavailable: coop serve is not running; nothing was sent."""
+
+
+class ServiceNotTrusted(OwnerUnavailable):
+    """Coop owner refused: its socket is not private to this user; nothing was sent."""
 
 
 class KeyFileError(CoopError):

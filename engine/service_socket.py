@@ -17,8 +17,9 @@ service was down received the owner credential. (Prometheus's read-only `/metric
 
 A call that cannot be checked or connected raises `ServiceNotRunning` (nothing listens: a
 missing socket or folder, or a socket nobody holds) or `ServiceNotTrusted` (the folder or the
-socket is not private to this user, or another user answers); both say nothing was sent. Any
-failure after the connect raises `OSError` as the standard library does: the request may have
+socket is not private to this user, or another user answers), both `OwnerUnavailable`
+(engine.errors) whose one line says nothing was sent. Any failure after the connect raises
+`OSError` (or `http.client.HTTPException`) as the standard library does: the request may have
 arrived.
 
 Standard library only (http.client, plumbing): the `coop` CLI imports this after a cutover.
@@ -30,7 +31,7 @@ import http.client
 import os
 
 from engine.config import data_folder, pure_path
-from engine.errors import UsageError
+from engine.errors import ServiceNotRunning, ServiceNotTrusted, UsageError
 from plumbing import unix
 
 # `typing` stays off the CLI's cold path.
@@ -51,15 +52,6 @@ TCP_SETTINGS = {
 }
 #: The Host header of a call over the socket: a loopback name, as the service's guard wants.
 SOCKET_HOST = "localhost"
-
-
-class ServiceNotRunning(ConnectionError):
-    """Nothing listens at the service's socket: `coop serve` is not running. Nothing was sent."""
-
-
-class ServiceNotTrusted(PermissionError):
-    """The socket, its folder or the process answering is not this user's alone: nothing was
-    sent."""
 
 
 def socket_path(environ: Mapping[str, str] | None = None) -> str:
@@ -104,10 +96,11 @@ def checked_socket(path: str, timeout: float | None) -> socket.socket:
         return unix.connect_checked(path, timeout)
     except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError) as exc:
         raise ServiceNotRunning(
-            f"coop serve is not running (nothing listens at {path}); nothing was sent"
+            f"Coop owner unavailable: coop serve is not running (nothing listens at {path});"
+            " nothing was sent"
         ) from exc
     except PermissionError as exc:
-        raise ServiceNotTrusted(str(exc)) from exc
+        raise ServiceNotTrusted(f"Coop owner refused: {exc}") from exc
 
 
 def connect(path: str, timeout_s: float) -> SocketConnection:

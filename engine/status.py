@@ -87,6 +87,7 @@ def owner_service(db: str | None = None) -> dict[str, Any] | None:
     import json
 
     from engine import service_socket
+    from engine.errors import CoopError
     from engine.owner.compat import owner_socket
     from engine.owner_file import owner_config
 
@@ -97,7 +98,7 @@ def owner_service(db: str | None = None) -> dict[str, Any] | None:
     try:
         status, raw = service_socket.call(path, "GET", "/status", timeout_s=OWNER_TIMEOUT_S)
         answer = json.loads(raw) if status == 200 else f"HTTP {status}"
-    except (OSError, ValueError, http.client.HTTPException) as exc:
+    except (CoopError, OSError, ValueError, http.client.HTTPException) as exc:
         return {"answered": False, "socket": path, "error": str(exc)}
     if not isinstance(answer, dict):
         return {"answered": False, "socket": path, "error": "its answer is not a JSON object"}

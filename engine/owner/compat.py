@@ -98,15 +98,9 @@ def owner_socket(config: dict[str, Any]) -> str:
 
 
 def connect(config: dict[str, Any]) -> service_socket.SocketConnection:
-    """A checked connection to the owner service (nothing sent yet), or one line: not running,
-    or not private to this user."""
-    path = owner_socket(config)
-    try:
-        return service_socket.connect(path, CLIENT_TIMEOUT_S)
-    except service_socket.ServiceNotRunning as exc:
-        raise OwnerUnavailable(f"Coop owner unavailable: {exc}") from exc
-    except service_socket.ServiceNotTrusted as exc:
-        raise OwnerUnavailable(f"Coop owner refused: {exc}") from exc
+    """A checked connection to the owner service (nothing sent yet); else `ServiceNotRunning`
+    or `ServiceNotTrusted` (`OwnerUnavailable`s), each one line."""
+    return service_socket.connect(owner_socket(config), CLIENT_TIMEOUT_S)
 
 
 def read_credential(config: dict[str, Any]) -> str:
