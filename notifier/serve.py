@@ -97,7 +97,9 @@ class ServiceConfig(NamedTuple):
         env = os.environ if environ is None else environ
         service_socket.refuse_tcp_settings(env)
         raw_port = env.get("COOP_METRICS_PORT", "").strip() or str(DEFAULT_METRICS_PORT)
-        port = None if raw_port == METRICS_OFF else whole_number(raw_port, 0, 65535)
+        # ASCII digits only: `int` also reads other scripts' digits and `8_764`.
+        digits = raw_port.isascii() and raw_port.isdigit()
+        port = whole_number(raw_port, 0, 65535) if digits else None
         if port is None and raw_port != METRICS_OFF:
             raise UsageError(
                 f"COOP_METRICS_PORT must be a port number or {METRICS_OFF!r}, not {raw_port!r}"

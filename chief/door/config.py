@@ -417,10 +417,11 @@ def _service_socket(env: Mapping[str, str]) -> str:
     raw = env.get("COOP_SERVICE_SOCKET", "").strip()
     if not raw:
         return str(data_home(env) / SERVICE_SOCKET_NAME)
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
+    # os.path's expanduser: pathlib's raises for an unknown `~user`.
+    path = os.path.expanduser(raw)
+    if not os.path.isabs(path):
         raise DoorError(f"COOP_SERVICE_SOCKET={raw!r} must be an absolute path")
-    return str(path)
+    return os.path.normpath(path)
 
 
 def _timeout(raw: str, engine_raw: str) -> float:
