@@ -24,6 +24,7 @@ from tests.support.phone_stack import make_stack, start
 from tests.support.procs import coop
 from tests.support.squatter import Squatter, skip_reason
 from tests.support.stack import CHAT_ID, SERVICE_KEY, Stack
+from tests.support.waiting import wait_until_sync
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -57,16 +58,18 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
     stack: Stack, tmp_path: Path
 ) -> None:
     env = stack.env()
-    cut = coop("cutover", *_cutover_args(stack), env=env, inherit=False)
+    cut = coop("cutover", env=env, inherit=False)  # the service's own socket, by default
     assert cut.returncode == 0, cut.stderr
     assert coop("todo", "add", "before the stop", env=env, inherit=False).returncode == 0
     credential = Path(str(stack.coop_db) + ".owner.key").read_text().strip()
-    # The port it held last (its /metrics now; the whole app on main) and the old default.
-    held = urlsplit(stack.engine.metrics_url or stack.engine.url).port
-    old_ports = sorted({OLD_DEFAULT_PORT, *([held] if held else [])})
-    assert stack.engine.terminate() == 0
-    owner = EmulatorOwner(stack.emulator.url)
-    try:
+    with EmulatorOwner(stack.emulator.url) as owner:
+        # The ordinary path first: a routed verb answered, the phone's summary over the link.
+        assert "before the stop" in coop("list", env=env, inherit=False).stdout
+        assert _phone_status(owner).startswith("Open: 1 todo, 0 requests.")
+        # The port it held last (its /metrics now; the whole app on main) and the old default.
+        held = urlsplit(stack.engine.metrics_url or stack.engine.url).port
+        old_ports = sorted({OLD_DEFAULT_PORT, *([held] if held else [])})
+        assert stack.engine.terminate() == 0
         with Squatter.started(
             tmp_path, ports=old_ports, socket_path=stack.folder / "service.sock"
         ) as squatter:
@@ -75,18 +78,13 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
             listed = coop("list", env=env, inherit=False)
             added = coop("todo", "add", "while squatted", env=env, inherit=False)
             status = coop("status", env=env, inherit=False)
-            before = len(owner.messages())
-            owner.text(OWNER_ID, OWNER_ID, "/status")
-            answer = owner.wait_for(
-                lambda _: [m for m in owner.messages()[before:] if m["chat_id"] == OWNER_ID],
-                ANSWER_S,
-                "the phone's /status answered",
-            )[0]["text"]
-            # Every connection it took has been read to its end before the squatter stops.
-            squatter_done = len(squatter.connections()) == len(squatter.received())
-            assert squatter_done or _wait_read(squatter)
-    finally:
-        owner.close()
+            answer = _phone_status(owner)
+            # Every connection it took is read to its end before the squatter stops.
+            wait_until_sync(
+                lambda: len(squatter.connections()) == len(squatter.received()),
+                timeout_s=5.0,
+                what="the squatter to read what it was sent",
+            )
     received = squatter.received()
     assert not any(credential in data or SERVICE_KEY in data for data in received), received
     assert squatter.connections() == [], f"the squatter was sent: {received}"
@@ -103,17 +101,14 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(
     assert "while squatted" not in listed_after.stdout
 
 
-def _wait_read(squatter: Squatter) -> bool:
-    from tests.support.waiting import wait_until_sync
-
-    return bool(
-        wait_until_sync(
-            lambda: len(squatter.connections()) == len(squatter.received()),
-            timeout_s=5.0,
-            what="the squatter to read what it was sent",
-        )
+def _phone_status(owner: EmulatorOwner) -> str:
+    """The owner's `/status` on the phone: the bot's answer (the door asks the ledger)."""
+    before = len(owner.messages())
+    owner.text(OWNER_ID, OWNER_ID, "/status")
+    return str(
+        owner.wait_for(
+            lambda _: [m for m in owner.messages()[before:] if m["chat_id"] == OWNER_ID],
+            ANSWER_S,
+            "the phone's /status answered",
+        )[0]["text"]
     )
-
-
-def _cutover_args(stack: Stack) -> list[str]:
-    return []  # the service's own socket, <COOP_HOME>/service.sock
