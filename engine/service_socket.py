@@ -30,9 +30,9 @@ from __future__ import annotations
 import http.client
 import os
 
-from engine.config import data_folder, pure_path
+from engine.config import data_folder
 from engine.errors import ServiceNotRunning, ServiceNotTrusted, UsageError
-from plumbing import unix
+from plumbing import service, unix
 
 # `typing` stays off the CLI's cold path.
 TYPE_CHECKING = False
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     import socket
     from collections.abc import Mapping
 
-SOCKET_ENV = "COOP_SERVICE_SOCKET"
-SOCKET_NAME = "service.sock"
 #: The settings of the TCP era, each with what replaced it.
 TCP_SETTINGS = {
     "COOP_SERVICE_URL": "set COOP_SERVICE_SOCKET (default <COOP_HOME>/service.sock)",
@@ -55,15 +53,13 @@ SOCKET_HOST = "localhost"
 
 
 def socket_path(environ: Mapping[str, str] | None = None) -> str:
-    """`COOP_SERVICE_SOCKET` (absolute), else `service.sock` in the data folder."""
+    """`COOP_SERVICE_SOCKET` (absolute), else `service.sock` in the data folder
+    (`plumbing.service`, the door's link derives it the same way)."""
     env = os.environ if environ is None else environ
-    raw = env.get(SOCKET_ENV, "").strip()
-    if not raw:
-        return pure_path(os.path.join(data_folder(env), SOCKET_NAME))
-    path = os.path.expanduser(raw)
-    if not path.startswith("/"):
-        raise UsageError(f"{SOCKET_ENV} must be an absolute path, not {raw!r}")
-    return pure_path(path)
+    try:
+        return service.socket_path(env, data_folder(env))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def refuse_tcp_settings(environ: Mapping[str, str] | None = None) -> None:

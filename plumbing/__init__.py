@@ -6,6 +6,8 @@ a service's private Unix socket is bound and checked before a client trusts it.
                link, their mode and owner set on the open descriptor
     unix.py    a service's socket in its private folder: bound by the service, checked by a
                client before it sends a secret, and the caller's uid read from the kernel
+    service.py where the engine service (`coop serve`) listens: COOP_SERVICE_SOCKET, default
+               <COOP_HOME>/service.sock, for it and every client of it
 
 It imports nothing from `engine`, `notifier` or `chief` (an import contract holds that), and only
 the standard library, so the `coop` CLI's cold path may load it.

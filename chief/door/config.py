@@ -65,6 +65,7 @@ from chief.errors import ChiefConfigError, DoorError
 from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
+from plumbing import service
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the door URL (engine.door,
 # notifier.config DEFAULT_DOOR_URL), the peers (engine.loopback.LOOPBACK_PEERS), the key file
@@ -73,9 +74,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
-# Shared fact, twin of `coop serve`'s default socket (engine.service_socket.SOCKET_NAME in the
-# data folder), pinned by tests/contract/test_shared_facts.py.
-SERVICE_SOCKET_NAME = "service.sock"
 # The engine's client gives up after COOP_CLIENT_TIMEOUT_S (15 s unless set; the door reads the
 # same setting) and the report wait takes up to REPORT_WAIT_S of that: a Telegram call must end,
 # with a margin, before the engine gives up, or the engine retries a send still in flight.
@@ -406,22 +404,19 @@ def _api_base(raw: str) -> str:
 
 
 def _service_socket(env: Mapping[str, str]) -> str:
-    """`COOP_SERVICE_SOCKET` (an absolute path), else `service.sock` in the data folder; the TCP
-    era's `COOP_SERVICE_URL` is refused, naming what to set instead (the service key must never
-    go to a port whoever listens first receives)."""
+    """`COOP_SERVICE_SOCKET` (an absolute path), else `service.sock` in the data folder
+    (`plumbing.service`, as `coop serve` derives it); the TCP era's `COOP_SERVICE_URL` is
+    refused, naming what to set instead (the service key must never go to a port whoever
+    listens first receives)."""
     if env.get("COOP_SERVICE_URL", "").strip():
         raise DoorError(
             "COOP_SERVICE_URL is no longer read: coop serve listens on a Unix socket; set "
             "COOP_SERVICE_SOCKET (default <COOP_HOME>/service.sock) and remove COOP_SERVICE_URL"
         )
-    raw = env.get("COOP_SERVICE_SOCKET", "").strip()
-    if not raw:
-        return str(data_home(env) / SERVICE_SOCKET_NAME)
-    # os.path's expanduser: pathlib's raises for an unknown `~user`.
-    path = os.path.expanduser(raw)
-    if not os.path.isabs(path):
-        raise DoorError(f"COOP_SERVICE_SOCKET={raw!r} must be an absolute path")
-    return os.path.normpath(path)
+    try:
+        return service.socket_path(env, str(data_home(env)))
+    except ValueError as exc:
+        raise DoorError(str(exc)) from None
 
 
 def _timeout(raw: str, engine_raw: str) -> float:

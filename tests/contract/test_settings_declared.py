@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "notifier", "chief")
+PACKAGES = ("engine", "notifier", "chief", "plumbing")
 SETTING_NAME = re.compile(r"(?:COOP|CHIEF|TELEGRAM)_[A-Z0-9_]+")
 ENV_NAMES = frozenset({"env", "environ"})
 
