@@ -1,12 +1,12 @@
 """GET /metrics on the engine service (`coop serve`'s TCP listener for it alone) and on the door
-(`chief serve`), scraped over real HTTP during a real delivery (both as processes: the door starts only after the engine has
-deferred the head row at least once, and Telegram, the emulator, answers a 429 and then a 500)
-and parsed with prometheus_client's own parser: every counter moved by exactly what happened.
-Telegram's failures stay inside the door (its own queue), so they show in the door's send
-counters and never as engine deferrals. Then the guard: the door's needs the key, as a Bearer
-token or the service key header; the engine's needs none (it is the one route on its TCP port,
-and a key sent there would reach whoever listens on the port while the service is down); both
-refuse browsers and rebinding.
+(`chief serve`), scraped over real HTTP during a real delivery (both as processes: the door
+starts only after the engine has deferred the head row at least once, and Telegram, the
+emulator, answers a 429 and then a 500) and parsed with prometheus_client's own parser: every
+counter moved by exactly what happened. Telegram's failures stay inside the door (its own
+queue), so they show in the door's send counters and never as engine deferrals. Then the guard:
+the door's needs the key, as a Bearer token or the service key header; the engine's needs none
+(it is the one route on its TCP port, and a key sent there would reach whoever listens on the
+port while the service is down); both refuse browsers and rebinding.
 
 And what a real Prometheus sees: both endpoints asked with the `Accept` header each Prometheus
 version sends answer one exposition (one `# EOF` at most, no family twice) that the OpenMetrics
