@@ -123,7 +123,7 @@ def _routed(
     )  # fmt: skip
     serve.start()
     try:
-        cutover.cutover(serve.socket, actor="bench", db=db)
+        cutover.cutover(serve.socket_path, actor="bench", db=db)
         _measure("routed", db, env, rounds)
     finally:
         serve.terminate()

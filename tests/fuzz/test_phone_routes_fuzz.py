@@ -111,8 +111,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         stack.engine.env["COOP_DOOR_URL"] = f"http://127.0.0.1:{free_port()}/notify"
         stack.engine.start()
         stack.started.append(stack.engine)
-        assert stack.engine.socket
-        yield Service(stack, stack.engine.socket)
+        assert stack.engine.socket_path
+        yield Service(stack, stack.engine.socket_path)
         assert set(stack.stop().values()) == {0}
     finally:
         stack.close()

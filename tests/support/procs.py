@@ -195,8 +195,8 @@ class Service:
     start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
     log_path: Path | None = None
     url: str = ""  # the `http://host:port` this start announced
-    socket: str = ""  # the Unix socket this start announced (`socket` in its listening line)
-    metrics_url: str = ""  # `coop serve`'s /metrics listener this start announced, if any
+    socket_path: str = ""  # the Unix socket this start announced (`socket` in its line)
+    metrics_url: str = ""  # its /metrics listener on TCP, if it announced one (`metrics_url`)
     cwd: Path = REPO  # the source tree whose code `python -m` runs (a bench's baseline: main's)
 
     @property
@@ -249,7 +249,7 @@ class Service:
             return None
         line = self.wait_event(self.listening_event, f"{self.name} to listen")
         self.start_s.append(time.monotonic() - began)
-        self.socket = str(line.get("socket") or "")
+        self.socket_path = str(line.get("socket") or "")
         self.metrics_url = str(line.get("metrics_url") or "")
         if "port" not in line and "url" not in line:
             return None
@@ -297,8 +297,8 @@ class Service:
         the `httpx.Response`."""
         import httpx
 
-        assert self.socket, f"{self.name} announced no socket"
-        transport = httpx.HTTPTransport(uds=self.socket)
+        assert self.socket_path, f"{self.name} announced no socket"
+        transport = httpx.HTTPTransport(uds=self.socket_path)
         timeout = options.pop("timeout", START_TIMEOUT_S)
         with httpx.Client(
             transport=transport, base_url="http://localhost", timeout=timeout, trust_env=False

@@ -1,180 +1,222 @@
-"""Another local user standing in for a service: a throwaway account (`useradd`, removed after)
-whose process listens on the TCP ports a service held or used to hold, and tries to create the
-service's socket path, as a compromised low-privilege process could while the service is down.
+"""Another local user who grabs a service's address while the service is down: a throwaway
+account made for the test, and a process run as that account that listens on loopback TCP
+ports, tries to create the service's Unix socket, and records every byte it receives.
 
-    with Squatter.started(folder, ports=(8764, old_port), socket_path=sock) as squatter:
-        ... run the clients ...
-    squatter.received()      # what each connection sent it, as text (latin-1)
-    squatter.socket_refused  # the errno's words when creating the socket path failed
+    with throwaway_user() as user:                        # useradd; userdel -r after
+        with Squatter(user, ports=[8765], socket_path=home / "door.sock") as squatter:
+            ...                                           # run the clients
+        squatter.received()                               # {port: bytes}: what reached it
+        squatter.socket_attempt                           # "refused: ..." or "created"
 
-The squatter reads whatever a connection sends for up to a second of silence, answers nothing,
-and closes it: a client that sends a key to it has given it away. It runs the system's Python
-(the venv's interpreter may sit under a folder only root can enter) with `setpriv`, so nothing
-of the test's process is shared with it but its log file's descriptor. Only root can do this:
-`skip_reason()` says why a test cannot.
+It answers whatever it receives as a door that accepted it (`200 {"delivered": true, ...}`):
+a client that takes that answer marks its row delivered, so the test sees that too.
+
+Needs root (useradd, setpriv); `needs_root` is the skip mark. As a script (what the account
+runs, with the system's python3 and the standard library only):
+
+    python3 squatter.py RECORD_DIR SOCKET_PATH PORT [PORT ...]
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import pwd
 import secrets
 import shutil
+import socket
 import subprocess
+import sys
+import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from tests.support.waiting import wait_until_sync
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-READY_TIMEOUT_S = 10.0
-
-# Standard library only, run by the squatter's own interpreter: one JSON line per thing seen.
-SQUATTER_CODE = r"""
-import json, os, socket, sys, threading
-
-def say(**fields):
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
-
-ports = [int(p) for p in sys.argv[1].split(",") if p]
-socket_path = sys.argv[2]
-listeners = []
-for port in ports:
-    tcp = socket.socket()
-    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        tcp.bind(("127.0.0.1", port))
-        tcp.listen(64)
-    except OSError as exc:
-        say(port_taken=port, error=exc.strerror)
-        continue
-    listeners.append((tcp, f"127.0.0.1:{port}"))
-    say(listening=port)
-unix = socket.socket(socket.AF_UNIX)
-try:
-    unix.bind(socket_path)
-    unix.listen(8)
-except OSError as exc:
-    say(socket_refused=socket_path, error=exc.strerror or str(exc))
-else:
-    listeners.append((unix, socket_path))
-    say(socket_bound=socket_path)
-
-def serve(conn, where):
-    conn.settimeout(1.0)
-    got = b""
-    try:
-        while len(got) < 65536:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-    except OSError:
-        pass
-    conn.close()
-    say(received=where, data=got.decode("latin-1"))
-
-def accept(listener, where):
-    while True:
-        conn, _ = listener.accept()
-        say(connected=where)
-        threading.Thread(target=serve, args=(conn, where), daemon=True).start()
-
-for listener, where in listeners:
-    threading.Thread(target=accept, args=(listener, where), daemon=True).start()
-say(ready=os.getuid())
-threading.Event().wait()
-"""
+READY_TIMEOUT_S = 20.0
+ANSWER = b'{"delivered": true, "chief_message_id": 1, "answered": true}'
 
 
-def skip_reason() -> str | None:
-    """Why a squat cannot be staged here (None: it can)."""
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: Path
+
+
+def root_reason() -> str | None:
+    """Why the other-user tests cannot run here, or None."""
     if os.geteuid() != 0:
-        return "only root can make a throwaway user to squat a service's address"
-    missing = [tool for tool in ("useradd", "userdel", "setpriv") if shutil.which(tool) is None]
-    if missing or not Path(SYSTEM_PYTHON).exists():
-        return f"missing {', '.join(missing) or SYSTEM_PYTHON}: no throwaway user's process"
+        return "needs root: it creates a throwaway account (useradd) and runs a process as it"
+    for tool in ("useradd", "userdel", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"{tool} is missing: no second local user can be made"
+    if not Path(SYSTEM_PYTHON).exists():
+        return f"{SYSTEM_PYTHON} is missing: the other user's process has nothing to run"
     return None
 
 
 @contextlib.contextmanager
-def throwaway_user() -> Iterator[pwd.struct_passwd]:
-    """A system account with no home and no login shell, removed on the way out."""
+def throwaway_user() -> Iterator[User]:
+    """A fresh local account with its own home under /tmp, removed (home included) after."""
     name = "coopsq" + secrets.token_hex(4)
+    home = Path("/tmp") / name
     subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin",
+         "--user-group", name],
         check=True,
         capture_output=True,
-    )
+    )  # fmt: skip
     try:
-        yield pwd.getpwnam(name)
+        import pwd
+
+        entry = pwd.getpwnam(name)
+        yield User(name, entry.pw_uid, entry.pw_gid, home)
     finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
+        subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
 
 
+@dataclass
 class Squatter:
-    """The squatting process of a throwaway user, and what its log says."""
+    """The squatting process of `user` (see the module docstring)."""
 
-    def __init__(self, log_path: Path, popen: subprocess.Popen[bytes]) -> None:
-        self.log_path = log_path
-        self.popen = popen
+    user: User
+    ports: Sequence[int]
+    socket_path: Path
+    popen: subprocess.Popen[str] | None = None
+    listening: list[int] = field(default_factory=list)
+    socket_attempt: str = ""
 
-    @classmethod
-    @contextlib.contextmanager
-    def started(
-        cls, folder: Path, *, ports: Sequence[int], socket_path: Path
-    ) -> Iterator[Squatter]:
-        """The squatter on `ports` and at `socket_path` until the block ends (its user too)."""
-        log_path = folder / "squatter.jsonl"
-        with throwaway_user() as user, log_path.open("wb") as log:
-            popen = subprocess.Popen(
-                ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
-                 "--clear-groups", SYSTEM_PYTHON, "-I", "-c", SQUATTER_CODE,
-                 ",".join(str(port) for port in ports), str(socket_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                cwd="/",
-            )  # fmt: skip
-            squatter = cls(log_path, popen)
+    @property
+    def record_dir(self) -> Path:
+        return self.user.home / "record"
+
+    def __enter__(self) -> Squatter:
+        script = Path(__file__)
+        self.popen = subprocess.Popen(
+            ["setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}",
+             "--clear-groups", SYSTEM_PYTHON, "-I", str(script), str(self.record_dir),
+             str(self.socket_path), *map(str, self.ports)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )  # fmt: skip
+        assert self.popen.stdout is not None
+        ready: list[str] = []
+        reader = threading.Thread(
+            target=lambda: ready.append(self.popen.stdout.readline()),  # type: ignore[union-attr]
+            daemon=True,
+        )
+        reader.start()
+        reader.join(READY_TIMEOUT_S)
+        line = ready[0] if ready else ""
+        if not line.startswith("ready "):
+            self.popen.terminate()
+            err = self.popen.stderr.read() if self.popen.stderr else ""
+            self.__exit__(None, None, None)
+            raise AssertionError(f"the squatter did not start: {line!r} {err[-2000:]}")
+        _, listening, attempt = line.rstrip("\n").split(" ", 2)
+        self.listening = [int(port) for port in listening.split(",") if port]
+        self.socket_attempt = attempt
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            self.popen.terminate()
             try:
-                wait_until_sync(
-                    lambda: squatter.lines("ready") or popen.poll() is not None,
-                    timeout_s=READY_TIMEOUT_S,
-                    what="the squatter to listen",
-                )
-                assert popen.poll() is None, log_path.read_text(errors="replace")
-                yield squatter
-            finally:
-                popen.kill()
-                popen.wait()
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        for stream in (self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                stream.close()
 
-    def lines(self, key: str | None = None) -> list[dict[str, Any]]:
-        found = []
-        for raw in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(raw)
-                if isinstance(entry, dict) and (key is None or key in entry):
-                    found.append(entry)
+    def received(self) -> dict[int, bytes]:
+        """Every byte each port received, by port (a port that received nothing is absent)."""
+        found: dict[int, bytes] = {}
+        if not self.record_dir.exists():
+            return found
+        for path in sorted(self.record_dir.glob("port-*.bin")):
+            data = path.read_bytes()
+            if data:
+                port = int(path.stem.split("-", 2)[1])
+                found[port] = found.get(port, b"") + data
         return found
 
-    @property
-    def listening(self) -> list[int]:
-        return [int(entry["listening"]) for entry in self.lines("listening")]
 
-    @property
-    def socket_refused(self) -> str | None:
-        refused = self.lines("socket_refused")
-        return str(refused[0]["error"]) if refused else None
+# -- the process the other user runs (standard library only) ---------------------------------
 
-    def connections(self) -> list[str]:
-        """Where each connection it accepted came in."""
-        return [str(entry["connected"]) for entry in self.lines("connected")]
 
-    def received(self) -> list[str]:
-        """What each connection sent it (only those that have closed so far)."""
-        return [str(entry["data"]) for entry in self.lines("received")]
+def _serve_one(conn: socket.socket, record: Path) -> None:
+    with conn, record.open("ab") as out:
+        conn.settimeout(1.0)
+        try:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                out.write(data)
+                out.flush()
+                if b"\r\n\r\n" in data or b"\n\n" in data:
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: " + str(len(ANSWER)).encode() + b"\r\n\r\n" + ANSWER
+                    )
+        except OSError:
+            return
+
+
+def _accept_loop(server: socket.socket, record_dir: Path) -> None:
+    port = server.getsockname()[1]
+    while True:
+        conn, _ = server.accept()
+        record = record_dir / f"port-{port}-{secrets.token_hex(4)}.bin"
+        threading.Thread(target=_serve_one, args=(conn, record), daemon=True).start()
+
+
+def _try_socket(path: str) -> str:
+    """What happened when this user tried to create the service's socket."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        sock.listen(8)
+    except OSError as exc:
+        sock.close()
+        return f"refused:{exc.strerror or exc}".replace(" ", "_")
+    # Kept open and listening: if it ever works, a client would find it.
+    _KEPT.append(sock)
+    return "created"
+
+
+_KEPT: list[socket.socket] = []
+
+
+def main(argv: Sequence[str]) -> int:
+    record_dir, socket_path, *ports = argv
+    os.makedirs(record_dir, exist_ok=True)
+    listening = []
+    for raw in ports:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            server.bind(("127.0.0.1", int(raw)))
+        except OSError as exc:
+            print(f"cannot listen on 127.0.0.1:{raw}: {exc}", file=sys.stderr, flush=True)
+            return 1
+        server.listen(64)
+        listening.append(raw)
+        threading.Thread(target=_accept_loop, args=(server, Path(record_dir)), daemon=True).start()
+    attempt = _try_socket(socket_path)
+    print(f"ready {','.join(listening)} {attempt}", flush=True)
+    threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

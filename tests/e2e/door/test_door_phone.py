@@ -206,7 +206,7 @@ def test_status_while_coop_serve_is_stuck_still_answers(phone: Phone) -> None:
 async def test_the_engine_link_presents_the_key_and_names_each_failure(
     phone: Phone, tmp_path: Path
 ) -> None:
-    path = phone.stack.engine.socket
+    path = phone.stack.engine.socket_path
     async with EngineLink(path, SERVICE_KEY).open() as link:
         assert (await link.summary())["owner"] == "owner"
     async with EngineLink(path, "not-the-key").open() as link:

@@ -47,8 +47,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def _port(stack: Stack) -> str:
     """The engine's socket: every route of its app is there."""
-    assert stack.engine.socket
-    return stack.engine.socket
+    assert stack.engine.socket_path
+    return stack.engine.socket_path
 
 
 def _flood(stack: Stack) -> tuple[dict[tuple[str, str, bool], int], int]:

@@ -88,12 +88,12 @@ def _socket_fds(pid: int) -> int:
 
 def test_idle_connections_on_both_services_lock_nobody_out(stack: Stack) -> None:
     assert stack.door.port is not None
-    assert stack.engine.socket
+    assert stack.engine.socket_path
     _notify_lands(stack, "before the flood", within_s=10.0)
     baseline = {part.name: _socket_fds(part.pid) for part in (stack.door, stack.engine)}
     with (
         IdleSockets(stack.door.port, IDLE_PER_SERVICE) as door_idle,
-        IdleSockets(stack.engine.socket, IDLE_PER_SERVICE) as engine_idle,
+        IdleSockets(stack.engine.socket_path, IDLE_PER_SERVICE) as engine_idle,
     ):
         _notify_lands(stack, "during the flood", within_s=LANDED_WITHIN_S)
         _owner_call_answers(stack)

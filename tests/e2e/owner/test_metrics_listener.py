@@ -47,7 +47,7 @@ def _tcp_listeners_of(pid: int) -> int:
 def test_metrics_alone_is_on_tcp_without_a_key(tmp_path: Path, stack_env: dict[str, str]) -> None:
     serve = ServeProcess(tmp_path, stack_env).start()
     try:
-        assert serve.socket == str(tmp_path / "service.sock")
+        assert serve.socket_path == str(tmp_path / "service.sock")
         assert serve.metrics_url.startswith("http://127.0.0.1:")
         assert _tcp_listeners_of(serve.pid) == 1
         with httpx.Client(base_url=serve.metrics_url, timeout=TIMEOUT_S, trust_env=False) as tcp:
