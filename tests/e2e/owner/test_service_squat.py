@@ -12,6 +12,7 @@ verb is answered, and each client says in one line that the service is not runni
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,9 +22,9 @@ import pytest
 from chief.door.commands_text import NOT_RUNNING
 from tests.support.phone import EmulatorOwner
 from tests.support.phone_stack import make_stack, start
-from tests.support.procs import coop
+from tests.support.procs import coop, lasting_port, write_key
 from tests.support.squatter import Squatter, root_reason, throwaway_user
-from tests.support.stack import CHAT_ID, SERVICE_KEY, Stack
+from tests.support.stack import CHAT_ID, Stack
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -31,6 +32,7 @@ pytestmark = [
 ]
 
 OLD_DEFAULT_PORT = 8764
+KEY = "squat-service-key-" + secrets.token_hex(8)
 OWNER_ID = int(CHAT_ID)
 ANSWER_S = 10.0
 
@@ -40,6 +42,10 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     folder = tmp_path / "d"
     folder.mkdir(mode=0o700)
     stack = make_stack(folder)
+    # A key of this test's own (every stack shares SERVICE_KEY), and /metrics on a port below
+    # the ephemeral range: no other test's traffic can be mistaken for these clients'.
+    write_key(stack.key_file, KEY)
+    stack.engine.env["COOP_METRICS_PORT"] = str(lasting_port())
     try:
         start(stack)
         yield stack
@@ -80,7 +86,7 @@ def test_a_squatter_on_the_old_port_and_the_socket_path_gets_nothing(stack: Stac
             received = squatter.received()
     sent = b"".join(received.values()).decode("latin-1")
     assert credential not in sent
-    assert SERVICE_KEY not in sent
+    assert KEY not in sent
     assert received == {}, f"the squatter received {received!r}"
     for what, done in (("coop list", listed), ("coop todo add", added), ("coop status", status)):
         assert done.returncode != 0, f"{what} answered: {done.stdout}"
