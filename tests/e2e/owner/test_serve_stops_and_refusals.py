@@ -213,3 +213,25 @@ def test_a_second_coop_serve_on_one_ledger_refuses_naming_the_first_ones_pid(
         assert first.terminate() == 0
     finally:
         first.stop_quietly()
+
+
+def test_the_door_refuses_the_tcp_eras_service_url_in_one_line(
+    tmp_path: Path, stack_env: dict[str, str]
+) -> None:
+    """`chief serve`, the client of `coop serve` on the phone's side: an install that still
+    names the service's TCP URL stops at start, saying what to set instead."""
+    env = {**child_env(stack_env), "COOP_SERVICE_URL": "http://127.0.0.1:8764", "CHIEF_OWNER": "o"}
+    done = subprocess.run(
+        [sys.executable, "-m", "chief", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("chief serve:")]
+    assert len(said) == 1, done.stderr
+    assert "COOP_SERVICE_URL is no longer read" in said[0]
+    assert "set COOP_SERVICE_SOCKET" in said[0]
