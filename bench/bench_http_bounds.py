@@ -52,9 +52,9 @@ def _time_to_land(stack: Stack, text: str, wait_s: float) -> float | None:
 
 
 def _body(stack: Stack) -> str:
-    assert stack.engine.port is not None
+    assert stack.engine.socket_path
     before = memory_kb(stack.engine.pid)
-    status = send_body(stack.engine.port, "POST", "/api/coop/phone/answer", size=BODY_BYTES,
+    status = send_body(stack.engine.socket_path, "POST", "/api/coop/phone/answer", size=BODY_BYTES,
                        chunked=False)  # fmt: skip
     after = memory_kb(stack.engine.pid)
     return (
@@ -66,8 +66,8 @@ def _body(stack: Stack) -> str:
 
 def _flood(stack: Stack, idle: int, wait_s: float) -> str:
     assert stack.door.socket_path
-    assert stack.engine.port is not None
-    with IdleSockets(stack.door.socket_path, idle), IdleSockets(stack.engine.port, idle):
+    assert stack.engine.socket_path
+    with IdleSockets(stack.door.socket_path, idle), IdleSockets(stack.engine.socket_path, idle):
         held = _time_to_land(stack, "during the flood", wait_s)
         if held is not None:
             return f"{idle} idle on each: the notify landed in {held * 1000:.0f} ms while held"

@@ -1,6 +1,6 @@
 """Owner service cost: the same `ledger.add_todo` called in-process, locally and routed through a
-real `coop serve` (urllib client, receipt fsync'd, command filed with the change), and cold
-`coop todo add` processes both ways. Prints figures; asserts nothing.
+real `coop serve` (http.client on its Unix socket, receipt fsync'd, command filed with the
+change), and cold `coop todo add` processes both ways. Prints figures; asserts nothing.
 
     .venv/bin/python bench/bench_owner.py [--calls 200]
 """
@@ -68,7 +68,7 @@ def main() -> None:
         COOP_DB=str(home / "coop.db"),
         COOP_KICK="off",
         COOP_ACTOR="bench",
-        COOP_SERVICE_PORT="0",
+        COOP_METRICS_PORT="off",
         COOP_SERVICE_KEY_FILE=str(key),
         COOP_DOOR_SOCKET=str(home / "door.sock"),  # no door there: its rows wait, not measured
         COOP_BACKOFF_BASE_S="300",
@@ -82,15 +82,15 @@ def main() -> None:
         proc = subprocess.Popen([sys.executable, "-m", "engine", "serve"], env=env, stderr=out)
     try:
         deadline = time.monotonic() + 20
-        url = None
-        while url is None and time.monotonic() < deadline:
+        path = None
+        while path is None and time.monotonic() < deadline:
             for line in log.read_text().splitlines():
                 if '"service.listening"' in line:
-                    url = json.loads(line)["url"]
+                    path = json.loads(line)["socket"]
             time.sleep(0.05)
-        assert url, log.read_text()
+        assert path, log.read_text()
         subprocess.run(
-            [sys.executable, "-m", "engine", "cutover", "--url", url], env=env, check=True
+            [sys.executable, "-m", "engine", "cutover", "--socket", path], env=env, check=True
         )
         _figures("in-process, routed to coop serve", _time_calls(args.calls))
         _figures("cold `coop todo add`, routed", _cold(args.cold, env))

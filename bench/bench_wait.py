@@ -115,12 +115,15 @@ def _routed(
         ["engine", "serve"],
         folder,
         "service.listening",
-        child_env({**settings, "COOP_OWNER_FILE": ""}),
-        port_env="COOP_SERVICE_PORT",
-    )
+        child_env(
+            {**settings, "COOP_OWNER_FILE": "",
+             "COOP_METRICS_PORT": "off"}
+        ),
+        takes_port=False,
+    )  # fmt: skip
     serve.start()
     try:
-        cutover.cutover(serve.url, actor="bench", db=db)
+        cutover.cutover(serve.socket_path, actor="bench", db=db)
         _measure("routed", db, env, rounds)
     finally:
         serve.terminate()

@@ -23,7 +23,7 @@
     │                           door, `chief telegram pair`); the door's phone retries slowly
     └── EngineUnavailable       the ledger service (`coop serve`) answered with an error: a
         │                       refused service key, a store error, an answer it cannot read
-        └── EngineUnreachable   nothing answers at COOP_SERVICE_URL within the bound: `coop
+        └── EngineUnreachable   nothing answers at COOP_SERVICE_SOCKET within the bound: `coop
                                 serve` is not running (or is stuck)
 
 Every class's docstring is its default message, so `raise ChiefStoreError()` still says something
@@ -134,7 +134,7 @@ class EngineUnavailable(ChiefError):
 
 class EngineUnreachable(EngineUnavailable):
     """The ledger service (coop serve) is not running — start it (`coop serve`) or fix
-    COOP_SERVICE_URL."""
+    COOP_SERVICE_SOCKET."""
 
     def __init__(self, message: str | None = None, *, timed_out: bool = False) -> None:
         super().__init__(message)

@@ -11,14 +11,19 @@
     │                               changed under this take); exit 1
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
     ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
-    │                               transport); the compatibility client's fail-closed answers
+    │   │                           transport); the compatibility client's fail-closed answers
+    │   ├── OwnerFileOutdated       the owner file names a TCP address (an older build's):
+    │   │                           `coop cutover` again
+    │   ├── ServiceNotRunning       nothing listens at the service's socket: nothing was sent
+    │   └── ServiceNotTrusted       the socket, its folder or the process answering is not this
+    │                               user's alone: nothing was sent
     ├── KeyFileError                a private key file is missing, unreadable, not a regular file,
     │   │                           empty or too large (engine.keyfile)
     │   └── KeyFileNotPrivate       a group or world bit is set on it: `chmod 600` it
     ├── NeedsAPerson                `coop status --check` found something; exit 1
     ├── TimedOut                    `coop request wait` gave up: the request is still open;
     │                               exit 3
-    ├── ServiceError                `coop serve` cannot start (its port is taken, ...)
+    ├── ServiceError                `coop serve` cannot start (its socket is held, ...)
     ├── GuardRefused                `coop serve`'s guard turned a request away before its body
     │                               (peer, Host, browser header, key): answered with its HTTP
     │                               status, counted, summed up in the log (engine.owner.refused)
@@ -86,6 +91,19 @@ class StoreError(CoopError):
 
 class OwnerUnavailable(CoopError):
     """The Coop owner service could not be used; nothing was written locally."""
+
+
+class OwnerFileOutdated(OwnerUnavailable):
+    """The owner file names the owner service's TCP address (an older build's): run `coop
+    cutover` again to name its socket."""
+
+
+class ServiceNotRunning(OwnerUnavailable):
+    """Coop owner unavailable: coop serve is not running; nothing was sent."""
+
+
+class ServiceNotTrusted(OwnerUnavailable):
+    """Coop owner refused: its socket is not private to this user; nothing was sent."""
 
 
 class KeyFileError(CoopError):

@@ -1,4 +1,4 @@
-"""The engine service's Prometheus metrics: `GET /metrics` on `coop serve`.
+"""The engine service's Prometheus metrics: `GET /metrics` on `coop serve`'s TCP listener.
 
 Read from coop.db at each scrape (so they survive restarts and count what one-shot drainers in
 other processes did too), with one read-only connection per scrape:
@@ -20,19 +20,18 @@ All of them are registered in one registry and rendered once per scrape, in the 
 scraper asks for (`Accept`): one exposition, so an OpenMetrics answer ends with one `# EOF`
 (two joined expositions make Prometheus drop the scrape: "unexpected data after # EOF").
 
-The route is guarded like the service's others (loopback peer, no browser or proxy header, a
-loopback Host) and needs the shared service key (`COOP_SERVICE_KEY_FILE`, read once when the
-route is mounted) as `Authorization: Bearer <key>` (Prometheus' scrape config) or
-`X-Coop-Service-Key`, compared in constant time.
+`create_metrics_app` is the whole app `coop serve` serves on TCP (`COOP_METRICS_PORT`), for
+Prometheus: `GET /metrics` and nothing else, no route that changes anything, and no key (a
+key sent over TCP would go to whoever listens on the port while the service is down, and the
+service key grants the phone's writes). Its guard is the service's loopback guard (loopback
+peer, no browser or proxy header, a loopback Host). Everything else is on the service's Unix
+socket.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +40,7 @@ import structlog
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
-from engine import door, store
-from engine.errors import KeyFileError
+from engine import store
 from engine.owner.app import guard_request
 from engine.owner.refused import ServiceRefusals
 from engine.store import queue
@@ -132,37 +130,13 @@ def _histogram(
     return family(name, help_text, buckets=points, sum_value=value_sum)
 
 
-def read_service_key(environ: Mapping[str, str] | None = None) -> str | None:
-    """The shared service key through the engine's one key reader (`engine.door`: 0600 or
-    refused), or None when it cannot be used (then `/metrics` answers 503 and the log says why)."""
-    try:
-        return door.read_service_key(os.environ if environ is None else environ)
-    except KeyFileError as exc:
-        log.error("metrics.service_key_unusable", error=exc.message)
-        return None
-
-
-def _presented_key(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    return request.headers.get(door.SERVICE_KEY_HEADER, "")
-
-
-def mount_metrics(
-    app: FastAPI,
-    db: Path,
-    service_key: str | None = None,
-    extra: Sequence[CollectorRegistry] = (),
-) -> None:
+def mount_metrics(app: FastAPI, db: Path, extra: Sequence[CollectorRegistry] = ()) -> None:
     """Serve `GET /metrics` for the ledger at `db` (see the module docstring)."""
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
 
     from loopback_server.refusals import RefusalCollector
 
-    key = service_key if service_key is not None else read_service_key()
-    expected = hashlib.sha256(key.encode()).digest() if key else None
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]
     refusals = getattr(app.state, "refusals", None)  # the owner app's (`create_app`)
@@ -173,13 +147,6 @@ def mount_metrics(
 
     @app.get(METRICS_PATH, dependencies=[Depends(guard_request)], include_in_schema=False)
     async def scrape(request: Request) -> Response:
-        if expected is None:
-            raise HTTPException(
-                503, "the service key is unusable (missing, or not 0600): see the log"
-            )
-        given = hashlib.sha256(_presented_key(request).encode()).digest()
-        if not hmac.compare_digest(given, expected):
-            raise HTTPException(401, "missing or wrong service key (Authorization: Bearer KEY)")
         # The format the scraper asks for (Prometheus says so in Accept): text 0.0.4 by default.
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         try:
@@ -187,3 +154,14 @@ def mount_metrics(
         except sqlite3.Error as exc:
             raise HTTPException(503, f"coop.db could not be read: {exc}") from exc
         return Response(body, headers={"Content-Type": content_type})
+
+
+def create_metrics_app(
+    db: Path, extra: Sequence[CollectorRegistry] = (), refusals: ServiceRefusals | None = None
+) -> FastAPI:
+    """The app of `coop serve`'s TCP listener: `GET /metrics` alone (with the owner app's
+    `refusals`, so its guard's refusals are counted where Prometheus looks)."""
+    app = FastAPI(title="Coop engine metrics", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.refusals = refusals
+    mount_metrics(app, db, extra)
+    return app

@@ -1,15 +1,19 @@
 """The owner file: whether the ledger has one writer (the owner service), and where it listens.
 
 After `coop cutover`, `<store>.owner.json` (or the file `COOP_OWNER_FILE` names) says the
-ledger has one writer, the owner service, and where it listens:
+ledger has one writer, the owner service, and the Unix socket it listens on:
 
-    {"mode": "service", "database": "/abs/coop.db", "url": "http://127.0.0.1:8764",
+    {"mode": "service", "database": "/abs/coop.db", "socket": "/abs/service.sock",
      "credential_file": "/abs/coop.db.owner.key", "transferred_at": "...", "backup": "..."}
+
+An owner file of an older build names a TCP address (`url`) instead of a socket: every caller
+refuses it in one line (`OwnerFileOutdated`) saying to run `coop cutover` again, which rewrites
+that one field and nothing else.
 
 The file is read once on **every** call (by `engine.api`, the edge that decides local or owner),
 so running processes follow a cutover or its undo at their next call. A bad file fails closed
 before anything is routed or opened: a wrong mode, another database, invalid JSON (nested past
-the parser's depth too), a missing `database`, a `database`, `url` or `credential_file` that is
+the parser's depth too), a missing `database`, a `database`, `socket` or `credential_file` that is
 not UTF-8 text without a NUL, a file over 64 KiB, one that is not a regular file (a FIFO would
 block), one another user owns or a group or other bit opens (it says where the owner listens
 and which credential to send there: another local user could have written it), or an
@@ -31,7 +35,7 @@ import stat  # loaded by `os` already: free on the CLI's path
 
 from engine import private
 from engine.config import db_file, pure_path
-from engine.errors import OwnerUnavailable
+from engine.errors import OwnerFileOutdated, OwnerUnavailable
 
 # Off the CLI's cold path (`typing`, `pathlib`): annotations only; mypy reads them.
 TYPE_CHECKING = False
@@ -47,8 +51,15 @@ SERVICE_MODE = "service"
 INVALID_OWNER = "Invalid Coop owner configuration"
 #: An owner file is a few hundred bytes; a larger one is not an owner file, and is not read whole.
 MAX_OWNER_FILE_BYTES = 64 * 1024
-#: The fields the callers open or connect to: when present, text a path or a URL can be.
-PATH_FIELDS = ("database", "url", "credential_file")
+#: The fields the callers open or connect to: when present, text a path can be.
+PATH_FIELDS = ("database", "socket", "credential_file")
+#: The field an older build wrote where `socket` is now: the owner service's TCP URL.
+TCP_FIELD = "url"
+OUTDATED_OWNER = (
+    "the owner file {path} names the owner service's TCP address {url!r} (written by an older"
+    " build; coop serve now listens on a Unix socket): run `coop cutover` again to name its"
+    " socket"
+)
 
 
 def owner_file(db: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:
@@ -96,6 +107,8 @@ def owner_config(db: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
             raise _invalid(f"{name} in {path} must be UTF-8 text without a NUL, not {value!r}")
     if os.path.realpath(governed) != os.path.realpath(db):
         raise _invalid(f"{path} governs another database")
+    if config.get("socket") is None and config.get(TCP_FIELD) is not None:
+        raise OwnerFileOutdated(OUTDATED_OWNER.format(path=path, url=config[TCP_FIELD]))
     return config
 
 

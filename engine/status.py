@@ -80,27 +80,28 @@ def uncertain_receipts() -> list[dict[str, Any]]:
 def owner_service(db: str | None = None) -> dict[str, Any] | None:
     """In service mode, the owner service's `/status` (whether its daemon delivers, and which
     daemon holds the ledger instead), `{"answered": False, ...}` when it does not answer; None
-    in local mode. Asked without a credential, over loopback, never through a proxy."""
+    in local mode. Asked without a credential, on its socket once that is proved this user's
+    and private (`engine.service_socket`)."""
+    import http.client
     import json
-    import urllib.request
 
-    from engine import loopback
-    from engine.door import plain_error
+    from engine import service_socket
+    from engine.errors import CoopError
+    from engine.owner.compat import owner_socket
     from engine.owner_file import owner_config
 
     config = owner_config(db)
     if config is None:
         return None
-    url = str(config["url"]).rstrip("/") + "/status"
-    request = urllib.request.Request(url)  # noqa: S310 - the owner file's loopback URL
+    path = owner_socket(config)
     try:
-        with loopback.open_url(request, OWNER_TIMEOUT_S) as response:
-            answer = json.loads(response.read())
-    except (OSError, ValueError) as exc:
-        return {"answered": False, "url": url, "error": plain_error(exc)}
+        status, raw = service_socket.call(path, "GET", "/status", timeout_s=OWNER_TIMEOUT_S)
+        answer = json.loads(raw) if status == 200 else f"HTTP {status}"
+    except (CoopError, OSError, ValueError, http.client.HTTPException) as exc:
+        return {"answered": False, "socket": path, "error": str(exc)}
     if not isinstance(answer, dict):
-        return {"answered": False, "url": url, "error": "its answer is not a JSON object"}
-    return {"answered": True, "url": url, **answer}
+        return {"answered": False, "socket": path, "error": "its answer is not a JSON object"}
+    return {"answered": True, "socket": path, **answer}
 
 
 def collect(db: str | None = None) -> dict[str, Any]:

@@ -329,7 +329,7 @@ class Daemon:
         if may_spawn_drainer(self.config.db_path):  # a fence, but no owner file (or a bad one)
             note = (
                 "the ledger carries the cutover's fence but no owner file (a cutover cut short):"
-                " only coop serve's daemon can write it; run `coop cutover --url URL` again, or"
+                " only coop serve's daemon can write it; run `coop cutover` again, or"
                 " `coop cutover --undo`"
             )
         else:

@@ -8,9 +8,16 @@ operators, the Procfile and the systemd unit keep calling it `coop serve`.
 
 Settings, read once at start (a wrong value stops the service naming the setting):
 
-- `COOP_SERVICE_HOST`: the loopback address to listen on; default `127.0.0.1`.
-- `COOP_SERVICE_PORT`: the port; default `8764` (`0` picks a free one; the `service.listening`
-  event names the URL).
+- `COOP_SERVICE_SOCKET`: the Unix socket the whole app listens on; default
+  `<COOP_HOME>/service.sock`. It is bound 0600 in a folder of this user's that nobody else can
+  write (`plumbing.unix.bind_private`), so no other user can stand in for the service while it
+  is down; a socket left by a dead service is replaced, a live one refused. It is removed when
+  the service stops.
+- `COOP_METRICS_PORT`: the TCP port of Prometheus's `GET /metrics` alone, on 127.0.0.1 (no other
+  route, no key: `engine.metrics.create_metrics_app`); default `8764`, `0` any free port, `off`
+  none. The `service.listening` event names the socket and the metrics URL.
+- `COOP_SERVICE_URL`, `COOP_SERVICE_PORT`, `COOP_SERVICE_HOST` (the TCP era's) are refused in
+  one line naming what to set instead.
 - the database: `COOP_DB` / `COOP_HOME` as for every `coop` command. The owner credential's
   path lives in the owner file (`coop cutover` writes both); the notifier's door key
   (`COOP_SERVICE_KEY_FILE`) is the notifier's own setting, read by `NotifierConfig`.
@@ -32,9 +39,9 @@ delivery to that daemon (`service.delivery_left_to_daemon`), tries the daemon's 
 `TAKEOVER_RETRY_S`, and takes delivery over when that daemon stops
 (`service.delivery_taken_over`). If it fails otherwise, `service.daemon_failed` says why;
 `/status` shows `daemon: false` whenever this process's daemon does not deliver, and the owner
-endpoint goes on answering. An error at start (a wrong setting, the port taken, the database
-unusable, the ledger served already) stops the service with one line on stderr and a non-zero
-exit, never a traceback.
+endpoint goes on answering. An error at start (a wrong setting, the socket or the metrics
+port taken, the database unusable, the ledger served already) stops the service with one line
+on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
@@ -52,11 +59,10 @@ from typing import Any, NamedTuple
 import anyio
 import structlog
 
-from engine import kick, store
+from engine import kick, service_socket, store
 from engine.daemon_lock import serve_lock_file
 from engine.errors import CoopError, ServiceError, UsageError
-from engine.loopback import LOOPBACK_PEERS
-from engine.metrics import mount_metrics
+from engine.metrics import create_metrics_app
 from engine.owner.app import Owner, create_app
 from loopback_server.server import QuietServer, loopback_config
 from notifier import metrics
@@ -64,10 +70,12 @@ from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.pidlock import PidLock
+from plumbing import unix
 from plumbing.logs import configure_logging
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8764
+METRICS_HOST = "127.0.0.1"
+DEFAULT_METRICS_PORT = 8764
+METRICS_OFF = "off"
 LISTEN_BACKLOG = 128
 SHUTDOWN_TIMEOUT_S = 10
 # Beside a standalone daemon: how often the service tries that daemon's lock again (one
@@ -79,21 +87,28 @@ log = structlog.get_logger("engine.server")
 
 
 class ServiceConfig(NamedTuple):
-    host: str
-    port: int
+    socket_path: str
+    #: None: no TCP listener at all (`COOP_METRICS_PORT=off`).
+    metrics_port: int | None
     db_path: Path
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServiceConfig:
         env = os.environ if environ is None else environ
-        host = env.get("COOP_SERVICE_HOST") or DEFAULT_HOST
-        if host not in LOOPBACK_PEERS:
-            raise UsageError(f"COOP_SERVICE_HOST must be a loopback address, not {host!r}")
-        raw_port = env.get("COOP_SERVICE_PORT") or str(DEFAULT_PORT)
-        port = whole_number(raw_port, 0, 65535)
-        if port is None:
-            raise UsageError(f"COOP_SERVICE_PORT must be a port number, not {raw_port!r}")
-        return cls(host=host, port=port, db_path=store.resolve(None).resolve())
+        service_socket.refuse_tcp_settings(env)
+        raw_port = env.get("COOP_METRICS_PORT", "").strip() or str(DEFAULT_METRICS_PORT)
+        # ASCII digits only: `int` also reads other scripts' digits and `8_764`.
+        digits = raw_port.isascii() and raw_port.isdigit()
+        port = whole_number(raw_port, 0, 65535) if digits else None
+        if port is None and raw_port != METRICS_OFF:
+            raise UsageError(
+                f"COOP_METRICS_PORT must be a port number or {METRICS_OFF!r}, not {raw_port!r}"
+            )
+        return cls(
+            socket_path=service_socket.socket_path(env),
+            metrics_port=port,
+            db_path=store.resolve(None).resolve(),
+        )
 
 
 def build_daemon(service: Owner) -> Daemon:
@@ -133,7 +148,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.received: list[int] = []
         self._logged = 0
-        self._server: QuietServer | None = None
+        self._servers: list[QuietServer] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._arrived: anyio.Event | None = None
 
@@ -142,14 +157,16 @@ class StopSignals:
             signal.signal(signum, self._handle)
 
     def attach(self, server: QuietServer) -> None:
-        self._server = server
+        """Stop `server` on the first signal (every server attached: the socket's and the
+        metrics' listener)."""
+        self._servers.append(server)
         if self.received:
             server.request_stop()
 
     def _handle(self, signum: int, frame: object) -> None:
         self.received.append(signum)
-        if self._server is not None:
-            self._server.request_stop()
+        for server in self._servers:
+            server.request_stop()
         loop, arrived = self._loop, self._arrived
         if loop is not None and arrived is not None:
             # A loop that has closed no longer watches: `log_pending` runs once more at the end.
@@ -176,21 +193,45 @@ class StopSignals:
             self._loop = None
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+def _bind_socket(path: str) -> socket.socket:
+    """The service's Unix socket (`plumbing.unix.bind_private`), or one line saying why not."""
+    try:
+        sock = unix.bind_private(path)
+    except (OSError, ValueError) as exc:
+        raise ServiceError(
+            f"cannot listen on {path}: {exc}; set COOP_SERVICE_SOCKET to a path in a folder"
+            " only this user can write"
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def _bind_metrics(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        sock.bind((METRICS_HOST, port))
         sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         sock.close()
         raise ServiceError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}); is another service on"
-            " that port? Set COOP_SERVICE_PORT"
+            f"cannot listen for /metrics on {METRICS_HOST}:{port} ({exc.strerror or exc}); is"
+            f" another service on that port? Set COOP_METRICS_PORT (a port, 0, or {METRICS_OFF})"
         ) from exc
     sock.set_inheritable(True)
     return sock
+
+
+def _socket_identity(path: str) -> tuple[int, int]:
+    info = os.lstat(path)
+    return info.st_dev, info.st_ino
+
+
+def _remove_socket(path: str, identity: tuple[int, int]) -> None:
+    """Remove the socket file this process bound, if the path still names that one."""
+    with contextlib.suppress(OSError):
+        if _socket_identity(path) == identity:
+            os.unlink(path)
 
 
 class DaemonPart:
@@ -302,7 +343,7 @@ async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> No
     signals = signals or StopSignals()
     service = Owner(config.db_path)
     service.connect().close()  # open once: migrate now, fail at start rather than at a call
-    claim = claim_ledger(config.db_path)  # before the port: a second service answers nothing
+    claim = claim_ledger(config.db_path)  # before the socket: a second one answers nothing
     try:
         await _serve_claimed(config, signals, service)
     finally:
@@ -312,35 +353,69 @@ async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> No
 async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: Owner) -> None:
     part = DaemonPart(build_daemon(service), config.db_path)
     app = create_app(service, kick=part.kick)
-    # GET /metrics (engine.metrics), with the embedded worker's counters beside the ledger's.
-    mount_metrics(app, config.db_path, extra=[metrics.enable()])
     app.state.daemon_running = part.running
     part.on_running = lambda running: setattr(app.state, "daemon_running", running)
     part.on_left_to = lambda pid: setattr(app.state, "daemon_lock_holder", pid)
-    server = _Server(
-        loopback_config(app, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
-    )
-    sock = _bind(config.host, config.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
-    log.info("service.listening", url=url, database=str(config.db_path), pid=os.getpid())
-    signals.attach(server)
-
+    servers = [_server(app)]
+    sock = _bind_socket(config.socket_path)
+    identity = _socket_identity(config.socket_path)
+    sockets = [sock]
+    metrics_url = None
     try:
+        if config.metrics_port is not None:
+            # GET /metrics alone on TCP (engine.metrics), the embedded worker's counters beside
+            # the ledger's; its own gate, so a scraper never takes a place from a real client.
+            metrics_sock = _bind_metrics(config.metrics_port)
+            sockets.append(metrics_sock)
+            metrics_app = create_metrics_app(
+                config.db_path, extra=[metrics.enable()], refusals=app.state.refusals
+            )
+            servers.append(_server(metrics_app))
+            metrics_url = f"http://{METRICS_HOST}:{metrics_sock.getsockname()[1]}"
+        log.info(
+            "service.listening",
+            socket=config.socket_path,
+            metrics_url=metrics_url,
+            database=str(config.db_path),
+            pid=os.getpid(),
+        )
+        for server in servers:
+            signals.attach(server)
         async with anyio.create_task_group() as tg:
             tg.start_soon(signals.watch)
             tg.start_soon(part.run)
-            await server.serve(sockets=[sock])
+            async with anyio.create_task_group() as serving:
+                for server, listener in zip(servers, sockets, strict=True):
+                    serving.start_soon(_serve_until_stopped, server, listener, servers)
             # The last compat call has answered: now the daemon finishes its row and returns.
             part.stop()
             await part.done.wait()
             tg.cancel_scope.cancel()
     finally:
-        sock.close()
+        _remove_socket(config.socket_path, identity)
+        for each in sockets:
+            each.close()
         service.close()
         signals.log_pending()
         app.state.refusals.say_pending()  # what the last minute had not said yet
     log.info("service.stopped")
+
+
+def _server(app: Any) -> _Server:
+    return _Server(
+        loopback_config(app, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
+    )
+
+
+async def _serve_until_stopped(
+    server: _Server, listener: socket.socket, servers: list[_Server]
+) -> None:
+    """Serve on `listener` until stopped; then stop the others too (one stops, all stop)."""
+    try:
+        await server.serve(sockets=[listener])
+    finally:
+        for other in servers:
+            other.request_stop()
 
 
 def main() -> int:

@@ -19,6 +19,8 @@ package keeps a copy of another's code:
     refusals.py  a guard's refusals counted, summed up in one log line a minute per reason
     settings.py  a setting's number (ASCII digits only) or switch (its documented words)
     bounds.py    a request's nag bounds, which the engine files within and the door holds
+    service.py   where the engine service (`coop serve`) listens: COOP_SERVICE_SOCKET, default
+                 <COOP_HOME>/service.sock, for it and every client of it
 
 It imports nothing from `engine`, `notifier` or `chief` (an import contract holds that). A base
 module that fails raises a built-in error, or the error type its caller passes in; the package

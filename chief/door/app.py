@@ -234,7 +234,7 @@ class _DoorParts:
             timeout_s=config.telegram_timeout_s,
         )
         stack.push_async_callback(phone.aclose)
-        link = EngineLink(config.service_url, config.service_key)
+        link = EngineLink(config.service_socket, config.service_key)
         engine = await stack.enter_async_context(link.open())
         urgent = self.service.urgent
         parts = PhoneParts(phone, engine, inbox, chief, ringer, asks, urgent)

@@ -26,8 +26,10 @@
     CHIEF_NOTIFY_BODY_MAX_BYTES  unset         the most bytes the door reads of one notify or
                                            batch body (1024..16 MiB); a larger one is refused
                                            413. Unset: 1 MiB a notify, 64 kB a row a batch
-    COOP_SERVICE_URL       http://127.0.0.1:8764   the ledger service (`coop serve`) the phone's
-                                           commands ask, with the service key; loopback only
+    COOP_SERVICE_SOCKET    <COOP_HOME>/service.sock   the ledger service's (`coop serve`) Unix
+                                           socket the phone's commands ask, with the service
+                                           key, once it is proved private (EngineLink); the
+                                           TCP era's COOP_SERVICE_URL is refused in one line
     CHIEF_URGENT_RERING_S  60              seconds between an urgent report's rings (>= 30)
     CHIEF_URGENT_EXPIRE_S  3600            when it stops ringing unacknowledged (<= 3 h)
     CHIEF_TEST_URGENT_SHORT unset          TEST ONLY: 1 allows shorter ones (chief.urgent_rules)
@@ -67,11 +69,10 @@ from urllib.parse import urlsplit
 from chief import private
 from chief.door.pacing import QuietHours
 from chief.errors import ChiefConfigError, DoorError
-from chief.loopback_http import is_loopback_host
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
 from plumbing import door as door_address
-from plumbing import settings
+from plumbing import service, settings
 
 # Shared fact, twins pinned by tests/contract/test_shared_facts.py: the peers
 # (engine.loopback.LOOPBACK_PEERS), the key file (engine.keyfile,
@@ -80,9 +81,6 @@ METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8765
 DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
-# Shared fact, twin of `coop serve`'s default COOP_SERVICE_HOST:COOP_SERVICE_PORT
-# (notifier.serve), pinned by tests/contract/test_shared_facts.py.
-DEFAULT_SERVICE_URL = "http://127.0.0.1:8764"
 # The engine's client gives up after COOP_CLIENT_TIMEOUT_S (15 s unless set; the door reads the
 # same setting) and the report wait takes up to REPORT_WAIT_S of that: a Telegram call must end,
 # with a margin, before the engine gives up, or the engine retries a send still in flight.
@@ -159,8 +157,9 @@ class DoorConfig:
     #: `CHIEF_NOTIFY_BODY_MAX_BYTES`: the most bytes read of one notify body (None: the route's
     #: own limit).
     notify_body_max_bytes: int | None = None
-    #: `COOP_SERVICE_URL`: the ledger service (`coop serve`) the phone's commands ask.
-    service_url: str = DEFAULT_SERVICE_URL
+    #: `COOP_SERVICE_SOCKET`: the ledger service's (`coop serve`) Unix socket, which the
+    #: phone's commands ask (`from_env` derives `<COOP_HOME>/service.sock` when unset).
+    service_socket: str = ""
     #: the service key itself, presented to the ledger service (never logged, never shown).
     service_key: str = field(default="", repr=False)
     #: `CHIEF_URGENT_RERING_S`, `CHIEF_URGENT_EXPIRE_S` (and the test-only
@@ -234,9 +233,7 @@ class DoorConfig:
                 env.get("CHIEF_NOTIFY_BATCH_MAX", str(DEFAULT_NOTIFY_BATCH_MAX))
             ),
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
-            service_url=_service_url(
-                env.get("COOP_SERVICE_URL", "").strip() or DEFAULT_SERVICE_URL
-            ),
+            service_socket=_service_socket(env),
             service_key=key.decode("utf-8", "surrogateescape"),
             urgent=bounds_from_env(env),
         )
@@ -412,26 +409,20 @@ def _api_base(raw: str) -> str:
     return base
 
 
-def _service_url(raw: str) -> str:
-    """`COOP_SERVICE_URL`: an http URL on a loopback host with a port in 1..65535 (the service
-    key travels with every call, so never off this machine, never through a proxy)."""
-    url = raw.strip().rstrip("/")
-    parts = urlsplit(url)
+def _service_socket(env: Mapping[str, str]) -> str:
+    """`COOP_SERVICE_SOCKET` (an absolute path), else `service.sock` in the data folder
+    (`plumbing.service`, as `coop serve` derives it); the TCP era's `COOP_SERVICE_URL` is
+    refused, naming what to set instead (the service key must never go to a port whoever
+    listens first receives)."""
+    if env.get("COOP_SERVICE_URL", "").strip():
+        raise DoorError(
+            "COOP_SERVICE_URL is no longer read: coop serve listens on a Unix socket; set "
+            "COOP_SERVICE_SOCKET (default <COOP_HOME>/service.sock) and remove COOP_SERVICE_URL"
+        )
     try:
-        port = parts.port
-    except ValueError:  # past 65535: the socket layer would take it modulo 65536
-        port = 0
-    if parts.scheme != "http" or not is_loopback_host(parts.hostname or ""):
-        raise DoorError(
-            f"COOP_SERVICE_URL={raw!r} must be an http URL on a loopback address, such as "
-            f"{DEFAULT_SERVICE_URL}: the service key travels with every call"
-        )
-    if port == 0 or parts.path or parts.query or parts.fragment or parts.username:
-        raise DoorError(
-            f"COOP_SERVICE_URL={raw!r} must be the service's base URL with a port in 1..65535, "
-            f"such as {DEFAULT_SERVICE_URL}"
-        )
-    return url
+        return service.socket_path(env, str(data_home(env)))
+    except ValueError as exc:
+        raise DoorError(str(exc)) from None
 
 
 def _timeout(raw: str, engine_raw: str) -> float:

@@ -1,20 +1,24 @@
 """The door's link to the ledger service (`coop serve`): the reverse of the notify door.
 
-    EngineLink(base_url, service_key, timeout_s)
+    EngineLink(socket_path, service_key, timeout_s)
       summary()   GET /api/coop/phone/summary: open todos and requests, the oldest pending
                   item, the engine's outbox (what /status shows)
       answer(answer_key, request_id, ask_key, choice= | text=)
                   POST /api/coop/phone/answer: the owner's answer from the phone, applied by
                   the ledger once per answer key; its outcome and a one-line detail
 
-Over loopback only (`COOP_SERVICE_URL` is checked to be a loopback http URL), never through a
-proxy (`trust_env=False`: an environment proxy would see the key), with the service key in
-`X-Coop-Service-Key`, the header the door itself checks. Every call is bounded by `timeout_s`
-(the phone's commands answer within 2 s). One keep-alive client from `open` to its end.
+Over the service's Unix socket only (`COOP_SERVICE_SOCKET`, httpx's `uds` transport, never
+through a proxy: `trust_env=False`), and each call only after `plumbing.unix.check_private`
+has proved the socket this user's, in a folder nobody else can write (so nobody else can have
+put it there): a TCP port proved nothing, since whoever listened on it while the service was
+down received the key. Then the service key goes in `X-Coop-Service-Key`, the header the door
+itself checks. Every call is bounded by `timeout_s` (the phone's commands answer within 2 s).
+One keep-alive client from `open` to its end.
 
-Errors (chief.errors): nothing answers, or not within the bound: `EngineUnreachable` (`coop
-serve` is not running, says /status); any other failure (a refused key, a 5xx, an answer that
-is not a JSON object): `EngineUnavailable`, naming the status and the service's detail.
+Errors (chief.errors): nothing listens (no socket, nobody holds it), or nothing answers within
+the bound: `EngineUnreachable` (`coop serve` is not running, says /status); a socket that is
+not private to this user (nothing sent), or any other failure (a refused key, a 5xx, an
+answer that is not a JSON object): `EngineUnavailable`, naming what is wrong.
 """
 
 from __future__ import annotations
@@ -27,20 +31,23 @@ import httpx
 
 from chief.door.guard import SERVICE_KEY_HEADER
 from chief.errors import EngineUnavailable, EngineUnreachable
+from plumbing import unix
 
 SUMMARY_PATH = "/api/coop/phone/summary"
 ANSWER_PATH = "/api/coop/phone/answer"
 # A command answers within 2 s: the engine's part of it gets this much.
 ENGINE_TIMEOUT_S = 1.5
+#: The origin of every call over the socket: a loopback Host, as the service's guard wants.
+SOCKET_ORIGIN = "http://localhost"
 
 
 class EngineLink:
     """The ledger service's phone routes, as the door calls them."""
 
     def __init__(
-        self, base_url: str, service_key: str, timeout_s: float = ENGINE_TIMEOUT_S
+        self, socket_path: str, service_key: str, timeout_s: float = ENGINE_TIMEOUT_S
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.socket_path = socket_path
         self.timeout_s = timeout_s
         self._headers = {SERVICE_KEY_HEADER: service_key}
         self._client: httpx.AsyncClient | None = None
@@ -48,7 +55,10 @@ class EngineLink:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[EngineLink]:
         """Keep one keep-alive client open for the block."""
-        async with httpx.AsyncClient(timeout=self.timeout_s, trust_env=False) as client:
+        transport = httpx.AsyncHTTPTransport(uds=self.socket_path)
+        async with httpx.AsyncClient(
+            transport=transport, timeout=self.timeout_s, trust_env=False
+        ) as client:
             self._client = client
             try:
                 yield self
@@ -86,21 +96,35 @@ class EngineLink:
         client = self._client
         if client is None:
             raise EngineUnavailable("the door's link to the ledger service is not open")
-        url = self.base_url + path
+        self._check()
         try:
-            answer = await client.request(method, url, json=body, headers=self._headers)
+            answer = await client.request(
+                method, SOCKET_ORIGIN + path, json=body, headers=self._headers
+            )
         except httpx.TimeoutException as exc:
             raise EngineUnreachable(
-                f"the ledger service at {self.base_url} did not answer within "
+                f"the ledger service at {self.socket_path} did not answer within "
                 f"{self.timeout_s:g} s (is coop serve stuck?)",
                 timed_out=True,
             ) from exc
         except httpx.HTTPError as exc:
             raise EngineUnreachable(
-                f"the ledger service (coop serve) is not running at {self.base_url} "
-                f"({type(exc).__name__}); start it, or fix COOP_SERVICE_URL"
+                f"the ledger service (coop serve) is not running at {self.socket_path} "
+                f"({type(exc).__name__}); start it, or fix COOP_SERVICE_SOCKET"
             ) from exc
         return _document(answer, path)
+
+    def _check(self) -> None:
+        """The socket proved this user's and private before a byte (the key) is sent."""
+        try:
+            unix.check_private(self.socket_path)
+        except FileNotFoundError as exc:
+            raise EngineUnreachable(
+                f"the ledger service (coop serve) is not running: nothing listens at "
+                f"{self.socket_path}; start it, or fix COOP_SERVICE_SOCKET"
+            ) from exc
+        except PermissionError as exc:
+            raise EngineUnavailable(f"the ledger service's socket is not trusted: {exc}") from exc
 
 
 def _document(answer: httpx.Response, path: str) -> dict[str, Any]:

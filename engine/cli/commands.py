@@ -173,7 +173,7 @@ def cutover(args: Args, emit: Emit) -> None:
             emit(line)
         return
     for line in render.cutover_lines(
-        cutover.cutover(args.url, actor=_operator(args), db=_db(args))
+        cutover.cutover(args.socket, actor=_operator(args), db=_db(args))
     ):
         emit(line)
 

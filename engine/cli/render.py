@@ -306,11 +306,17 @@ def _outbox_cells(row: dict[str, Any]) -> list[str]:
 
 
 def cutover_lines(config: dict[str, Any]) -> list[str]:
+    if "migrated_from" in config:
+        return [
+            f"rewrote the owner file {config['owner_file']}: every call now goes to the socket"
+            f" {config['socket']}, not {config['migrated_from']} (credential, backup and fence"
+            " unchanged)"
+        ]
     return [
         f"backed up {config['database']} to {config['backup']}",
         f"wrote the owner credential {config['credential_file']} (0600)",
         f"installed the fence ({config['fence_triggers']} triggers)",
-        f"wrote the owner file {config['owner_file']}: every call now goes to {config['url']}",
+        f"wrote the owner file {config['owner_file']}: every call now goes to {config['socket']}",
     ]
 
 

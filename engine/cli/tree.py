@@ -205,11 +205,12 @@ COMMANDS.update(
             "make the owner service the only writer, or undo it",
             Exclusive(
                 arg(
-                    "--url",
-                    help="the owner service's loopback URL, e.g. http://127.0.0.1:8764",
+                    "--socket",
+                    metavar="PATH",
+                    help="the owner service's Unix socket (default: $COOP_SERVICE_SOCKET or"
+                    " <COOP_HOME>/service.sock)",
                 ),
                 arg("--undo", action="store_true", help="return to local mode"),
-                required=True,
             ),
         ),
         ("reconcile", None): Command("ask the owner what became of a request key", arg("key")),

@@ -9,7 +9,7 @@
                loopback guard every route of the engine service applies
     phone      the phone's routes on that app (`/api/coop/phone/answer`, `.../summary`): the
                owner's answers relayed by the Chief's door, guarded by the service key
-    cutover    `coop cutover --url URL` and `--undo`: moving the ledger to one writer and back
+    cutover    `coop cutover [--socket PATH]` and `--undo`: moving the ledger to one writer and back
 
 The owner file itself (`<store>.owner.json`: local or service mode, where the owner listens,
 its exact failure words) is `engine.owner_file`, a sibling below both the direct door
@@ -26,6 +26,7 @@ from engine.owner_file import (
     OWNER_FILE_ENV,
     OWNER_FILE_SUFFIX,
     SERVICE_MODE,
+    TCP_FIELD,
     owner_config,
     owner_file_path,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "OWNER_FILE_ENV",
     "OWNER_FILE_SUFFIX",
     "SERVICE_MODE",
+    "TCP_FIELD",
     "owner_config",
     "owner_file_path",
     "register_fence_function",

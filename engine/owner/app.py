@@ -1,5 +1,7 @@
 """The owner's app: the FastAPI routes of the engine service (`coop serve`, whose process is
-`notifier.serve`: this app and the notifier daemon, in one process, on loopback).
+`notifier.serve`: this app and the notifier daemon, in one process, on its Unix socket
+`COOP_SERVICE_SOCKET`; Prometheus's `/metrics` alone is on TCP, in an app of its own,
+`engine.metrics.create_metrics_app`).
 
     POST /compat/call       run one routed verb for a compatibility client, filed by its key
     POST /compat/reconcile  what became of a request key (files `never_arrived` if unknown)
@@ -13,7 +15,8 @@
 
 Guard, on the peer and the headers before any body is read (`GuardBeforeBody`, an ASGI
 middleware in front of every route; the same checks as the Chief's notify door, pinned by the
-contract test): the peer is loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
+contract test): the request came over the Unix socket (`on_unix_socket`), or its peer is
+loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
 `Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host`, `X-Real-IP` or session header;
 exactly one `Host`, naming `127.0.0.1`, `localhost` or `[::1]`
 (`engine.loopback.host_is_loopback`; no DNS rebinding); for the compat endpoints, the
@@ -183,9 +186,25 @@ def _deny(status: int, reason: str, detail: str) -> GuardRefused:
     return GuardRefused(detail, status=status, reason=reason, event="owner.refused")
 
 
+def on_unix_socket(request: Request) -> bool:
+    """True when the request came over a Unix socket: uvicorn gives no client address then, and
+    the listening socket's path as the server, `(path, None)`."""
+    server = request.scope.get("server")
+    return (
+        request.client is None
+        and isinstance(server, tuple | list)
+        and len(server) == 2
+        and server[1] is None
+    )
+
+
 def guard_request(request: Request) -> None:
-    """Loopback peer, no browser or proxy headers, one loopback Host: in that order."""
-    if not loopback.peer_is_loopback(request.client.host if request.client else None):
+    """A loopback peer (or the service's own Unix socket, where the folder's permissions and the
+    gate's uid check decided who may connect), no browser or proxy headers, one loopback Host:
+    in that order."""
+    if not on_unix_socket(request) and not loopback.peer_is_loopback(
+        request.client.host if request.client else None
+    ):
         raise _deny(403, "peer", "the Coop owner answers loopback callers only")
     names = {name.lower() for name in request.headers}
     if any(name in names for name in BROWSER_HEADERS) or any(SESSION_MARKER in n for n in names):
@@ -215,7 +234,7 @@ def check_owner_credential(request: Request, db: Path) -> dict[str, Any]:
             409,
             "local_mode",
             "this service is not the Coop owner (local mode): callers write locally;"
-            " `coop cutover --url URL` makes it the owner",
+            " `coop cutover` makes it the owner",
         )
     try:
         expected = keyfile.read_private(Path(config["credential_file"]), "the owner credential")
@@ -314,7 +333,7 @@ async def _guard_refused(_: Request, exc: Exception) -> JSONResponse:
 
 def _route_checks(service: Owner, key: phone.ServiceKey) -> list[Check]:
     """Each route's check after the loopback guard: the compat routes the owner credential, the
-    phone's the service key; the rest (`/status`, `/metrics`) only the loopback guard."""
+    phone's the service key; the rest (`/status`) only the loopback guard."""
 
     def owner_credential(request: Request) -> dict[str, Any]:
         return check_owner_credential(request, service.db)

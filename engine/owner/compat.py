@@ -2,44 +2,52 @@
 
 `engine.api` calls `remote()` when an owner file governs the database. In order:
 
-1. the owner URL must be plain http on a loopback host, else `Invalid Coop owner
-   configuration` (the credential never leaves the machine);
+1. the owner file's `socket` must be an absolute path, else `Invalid Coop owner configuration`;
 2. the credential file must be private: any group or world bit raises
    `Coop credential must be private (0600)`;
-3. a fresh request key is minted and an `uncertain` receipt is written (`engine.owner.receipts`);
-4. one POST to `<url>/compat/call`, never retried: a request whose HTTP outcome is uncertain
-   may already have committed, so the caller gets the key to reconcile instead.
+3. the connection to the owner's Unix socket, made only through
+   `plumbing.unix.connect_checked` (`engine.service_socket`): its folder and the socket this
+   user's and private, the answering process this user's by the kernel's word. Until this
+   holds nothing is written or sent, not even the receipt: a service that is down, or a socket
+   another user could have put there, is one line saying so;
+4. a fresh request key is minted and an `uncertain` receipt is written (`engine.owner.receipts`);
+5. one POST to `/compat/call` with the credential, never retried: a request whose HTTP outcome
+   is uncertain may already have committed, so the caller gets the key to reconcile instead.
 
-    unreachable (socket error, bad answer)  `Coop owner unavailable; no local write attempted;
-                                            reconcile request <key>`        receipt uncertain
-    5xx                                     `Coop owner failed (HTTP n); reconcile request <key>`
-                                                                            receipt uncertain
+    not running (no socket, nobody holds it)  `Coop owner unavailable: coop serve is not
+                                              running (nothing listens at PATH); nothing was
+                                              sent`                      no receipt
+    not private (the folder, socket or peer)  `Coop owner refused: <what is wrong>`
+                                                                         no receipt
+    lost after the connect (a bad answer)     `Coop owner unavailable; no local write attempted;
+                                              reconcile request <key>`   receipt uncertain
+    5xx                                       `Coop owner failed (HTTP n); reconcile request
+                                              <key>`                     receipt uncertain
       (a read, `engine.verbs.READS`, changes nothing: its receipt settles `rejected` with the
       outcome `unanswered_read` instead of waiting for a reconcile that could only say so)
-    4xx without a verdict                   `Coop refused the request (HTTP n): <detail>`
-                                                                            receipt rejected
-    a domain verdict                        the same error type, the same words   rejected
-    success                                 the result                            committed
+    4xx without a verdict                     `Coop refused the request (HTTP n): <detail>`
+                                                                         receipt rejected
+    a domain verdict                          the same error type, the same words   rejected
+    success                                   the result                 committed
 
 Nothing here ever opens the database: a local fallback would be the second writer the fence
-exists to stop. Standard library only (urllib), since the `coop` CLI imports this.
+exists to stop. Standard library only (http.client through `engine.service_socket`), since the
+`coop` CLI imports this.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import socket
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from engine import keyfile, loopback
+from engine import keyfile, service_socket
 from engine.errors import (
     DOMAIN_ERRORS,
     CoopError,
@@ -78,19 +86,21 @@ def caller_metadata() -> dict[str, Any]:
     }
 
 
-def check_owner_url(url: str) -> str:
-    """The owner URL without a trailing slash; it must be plain http on a loopback host."""
-    try:
-        parts = urlsplit(url)
-        scheme, host = parts.scheme, parts.hostname
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError:
-        scheme, host = "", None
-    if scheme != "http" or host not in loopback.LOOPBACK_URL_HOSTS:
+def owner_socket(config: dict[str, Any]) -> str:
+    """The owner service's socket the owner file names: an absolute path, else
+    `Invalid Coop owner configuration`."""
+    path = config.get("socket")
+    if not isinstance(path, str) or not path.startswith("/"):
         raise OwnerUnavailable(
-            INVALID_OWNER, detail=f"the owner URL must be http on loopback, not {url!r}"
+            INVALID_OWNER, detail=f"the owner's socket must be an absolute path, not {path!r}"
         )
-    return url.rstrip("/")
+    return path
+
+
+def connect(config: dict[str, Any]) -> service_socket.SocketConnection:
+    """A checked connection to the owner service (nothing sent yet); else `ServiceNotRunning`
+    or `ServiceNotTrusted` (`OwnerUnavailable`s), each one line."""
+    return service_socket.connect(owner_socket(config), CLIENT_TIMEOUT_S)
 
 
 def read_credential(config: dict[str, Any]) -> str:
@@ -104,21 +114,19 @@ def read_credential(config: dict[str, Any]) -> str:
         raise OwnerUnavailable(INVALID_OWNER, detail=exc.message) from exc
 
 
-def _post(url: str, credential: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    """One POST; returns (status, body) for any HTTP answer, raises OSError/ValueError otherwise."""
-    request = urllib.request.Request(  # noqa: S310 - the URL is checked to be http on loopback
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", CREDENTIAL_HEADER: credential},
-    )
-    # No proxies: the owner is on loopback, and a proxy would see the credential.
+def _post(
+    connection: service_socket.SocketConnection, target: str, credential: str, body: object
+) -> tuple[int, bytes]:
+    """One POST on the checked connection; (status, body) for any HTTP answer, raises
+    OSError/ValueError otherwise (`http.client.HTTPException`, an answer that is not HTTP, as a
+    ValueError)."""
+    headers = {"Content-Type": "application/json", CREDENTIAL_HEADER: credential}
     try:
-        with loopback.open_url(request, CLIENT_TIMEOUT_S) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, exc.read()
+        return service_socket.exchange(
+            connection, "POST", target, json.dumps(body).encode(), headers
+        )
+    except http.client.HTTPException as exc:
+        raise ValueError(f"the owner's answer is not HTTP: {exc!r}") from exc
 
 
 def _detail(raw: bytes) -> str:
@@ -132,8 +140,22 @@ def _detail(raw: bytes) -> str:
 
 def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[str, Any]) -> Any:
     """Run `method` on the owner; see the module docstring for every outcome."""
-    url = check_owner_url(str(config.get("url") or "")) + CALL_PATH
     credential = read_credential(config)
+    connection = connect(config)
+    try:
+        return _call(connection, method, args, kwargs, config, credential)
+    finally:
+        connection.close()
+
+
+def _call(
+    connection: service_socket.SocketConnection,
+    method: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    config: dict[str, Any],
+    credential: str,
+) -> Any:
     key = os.urandom(16).hex()  # 128 random bits; `uuid` would cost the CLI ~10 ms to import
     digest = input_digest(method, args, kwargs)
     # Record the key before crossing the process boundary: from here on, only the owner knows
@@ -148,7 +170,7 @@ def remote(method: str, args: list[Any], kwargs: dict[str, Any], config: dict[st
         "metadata": caller_metadata(),
     }
     try:
-        status, raw = _post(url, credential, body)
+        status, raw = _post(connection, CALL_PATH, credential, body)
     except (OSError, ValueError) as exc:
         _settle_unanswered_read(method, key)
         raise OwnerUnavailable(
@@ -202,14 +224,16 @@ def reconcile(key: str, config: dict[str, Any]) -> dict[str, Any]:
     The owner answers `committed`, `rejected` or `never_arrived`; for a key it never filed it
     files `never_arrived` at once, so a late copy of that request is refused rather than run.
     """
-    url = check_owner_url(str(config.get("url") or "")) + RECONCILE_PATH
     credential = read_credential(config)
+    connection = connect(config)
     try:
-        status, raw = _post(url, credential, {"key": key})
+        status, raw = _post(connection, RECONCILE_PATH, credential, {"key": key})
     except (OSError, ValueError) as exc:
         raise OwnerUnavailable(
             f"Coop owner unavailable; reconcile request {key} again once it answers"
         ) from exc
+    finally:
+        connection.close()
     if status >= 500:
         raise OwnerUnavailable(
             f"Coop owner failed (HTTP {status}); reconcile request {key} again later"

@@ -1,4 +1,6 @@
-"""`coop cutover --url URL` and `coop cutover --undo`: moving the ledger to one writer and back.
+"""`coop cutover [--socket PATH]` and `coop cutover --undo`: moving the ledger to one writer and
+back. The owner service is `coop serve` on its Unix socket (`--socket`, else
+`COOP_SERVICE_SOCKET`, else `<COOP_HOME>/service.sock`: `engine.service_socket`).
 
 Cutover, in this order (each step fails closed if the next never happens):
 
@@ -19,6 +21,10 @@ Before step 1 the cutover makes sure no notifier daemon but `coop serve`'s holds
 ledger's lock from `coop serve`'s daemon, so the cutover refuses in one line naming its pid; a
 free lock is held until the owner file is written.
 
+An owner file an older build wrote names the service's TCP address: `coop cutover` run again
+rewrites it in place (`migrate`) with the socket instead, keeping its credential, its backup
+and the fence, and records a `cutover_migrated` event; nothing else changes.
+
 The fence is installed by cutover and dropped by undo (not merely disabled), so in local mode
 the database carries no trace of it. Undo is an operator act: it drops the fence and records a
 `cutover_undo` event in the same transaction, then removes the owner file and the credential
@@ -36,10 +42,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine import owner, private, store
+from engine import owner, private, service_socket, store
 from engine.daemon_lock import daemon_lock_free_of_others
-from engine.errors import StoreError, UsageError
-from engine.owner.compat import check_owner_url
+from engine.errors import OwnerFileOutdated, StoreError, UsageError
 from engine.store.ledger import record_event
 from plumbing import files
 
@@ -78,20 +83,56 @@ def _backup(conn: sqlite3.Connection, db: Path, stamp: str) -> Path:
     return target
 
 
-def cutover(url: str, *, actor: str, db: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Make the owner service at `url` the ledger's only writer; return the owner file's body."""
+def owner_socket(given: str | None) -> str:
+    """The socket the owner file will name: `given` (absolute), else the service's own
+    (`COOP_SERVICE_SOCKET`, else `<COOP_HOME>/service.sock`)."""
+    if given is None or not given.strip():
+        return service_socket.socket_path()
+    path = os.path.expanduser(given.strip())
+    if not path.startswith("/"):
+        raise UsageError(f"--socket must be an absolute path, not {given!r}")
+    return os.path.normpath(path)
+
+
+def cutover(
+    socket: str | None = None, *, actor: str, db: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Make the owner service on `socket` (default: `owner_socket`) the ledger's only writer;
+    return the owner file's body. An owner file of an older build is migrated instead."""
     path = store.resolve(db).resolve()
     owner_file = owner.owner_file_path(path)
+    socket = owner_socket(socket)
     if owner_file.exists():
+        try:
+            owner.owner_config(path)
+        except OwnerFileOutdated:
+            return migrate(path, owner_file, socket, actor)
         raise UsageError(
             f"{path} is already in service mode ({owner_file}); `coop cutover --undo` first"
         )
-    url = check_owner_url(url)
     with daemon_lock_free_of_others(path, "the cutover"):
-        return _cut_over(path, owner_file, url, actor)
+        return _cut_over(path, owner_file, socket, actor)
 
 
-def _cut_over(path: Path, owner_file: Path, url: str, actor: str) -> dict[str, Any]:
+def migrate(path: Path, owner_file: Path, socket: str, actor: str) -> dict[str, Any]:
+    """An older build's owner file (a TCP `url`) rewritten with `socket` in its place; the
+    credential, the backup and the fence stay as they are."""
+    config = json.loads(owner_file.read_text())
+    old_url = config.pop(owner.TCP_FIELD)
+    config["socket"] = socket
+    conn = _owner_connection(path)
+    try:
+        with store.write(conn):
+            record_event(
+                conn, "owner", 0, "cutover_migrated", actor, {"url": old_url, "socket": socket}
+            )
+    finally:
+        conn.close()
+    _write_private(owner_file, json.dumps(config, indent=2) + "\n")
+    return {**config, "owner_file": str(owner_file), "migrated_from": old_url}
+
+
+def _cut_over(path: Path, owner_file: Path, socket: str, actor: str) -> dict[str, Any]:
     """The cutover's four steps (the module's docstring), no daemon but `coop serve`'s on the
     ledger."""
     now = datetime.now(UTC)
@@ -108,14 +149,14 @@ def _cut_over(path: Path, owner_file: Path, url: str, actor: str) -> dict[str, A
                 0,
                 "cutover",
                 actor,
-                {"url": url, "backup": str(backup), "fence_triggers": len(triggers)},
+                {"socket": socket, "backup": str(backup), "fence_triggers": len(triggers)},
             )
     finally:
         conn.close()
     config = {
         "mode": owner.SERVICE_MODE,
         "database": str(path),
-        "url": url,
+        "socket": socket,
         "credential_file": str(credential),
         "transferred_at": now.isoformat(),
         "backup": str(backup),

@@ -33,13 +33,12 @@ from chief.door.ringer import Rung
 from chief.errors import DoorError
 from engine import config as engine_config
 from engine import door as engine_door
-from engine import keyfile, lifecycle, loopback
+from engine import keyfile, lifecycle, loopback, service_socket
 from engine.errors import GuardRefused, KeyFileError
 from engine.owner import app as engine_service
 from notifier import client as notifier_client
 from notifier import config as notifier_config
 from notifier import outcome as notifier_outcome
-from notifier import serve as engine_serve
 from notifier.errors import ServiceKeyError
 from plumbing import loopback as plumbing_loopback
 from tests.support.door import write_key
@@ -400,16 +399,26 @@ def test_the_door_is_asked_where_it_answers(tmp_path: Path) -> None:
     assert engine_door.STATUS_PATH == door_router.STATUS_PATH
 
 
-def test_the_doors_ledger_service_url_is_where_coop_serve_listens(tmp_path: Path) -> None:
-    # The door's phone asks `coop serve` (COOP_SERVICE_URL) where it listens by default
-    # (COOP_SERVICE_HOST:COOP_SERVICE_PORT), with the key the door itself checks.
-    served = f"http://{engine_serve.DEFAULT_HOST}:{engine_serve.DEFAULT_PORT}"
-    assert served == door_config.DEFAULT_SERVICE_URL
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"COOP_HOME": "/srv/coop-home"},
+        {"COOP_HOME": "", "XDG_DATA_HOME": "/srv/xdg", "HOME": "/srv/someone"},
+        {"HOME": "/srv/someone"},
+        {"COOP_HOME": "/srv/h", "COOP_SERVICE_SOCKET": "/run/coop/service.sock"},
+    ],
+)
+def test_the_doors_ledger_socket_is_where_coop_serve_listens(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # The door's phone asks `coop serve` on the socket it binds by default (or both are told
+    # COOP_SERVICE_SOCKET), with the key the door itself checks.
     key_file = tmp_path / "service.key"
     key_file.write_text("shared-key\n")
     key_file.chmod(0o600)
-    config = door_config.DoorConfig.from_env({"COOP_SERVICE_KEY_FILE": str(key_file)})
-    assert config.service_url == served
+    env = {**env, "COOP_SERVICE_KEY_FILE": str(key_file)}
+    config = door_config.DoorConfig.from_env(env)
+    assert config.service_socket == service_socket.socket_path(env)
     assert config.service_key == notifier_config.read_service_key(key_file)
 
 

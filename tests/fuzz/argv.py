@@ -186,7 +186,7 @@ SWEEP_WORDS = [
 PLAIN = {
     "--source": "cron:fuzz",
     "--fire": "f1",
-    "--url": "http://127.0.0.1:9",
+    "--socket": "/nonexistent/service.sock",
     "--wait": "0",
     "--port": "0",
     "--max-pending-age": "60",

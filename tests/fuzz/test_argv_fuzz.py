@@ -250,7 +250,7 @@ def fuzz_settings(examples: int) -> settings:
 
 
 def coop_required(verb: tuple[str, str | None]) -> list[Arg]:
-    """The first option of each required exclusive group (`cutover`: `--url`)."""
+    """The first option of each required exclusive group (none today; `cutover` had one)."""
     return [item.args[0] for item in COOP_COMMANDS[verb].args if getattr(item, "required", False)]
 
 

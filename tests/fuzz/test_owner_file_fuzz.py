@@ -25,7 +25,7 @@ from tests.fuzz.argv import run_in_process
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 EXAMPLES = 150
-FIELDS = ["mode", "database", "url", "credential_file", "transferred_at", "backup"]
+FIELDS = ["mode", "database", "socket", "credential_file", "transferred_at", "backup"]
 ODD_TEXT = ["", "\x00", "/a\x00b", "\ud800", "\udcff", "x" * 5000, "http://127.0.0.1:99999"]
 
 scalars = st.one_of(
@@ -49,7 +49,7 @@ def _valid(folder: Path) -> dict[str, Any]:
     return {
         "mode": "service",
         "database": str(folder / "coop.db"),
-        "url": "http://127.0.0.1:9",
+        "socket": str(folder / "service.sock"),
         "credential_file": str(credential),
         "transferred_at": "2026-01-01T00:00:00+00:00",
         "backup": str(folder / "coop.db.bak"),
@@ -136,7 +136,7 @@ def test_any_owner_file_is_the_exact_words_or_a_usable_config(
         assert config is not None
         # What the callers do next with a config, short of sending: each answers in words.
         for step in (
-            lambda: compat.check_owner_url(str(config.get("url") or "")),
+            lambda: compat.owner_socket(config),
             lambda: compat.read_credential(config),
         ):
             words = None

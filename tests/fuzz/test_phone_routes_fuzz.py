@@ -54,21 +54,23 @@ class Answer:
 @dataclass
 class Service:
     stack: Stack
-    port: int
+    socket_path: str  # `coop serve`'s socket: every route of its app is there
 
     def send(self, method: str, path: str, body: bytes = b"", key: bytes | None = None) -> Answer:
         """One HTTP/1.1 request written as bytes (any header value an HTTP client would refuse);
         the status and body of the answer."""
         head = [
             f"{method} {path} HTTP/1.1".encode(),
-            f"Host: 127.0.0.1:{self.port}".encode(),
+            b"Host: localhost",
             b"Content-Type: application/json",
             b"Content-Length: " + str(len(body)).encode(),
             b"Connection: close",
         ]
         if key is not None:
             head.append(SERVICE_KEY_HEADER.encode() + b": " + key)
-        with socket.create_connection(("127.0.0.1", self.port), SOCKET_TIMEOUT_S) as sock:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(SOCKET_TIMEOUT_S)
+            sock.connect(self.socket_path)
             sock.sendall(b"\r\n".join(head) + b"\r\n\r\n" + body)
             received = b""
             while chunk := sock.recv(65536):
@@ -109,8 +111,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         # No door at <folder>/door.sock: the notifier's rows wait, which is not under test.
         stack.engine.start()
         stack.started.append(stack.engine)
-        assert stack.engine.port is not None
-        yield Service(stack, stack.engine.port)
+        assert stack.engine.socket_path
+        yield Service(stack, stack.engine.socket_path)
         assert set(stack.stop().values()) == {0}
     finally:
         stack.close()

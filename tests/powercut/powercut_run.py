@@ -55,7 +55,7 @@ from tests.e2e.proof.proof_stack import SQLITE_TIMEOUT_S, ProofStack
 from tests.powercut import powercut_nags as nags
 from tests.powercut.powercut_owner import Owner
 from tests.support.powercut import Layer, LayerUnavailable, fuse_unavailable
-from tests.support.procs import REPO, lasting_port
+from tests.support.procs import REPO
 from tests.support.waiting import wait_until_sync
 
 PRODUCERS = 2  # library producers (the engine's verbs in a process of their own)
@@ -80,25 +80,23 @@ class PowerCutStack(ProofStack):
     def __init__(self, folder: Path, layer: Layer) -> None:
         coop_db, chief_db = layer.path / "coop.db", layer.path / "chief.db"
         # The data folder too: the owner file and the callers' receipts live there.
+        # `coop serve`'s socket (the door's taps and every routed call reach it there) in the
+        # run's own private folder, off the layer: a socket is no file a power cut can lose.
         on_layer = {
             "COOP_DB": str(coop_db),
             "CHIEF_DB": str(chief_db),
             "COOP_HOME": str(layer.path),
+            "COOP_SERVICE_SOCKET": str(folder / "service.sock"),
         } | nags.ENGINE_ENV
-        # The owner's taps reach `coop serve` from the door: its port is chosen now.
-        engine_port = lasting_port()
         door_env = on_layer | nags.DOOR_ENV
-        door_env["COOP_SERVICE_URL"] = f"http://127.0.0.1:{engine_port}"
         super().__init__(folder, door_env=door_env, engine_env=on_layer)
         self.coop_db, self.chief_db = coop_db, chief_db
         self.receipts = layer.path / "receipts"
         self.on_layer = on_layer
-        self.engine.keep_port = True  # after a cutover the owner file names its URL
-        self.engine.port = engine_port
 
     def cutover(self) -> None:
         """`coop cutover` to the running `coop serve`: from now on every call is routed to it."""
-        done = self.coop("cutover", "--url", self.engine.url)
+        done = self.coop("cutover")
         assert done.returncode == 0, done.stderr
 
     def reconcile_uncertain(self) -> int:

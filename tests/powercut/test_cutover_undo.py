@@ -28,7 +28,7 @@ def test_an_undone_cutover_stays_undone_after_a_cut(
     monkeypatch.delenv("COOP_OWNER_FILE", raising=False)
     db = layer.path / "coop.db"
     store.open_connection(db).close()
-    config = cutover.cutover("http://127.0.0.1:9", actor="operator", db=db)
+    config = cutover.cutover(str(layer.path / "service.sock"), actor="operator", db=db)
     assert fence(db)
 
     done = cutover.undo(actor="operator", db=db)

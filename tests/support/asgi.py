@@ -2,6 +2,7 @@
 
     async with serve_asgi(app) as base_url: ...          # in the test's event loop
     with serve_asgi_in_thread(app) as base_url: ...      # sync tests: its own loop in a thread
+    with serve_asgi_in_thread(app, uds=path) as path: ...  # on a private Unix socket instead
 
 Both wait (bounded) until the socket listens, yield `http://host:port`, and on exit ask uvicorn
 to stop and wait (bounded) for it, so no server outlives its test. Given `sock` (a Unix socket
@@ -12,6 +13,8 @@ instead, and the URL yielded is `http://localhost` (a client reaches it through 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +23,7 @@ from contextlib import asynccontextmanager, contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
+from plumbing import unix
 from tests.support.waiting import wait_until, wait_until_sync
 
 START_TIMEOUT_S = 10.0
@@ -90,15 +94,20 @@ def serve_asgi_in_thread(
     host: str = "127.0.0.1",
     lifespan: str = "auto",
     sock: socket.socket | None = None,
+    uds: str | None = None,
 ) -> Iterator[str]:
-    """Serve `app` on its own event loop in a background thread (on `sock` if given); yield its
-    base URL."""
+    """Serve `app` on its own event loop in a background thread; yield its base URL (on `sock`
+    if given; with `uds`: on that Unix socket, bound as a service binds it,
+    `plumbing.unix.bind_private`, and yield its path)."""
     server = _server(app, host, lifespan)
     errors: list[BaseException] = []
+    sockets = [unix.bind_private(uds)] if uds is not None else None
+    if sock is not None:
+        sockets = [sock]
 
     def run() -> None:
         try:
-            asyncio.run(server.serve(sockets=None if sock is None else [sock]))
+            asyncio.run(server.serve(sockets=sockets))
         except BaseException as exc:  # reported to the test below, not lost in the thread
             errors.append(exc)
 
@@ -112,10 +121,15 @@ def serve_asgi_in_thread(
         )
         if not server.started:
             raise RuntimeError(f"uvicorn did not start: {errors!r}")
-        yield _base_url(server, host)
+        yield uds if uds is not None else _base_url(server, host)
     finally:
         server.should_exit = True
         thread.join(STOP_TIMEOUT_S)
         if thread.is_alive():
             server.force_exit = True
             thread.join(STOP_TIMEOUT_S)
+        for sock in sockets or ():
+            sock.close()
+        if uds is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(uds)

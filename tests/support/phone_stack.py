@@ -1,8 +1,8 @@
 """The whole stack with the owner's phone in it, as real processes: the Bot API emulator, the
 door (`chief serve`, its phone long-polling the emulator) and the ledger service (`coop serve`),
-over one data folder (tests.support.stack). The door reaches `coop serve` at
-COOP_SERVICE_URL, so the service's port is chosen before either starts and kept across a
-restart. Used by tests/e2e/phone/ and bench/bench_phone_taps.py.
+over one data folder (tests.support.stack). The door reaches `coop serve` on its socket in that
+folder (both default to `<COOP_HOME>/service.sock`), where it comes back after a restart. Used
+by tests/e2e/phone/ and bench/bench_phone_taps.py.
 
     stack = make_stack(folder)
     start(stack, door_faults="door.answer_recorded")   # each part armed as asked
@@ -13,18 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.procs import free_port
 from tests.support.stack import Stack
 
 
 def make_stack(folder: Path) -> Stack:
-    """A stack whose `coop serve` listens on a port chosen now, so the door knows it at start,
-    and comes back on it after a kill."""
-    engine_port = free_port()
-    stack = Stack(folder, door_env={"COOP_SERVICE_URL": f"http://127.0.0.1:{engine_port}"})
-    stack.engine.keep_port = True
-    stack.engine.port = engine_port
-    return stack
+    """A stack whose door asks `coop serve` on its socket in `folder` (the default of both)."""
+    return Stack(folder)
 
 
 def start(stack: Stack, *, door_faults: str = "", engine_faults: str = "") -> None:

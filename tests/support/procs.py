@@ -207,7 +207,8 @@ class Service:
     start_s: list[float] = field(default_factory=list)  # spawn to listening, per start
     log_path: Path | None = None
     url: str = ""  # the `http://host:port` this start announced
-    socket_path: str = ""  # the Unix socket this start announced (the door's)
+    socket_path: str = ""  # the Unix socket this start announced (`socket` in its line)
+    metrics_url: str = ""  # its /metrics listener on TCP, if it announced one (`metrics_url`)
     cwd: Path = REPO  # the source tree whose code `python -m` runs (a bench's baseline: main's)
 
     @property
@@ -260,8 +261,9 @@ class Service:
             return None
         line = self.wait_event(self.listening_event, f"{self.name} to listen")
         self.start_s.append(time.monotonic() - began)
-        if "socket" in line:
-            self.socket_path = str(line["socket"])
+        self.socket_path = str(line.get("socket") or "")
+        self.metrics_url = str(line.get("metrics_url") or "")
+        if self.socket_path:
             return None
         if "port" not in line and "url" not in line:
             return None
@@ -303,6 +305,25 @@ class Service:
                     f" its log ends:\n{self.log_tail()}"
                 )
         return found  # type: ignore[return-value]
+
+    def request(self, method: str, path: str, **options: Any) -> Any:
+        """One HTTP request to this start's Unix socket (`socket`), on a client of its own:
+        the `httpx.Response`."""
+        import httpx
+
+        assert self.socket_path, f"{self.name} announced no socket"
+        transport = httpx.HTTPTransport(uds=self.socket_path)
+        timeout = options.pop("timeout", START_TIMEOUT_S)
+        with httpx.Client(
+            transport=transport, base_url="http://localhost", timeout=timeout, trust_env=False
+        ) as client:
+            return client.request(method, path, **options)
+
+    def get(self, path: str, **options: Any) -> Any:
+        return self.request("GET", path, **options)
+
+    def post(self, path: str, **options: Any) -> Any:
+        return self.request("POST", path, **options)
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of this start so far."""

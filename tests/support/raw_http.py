@@ -32,8 +32,18 @@ def _status_of(sock: socket.socket) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
+def _connect(port: int | str) -> socket.socket:
+    """A connection to a loopback port, or to a Unix socket's path."""
+    if isinstance(port, int):
+        return socket.create_connection(("127.0.0.1", port), timeout=SEND_DEADLINE_S)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(SEND_DEADLINE_S)
+    sock.connect(port)
+    return sock
+
+
 def send_body(
-    port: int,
+    port: int | str,
     method: str,
     path: str,
     *,
@@ -46,14 +56,15 @@ def send_body(
 
     The body goes out only while the socket is writable and nothing has come back, so a server
     that answers after the headers costs the sender next to nothing, and one that reads the
-    whole body first is sent all of it."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+    whole body first is sent all of it. `port` a text: the path of a Unix socket."""
+    host = "localhost" if isinstance(port, str) else f"127.0.0.1:{port}"
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     lines.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}")
     chunk = b"x" * CHUNK_BYTES
     framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk
     deadline = time.monotonic() + SEND_DEADLINE_S
-    with socket.create_connection(("127.0.0.1", port), timeout=SEND_DEADLINE_S) as sock:
+    with _connect(port) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         sent = 0
         while sent < size and time.monotonic() < deadline:

@@ -3,6 +3,8 @@ of every bench that starts processes (`tests.support.procs` holds the pieces).
 
     stack = Stack(folder)                 # coop.db, chief.db, a 0600 key, the logs under folder
     stack.start()                         # the emulator, the door (`chief serve`), `engine serve`
+                                          # (on <folder>/service.sock: a folder of 0700, short
+                                          # enough for a socket's 107 bytes)
     stack.start_door(); stack.start_engine()          # the same, step by step
     stack.start_test_door(); stack.start_notifier()   # the minimal door; `notifier run`
     stack.door.kill(); stack.door.start(faults="door.after_report")
@@ -112,9 +114,10 @@ class Stack:
             ["engine", "serve"],
             folder,
             "service.listening",
-            stack_env(folder, **(engine_env or {})),
-            port_env="COOP_SERVICE_PORT",
-            keep_port=False,  # nobody looks for the owner endpoint here: any port will do
+            # Its socket is `<folder>/service.sock` (the door's default too); /metrics on any
+            # free port.
+            stack_env(folder, **({"COOP_METRICS_PORT": "0"} | (engine_env or {}))),
+            takes_port=False,
         )
         self.notifier = Service(
             "notifier",

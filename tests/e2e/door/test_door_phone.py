@@ -9,6 +9,7 @@ at the start; and a stop while a long poll is open is prompt."""
 from __future__ import annotations
 
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from chief.door.engine_link import EngineLink
 from chief.door.phone import POLL_TIMEOUT_S
 from chief.errors import EngineUnavailable, EngineUnreachable
 from tests.support.phone import EmulatorOwner
-from tests.support.procs import coop, free_port
+from tests.support.procs import coop
 from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 
 pytestmark = pytest.mark.timeout(120)
@@ -104,12 +105,8 @@ class Phone:
 
 
 def _stack(folder: Path) -> Stack:
-    """A stack whose `coop serve` listens on a port chosen now, so the door knows it at start."""
-    engine_port = free_port()
-    stack = Stack(folder, door_env={"COOP_SERVICE_URL": f"http://127.0.0.1:{engine_port}"})
-    stack.engine.keep_port = True
-    stack.engine.port = engine_port
-    return stack
+    """A stack whose door asks `coop serve` on its socket in `folder` (both its default)."""
+    return Stack(folder)
 
 
 def _started(stack: Stack) -> Phone:
@@ -205,17 +202,33 @@ def test_status_while_coop_serve_is_stuck_still_answers(phone: Phone) -> None:
     assert phone.ask("/status", "Open:").startswith("Open:")
 
 
-async def test_the_engine_link_presents_the_key_and_names_each_failure(phone: Phone) -> None:
-    url = phone.stack.engine.url
-    async with EngineLink(url, SERVICE_KEY).open() as link:
+async def test_the_engine_link_presents_the_key_and_names_each_failure(
+    phone: Phone, tmp_path: Path
+) -> None:
+    path = phone.stack.engine.socket_path
+    async with EngineLink(path, SERVICE_KEY).open() as link:
         assert (await link.summary())["owner"] == "owner"
-    async with EngineLink(url, "not-the-key").open() as link:
+    async with EngineLink(path, "not-the-key").open() as link:
         with pytest.raises(EngineUnavailable, match=r"40[13]") as refused:
             await link.summary()
         assert not isinstance(refused.value, EngineUnreachable)
-    async with EngineLink(f"http://127.0.0.1:{free_port()}", SERVICE_KEY).open() as link:
+    async with EngineLink(str(tmp_path / "nothing.sock"), SERVICE_KEY).open() as link:
         with pytest.raises(EngineUnreachable, match="not running"):
             await link.summary()
+    # A socket in a folder another user could write: refused before the key is sent.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with socket.socket(socket.AF_UNIX) as planted:
+        planted.bind(str(shared / "service.sock"))
+        planted.listen(1)
+        planted.setblocking(False)
+        async with EngineLink(str(shared / "service.sock"), SERVICE_KEY).open() as link:
+            with pytest.raises(EngineUnavailable, match="not trusted") as untrusted:
+                await link.summary()
+        assert not isinstance(untrusted.value, EngineUnreachable)
+        with pytest.raises(BlockingIOError):
+            planted.accept()  # nobody connected
 
 
 def test_quiet_makes_the_next_ring_silent_until_quiet_off(phone: Phone) -> None:

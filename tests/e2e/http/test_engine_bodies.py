@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from tests.support.procs import coop, memory_kb
@@ -29,7 +28,6 @@ ROUTES = [
     ("GET", "/status"),
     ("POST", "/api/coop/phone/answer"),
     ("GET", "/api/coop/phone/summary"),
-    ("GET", "/metrics"),
     ("POST", "/no/such/route"),
 ]
 REFUSED = {401, 403, 413}
@@ -47,9 +45,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.close()
 
 
-def _port(stack: Stack) -> int:
-    assert stack.engine.port is not None
-    return stack.engine.port
+def _port(stack: Stack) -> str:
+    """The engine's socket: every route of its app is there."""
+    assert stack.engine.socket_path
+    return stack.engine.socket_path
 
 
 def _flood(stack: Stack) -> tuple[dict[tuple[str, str, bool], int], int]:
@@ -75,7 +74,7 @@ def test_a_keyless_64_mb_body_to_every_route_is_refused_before_it_is_read(stack:
 
 
 def test_after_a_cutover_a_keyless_64_mb_body_is_refused_before_it_is_read(stack: Stack) -> None:
-    done = coop("cutover", "--url", stack.engine.url, env=stack.env(), inherit=False)
+    done = coop("cutover", env=stack.env(), inherit=False)
     assert done.returncode == 0, done.stderr
     answers, grown_kb = _flood(stack)
     refused = {k: v for k, v in answers.items() if v in REFUSED}
@@ -86,10 +85,10 @@ def test_after_a_cutover_a_keyless_64_mb_body_is_refused_before_it_is_read(stack
 def test_deep_json_with_the_key_gets_a_4xx_not_a_500(stack: Stack, opening: str) -> None:
     closing = "]" if opening == "[" else "}"
     body = opening * DEPTH + ("1" if opening != "[" else "") + closing * DEPTH
-    with httpx.Client(trust_env=False, timeout=30.0) as client:
-        answer = client.post(
-            f"{stack.engine.url}/api/coop/phone/answer",
-            content=body,
-            headers={SERVICE_KEY_HEADER: SERVICE_KEY, "Content-Type": "application/json"},
-        )
+    answer = stack.engine.post(
+        "/api/coop/phone/answer",
+        content=body,
+        headers={SERVICE_KEY_HEADER: SERVICE_KEY, "Content-Type": "application/json"},
+        timeout=30.0,
+    )
     assert 400 <= answer.status_code < 500, answer.text

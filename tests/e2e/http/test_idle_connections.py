@@ -17,7 +17,6 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine import direct, kick
@@ -70,11 +69,9 @@ def _notify_lands(stack: Stack, text: str, within_s: float) -> None:
 
 
 def _owner_call_answers(stack: Stack) -> None:
-    with httpx.Client(trust_env=False, timeout=5.0) as client:
-        answer = client.get(
-            f"{stack.engine.url}/api/coop/phone/summary",
-            headers={SERVICE_KEY_HEADER: SERVICE_KEY},
-        )
+    answer = stack.engine.get(
+        "/api/coop/phone/summary", headers={SERVICE_KEY_HEADER: SERVICE_KEY}, timeout=5.0
+    )
     assert answer.status_code == 200, answer.text
 
 
@@ -91,12 +88,12 @@ def _socket_fds(pid: int) -> int:
 
 def test_idle_connections_on_both_services_lock_nobody_out(stack: Stack) -> None:
     assert stack.door.socket_path
-    assert stack.engine.port is not None
+    assert stack.engine.socket_path
     _notify_lands(stack, "before the flood", within_s=10.0)
     baseline = {part.name: _socket_fds(part.pid) for part in (stack.door, stack.engine)}
     with (
         IdleSockets(stack.door.socket_path, IDLE_PER_SERVICE) as door_idle,
-        IdleSockets(stack.engine.port, IDLE_PER_SERVICE) as engine_idle,
+        IdleSockets(stack.engine.socket_path, IDLE_PER_SERVICE) as engine_idle,
     ):
         _notify_lands(stack, "during the flood", within_s=LANDED_WITHIN_S)
         _owner_call_answers(stack)

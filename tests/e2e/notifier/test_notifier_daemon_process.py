@@ -11,11 +11,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from engine import service_socket
 from engine import store as engine_store
 from tests.e2e.notifier.notifier_processes import REPO, log_events, notifier_env, start_notifier
 from tests.integration.notifier.notifier_helpers import add_rows, lock_row, states
@@ -85,10 +85,11 @@ def test_daemons_started_together_leave_exactly_one_running(tmp_path: Path) -> N
                 assert proc.wait(timeout=30) == 0
 
 
-def _get_status(url: str) -> dict[str, object]:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(url + "/status", timeout=10) as answer:
-        return dict(json.loads(answer.read()))
+def _get_status(path: str) -> dict[str, object]:
+    """`coop serve`'s /status, asked on its socket as `coop status` asks it."""
+    status, raw = service_socket.call(path, "GET", "/status", timeout_s=10)
+    assert status == 200, raw
+    return dict(json.loads(raw))
 
 
 def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answering(
@@ -106,7 +107,7 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
             door_socket,
             COOP_KICK="datagram",
             COOP_BACKSTOP_S="600",
-            COOP_SERVICE_PORT="0",
+            COOP_METRICS_PORT="off",
             COOP_TEST_FAULTS=f"notifier.delivery.claim:raise-while={disk_full}",
         )
         with log.open("wb") as out:
@@ -125,7 +126,7 @@ def test_coop_serve_survives_a_failing_drain_and_its_owner_endpoint_keeps_answer
                 ),
                 what="coop serve listening",
             )
-            url = str(listening["url"])
+            url = str(listening["socket"])
 
             def failures() -> int:
                 return sum(

@@ -47,7 +47,7 @@ def quickstart_commands() -> list[str]:
 @pytest.fixture
 def stack(tmp_path: Path):
     ports = {
-        "COOP_SERVICE_PORT": str(free_port()),
+        "COOP_METRICS_PORT": str(free_port()),
         "CHIEF_METRICS_PORT": str(free_port()),
         "COOP_EMULATOR_PORT": str(free_port()),
     }

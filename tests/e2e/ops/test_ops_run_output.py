@@ -45,7 +45,7 @@ def run_env(home: Path) -> dict[str, str]:
     }
     env.update(
         COOP_HOME=str(home),
-        COOP_SERVICE_PORT=str(free_port()),
+        COOP_METRICS_PORT=str(free_port()),
         CHIEF_METRICS_PORT=str(free_port()),
         COOP_EMULATOR_PORT=str(free_port()),
     )

@@ -129,13 +129,13 @@ def _serve(tmp_path: Path, env: dict[str, str]) -> Service:
         ["engine", "serve"],
         tmp_path,
         "service.listening",
-        env,
-        port_env="COOP_SERVICE_PORT",
+        {**env, "COOP_METRICS_PORT": "0"},
+        takes_port=False,
     )
 
 
 def test_coop_serve_and_its_cutover_make_a_private_folder(tmp_path: Path) -> None:
-    env = _env(tmp_path, COOP_KICK="off", COOP_SERVICE_HOST="127.0.0.1")
+    env = _env(tmp_path, COOP_KICK="off")
     serve = _serve(tmp_path, env)
     try:
         with umask_000():
@@ -143,7 +143,7 @@ def test_coop_serve_and_its_cutover_make_a_private_folder(tmp_path: Path) -> Non
             serve.wait_event("notifier.daemon.started")
         assert_private(tmp_path / "fresh")
         with umask_000():
-            _ok(coop("cutover", "--url", serve.url, env=env, inherit=False))
+            _ok(coop("cutover", env=env, inherit=False))
             # Routed to the owner service now: it writes a receipt for the call.
             _ok(coop("todo", "add", "through the owner", env=env, inherit=False))
         assert any((tmp_path / "fresh" / "coop" / "receipts").iterdir())

@@ -117,7 +117,7 @@ def _owner_file(folder: Path) -> tuple[Path, Path]:
     """An owner file (service mode) naming a credential, both 0600 and this user's."""
     db = folder / "coop.db"
     credential = write_key(folder / "coop.db.owner.key", "owner-credential")
-    document = {"mode": "service", "database": str(db), "url": NO_SERVICE,
+    document = {"mode": "service", "database": str(db), "socket": str(folder / "service.sock"),
                 "credential_file": str(credential)}  # fmt: skip
     owner = write_key(folder / "coop.db.owner.json", json.dumps(document))
     return owner, credential

@@ -15,17 +15,17 @@ STOP_TIMEOUT_S = 20.0
 
 class ServeProcess(Service):
     """One `python -m engine serve` child over `home` (its logs in `home/logs/`), with the
-    test's environment on top of the parent's, on `port` (0: any free port, kept on restart)."""
+    test's environment on top of the parent's, on its socket `<COOP_HOME>/service.sock` (the
+    `socket` its listening line names) and /metrics on any free port."""
 
-    def __init__(self, home: Path, env: dict[str, str], port: int = 0) -> None:
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
         super().__init__(
             "serve",
             ["engine", "serve"],
             home,
             "service.listening",
-            child_env(env),
-            port_env="COOP_SERVICE_PORT",
-            port=port or None,
+            child_env({"COOP_METRICS_PORT": "0", **env}),  # /metrics on any free port
+            takes_port=False,
         )
 
     def start(self, *, faults: str = "", wait: bool = True) -> ServeProcess:  # type: ignore[override]
@@ -53,8 +53,8 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
         "COOP_KICK": "off",
         "COOP_ACTOR": "agent",
         "COOP_OWNER": "owner",
-        "COOP_SERVICE_HOST": "127.0.0.1",
         "COOP_SERVICE_KEY_FILE": str(key),
+        "COOP_METRICS_PORT": "0",  # the service's socket is <COOP_HOME>/service.sock
         # No door listens at <COOP_HOME>/door.sock unless a test serves one there: the embedded
         # notifier defers its rows, which is not under test.
         "COOP_BACKOFF_BASE_S": "60",

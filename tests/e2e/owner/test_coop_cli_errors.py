@@ -5,6 +5,7 @@ never a traceback."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def _owner_file(tmp_path: Path, **changes: object) -> Path:
     body = {
         "mode": "service",
         "database": str(tmp_path / "coop.db"),
-        "url": "http://127.0.0.1:9",
+        "socket": str(tmp_path / "service.sock"),
         "credential_file": str(credential),
         **changes,
     }
@@ -72,17 +73,71 @@ def test_a_broken_owner_file_is_exactly_the_designs_sentence(
     assert not (tmp_path / "coop.db").exists(), "the ledger was opened"
 
 
-def test_an_owner_url_off_loopback_is_the_same_sentence(
+def test_an_owner_socket_that_is_not_an_absolute_path_is_the_same_sentence(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    _owner_file(tmp_path, url="http://example.com:8764")
+    _owner_file(tmp_path, socket="service.sock")
 
     done = coop("list", env=env)
 
     assert done.returncode == 1
     lines = _lines(done.stderr)
     assert lines[0] == "coop: Invalid Coop owner configuration"
-    assert "http on loopback" in lines[1]
+    assert "absolute path" in lines[1]
+
+
+def test_an_older_builds_owner_file_naming_a_tcp_address_is_one_line_until_cutover_again(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    assert coop("list", env=env).returncode == 0  # the ledger exists, in local mode
+    path = _owner_file(tmp_path, socket=None, url="http://127.0.0.1:8764")
+    body = json.loads(path.read_text())
+    del body["socket"]
+    path.write_text(json.dumps(body))
+
+    done = coop("todo", "add", "write the report", env=env)
+
+    assert done.returncode == 1
+    (line,) = _lines(done.stderr)
+    assert "names the owner service's TCP address 'http://127.0.0.1:8764'" in line
+    assert "run `coop cutover` again" in line
+
+    migrated = coop("cutover", env=env)
+
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"every call now goes to the socket {tmp_path / 'service.sock'}" in migrated.stdout
+    body = json.loads(path.read_text())
+    assert body["socket"] == str(tmp_path / "service.sock")
+    assert "url" not in body
+    assert path.stat().st_mode & 0o777 == 0o600
+    # Now it is a service that is not running: one line, nothing sent, nothing written.
+    after = coop("todo", "add", "write the report", env=env)
+    assert after.returncode == 1
+    (line,) = _lines(after.stderr)
+    assert "coop serve is not running" in line
+
+
+def test_a_socket_in_a_folder_another_user_can_write_is_refused_before_a_byte(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could have put a socket here
+    path = shared / "service.sock"
+    _owner_file(tmp_path, socket=str(path))
+    with socket.socket(socket.AF_UNIX) as planted:
+        planted.bind(str(path))
+        planted.listen(1)
+        planted.setblocking(False)
+
+        done = coop("todo", "add", "write the report", env=env)
+
+        with pytest.raises(BlockingIOError):
+            planted.accept()  # nobody connected: not a byte, not the credential
+    assert done.returncode == 1
+    (line,) = _lines(done.stderr)
+    assert line.startswith("coop: Coop owner refused: ")
+    assert "no one else can write: nothing was sent" in line
 
 
 def test_a_credential_others_can_read_is_refused_in_the_designs_words(

@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.procs import Service, coop, free_port
+from tests.support.procs import Service, coop
 from tests.support.stack import Stack
 from tests.support.waiting import wait_until_sync
 
@@ -65,8 +64,7 @@ class Folder:
             COOP_HOME=str(home),
             COOP_DB=str(self.db),
             COOP_DOOR_SOCKET=str(door.door_socket),
-            COOP_SERVICE_HOST="127.0.0.1",
-            COOP_SERVICE_PORT=str(free_port()),
+            COOP_METRICS_PORT="off",
         )
         self.daemon = Service(
             "daemon", ["notifier", "run"], home, "notifier.daemon.started", self.env,
@@ -76,7 +74,6 @@ class Folder:
             "serve", ["engine", "serve"], home, "service.listening", self.env,
             takes_port=False,
         )  # fmt: skip
-        self.url = f"http://127.0.0.1:{self.env['COOP_SERVICE_PORT']}"
 
     def coop(self, *args: str) -> tuple[int, str, str]:
         done = coop(*args, env=self.env, inherit=False)
@@ -151,7 +148,7 @@ def test_cutover_refuses_beside_a_standalone_daemon_then_goes_through_once_it_st
     folder.serve.start()
     folder.serve.wait_event("service.delivery_left_to_daemon")
 
-    status, out, err = folder.coop("cutover", "--url", folder.url)
+    status, out, err = folder.coop("cutover")
 
     assert status != 0, out
     assert "Traceback" not in err
@@ -163,7 +160,7 @@ def test_cutover_refuses_beside_a_standalone_daemon_then_goes_through_once_it_st
 
     assert folder.daemon.terminate() == 0
     folder.serve.wait_event("service.delivery_taken_over", timeout_s=DELIVERY_TIMEOUT_S)
-    folder.ok("cutover", "--url", folder.url)
+    folder.ok("cutover")
     folder.ok("todo", "add", "milk")
     folder.ok("todo", "done", "1")
     folder.wait_chief_lines({1: 1}, "the finished todo's row to reach the Chief once")
@@ -179,7 +176,7 @@ def _daemon_holding_the_ledger_after_a_cutover(folder: Folder) -> Path:
     faults += f"notifier.daemon.before_drain:pause-while={before_drain}"
     folder.daemon.start(faults=faults, wait=False)
     wait_until_sync(Path(f"{before_lock}.reached").exists, what="the daemon before its lock")
-    folder.ok("cutover", "--url", folder.url)
+    folder.ok("cutover")
     before_lock.unlink()
     folder.daemon.wait_listening()
     wait_until_sync(Path(f"{before_drain}.reached").exists, what="the daemon before its drain")
@@ -214,7 +211,7 @@ def test_a_daemon_that_finds_the_fence_is_named_by_check_then_steps_aside(
     assert folder.daemon.events("notifier.daemon.drain_failed") == []
     assert "Traceback" not in folder.daemon.log()
     assert folder.serve.events("service.delivery_taken_over")
-    assert httpx.get(folder.url + "/status", timeout=10).json()["daemon"] is True
+    assert folder.serve.get("/status", timeout=10).json()["daemon"] is True
     assert folder.coop("status", "--check")[0] == 0
     assert folder.serve.terminate() == 0
 
@@ -224,7 +221,7 @@ def test_undo_beside_serves_daemon_leaves_local_mode_and_the_daemon_delivering(
 ) -> None:
     folder.serve.start()
     folder.serve.wait_event("notifier.daemon.started")
-    folder.ok("cutover", "--url", folder.url)
+    folder.ok("cutover")
 
     lines = folder.ok("cutover", "--undo").splitlines()
 
@@ -238,7 +235,7 @@ def test_undo_beside_serves_daemon_leaves_local_mode_and_the_daemon_delivering(
     owner_events = "SELECT event FROM coop_events WHERE item_kind = 'owner' ORDER BY id"
     events = folder.query(folder.db, owner_events)
     assert [row[0] for row in events] == ["cutover", "cutover_undo"]
-    answer = httpx.get(folder.url + "/status", timeout=10).json()
+    answer = folder.serve.get("/status", timeout=10).json()
     assert (answer["mode"], answer["daemon"]) == ("local", True)
 
     folder.ok("notify", "in local mode again")

@@ -8,6 +8,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from engine.store.schema import FENCED_OPERATIONS, FENCED_TABLES
@@ -46,7 +47,7 @@ def _raw_write(db: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _cut_over(env: dict[str, str], serve: ServeProcess) -> None:
-    out = ok(env, "cutover", "--url", serve.url)
+    out = ok(env, "cutover")
     assert f"installed the fence ({FENCE_TRIGGERS} triggers)" in out
 
 
@@ -123,12 +124,28 @@ def test_owner_killed_then_the_next_add_fails_closed_and_reconcile_settles_it(
 ) -> None:
     env = stack_env
     db = tmp_path / "coop.db"
-    serve.start()
+    hold = tmp_path / "hold-the-call"
+    serve.start(faults=f"engine.owner.before_call:pause-while={hold}")
     _cut_over(env, serve)
     ok(env, "todo", "add", "while the owner lives")
+    # Killed with a call in flight: the request crossed, its outcome is unknown.
+    hold.touch()
+    calls: list[subprocess.CompletedProcess[str]] = []
+    caller = threading.Thread(
+        target=lambda: calls.append(run_coop(env, "todo", "add", "while the owner is dead"))
+    )
+    caller.start()
+    wait_until_sync(Path(str(hold) + ".reached").exists, what="the call in flight")
     serve.kill()
-
-    failed = run_coop(env, "todo", "add", "while the owner is dead")
+    caller.join(60)
+    (failed,) = calls
+    # Once it is down, nothing crosses at all: one line, no receipt.
+    down_add = run_coop(env, "todo", "add", "while nothing listens")
+    assert down_add.returncode == 1
+    assert down_add.stderr == (
+        f"coop: Coop owner unavailable: coop serve is not running (nothing listens at"
+        f" {tmp_path / 'service.sock'}); nothing was sent\n"
+    )
 
     assert failed.returncode == 1
     match = re.fullmatch(
@@ -146,7 +163,7 @@ def test_owner_killed_then_the_next_add_fails_closed_and_reconcile_settles_it(
     assert down.returncode == 1
     assert f"uncertain receipt {key}  add_todo" in down.stdout
 
-    restarted = ServeProcess(tmp_path, env, port=serve.port)
+    restarted = ServeProcess(tmp_path, env)
     restarted.starts = serve.starts  # its logs go on after the first service's
     try:
         restarted.start()

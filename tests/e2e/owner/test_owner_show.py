@@ -17,7 +17,7 @@ def test_show_through_the_owner_service(
 ) -> None:
     env = stack_env
     serve.start()
-    assert "installed the fence" in ok(env, "cutover", "--url", serve.url)
+    assert "installed the fence" in ok(env, "cutover")
     ok(env, "todo", "add", "Water the plants")
     ok(env, "todo", "take", "1")
     ok(env, "request", "add", "Review it", "--to", "reviewer")

@@ -67,7 +67,7 @@ def test_the_owner_services_close_wakes_a_routed_waiter(
     early = start_waiter(env, "1")  # local mode: its first look reads the file itself
     try:
         wait_bound(env, 1)
-        assert "installed the fence" in ok(env, "cutover", "--url", serve.url)
+        assert "installed the fence" in ok(env, "cutover")
         ok(env, "request", "add", "after the cutover", "--to", "owner")
         routed = start_waiter(env, "2")
         try:
@@ -104,7 +104,7 @@ def test_the_owners_answer_from_the_phone_wakes_the_waiter(
     env = stack_env
     serve.start()
     if mode == "service":
-        ok(env, "cutover", "--url", serve.url)
+        ok(env, "cutover")
     ok(env, "request", "add", "order the bigger bag?", "--to", "owner", "--choices", "yes,no")
     # Held after its first look found #1 open: only the answer's wake can end this wait.
     hold = tmp_path / "hold"

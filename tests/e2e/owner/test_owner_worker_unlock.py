@@ -97,7 +97,7 @@ def test_unlock_is_routed_to_the_owner_service_after_a_cutover(
     db = tmp_path / "coop.db"
     _plant_foreign_lock(db)
     serve.start()
-    assert "installed the fence" in ok(local_env, "cutover", "--url", serve.url)
+    assert "installed the fence" in ok(local_env, "cutover")
     out = ok(local_env, "worker", "unlock", "--reason", "retired host, via the owner")
     assert "drain-elsewhere-4242-deadbeef" in out
     assert _raw(db, "SELECT owner FROM worker_lock WHERE host = 'another-host'") == []

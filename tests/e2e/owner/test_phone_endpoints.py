@@ -36,15 +36,13 @@ def answer_key() -> str:
 def post_answer(
     serve: ServeProcess, env: dict[str, str], body: dict[str, Any], **headers: str
 ) -> httpx.Response:
-    with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
-        return client.post(
-            serve.url + ANSWER, json=body, headers={KEY_HEADER: _key(env), **headers}
-        )
+    return serve.post(  # type: ignore[no-any-return]
+        ANSWER, json=body, headers={KEY_HEADER: _key(env), **headers}, timeout=TIMEOUT_S
+    )
 
 
 def summary(serve: ServeProcess, env: dict[str, str]) -> dict[str, Any]:
-    with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
-        answer = client.get(serve.url + SUMMARY, headers={KEY_HEADER: _key(env)})
+    answer = serve.get(SUMMARY, headers={KEY_HEADER: _key(env)}, timeout=TIMEOUT_S)
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
 
@@ -78,7 +76,7 @@ def _ask(env: dict[str, str], title: str = "order the bigger bag?") -> int:
 
 
 def _cutover(serve: ServeProcess, env: dict[str, str]) -> None:
-    ok(env, "cutover", "--url", serve.url)
+    ok(env, "cutover")
 
 
 @pytest.mark.parametrize("mode", ["local", "service"])
@@ -170,13 +168,12 @@ def test_the_guard_refuses_before_anything_runs(
         "ask_key": ask_key_of(stack_env, request_id),
         "choice": "approve",
     }
-    with httpx.Client(timeout=TIMEOUT_S, trust_env=False) as client:
-        for headers, status in REFUSED:
-            sent = {KEY_HEADER: _key(stack_env), **headers}
-            refused = client.post(serve.url + ANSWER, json=body, headers=sent)
-            looked = client.get(serve.url + SUMMARY, headers=sent)
-            assert (refused.status_code, looked.status_code) == (status, status), headers
-            assert isinstance(refused.json()["detail"], str)
+    for headers, status in REFUSED:
+        sent = {KEY_HEADER: _key(stack_env), **headers}
+        refused = serve.post(ANSWER, json=body, headers=sent, timeout=TIMEOUT_S)
+        looked = serve.get(SUMMARY, headers=sent, timeout=TIMEOUT_S)
+        assert (refused.status_code, looked.status_code) == (status, status), headers
+        assert isinstance(refused.json()["detail"], str)
     assert [e for e, _, _ in events(stack_env, request_id)] == ["add"]
 
 

@@ -52,7 +52,6 @@ class Stack:
             "COOP_KICK": "datagram",  # the add's kick wakes the daemon; no drainer is spawned
             "COOP_ACTOR": "agent",
             "COOP_OWNER": "owner",
-            "COOP_SERVICE_HOST": "127.0.0.1",
             "COOP_SERVICE_KEY_FILE": str(key),
             "COOP_DOOR_SOCKET": door_socket,
             "COOP_OWNER_FILE": "",
@@ -318,7 +317,7 @@ def test_a_standalone_daemon_applies_deadlines_too(stack: Stack) -> None:
 
 
 def test_after_a_cutover_coop_serve_applies_the_deadline_through_the_fence(stack: Stack) -> None:
-    ok(stack.env, "cutover", "--url", stack.serve.url)
+    ok(stack.env, "cutover")
     request_id = _add(
         stack, "--choices", "approve,decline", "--deadline", "1s", "--default", "approve"
     )

@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.e2e.owner.conftest import ServeProcess, ok
 from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.procs import Service, child_env
@@ -58,7 +56,7 @@ def _leave_then_take_over(
 ) -> None:
     left = serve.wait_event("service.delivery_left_to_daemon")
     assert left["daemon_pid"] == daemon.pid
-    assert httpx.get(serve.url + "/status", timeout=10).json()["daemon"] is False
+    assert serve.get("/status", timeout=10).json()["daemon"] is False
 
     ok(env, "notify", "while the daemon runs")
     daemon.wait_for(
@@ -76,7 +74,7 @@ def _leave_then_take_over(
     assert door.ids(env["COOP_DB"]) == [1, 2]
     assert len(serve.events("service.delivery_left_to_daemon")) == 1
     assert serve.events("service.delivery_taken_over")
-    assert httpx.get(serve.url + "/status", timeout=10).json()["daemon"] is True
+    assert serve.get("/status", timeout=10).json()["daemon"] is True
     assert "Traceback" not in serve.log()
     assert serve.terminate() == 0
 

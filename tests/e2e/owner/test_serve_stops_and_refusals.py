@@ -19,7 +19,7 @@ import pytest
 
 from engine.owner import compat
 from tests.e2e.owner.conftest import STOP_TIMEOUT_S, ServeProcess, ok
-from tests.support.procs import child_env, free_port
+from tests.support.procs import child_env
 from tests.support.waiting import wait_until_sync
 
 
@@ -64,7 +64,7 @@ def test_every_stop_signal_lets_the_call_in_flight_finish_and_exit_zero(
     env = {**stack_env, "COOP_TEST_FAULTS": f"engine.owner.before_call:pause-while={hold}"}
     serve = ServeProcess(tmp_path, env).start()
     try:
-        ok(stack_env, "cutover", "--url", serve.url)
+        ok(stack_env, "cutover")
         hold.touch()
         answers: list[httpx.Response] = []
         body = {
@@ -76,7 +76,7 @@ def test_every_stop_signal_lets_the_call_in_flight_finish_and_exit_zero(
         headers = {compat.CREDENTIAL_HEADER: _credential(tmp_path / "coop.db")}
         caller = threading.Thread(
             target=lambda: answers.append(
-                httpx.post(serve.url + compat.CALL_PATH, json=body, headers=headers, timeout=30)
+                serve.post(compat.CALL_PATH, json=body, headers=headers, timeout=30)
             )
         )
         caller.start()
@@ -120,15 +120,44 @@ def _assert_one_line_refusal(done: subprocess.CompletedProcess[str], words: str)
     assert words in plain[0], plain
 
 
-def test_a_taken_port_is_one_line_and_a_non_zero_exit(stack_env: dict[str, str]) -> None:
+def test_a_taken_metrics_port_is_one_line_and_a_non_zero_exit(
+    stack_env: dict[str, str],
+) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
 
-        done = _serve_once({**stack_env, "COOP_SERVICE_PORT": str(port)})
+        done = _serve_once({**stack_env, "COOP_METRICS_PORT": str(port)})
 
-    _assert_one_line_refusal(done, f"cannot listen on 127.0.0.1:{port}")
+    _assert_one_line_refusal(done, f"cannot listen for /metrics on 127.0.0.1:{port}")
+
+
+def test_a_socket_another_process_answers_on_is_one_line_and_never_taken_over(
+    tmp_path: Path, stack_env: dict[str, str]
+) -> None:
+    path = tmp_path / "service.sock"
+    with socket.socket(socket.AF_UNIX) as live:
+        live.bind(str(path))
+        live.listen(1)
+
+        done = _serve_once(stack_env)
+
+        _assert_one_line_refusal(done, f"another process already answers at {path}")
+        assert path.exists()
+
+
+def test_a_socket_in_a_folder_others_can_write_is_one_line(
+    tmp_path: Path, stack_env: dict[str, str]
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # the umask may have taken bits away
+
+    done = _serve_once({**stack_env, "COOP_SERVICE_SOCKET": str(shared / "service.sock")})
+
+    _assert_one_line_refusal(done, f"cannot listen on {shared / 'service.sock'}")
+    assert not (shared / "service.sock").exists()
 
 
 def test_an_unusable_data_folder_is_one_line_and_a_non_zero_exit(
@@ -145,8 +174,13 @@ def test_an_unusable_data_folder_is_one_line_and_a_non_zero_exit(
 @pytest.mark.parametrize(
     ("setting", "value", "words"),
     [
-        ("COOP_SERVICE_PORT", "eighty", "COOP_SERVICE_PORT"),
-        ("COOP_SERVICE_HOST", "0.0.0.0", "COOP_SERVICE_HOST"),  # noqa: S104 - refused, not bound
+        ("COOP_METRICS_PORT", "eighty", "COOP_METRICS_PORT"),
+        ("COOP_METRICS_PORT", "70000", "COOP_METRICS_PORT"),
+        ("COOP_SERVICE_SOCKET", "relative/service.sock", "COOP_SERVICE_SOCKET"),
+        # The TCP era's settings: each refused, naming what to set instead.
+        ("COOP_SERVICE_PORT", "8764", "set COOP_METRICS_PORT"),
+        ("COOP_SERVICE_HOST", "127.0.0.1", "COOP_SERVICE_SOCKET"),
+        ("COOP_SERVICE_URL", "http://127.0.0.1:8764", "set COOP_SERVICE_SOCKET"),
         ("COOP_SERVICE_KEY_FILE", "/nonexistent/service.key", "COOP_SERVICE_KEY_FILE"),
         ("COOP_CLIENT_TIMEOUT_S", "-1", "COOP_CLIENT_TIMEOUT_S"),
     ],
@@ -165,19 +199,39 @@ def test_a_second_coop_serve_on_one_ledger_refuses_naming_the_first_ones_pid(
     first = ServeProcess(tmp_path, stack_env).start()
     try:
         first.wait_event("notifier.daemon.started")
-        port = free_port()
-        # Another data folder, the same coop.db (COOP_DB): the same ledger.
-        (tmp_path / "second").mkdir()
-        done = _serve_once({**stack_env, "COOP_HOME": str(tmp_path / "second"),
-                            "COOP_SERVICE_PORT": str(port)})  # fmt: skip
+        # Another data folder (so another socket), the same coop.db (COOP_DB): the same ledger.
+        (tmp_path / "second").mkdir(mode=0o700)
+        done = _serve_once({**stack_env, "COOP_HOME": str(tmp_path / "second")})
 
         _assert_one_line_refusal(done, f"(pid {first.pid}) already serves")
         # Refused before it listened, opened a kick socket or ran a daemon.
         assert "service.listening" not in done.stderr
         assert "notifier.daemon.started" not in done.stderr
-        status = httpx.get(first.url + "/status", timeout=10)
+        status = first.get("/status", timeout=10)
         assert status.status_code == 200
         assert status.json()["daemon"] is True
         assert first.terminate() == 0
     finally:
         first.stop_quietly()
+
+
+def test_the_door_refuses_the_tcp_eras_service_url_in_one_line(
+    tmp_path: Path, stack_env: dict[str, str]
+) -> None:
+    """`chief serve`, the client of `coop serve` on the phone's side: an install that still
+    names the service's TCP URL stops at start, saying what to set instead."""
+    env = {**child_env(stack_env), "COOP_SERVICE_URL": "http://127.0.0.1:8764", "CHIEF_OWNER": "o"}
+    done = subprocess.run(
+        [sys.executable, "-m", "chief", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("chief serve:")]
+    assert len(said) == 1, done.stderr
+    assert "COOP_SERVICE_URL is no longer read" in said[0]
+    assert "set COOP_SERVICE_SOCKET" in said[0]

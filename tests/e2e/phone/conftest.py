@@ -1,6 +1,6 @@
 """The owner's answers across real processes: the Bot API emulator (playing the owner, through
 tests.support.phone), the door (`chief serve`, long-polling it) and the ledger service (`coop
-serve`, which the door's answers reach at COOP_SERVICE_URL), over one data folder
+serve`, which the door's answers reach on its socket), over one data folder
 (tests.support.stack). coop.db and chief.db are read with connections of the test's own, as an
 operator would; requests are filed with `coop` processes.
 

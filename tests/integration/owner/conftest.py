@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from engine.owner import cutover
@@ -15,7 +16,7 @@ from tests.support.asgi import serve_asgi_in_thread
 
 @dataclass
 class RunningOwner:
-    url: str
+    socket: str
     db: Path
     home: Path
     service: Owner
@@ -31,6 +32,19 @@ class RunningOwner:
     def credential(self) -> str:
         return Path(self.config()["credential_file"]).read_text().strip()
 
+    def client(self, **options: Any) -> httpx.Client:
+        """An HTTP client of the owner's socket (paths relative to it)."""
+        transport = httpx.HTTPTransport(uds=self.socket)
+        return httpx.Client(transport=transport, base_url="http://localhost", **options)
+
+    def post(self, path: str, **options: Any) -> httpx.Response:
+        with self.client() as client:
+            return client.post(path, **options)
+
+    def get(self, path: str, **options: Any) -> httpx.Response:
+        with self.client() as client:
+            return client.get(path, **options)
+
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -45,13 +59,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def running(home: Path) -> Iterator[RunningOwner]:
-    """The owner's app on a real uvicorn (loopback, port 0), after a real cutover to it."""
+    """The owner's app on a real uvicorn (on its private socket in the test's folder), after a
+    real cutover to it."""
     db = (home / "coop.db").resolve()
     service = Owner(db)
     service.connect().close()
     kicks: list[int] = []
     app = create_app(service, kick=lambda: kicks.append(1))
-    with serve_asgi_in_thread(app, lifespan="off") as url:
-        cutover.cutover(url, actor="operator", db=db)
-        yield RunningOwner(url=url, db=db, home=home, service=service, kicks=kicks)
+    with serve_asgi_in_thread(app, lifespan="off", uds=str(home / "service.sock")) as path:
+        cutover.cutover(path, actor="operator", db=db)
+        yield RunningOwner(socket=path, db=db, home=home, service=service, kicks=kicks)
     service.close()

@@ -32,7 +32,7 @@ REFUSED_UNREAD = {401, 403, 409, 413}
 
 def _app(db: Path) -> Any:
     app = create_app(Owner(db), service_key=phone.ServiceKey(hashlib.sha256(KEY.encode()).digest()))
-    mount_metrics(app, db, service_key=KEY)
+    mount_metrics(app, db)
     return app
 
 

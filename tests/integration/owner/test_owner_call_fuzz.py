@@ -15,7 +15,6 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -145,7 +144,7 @@ def test_fuzzed_compat_calls_never_answer_a_server_error_and_keep_the_database_w
         compat.CREDENTIAL_HEADER: running.credential(),
         "Content-Type": "application/json",
     }
-    with httpx.Client(base_url=running.url, headers=headers, timeout=30) as client:
+    with running.client(headers=headers, timeout=30) as client:
 
         @given(call=st.one_of(well_formed_calls(), random_calls))
         @settings(

@@ -22,7 +22,7 @@ def _call(
     body = {"method": method, "args": args, "kwargs": kwargs, "key": uuid.uuid4().hex}
     headers = {compat.CREDENTIAL_HEADER: running.credential(), "Content-Type": "application/json"}
     # json.dumps escapes a lone surrogate as JSON allows (`\\ud800`); httpx's own encoder cannot.
-    return httpx.post(running.url + compat.CALL_PATH, content=json.dumps(body), headers=headers)
+    return running.post(compat.CALL_PATH, content=json.dumps(body), headers=headers)
 
 
 def _integrity(running: RunningOwner) -> str:
@@ -67,7 +67,7 @@ def test_arguments_of_the_wrong_type_answer_400_naming_the_parameter(
 
 def test_a_keep_alive_connection_survives_a_refused_call(running: RunningOwner) -> None:
     headers = {compat.CREDENTIAL_HEADER: running.credential()}
-    with httpx.Client(base_url=running.url, headers=headers) as client:
+    with running.client(headers=headers) as client:
         for kind in (["todo"], {"a": 1}, "todo"):
             body = {"method": "list_items", "args": [kind], "key": uuid.uuid4().hex}
             answer = client.post(compat.CALL_PATH, json=body)
@@ -80,8 +80,8 @@ def test_a_caller_without_the_credential_learns_nothing_about_the_database(
     cutover.undo(actor="operator", db=running.db)  # local mode: no credential exists at all
     body = {"method": "list_items", "args": [], "key": uuid.uuid4().hex}
 
-    refused = httpx.post(running.url + compat.CALL_PATH, json=body)
-    status = httpx.get(running.url + "/status")
+    refused = running.post(compat.CALL_PATH, json=body)
+    status = running.get("/status")
 
     assert refused.status_code == 409
     for answer in (refused, status):

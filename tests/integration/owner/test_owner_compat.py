@@ -3,13 +3,13 @@ receipt, and the words."""
 
 from __future__ import annotations
 
+import socketserver
 import sqlite3
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine import ledger, outbox
@@ -113,10 +113,10 @@ def _call_body(key: str, title: str) -> dict:
 
 
 def test_the_same_request_key_sent_twice_runs_once(running: RunningOwner) -> None:
-    url = running.url + compat.CALL_PATH
-    first = httpx.post(url, json=_call_body("k" * 16, "once"), headers=_auth(running))
-    second = httpx.post(url, json=_call_body("k" * 16, "once"), headers=_auth(running))
-    other = httpx.post(url, json=_call_body("k" * 16, "another"), headers=_auth(running))
+    url = compat.CALL_PATH
+    first = running.post(url, json=_call_body("k" * 16, "once"), headers=_auth(running))
+    second = running.post(url, json=_call_body("k" * 16, "once"), headers=_auth(running))
+    other = running.post(url, json=_call_body("k" * 16, "another"), headers=_auth(running))
 
     assert first.status_code == second.status_code == 200
     assert (first.json()["replayed"], second.json()["replayed"]) == (False, True)
@@ -168,14 +168,20 @@ class _Failing(BaseHTTPRequestHandler):
         pass
 
 
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+
 @pytest.fixture
-def failing_owner() -> Iterator[str]:
-    """A stand-in owner that answers every call with a bare 500 (an outside party's fault)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+def failing_owner(home: Path) -> Iterator[str]:
+    """A stand-in owner that answers every call with a bare 500 (an outside party's fault), on
+    a socket of this user's in the test's private folder."""
+    path = str(home / "failing.sock")
+    server = _UnixHTTPServer(path, _Failing)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield path
     finally:
         server.shutdown()
         server.server_close()
@@ -183,7 +189,7 @@ def failing_owner() -> Iterator[str]:
 
 
 def test_a_5xx_keeps_the_receipt_uncertain(running: RunningOwner, failing_owner: str) -> None:
-    config = {**running.config(), "url": failing_owner}
+    config = {**running.config(), "socket": failing_owner}
 
     with pytest.raises(OwnerUnavailable) as caught:
         compat.remote("add_todo", ["x"], {"actor": "agent"}, config)
@@ -193,18 +199,23 @@ def test_a_5xx_keeps_the_receipt_uncertain(running: RunningOwner, failing_owner:
     assert receipt["state"] == "uncertain"
 
 
-def test_an_unreachable_owner_fails_closed_with_no_local_write(running: RunningOwner) -> None:
+def test_an_owner_that_is_not_running_fails_closed_and_sends_nothing(
+    running: RunningOwner,
+) -> None:
     ledger.add_todo("before the outage", actor="agent")
+    receipts_before = receipts.all_receipts()
     closed = running.config()
-    closed["url"] = "http://127.0.0.1:9"  # discard port: nothing listens
+    closed["socket"] = str(running.home / "nothing-listens.sock")
 
     with pytest.raises(OwnerUnavailable) as caught:
         compat.remote("add_todo", ["during the outage"], {"actor": "agent"}, closed)
 
-    key = receipts.uncertain()[0]["key"]
     assert str(caught.value) == (
-        f"Coop owner unavailable; no local write attempted; reconcile request {key}"
+        f"Coop owner unavailable: coop serve is not running (nothing listens at "
+        f"{closed['socket']}); nothing was sent"
     )
+    # Nothing crossed: no receipt to reconcile, nothing written.
+    assert receipts.all_receipts() == receipts_before
     assert _raw_count(running.db, "todos") == 1
 
 
@@ -214,7 +225,7 @@ def test_reconcile_settles_a_committed_key_and_a_key_that_never_arrived(
     body = _call_body("c" * 16, "sent but the answer was lost")
     receipts.create(body["key"], "add_todo", body["input_sha256"], str(running.db))
     receipts.create("n" * 16, "add_todo", "00", str(running.db))
-    assert httpx.post(running.url + compat.CALL_PATH, json=body, headers=_auth(running)).is_success
+    assert running.post(compat.CALL_PATH, json=body, headers=_auth(running)).is_success
 
     committed = compat.reconcile("c" * 16, running.config())
     never = compat.reconcile("n" * 16, running.config())
@@ -224,8 +235,6 @@ def test_reconcile_settles_a_committed_key_and_a_key_that_never_arrived(
     assert never["outcome"] == "never_arrived"
     assert never["receipt"]["state"] == "rejected"
     assert receipts.uncertain() == []
-    late = httpx.post(
-        running.url + compat.CALL_PATH, json=_call_body("n" * 16, "late"), headers=_auth(running)
-    )
+    late = running.post(compat.CALL_PATH, json=_call_body("n" * 16, "late"), headers=_auth(running))
     assert late.status_code == 409
     assert _raw_count(running.db, "todos") == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from starlette.requests import Request
 
@@ -37,7 +36,7 @@ def test_browser_proxy_and_rebinding_headers_are_refused(
 ) -> None:
     headers = {compat.CREDENTIAL_HEADER: running.credential(), header: value}
 
-    answer = httpx.post(running.url + compat.CALL_PATH, json=_body(), headers=headers)
+    answer = running.post(compat.CALL_PATH, json=_body(), headers=headers)
 
     assert answer.status_code == 403
     assert ledger.list_items() == []
@@ -47,7 +46,7 @@ def test_browser_proxy_and_rebinding_headers_are_refused(
 def test_a_missing_or_wrong_credential_is_refused(running: RunningOwner, given: str | None) -> None:
     headers = {} if given is None else {compat.CREDENTIAL_HEADER: given}
 
-    answer = httpx.post(running.url + compat.CALL_PATH, json=_body(), headers=headers)
+    answer = running.post(compat.CALL_PATH, json=_body(), headers=headers)
 
     assert answer.status_code == 401
     assert ledger.list_items() == []
@@ -56,7 +55,7 @@ def test_a_missing_or_wrong_credential_is_refused(running: RunningOwner, given: 
 def test_a_loopback_host_with_the_credential_passes(running: RunningOwner) -> None:
     headers = {compat.CREDENTIAL_HEADER: running.credential(), "Host": "localhost:1"}
 
-    answer = httpx.post(running.url + compat.CALL_PATH, json=_body(), headers=headers)
+    answer = running.post(compat.CALL_PATH, json=_body(), headers=headers)
 
     assert answer.status_code == 200
     assert answer.json()["outcome"] == "committed"
@@ -87,14 +86,14 @@ def test_after_undo_the_service_refuses_compat_calls_and_callers_write_locally(
     triggers = len(schema.FENCED_TABLES) * len(schema.FENCED_OPERATIONS)
     assert any(f"dropped the fence ({triggers} triggers)" in line for line in done)
     assert not running.owner_file.exists()
-    answer = httpx.post(
-        running.url + compat.CALL_PATH,
+    answer = running.post(
+        compat.CALL_PATH,
         json=_body(),
         headers={compat.CREDENTIAL_HEADER: credential},
     )
     assert answer.status_code == 409
     assert "not the Coop owner" in answer.json()["detail"]
-    assert httpx.get(running.url + "/status").json()["mode"] == "local"
+    assert running.get("/status").json()["mode"] == "local"
     ledger.add_todo("in local mode", actor="agent")
     assert [item["title"] for item in ledger.list_items()] == ["in service mode", "in local mode"]
     events = [e["event"] for e in _owner_events(running)]
@@ -118,4 +117,4 @@ def test_a_second_cutover_is_refused_while_one_is_in_place(running: RunningOwner
     from engine.errors import UsageError
 
     with pytest.raises(UsageError, match="already in service mode"):
-        cutover.cutover(running.url, actor="operator", db=running.db)
+        cutover.cutover(running.socket, actor="operator", db=running.db)

@@ -68,7 +68,7 @@ PLAIN_LINES = [
     ["worker", "unlock", "--reason", "wedged"],
     ["status", "--check", "--max-pending-age", "30"],
     ["serve"],
-    ["cutover", "--url", "http://127.0.0.1:8764"],
+    ["cutover", "--socket", "/var/lib/coop/service.sock"],
     ["cutover", "--undo"],
     ["reconcile", "abc-123"],
 ]
@@ -102,10 +102,10 @@ LEFT_TO_ARGPARSE = [
     ["list", "--todos", "--requests"],
     ["history", "bug", "1"],
     ["outbox", "list", "--state", "lost"],
-    ["cutover"],
+    ["cutover", "--socket", "/x.sock", "--undo"],
     ["--as", "x", "--bogus", "todo", "add", "y"],
     ["--as="],
-    ["cutover", "--url=--"],
+    ["cutover", "--socket=--"],
 ]
 
 

@@ -344,8 +344,8 @@ BROKEN_OWNER_FILES = {
     "credential not text": lambda home: json.dumps(
         {"mode": "service", "database": str(home / "coop.db"), "credential_file": ["x"]}
     ),
-    "url not text": lambda home: json.dumps(
-        {"mode": "service", "database": str(home / "coop.db"), "url": 8764}
+    "socket not text": lambda home: json.dumps(
+        {"mode": "service", "database": str(home / "coop.db"), "socket": 8764}
     ),
 }
 

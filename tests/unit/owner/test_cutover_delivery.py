@@ -85,7 +85,7 @@ def test_a_refused_cutover_changes_nothing(home: Path) -> None:
     db = home / "coop.db"
     store.open_connection(db).close()
     with held(daemon_lock_file(db), "4242\n"), pytest.raises(UsageError):
-        cutover.cutover("http://127.0.0.1:9", actor="operator", db=db)
+        cutover.cutover(str(home / "service.sock"), actor="operator", db=db)
 
     assert sorted(path.name for path in home.iterdir()) == ["coop.db", "coop.db.notifier.lock"]
     with closing(sqlite3.connect(db)) as conn:
@@ -124,7 +124,7 @@ def test_a_row_behind_a_refused_writer_is_one_line_naming_it_and_what_to_do() ->
     "service",
     [
         None,  # local mode
-        {"answered": False, "url": "u", "error": "refused"},
+        {"answered": False, "socket": "/s", "error": "refused"},
         {"answered": True, "mode": "service", "daemon": True, "daemon_lock_holder": None},
     ],
 )
@@ -146,7 +146,7 @@ JSON = st.recursive(
             "daemon": st.just(False) | JSON,
             "daemon_lock_holder": st.text(max_size=4) | st.integers() | JSON,
         },
-        optional={"mode": JSON, "url": JSON},
+        optional={"mode": JSON, "socket": JSON},
     )
     | JSON,
     oldest=st.none() | st.fixed_dictionaries({"id": st.integers(1, 10**6), "age_s": st.floats()}),

@@ -16,10 +16,10 @@ from tests.unit.owner.conftest import write_owner_file
 
 
 @pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A loopback port nobody accepts on: a connection attempt would sit in its backlog."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+def listener(home: Path) -> Iterator[socket.socket]:
+    """The owner's socket, that nobody accepts on: a connection would sit in its backlog."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(home / "service.sock"))
     sock.listen(8)
     sock.setblocking(False)
     try:
@@ -28,8 +28,8 @@ def listener() -> Iterator[socket.socket]:
         sock.close()
 
 
-def _url(sock: socket.socket) -> str:
-    return f"http://127.0.0.1:{sock.getsockname()[1]}"
+def _socket(sock: socket.socket) -> str:
+    return str(sock.getsockname())
 
 
 def _nobody_connected(sock: socket.socket) -> bool:
@@ -52,7 +52,7 @@ def _valid(home: Path, sock: socket.socket) -> dict[str, object]:
     return {
         "mode": "service",
         "database": str(home / "coop.db"),
-        "url": _url(sock),
+        "socket": _socket(sock),
         "credential_file": str(_credential(home)),
         "transferred_at": "2026-01-01T00:00:00+00:00",
         "backup": str(home / "coop.db.bak"),
@@ -114,14 +114,14 @@ def test_broken_owner_file_fails_closed_before_routing_or_opening(
 @pytest.mark.parametrize(
     ("field", "value", "words"),
     [
-        ("url", "http://example.com:8764", "Invalid Coop owner configuration"),
-        ("url", "https://127.0.0.1:8764", "Invalid Coop owner configuration"),
-        ("url", "", "Invalid Coop owner configuration"),
+        ("socket", "service.sock", "Invalid Coop owner configuration"),
+        ("socket", "", "Invalid Coop owner configuration"),
+        ("socket", 8764, "Invalid Coop owner configuration"),
         ("credential_file", "/nonexistent/owner.key", "Invalid Coop owner configuration"),
     ],
 )
-def test_owner_url_or_credential_unusable_fails_closed(
-    home: Path, listener: socket.socket, field: str, value: str, words: str
+def test_owner_socket_or_credential_unusable_fails_closed(
+    home: Path, listener: socket.socket, field: str, value: object, words: str
 ) -> None:
     write_owner_file(home / "coop.db.owner.json", {**_valid(home, listener), field: value})
 
