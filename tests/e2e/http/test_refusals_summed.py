@@ -41,9 +41,7 @@ def _metric(url: str, name: str) -> dict[str, float]:
     return found
 
 
-def _flood(
-    where: str, path: str, count: int, *, method: str = "POST", **headers: str
-) -> None:
+def _flood(where: str, path: str, count: int, *, method: str = "POST", **headers: str) -> None:
     """`count` requests to `where`: a Unix socket's path, or a TCP base URL."""
     on_socket = not where.startswith("http")
     transport = httpx.HTTPTransport(uds=where) if on_socket else None
