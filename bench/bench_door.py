@@ -22,7 +22,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chief.door.pacing import DIGEST_SEPARATOR
+from chief.phone.pacing import DIGEST_SEPARATOR
 from tests.support.door import DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 

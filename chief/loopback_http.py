@@ -1,7 +1,7 @@
 """Serving HTTP on loopback: the bind-address check and the uvicorn runner that the project's
 own long-running entry points share.
 
-`chief serve` (the door, `chief.door.app`) and `chief telegram-emulator` (`chief.telegram`) both
+`chief serve` (the door, `chief.serve`) and `chief telegram-emulator` (`chief.telegram`) both
 use it, so it sits beside them rather than inside either: `chief.telegram` imports nothing from
 `chief.door` (an import contract holds that).
 

@@ -26,7 +26,7 @@ REPORT_HOLD_POLL_S = 0.02
 class ServeLock:
     """The single-instance lock of `chief serve`: an exclusive `flock` on `<chief.db>.serve.lock`.
 
-    The door's per-row locks (`chief.door.locks`) live in one process, so two doors on one
+    The door's per-row locks (`chief.phone.locks`) live in one process, so two doors on one
     chief.db could both ring for the same row; the second one refuses to start instead. The
     kernel drops the lock when the holder dies, however it dies, so a crash never leaves a stale
     lock behind.

@@ -15,7 +15,7 @@ What it shows, in the order a host application needs it:
 1. Hold the serve lock (`<chief.db>.serve.lock`) for as long as the Chief is open. One process
    holds the Chief: `chief serve` refuses to start beside it, and `chief report` (cron lines)
    hands its line to this process instead of landing it itself.
-2. Mount the notify door: `chief.door.app.create_app` is the door as an ASGI app; mounted at
+2. Mount the notify door: `chief.serve.create_app` is the door as an ASGI app; mounted at
    `/`, behind the host's own routes, it keeps its paths (`/api/coop/engine/notify`, where the
    notifier posts; `/api/chief/report`, where `chief report` knocks) and its guard. Its lifespan
    (the Telegram sender, the Chief and its drainer) runs inside the host's.
@@ -44,10 +44,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.errors import ChiefError
 from chief.loopback_http import Listener, run_servers
+from chief.serve import create_app
 from chief.serve_lock import ServeLock
 from plumbing.logs import configure_logging
 from plumbing.unix import bind_private

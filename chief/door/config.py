@@ -49,7 +49,7 @@ one stops the door, naming it.
 retired setting that named a TCP door (`CHIEF_PORT`, `CHIEF_HOST`, `COOP_DOOR_URL`: one line
 saying what to set instead). The key is read
 once here: the guard compares callers with its SHA-256 digest, and the door keeps the key itself
-only to present it to the ledger service (`chief.door.engine_link`), the reverse way; rotating
+only to present it to the ledger service (`chief.phone.engine_link`), the reverse way; rotating
 the key means restarting the door.
 """
 
@@ -67,8 +67,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chief import private
-from chief.door.pacing import QuietHours
 from chief.errors import ChiefConfigError, DoorError
+from chief.phone.pacing import QuietHours
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
 from plumbing import door as door_address

@@ -23,7 +23,7 @@ verbs they count.
     coop_urgent_expiries_total                 counter    urgent reports expired unacknowledged
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
-                                                          nothing answered; chief.door.phone)
+                                                          nothing answered; chief.phone.updater)
     coop_door_refusals_total{reason}           counter    requests the guard turned away, every
                                                           one (the log sums them up a minute at
                                                           a time: chief.door.guard)
@@ -133,7 +133,7 @@ class DoorMetrics:
         )
 
     def _urgent_counters(self) -> None:
-        """Urgent reports (chief.door.urgent): rings sent, acknowledgements, expiries."""
+        """Urgent reports (chief.phone.urgent): rings sent, acknowledgements, expiries."""
         self.urgent = {
             kind: Counter(f"coop_urgent_{kind}", words, registry=self.registry)
             for kind, words in (
@@ -144,7 +144,7 @@ class DoorMetrics:
         }
 
     def count_urgent(self, kind: str) -> None:
-        """One urgent ring, acknowledgement or expiry (`chief.door.urgent`)."""
+        """One urgent ring, acknowledgement or expiry (`chief.phone.urgent`)."""
         self.urgent[kind].inc()
 
     def _chief_db_gauges(self) -> None:

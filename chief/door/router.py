@@ -6,7 +6,7 @@
                                    28) deadline_at, default, remind {every_s, max}}, settles
                                    {request_id, key, and by: "deadline", outcome, choice},
                                    ring, urgent (issue 28: true rings it loud until
-                                   acknowledged, chief.door.urgent)
+                                   acknowledged, chief.phone.urgent)
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify

@@ -8,7 +8,7 @@ monitoring).
                           and, unless the row already rang or its extras say `ring: false`, its
                           Telegram queue entry (an ask's with its button tokens; a `settles`
                           voids the request's buttons and queues the edit of its ask message,
-                          taken by the ask task, `chief.door.asks`); then the
+                          taken by the ask task, `chief.phone.asks`); then the
                           report's bounded wait to land (REPORT_WAIT_S) and, when the entry
                           could ring at once, a short wait for the ring (ringer.RING_WAIT_S)
       without one:        the Telegram entry alone (nothing to deduplicate by)
@@ -24,7 +24,7 @@ Accepted means durable: the Chief line is landed or queued and the Telegram entr
 The answer is 200 with "telegram": "sent" and its message id when the ring completed within the
 short wait, "queued" otherwise, "not_configured" when the door has no Telegram, "not_rung" when
 nothing is to ring (`ring: false`, or an ask settled before it rang). The sender task
-(`chief.door.ringer`) drains the queue in order, paced, with digests and quiet hours. Telegram
+(`chief.phone.ringer`) drains the queue in order, paced, with digests and quiet hours. Telegram
 failures never reach the engine and never hold back the Chief.
 
 This departs from seed 001's inline send on purpose: there a refused send answered
@@ -47,16 +47,16 @@ import structlog
 
 from chief.door.config import REPORT_WAIT_S
 from chief.door.posture import PostureSource, PostureUnavailable
-from chief.door.ringer import Ringer, Rung
 from chief.errors import ChannelUnavailable, ChiefError, ChiefUnavailable, TelegramRefused
 from chief.model import NO_EXTRAS, Extras
+from chief.phone.ringer import Ringer, Rung
 from plumbing.faults import fault
 from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:  # the store loads when the door starts
-    from chief.door.asks import Asks
-    from chief.door.reminders import Reminders
-    from chief.door.urgent import Urgent
+    from chief.phone.asks import Asks
+    from chief.phone.reminders import Reminders
+    from chief.phone.urgent import Urgent
     from chief.store import Accepted, TelegramQueueStatus
 
 log = structlog.get_logger("chief.door")
@@ -299,7 +299,7 @@ class DoorVerbs:
         return await self.reminders.status()
 
     async def _urgent_status(self) -> dict[str, Any]:
-        """The status's `urgent` part (chief.door.urgent); empty without Telegram."""
+        """The status's `urgent` part (chief.phone.urgent); empty without Telegram."""
         if self.urgent is None:
             return {"ringing": [], "next": None, "acknowledged": 0, "expired_unacknowledged": []}
         return await self.urgent.status()

@@ -431,7 +431,7 @@ class ChiefStore:
         """How many asks have a reminder scheduled, and the earliest."""
         return await self._hop(reminders.status)
 
-    # Urgent reports (chief.store.urgent): the door's `chief.door.urgent` runs its use cases.
+    # Urgent reports (chief.store.urgent): the door's `chief.phone.urgent` runs its use cases.
 
     async def urgent_write(self, use_case: Callable[..., T], *args: Any) -> T:
         """One FULL commit running `use_case(conn, *args)`, a function of chief.store.urgent."""

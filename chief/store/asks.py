@@ -21,7 +21,7 @@ Tables (every statement on them is here):
                    with the text it showed; written in the transaction of its sent mark
     ask_edits      the edits a settle owes: the ask message's text plus the settling row's,
                    no buttons; queued in the settle's transaction, performed and retried
-                   (bounded) by the door's ask task (`chief.door.asks`), gone once done
+                   (bounded) by the door's ask task (`chief.phone.asks`), gone once done
 
 The Telegram queue entry that rings an ask names its key (`telegram_queue.ask_key`).
 Every function runs on the store's connection thread, inside the caller's transaction. The

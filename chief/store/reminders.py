@@ -6,7 +6,7 @@
                (each reminder is a reply to it); none when the first would fall at or after
                the deadline
     ring_due   ONE transaction: the reminders due by `now`, each ruled by the caller's `plan`
-               (`chief.door.reminders`): queued on the Telegram queue as an entry of the ask
+               (`chief.phone.reminders`): queued on the Telegram queue as an entry of the ask
                (its live buttons, a reply to its first message) with the schedule moved on
                in the same transaction, or held (quiet hours, the owner's /quiet) until a
                later time (and looked at again at every turn, so a /quiet ended early lets it

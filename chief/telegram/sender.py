@@ -35,7 +35,7 @@ that is not that envelope (an empty body, a proxy's HTML) says nothing of what T
 (`Bot.initialize`); a bot it cannot read (a `User` without `is_bot`) is a `TelegramUnavailable`
 naming getMe, kept in `BotSender.problem` for the door's status, and asked again at each send.
 Whatever PTB raises on an answer it cannot read is translated here and in
-`chief.telegram.phone`: nothing but `TelegramUnavailable` reaches the door.
+`chief.telegram.inbound`: nothing but `TelegramUnavailable` reaches the door.
 
 Timeouts. A send has two bounds. getMe (only while the Bot is not initialised) and every phase
 of sendMessage that comes before Telegram can have the message (waiting for a pooled
@@ -46,7 +46,7 @@ the late-reply bound, `LATE_REPLY_FACTOR` x `TELEGRAM_TIMEOUT_S` (PTB's per-requ
 still carries the message id. A send whose request went out and whose answer never came (the
 bound passed, or the connection dropped while the answer was awaited: `AnswerLost`) is *in
 doubt*: Telegram may have rung the phone. It is `TelegramUnavailable(in_doubt=True)`, and the
-door repeats its rows once, marked (`chief.door.ringer`). The door's own deadline for a slow
+door repeats its rows once, marked (`chief.phone.ringer`). The door's own deadline for a slow
 send (what it tells its status) is the ringer's.
 """
 

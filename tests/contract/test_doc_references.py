@@ -195,7 +195,7 @@ def test_the_rule_finds_what_it_must() -> None:
         "DESIGN.md",
     ]
     assert stale(
-        iter(["engine.store.queue", "engine.store.nothing", "chief.door.ringer"]), here
+        iter(["engine.store.queue", "engine.store.nothing", "chief.phone.ringer"]), here
     ) == ["engine.store.nothing"]
     assert (
         stale(iter(["notifier.daemon.started", "chief.db", "coop.db", "/etc/coop/x.toml"]), here)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 
 from chief import answer_rules, model
-from chief.door import answers as door_answers
-from chief.door import engine_link
 from chief.door import router as door_router
+from chief.phone import answers as door_answers
+from chief.phone import engine_link
 from engine import lifecycle
 from engine.owner import phone as engine_phone
 from engine.store import ledger as ledger_store

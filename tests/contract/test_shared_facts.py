@@ -29,8 +29,8 @@ from chief.door import config as door_config
 from chief.door import guard as door_guard
 from chief.door import router as door_router
 from chief.door import verbs as door_verbs
-from chief.door.ringer import Rung
 from chief.errors import DoorError
+from chief.phone.ringer import Rung
 from engine import config as engine_config
 from engine import door as engine_door
 from engine import keyfile, lifecycle, loopback, service_socket

@@ -35,7 +35,7 @@ import telegram
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chief.door import commands_text
+from chief.phone import commands_text
 from chief.telegram.emulator import BOT_USER
 from tests.fuzz.phone import OWNER_ID, STRANGER_ID, WAIT_S, PhoneFuzz
 from tests.support.phone import EmulatorOwner

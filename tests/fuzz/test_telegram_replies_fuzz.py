@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from chief.errors import TelegramUnavailable
 from chief.telegram.emulator import BOT_USER
-from chief.telegram.phone import BotPhone
+from chief.telegram.inbound import BotPhone
 from chief.telegram.sender import BotSender
 from tests.support.asgi import serve_asgi_in_thread
 

@@ -14,7 +14,7 @@ never before its `deadline_at`) unless the owner's tap committed first (`via: te
 No reminder after a settle, nor after the deadline. The door knows an ask's deadline from the
 start, and learns of its settle when it lands (the settle row accepted, `asks.settled_at`, or its
 buttons void, `asks.voided_at`). After either, at most the one reminder already in flight may
-still ring (chief.door.reminders: a settle drops a queued reminder in its own transaction, and
+still ring (chief.phone.reminders: a settle drops a queued reminder in its own transaction, and
 none falls due at or after the deadline). In flight is measured, not assumed: the door's sender
 sends one message at a time, each after the answer to the one before, so a reminder was not in
 flight at a moment when Telegram received another message between that moment and it; and it
@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.e2e.proof.proof_checks import carried_texts
 from tests.powercut.nag_producer import KINDS
 

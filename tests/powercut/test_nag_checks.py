@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.powercut import powercut_nags as nags
 from tests.powercut.powercut_nags import (
     Asked,

@@ -19,11 +19,11 @@ from fastapi import FastAPI
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.app import build_asks, build_ringer, running
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
 from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
 from chief.door.verbs import DoorVerbs
+from chief.serve import build_asks, build_ringer, running
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from plumbing.unix import bind_private

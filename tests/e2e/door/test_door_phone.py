@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
-from chief.door.commands_text import (
+from chief.errors import EngineUnavailable, EngineUnreachable
+from chief.phone.commands_text import (
     COMMANDS,
     HELP,
     HELP_FIRST_LINE,
     NOT_ANSWERING,
     NOT_RUNNING,
 )
-from chief.door.engine_link import EngineLink
-from chief.door.phone import POLL_TIMEOUT_S
-from chief.errors import EngineUnavailable, EngineUnreachable
+from chief.phone.engine_link import EngineLink
+from chief.phone.updater import POLL_TIMEOUT_S
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop
 from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack

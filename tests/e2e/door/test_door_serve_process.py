@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from chief.telegram.emulator import parse_fault
 from tests.e2e.door.conftest import NOTIFY_URL, Harness, spawn_door
 from tests.support.door import batch, body, key_headers

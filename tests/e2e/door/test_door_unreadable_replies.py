@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.e2e.phone.conftest import OWNER_ID, PhoneStack, module_phone
 from tests.support.procs import coop
 

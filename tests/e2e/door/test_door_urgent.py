@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop
 from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack

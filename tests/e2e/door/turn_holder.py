@@ -19,8 +19,8 @@ import anyio.abc
 import uvicorn
 
 from chief.config import ChiefConfig
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
+from chief.serve import create_app
 from chief.serve_lock import ServeLock
 from plumbing.logs import configure_logging
 from plumbing.unix import bind_private

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from chief.door.commands_text import NOT_RUNNING
+from chief.phone.commands_text import NOT_RUNNING
 from tests.support.phone import EmulatorOwner
 from tests.support.phone_stack import make_stack, start
 from tests.support.procs import coop, lasting_port, write_key

@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from chief.door.commands_text import HELP
+from chief.phone.commands_text import HELP
 from tests.e2e.phone.conftest import OWNER_ID, WAIT_S, PhoneStack
 from tests.support.phone import EmulatorOwner
 

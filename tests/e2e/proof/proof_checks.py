@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.e2e.proof.proof_stack import ProofStack
 from tests.support.procs import REPO
 from tests.support.waiting import wait_until_sync

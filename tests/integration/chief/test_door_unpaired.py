@@ -17,8 +17,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from chief.config import ChiefConfig
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
+from chief.serve import create_app
 from chief.telegram.emulator import EmulatorState, create_emulator
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, write_pairing
 from plumbing.unix import bind_private

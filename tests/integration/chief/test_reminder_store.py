@@ -1,4 +1,4 @@
-"""An ask's reminders in chief.db (chief.store.reminders, chief.door.reminders' plan) on a real
+"""An ask's reminders in chief.db (chief.store.reminders, chief.phone.reminders' plan) on a real
 file: a reminder queued before its ask's deadline and still waiting on the Telegram queue when
 the deadline comes (the chat's pacing behind a backlog, an outage) is never handed to the
 sender after it, and the nag task's next turn takes it off the queue. Found by the power-cut
@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chief.door.reminders import Reminders
 from chief.model import Ask, Extras, Remind
+from chief.phone.reminders import Reminders
 from chief.store import ChiefStore, ReportRow
 
 CHAT = 1

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import anyio
 
-from chief.door.answers import Answers
 from chief.model import Ask, Extras, Settle
+from chief.phone.answers import Answers
 from chief.store import ChiefStore, ReportRow, urgent
 from chief.store.answers import asks_button, asks_request
 from chief.urgent_rules import UrgentBounds

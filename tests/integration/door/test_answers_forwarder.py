@@ -1,4 +1,4 @@
-"""The door's answers (chief.door.answers) on a real chief.db with a real ask in it (its
+"""The door's answers (chief.phone.answers) on a real chief.db with a real ask in it (its
 tokens and its message, chief.store.asks), and the two outside parties played by test doubles
 at their seams: the ledger's answer route (`AnswerLink`) and Telegram's toast (`AnswerPhone`).
 The tap path records first, toasts within its bound, and the forwarder applies each answer
@@ -21,9 +21,9 @@ import anyio
 import telegram
 from structlog.testing import capture_logs
 
-from chief.door.answers import TAP_WAIT_S, Answers
 from chief.errors import EngineUnreachable
 from chief.model import Ask
+from chief.phone.answers import TAP_WAIT_S, Answers
 from chief.store import ChiefStore
 from chief.store.answers import asks_button, asks_request
 from tests.support.waiting import wait_until

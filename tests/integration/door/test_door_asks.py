@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chief.door.pacing import REPEAT_MARKER
+from chief.phone.pacing import REPEAT_MARKER
 from tests.support.door import CHAT_ID, DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 

@@ -1,4 +1,4 @@
-"""The inbound Telegram seam (chief/telegram/phone.py, `BotPhone`) on the real python-telegram-bot
+"""The inbound Telegram seam (chief/telegram/inbound.py, `BotPhone`) on the real python-telegram-bot
 `Bot` against the Bot API emulator on a real uvicorn: the long poll, a reply with buttons and
 a reply-to, a toast, the commands' menu (and the edit the door makes of an ask, which is the
 sender's: `BotSender.edit`, removing the buttons; one that changes nothing, or of a message
@@ -18,7 +18,7 @@ from telegram import Bot
 
 from chief.errors import TelegramConflict, TelegramRefused, TelegramUnavailable
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
-from chief.telegram.phone import BotPhone
+from chief.telegram.inbound import BotPhone
 from chief.telegram.sender import BotSender, TransportRequest
 from tests.support.asgi import serve_asgi
 from tests.support.door import BOT_TOKEN

@@ -10,9 +10,9 @@ import pytest
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.pacing import REPEAT_MARKER
-from chief.door.ringer import Ringer
 from chief.errors import TelegramUnavailable
+from chief.phone.pacing import REPEAT_MARKER
+from chief.phone.ringer import Ringer
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from chief.door.pacing import REPEAT_MARKER
-from chief.door.ringer import RING_WAIT_S
+from chief.phone.pacing import REPEAT_MARKER
+from chief.phone.ringer import RING_WAIT_S
 from chief.telegram.sender import LATE_REPLY_FACTOR
 from tests.support.door import DoorStack, body, door_stack
 from tests.support.waiting import wait_until

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from chief.door.pacing import BACKOFF_MAX_S
+from chief.phone.pacing import BACKOFF_MAX_S
 from tests.support.door import BOT_TOKEN, DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 

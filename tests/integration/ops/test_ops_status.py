@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from chief.config import ChiefConfig
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
+from chief.serve import create_app
 from engine import ledger, outbox
 from engine.owner import receipts
 from tests.integration.ops.conftest import closed_socket, door_on_socket

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from chief.config import ChiefConfig
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
+from chief.serve import create_app
 from plumbing.unix import bind_private
 from tests.integration.ops.conftest import door_on_socket
 from tests.support.procs import coop

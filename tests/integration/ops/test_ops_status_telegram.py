@@ -23,9 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chief.config import ChiefConfig
 from chief.conversation import Chief
-from chief.door.app import create_app
 from chief.door.config import DoorConfig
 from chief.door.metrics import metrics_app
+from chief.serve import create_app
 from chief.telegram.emulator import create_emulator, parse_fault
 from tests.integration.ops.conftest import KEY, door_on_socket
 from tests.support.asgi import serve_asgi_in_thread

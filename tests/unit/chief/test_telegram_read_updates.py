@@ -1,4 +1,4 @@
-"""`chief.telegram.phone.read_updates`: getUpdates' answer read update by update, so one update
+"""`chief.telegram.inbound.read_updates`: getUpdates' answer read update by update, so one update
 python-telegram-bot cannot read is passed over under its own id instead of failing every poll
 (found by tests/fuzz/test_phone_updates_fuzz.py: the door's poll never got past it)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from telegram import Bot
 
-from chief.telegram.phone import read_updates
+from chief.telegram.inbound import read_updates
 
 BOT = Bot("123456:unit-token")
 OWNER = {"id": 4242, "is_bot": False, "first_name": "Ann"}

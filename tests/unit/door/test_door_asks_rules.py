@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from chief.door.asks import ask_of, ask_text
-from chief.door.pacing import REPEAT_MARKER, keyboard_rows
-from chief.door.ringer import ask_buttons, chat_key, next_message
 from chief.errors import ChiefInputError
 from chief.model import Ask, choice_refusal, choices_refusal
+from chief.phone.asks import ask_of, ask_text
+from chief.phone.pacing import REPEAT_MARKER, keyboard_rows
+from chief.phone.ringer import ask_buttons, chat_key, next_message
 from chief.store import QueuedRing
 
 

@@ -1,5 +1,5 @@
 """The pure part of the door's Telegram delivery: the token bucket, the digest, quiet hours and
-the backoff (chief/door/pacing.py), with the clocks passed in."""
+the backoff (chief/phone/pacing.py), with the clocks passed in."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chief.door.pacing import (
+from chief.errors import DoorError
+from chief.phone.pacing import (
     MAX_TELEGRAM_UTF16_UNITS,
     REPEAT_MARKER,
     QuietHours,
@@ -21,7 +22,6 @@ from chief.door.pacing import (
     pacing_for,
     utf16_units,
 )
-from chief.errors import DoorError
 
 
 def test_bucket_gives_its_burst_then_one_token_per_interval() -> None:

@@ -15,9 +15,9 @@ import telegram.error
 
 from chief.door.config import DoorConfig
 from chief.door.guard import Guard, host_is_loopback
-from chief.door.locks import KeyedLocks
 from chief.door.posture import FixedPosture, parse_posture
 from chief.errors import DoorError, PostureUnavailable, TelegramRefused, TelegramUnavailable
+from chief.phone.locks import KeyedLocks
 from chief.serve_lock import ServeLock
 from chief.telegram.emulator import parse_fault
 from chief.telegram.sender import translate_error

@@ -1,4 +1,4 @@
-"""The nag task (chief/door/nags.py): it asks every source for what is due, nudges the sender
+"""The nag task (chief/phone/jobqueue.py): it asks every source for what is due, nudges the sender
 only when something was queued, and sleeps until the earliest next due time (at most
 MAX_SLEEP_S), or until nudged when nothing is scheduled: never a poll."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from chief.door.nags import MAX_SLEEP_S, Due, Nagger
+from chief.phone.jobqueue import MAX_SLEEP_S, Due, Nagger
 
 
 class Schedule:

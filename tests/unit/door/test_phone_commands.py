@@ -1,4 +1,4 @@
-"""The phone's commands run (chief/door/commands.py): /requests rings the owner's requests with
+"""The phone's commands run (chief/phone/commands.py): /requests rings the owner's requests with
 choices again through the asks' `reask` (and lists them when there is none, or it fails), the
 ledger service's failures read in plain words, /quiet is kept in chief.db and in the override
 the sender reads. The ledger's summary and the asks are doubles (other helpers' parts and an
@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from chief.door.commands import Commands
-from chief.door.commands_text import NOT_ANSWERING, NOT_RUNNING, Command, QuietOverride
 from chief.errors import ChiefError, EngineUnavailable, EngineUnreachable
+from chief.phone.commands import Commands
+from chief.phone.commands_text import NOT_ANSWERING, NOT_RUNNING, Command, QuietOverride
 from chief.store import ChiefStore
-from chief.telegram.phone import Buttons
+from chief.telegram.inbound import Buttons
 
 NOW = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""The pure part of the phone's commands (chief/door/commands_text.py): what the owner may type,
+"""The pure part of the phone's commands (chief/phone/commands_text.py): what the owner may type,
 and every word the door answers, with the clock passed in."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chief.door.commands_text import (
+from chief.phone.commands_text import (
     COMMANDS,
     HELP,
     HELP_FIRST_LINE,

@@ -1,4 +1,4 @@
-"""The phone's poll turn (chief/door/phone.py) when Telegram answers a long poll at once with
+"""The phone's poll turn (chief/phone/updater.py) when Telegram answers a long poll at once with
 nothing, as a Bot API that ignores getUpdates' `timeout` does: the next poll waits for the rest
 of `Pauses.empty_poll_s` (about a second) instead of following at once. Against the emulator,
 on real processes: tests/e2e/door/test_door_unreadable_replies.py."""
@@ -11,8 +11,8 @@ from typing import Any
 from structlog.testing import capture_logs
 from telegram import Update
 
-from chief.door.phone import Pauses, PhoneLoop
-from chief.telegram.phone import Buttons
+from chief.phone.updater import Pauses, PhoneLoop
+from chief.telegram.inbound import Buttons
 
 
 class AtOnce:

@@ -1,4 +1,4 @@
-"""The phone's routing (chief/door/phone.py), one update at a time: who is obeyed, where a tap, a
+"""The phone's routing (chief/phone/updater.py), one update at a time: who is obeyed, where a tap, a
 reply and a command go, which offset each poll sends, how a replay is told from a new update
 under a reused id, how strangers are summed up, how failures pause and are logged.
 
@@ -18,12 +18,12 @@ import pytest
 from structlog.testing import capture_logs
 from telegram import Update
 
-from chief.door.commands import Commands
-from chief.door.commands_text import HELP, HELP_FIRST_LINE, QuietOverride
-from chief.door.phone import MAX_UPDATE_ATTEMPTS, Pauses, PhoneLoop
 from chief.errors import TelegramConflict, TelegramRefused, TelegramUnavailable
+from chief.phone.commands import Commands
+from chief.phone.commands_text import HELP, HELP_FIRST_LINE, QuietOverride
+from chief.phone.updater import MAX_UPDATE_ATTEMPTS, Pauses, PhoneLoop
 from chief.store import ChiefStore
-from chief.telegram.phone import Buttons
+from chief.telegram.inbound import Buttons
 
 OWNER_ID = 4242
 STRANGER_ID = 777

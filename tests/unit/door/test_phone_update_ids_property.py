@@ -27,12 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from telegram import Update
 
-from chief.door.commands import Commands
-from chief.door.commands_text import QuietOverride
-from chief.door.phone import Pauses, PhoneLoop
 from chief.errors import TelegramUnavailable
+from chief.phone.commands import Commands
+from chief.phone.commands_text import QuietOverride
+from chief.phone.updater import Pauses, PhoneLoop
 from chief.store import ChiefStore
-from chief.telegram.phone import Buttons
+from chief.telegram.inbound import Buttons
 
 OWNER_ID = 4242
 LIMIT = 3  # Telegram's is 100; a small one makes partial batches common

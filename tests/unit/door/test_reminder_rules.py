@@ -1,5 +1,5 @@
 """The pure rules of an ask's deadline and reminders (chief.reminder_rules), and how the door
-rules a due reminder (chief.door.reminders): its words, its schedule, its hold through the
+rules a due reminder (chief.phone.reminders): its words, its schedule, its hold through the
 quiet hours and the owner's /quiet, its end at the deadline."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chief.door.commands_text import QuietOverride
-from chief.door.pacing import QuietHours
-from chief.door.reminders import Reminders, quiet_until
+from chief.phone.commands_text import QuietOverride
+from chief.phone.pacing import QuietHours
+from chief.phone.reminders import Reminders, quiet_until
 from chief.reminder_rules import (
     Deadline,
     DueReminder,

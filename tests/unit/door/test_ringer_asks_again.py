@@ -1,4 +1,4 @@
-"""The sender task (chief/door/ringer.py) while Telegram cannot be used (the sender's getMe
+"""The sender task (chief/phone/ringer.py) while Telegram cannot be used (the sender's getMe
 failed or could not be read) and nothing is queued: the door's status names the cause, and the
 task asks again every UNUSABLE_RETRY_S, not at once and not in a loop, until it can."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from chief.door.ringer import UNUSABLE_RETRY_S, Ringer
 from chief.errors import TelegramUnavailable
+from chief.phone.ringer import UNUSABLE_RETRY_S, Ringer
 
 
 class EmptyQueue:

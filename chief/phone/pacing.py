@@ -1,4 +1,4 @@
-"""The pure part of the door's Telegram delivery: pacing, the digest, quiet hours, backoff. No I/O;
+"""The pure part of the phone's Telegram delivery: pacing, the digest, quiet hours, backoff. No I/O;
 the clocks come in as arguments.
 
 Pacing is a token bucket per chat, of our own (a dozen lines). PTB's `AIORateLimiter` throttles

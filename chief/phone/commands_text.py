@@ -1,4 +1,4 @@
-"""The pure part of the phone's commands: what the owner may type, and every word the door answers.
+"""The pure part of the phone's commands: what the owner may type, and every word the phone answers.
 No I/O; the clock comes in as an argument (unix seconds).
 
     /status      open todos and requests, the oldest pending item, delivery health (the

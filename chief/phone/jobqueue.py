@@ -1,5 +1,6 @@
-"""The door's nag task: the rings that come back on their own at a due time (a request's
-reminders, an urgent report's repeats) are put on the Telegram queue when they fall due.
+"""The phone's job queue, the nag task: the rings that come back on their own at a due time (a
+request's reminders, an urgent report's repeats) are put on the Telegram queue when they fall
+due.
 
 Each kind keeps its schedule in chief.db, a due time (epoch seconds) per row, and is a
 `DueRings` source: `ring_due(now)` queues, in one chief.db transaction each, what is due by
@@ -26,7 +27,7 @@ from typing import Protocol
 
 import structlog
 
-from chief.door.loop import DoorLoop
+from chief.phone.loop import DoorLoop
 
 log = structlog.get_logger("chief.door")
 

@@ -1,7 +1,7 @@
 """The phone's commands, run: `/status`, `/todos`, `/requests`, `/quiet`, `/help`, `/start`.
 
-The words and the parsing are the pure `chief.door.commands_text`; this module asks the ledger
-service (`chief.door.engine_link.EngineLink`, bounded at 1.5 s so a command answers within
+The words and the parsing are the pure `chief.phone.commands_text`; this module asks the ledger
+service (`chief.phone.engine_link.EngineLink`, bounded at 1.5 s so a command answers within
 2 s), the door's own Telegram queue, and chief.db for the /quiet override, then replies in the
 owner's chat.
 
@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import structlog
 
-from chief.door import commands_text as words
-from chief.door.commands_text import QuietOverride
 from chief.errors import ChiefError, EngineUnavailable, EngineUnreachable
-from chief.telegram.phone import TelegramPhone
+from chief.phone import commands_text as words
+from chief.phone.commands_text import QuietOverride
+from chief.telegram.inbound import TelegramPhone
 
 log = structlog.get_logger("chief.door")
 
@@ -33,7 +33,7 @@ class Asker(Protocol):
 
 
 class LedgerSummary(Protocol):
-    """The ledger service's summary (`chief.door.engine_link.EngineLink`)."""
+    """The ledger service's summary (`chief.phone.engine_link.EngineLink`)."""
 
     async def summary(self) -> dict[str, Any]: ...
 
@@ -69,7 +69,7 @@ class Commands:
         self._clock = clock
         #: told when /quiet changes (the nag task's nudge: reminders held by it may ring now)
         self.quiet_changed = quiet_changed
-        #: /status's urgent lines (chief.door.urgent): what rings or went unacknowledged
+        #: /status's urgent lines (chief.phone.urgent): what rings or went unacknowledged
         self.urgent_lines = urgent_lines
 
     async def run(self, chat_id: int, text: str) -> None:

@@ -1,5 +1,6 @@
-"""The shape the door's background tasks share: the Telegram sender (`ringer.Ringer`), the ask
-task (`asks.Asks`) and the phone's poller (`phone.PhoneLoop`).
+"""The phone's task loop, the shape its background tasks share: the Telegram sender
+(`ringer.Ringer`), the ask task (`asks.Asks`), the poller (`updater.PhoneLoop`) and the nag task
+(`jobqueue.Nagger`).
 
 Each runs turns until it is stopped: `_step()` does one turn and says how long to pause after it
 (0: at once; `math.inf`: until nudged). A `nudge()` cuts the pause short, a `stop()` ends the

@@ -1,7 +1,7 @@
-"""The door's ask task: the edits settles owe, performed durably, and `reask`.
+"""The phone's ask task: the edits settles owe, performed durably, and `reask`.
 
 An ask (a notify row with `ask`) is queued with its button tokens in its report's transaction
-and rung alone with its buttons by the sender task (`chief.door.ringer`), which remembers its
+and rung alone with its buttons by the sender task (`chief.phone.ringer`), which remembers its
 (chat, message id) in the transaction of its sent mark. A settle (a row with `settles:
 {request_id, key}`) voids the buttons of the ask with that key and, in the same transaction,
 queues one edit per message that rang it: its text plus the settling row's, its buttons
@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import structlog
 
-from chief.door.loop import DoorLoop
-from chief.door.pacing import backoff_s
 from chief.errors import ChiefError, ChiefInputError, TelegramUnavailable
 from chief.model import ASK_KEY_PATTERN, Ask, choices_refusal
+from chief.phone.loop import DoorLoop
+from chief.phone.pacing import backoff_s
 from plumbing.faults import fault
 
 if TYPE_CHECKING:  # the store loads when the door starts

@@ -1,4 +1,4 @@
-"""The door's Telegram sender task: it drains the durable Telegram queue in chief.db, in order.
+"""The phone's Telegram sender task: it drains the durable Telegram queue in chief.db, in order.
 
     loop:
       a send in doubt, unrecorded?  record it first (at start: each send the last run left in
@@ -11,7 +11,7 @@
                                    a group in doubt alone, the same entries, behind the marker;
                                    an ask always alone, with its live buttons (one per choice);
                                    an urgent ring always alone, with its live "Got it", and
-                                   never silent (chief.door.urgent)
+                                   never silent (chief.phone.urgent)
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours and while the owner's /quiet holds; under the row
@@ -55,10 +55,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import structlog
 
-from chief.door.commands_text import QuietOverride
-from chief.door.locks import KeyedLocks
-from chief.door.loop import DoorLoop
-from chief.door.pacing import (
+from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
+from chief.phone.commands_text import QuietOverride
+from chief.phone.locks import KeyedLocks
+from chief.phone.loop import DoorLoop
+from chief.phone.pacing import (
     BACKOFF_MAX_S,
     QuietHours,
     TokenBucket,
@@ -67,7 +68,6 @@ from chief.door.pacing import (
     keyboard_rows,
     pacing_for,
 )
-from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.telegram.sender import TelegramSender, send_options
 from chief.urgent_rules import GOT_IT
 from plumbing.faults import fault
@@ -153,7 +153,7 @@ class Ringer(DoorLoop):
         self.sender = sender
         self.chat_id = chat_id
         self.quiet_hours = quiet_hours
-        #: the owner's /quiet (chief.door.phone sets it): silent while it holds
+        #: the owner's /quiet (chief.phone.updater sets it): silent while it holds
         self.quiet = quiet or QuietOverride()
         self.slow_after_s = slow_after_s
         self._wall_clock = wall_clock
@@ -181,7 +181,7 @@ class Ringer(DoorLoop):
         # last run left in flight.
         self._doubt: tuple[str, float | None] | None = (RESTART_DOUBT, None)
         self._sending_since: float | None = None
-        #: called once an urgent ring is marked sent (`chief.door.urgent.Urgent.rung`)
+        #: called once an urgent ring is marked sent (`chief.phone.urgent.Urgent.rung`)
         self.urgent_rung: Callable[[], None] = lambda: None
         # When an idle sender next asks again whether Telegram can be used (its getMe).
         self._probe_at = monotonic() + UNUSABLE_RETRY_S

@@ -1,4 +1,4 @@
-"""The Telegram inbound seam: what the door's phone asks of the Bot API besides sending a report.
+"""The Telegram inbound seam: what the phone asks of the Bot API besides sending a report.
 
     get_updates(offset, timeout_s)   long poll (getUpdates): the updates at or after `offset`,
                                      at once when some wait, else when one arrives or the poll

@@ -1,20 +1,23 @@
-"""`chief serve`: the notify door as a standalone service (FastAPI on uvicorn, on its Unix
-socket `COOP_DOOR_SOCKET`, bound 0600 in the private data folder by `plumbing.unix`; `/metrics`
-alone, keyless, on 127.0.0.1:`CHIEF_METRICS_PORT` for Prometheus, `chief.door.metrics`).
+"""`chief serve`: the notify door (chief.door) and the phone (chief.phone) wired into one service.
+
+The door is served by FastAPI on uvicorn, on its Unix socket `COOP_DOOR_SOCKET`, bound 0600
+in the private data folder by `plumbing.unix` (`/metrics` alone, keyless, on
+127.0.0.1:`CHIEF_METRICS_PORT` for Prometheus, `chief.door.metrics`); the phone's tasks run in
+its lifespan.
 
 Start: read the Chief's and the door's settings (a wrong value, or a retired one such as
 `CHIEF_PORT`, stops here, naming it), take the single-instance lock on `<chief.db>.serve.lock`
 (a second door on the same chief.db refuses), bind the socket (a stale one is replaced, a live
 one refused), then serve; on the way out the socket file is removed. The lifespan opens the
 Telegram sender (one `Bot` kept open), the Chief, the sender task that drains the Telegram queue
-(`chief.door.ringer`, resuming what a restart left) and the ask task that performs the edits
-settles owe (`chief.door.asks`, the same); with no `CHIEF_OWNER` the door still starts and
+(`chief.phone.ringer`, resuming what a restart left) and the ask task that performs the edits
+settles owe (`chief.phone.asks`, the same); with no `CHIEF_OWNER` the door still starts and
 answers 503 `owner_unconfigured`. With Telegram configured and an obeyed user known
 (`DoorConfig.telegram_user_id`, in a numeric chat), it also starts the phone
-(`chief.door.phone`): the long poll for the owner's taps, replies and commands, with its own
+(`chief.phone.updater`): the long poll for the owner's taps, replies and commands, with its own
 connection to chief.db (updates handled, the /quiet override the sender obeys) and a link to the
-ledger service (`chief.door.engine_link`); a stop cancels its poll at once. The owner's taps and
-replies are the door's answers (`chief.door.answers`): recorded in chief.db, then forwarded to
+ledger service (`chief.phone.engine_link`); a stop cancels its poll at once. The owner's taps and
+replies are the door's answers (`chief.phone.answers`): recorded in chief.db, then forwarded to
 the ledger by their own task, which resumes at the start what a restart left pending. SIGTERM
 (any number of them) lets requests in flight finish (bounded), lets the sender finish and mark a
 send in flight (bounded by TELEGRAM_TIMEOUT_S: a send still unanswered then stays in flight in
@@ -41,26 +44,26 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
-from chief.door.answers import Answers
-from chief.door.asks import Asks
-from chief.door.commands import Commands
-from chief.door.commands_text import QuietOverride
 from chief.door.config import METRICS_HOST, DoorConfig
-from chief.door.engine_link import EngineLink
-from chief.door.loop import Loop, running_task
 from chief.door.metrics import DoorMetrics, instrument_door, metered
-from chief.door.nags import DueRings, Nagger
-from chief.door.phone import PhoneLoop, UpdateHandlers
 from chief.door.posture import posture_source
-from chief.door.reminders import Reminders
 from chief.door.report_route import make_report_router
-from chief.door.ringer import Ringer
 from chief.door.router import make_router
-from chief.door.urgent import Urgent
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
+from chief.phone.answers import Answers
+from chief.phone.asks import Asks
+from chief.phone.commands import Commands
+from chief.phone.commands_text import QuietOverride
+from chief.phone.engine_link import EngineLink
+from chief.phone.jobqueue import DueRings, Nagger
+from chief.phone.loop import Loop, running_task
+from chief.phone.reminders import Reminders
+from chief.phone.ringer import Ringer
+from chief.phone.updater import PhoneLoop, UpdateHandlers
+from chief.phone.urgent import Urgent
 from chief.serve_lock import ServeLock
-from chief.telegram.phone import BotPhone
+from chief.telegram.inbound import BotPhone
 from chief.telegram.sender import BotSender, build_sender
 from plumbing.terminal import shown
 
@@ -99,8 +102,8 @@ def create_app(
 ) -> FastAPI:
     """The standalone door app; `app.state.door` is its `DoorVerbs` (`wall_clock`: tests).
     `handlers` (a test's) builds what answers the owner's taps and replies from the phone's
-    parts; without it the door's answers (`chief.door.answers`) take them. /requests asks again
-    through the door's asks (`chief.door.asks`)."""
+    parts; without it the door's answers (`chief.phone.answers`) take them. /requests asks again
+    through the door's asks (`chief.phone.asks`)."""
     metrics = DoorMetrics()
     sender = build_sender(
         door_config.telegram_bot_token,
@@ -364,7 +367,7 @@ def build_nags(
 
 @asynccontextmanager
 async def answering(parts: PhoneParts) -> AsyncIterator[Answers]:
-    """The owner's answers (`chief.door.answers`) on the phone's connection to chief.db, their
+    """The owner's answers (`chief.phone.answers`) on the phone's connection to chief.db, their
     forwarder task running for the block (a pending answer left by the last run goes first);
     on exit it is cancelled: an answer in flight stays pending, and the next start sends it
     again under the same key."""

@@ -1,4 +1,4 @@
-"""The door's phone: a task that long-polls Telegram for the owner's updates and routes each one.
+"""The phone's updater: a task that long-polls Telegram for the owner's updates, routes each.
 
     at the start     the commands registered (setMyCommands, once: a failure is logged, never
                      fatal; tried again quietly before each poll of an outage until it is
@@ -22,7 +22,7 @@
         a tap        a callback query: `handlers.on_tap(update)`
         a reply      a message replying to a message: `handlers.on_reply(update)`
         a command    `/status` `/todos` `/requests` `/quiet` `/help` `/start`
-                     (`chief.door.commands`)
+                     (`chief.phone.commands`)
         then         its key recorded in chief.db as handled
       the offset     the next poll confirms the batch just handled (its highest id + 1) and
                      nothing else; after an empty poll, a failed one or the start there is
@@ -59,11 +59,11 @@ import anyio.abc
 import structlog
 from telegram import Update
 
-from chief.door.commands import Commands
-from chief.door.commands_text import COMMANDS
-from chief.door.loop import DoorLoop
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
-from chief.telegram.phone import TelegramPhone
+from chief.phone.commands import Commands
+from chief.phone.commands_text import COMMANDS
+from chief.phone.loop import DoorLoop
+from chief.telegram.inbound import TelegramPhone
 from chief.telegram.update_key import update_key
 from plumbing.faults import fault
 

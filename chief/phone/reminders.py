@@ -1,5 +1,5 @@
-"""The door's reminders (issue 28): an ask with `remind` rings again while it is open, a
-`DueRings` source of the nag task (`chief.door.nags`).
+"""The phone's reminders (issue 28): an ask with `remind` rings again while it is open, a
+`DueRings` source of the nag task (`chief.phone.jobqueue`).
 
     the schedule      made in chief.db with the ask's first sent mark (`chief.store.reminders`):
                       the first due `every_s` after the ask first rang
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from chief.door.commands_text import QuietOverride
-from chief.door.nags import Due
-from chief.door.pacing import QuietHours
+from chief.phone.commands_text import QuietOverride
+from chief.phone.jobqueue import Due
+from chief.phone.pacing import QuietHours
 from chief.reminder_rules import DueReminder, next_due, reminder_text
 
 if TYPE_CHECKING:  # the store loads when the door starts

@@ -1,16 +1,17 @@
-"""The door's urgent reports (issue 28): rung loud until the owner acknowledges them.
+"""The phone's urgent reports (issue 28): rung loud until the owner acknowledges them.
 
 A notify row with `urgent: true` lands its Chief line marked `URGENT: ` and queues its ring in
 the report's transaction (`chief.store.reports`, `chief.store.urgent`). The sender rings it
 alone, with sound whatever the quiet hours or /quiet, with a "Got it" button below an urgent
-request's choices (`chief.door.ringer`). From then on:
+request's choices (`chief.phone.ringer`). From then on:
 
-    repeat      every CHIEF_URGENT_RERING_S, this module's `ring_due` (a source of the nag task,
-                `chief.door.nags`) queues `URGENT, again (ring N, waiting M min): ...` and moves
-                the schedule on, in ONE chief.db transaction: a door killed before the commit
-                queued nothing, one killed after it finds the repeat queued (and rings it once)
+    repeat      every CHIEF_URGENT_RERING_S, this module's `ring_due` (a source of the nag
+                task, `chief.phone.jobqueue`) queues `URGENT, again (ring N, waiting M min): ...`
+                and moves the schedule on, in ONE chief.db transaction: a door killed before the
+                commit queued nothing, one killed after it finds the repeat queued (and rings it
+                once)
     one button  when a newer ring is marked sent, each older message of the report loses its
-                buttons (an edit on the ask task's queue, `chief.door.asks`, with its backoff)
+                buttons (an edit on the ask task's queue, `chief.phone.asks`, with its backoff)
     acknowledge "Got it" tapped (`tap`), a reply to any of its messages (`reply`), or the
                 settle of an urgent request's ask (answered from the phone, or closed anyhow:
                 `chief.store.asks.settle`): recorded in chief.db (one FULL commit) before the
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from chief.door.nags import Due
+from chief.phone.jobqueue import Due
 from chief.urgent_rules import GOT_IT_PREFIX, URGENT_MARK, UrgentBounds, ack_toast
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The door's link to the ledger service (`coop serve`): the reverse of the notify door.
+"""The phone's link to the ledger service (`coop serve`): the reverse of the notify door.
 
     EngineLink(socket_path, service_key, timeout_s)
       summary()   GET /api/coop/phone/summary: open todos and requests, the oldest pending

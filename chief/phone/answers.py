@@ -1,8 +1,8 @@
-"""The owner's answers from the phone: the tap path and the forwarder (the door's half of the
+"""The owner's answers from the phone: the tap path and the forwarder (the phone's half of the
 second path, the reverse of the notify door).
 
 A tap on an ask message's button, or a text reply to it, from the obeyed user (the phone loop,
-`chief.door.phone`, has already turned strangers away) goes (a reply's text is taken as `coop`
+`chief.phone.updater`, has already turned strangers away) goes (a reply's text is taken as `coop`
 takes an argument: one holding a NUL is refused, and one past the ledger's limit is cut with a
 marker; either way the owner is told, in a reply to the ask message, by `chief.answer_rules`):
 
@@ -24,7 +24,7 @@ marker; either way the owner is told, in a reply to the ask message, by `chief.a
                 ledger, in the same transaction, that ask (by its key) settled: its buttons
                 void and an edit queued for each message that rang it (its text and the
                 outcome, no buttons), which the door's ask task
-                (`chief.door.asks`) performs and retries; a text kept as a note, or a choice
+                (`chief.phone.asks`) performs and retries; a text kept as a note, or a choice
                 the request does not offer, leaves the message as it is. The ledger's own
                 settle row for the close, arriving later, finds the asks settled: one edit.
 
@@ -72,11 +72,11 @@ if TYPE_CHECKING:
 
     import telegram
 
-    from chief.door.urgent import Urgent
+    from chief.phone.urgent import Urgent
     from chief.store import ChiefStore
     from chief.store.answers import AskOf, ButtonOf
 
-log = structlog.get_logger("chief.door.answers")
+log = structlog.get_logger("chief.phone.answers")
 
 # How long a tap waits for the ledger before its toast says "saved": the toast must go within
 # a second of the tap, and answerCallbackQuery itself takes a round trip.
@@ -90,7 +90,7 @@ IDLE_RECHECK_S = 30.0
 
 
 class AnswerLink(Protocol):
-    """The ledger's answer route (`chief.door.engine_link.EngineLink.answer`)."""
+    """The ledger's answer route (`chief.phone.engine_link.EngineLink.answer`)."""
 
     async def answer(
         self,
@@ -103,7 +103,7 @@ class AnswerLink(Protocol):
 
 
 class AnswerPhone(Protocol):
-    """What the answers need of Telegram (`chief.telegram.phone.TelegramPhone`)."""
+    """What the answers need of Telegram (`chief.telegram.inbound.TelegramPhone`)."""
 
     async def answer_callback(self, query_id: str, text: str) -> None: ...
     async def reply(
@@ -125,10 +125,10 @@ class Answers:
     link: AnswerLink
     button_of: ButtonOf
     ask_of: AskOf
-    #: wakes the ask task once a settle queued its edits (`chief.door.asks.Asks.nudge`)
+    #: wakes the ask task once a settle queued its edits (`chief.phone.asks.Asks.nudge`)
     edits_queued: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.time
-    #: the urgent reports (chief.door.urgent): "Got it" and a reply acknowledge one
+    #: the urgent reports (chief.phone.urgent): "Got it" and a reply acknowledge one
     urgent: Urgent | None = None
     _wake: anyio.Event = field(default_factory=anyio.Event)
     _settled: dict[str, anyio.Event] = field(default_factory=dict)
