@@ -14,7 +14,7 @@ other processes did too), with one read-only connection per scrape:
                                                         one (the log sums them up a minute at a
                                                         time: engine.owner.refused)
 
-plus any registries the serving process hands in: `coop serve` (`notifier.serve`) adds the
+plus any registries the serving process hands in: `coop serve` (`notifier.engine_service`) adds the
 notifier's in-process counters (`notifier.metrics`: deferrals by reason, drains by outcome).
 All of them are registered in one registry and rendered once per scrape, in the format the
 scraper asks for (`Accept`): one exposition, so an OpenMetrics answer ends with one `# EOF`

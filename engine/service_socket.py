@@ -4,7 +4,7 @@
 `<COOP_HOME>/service.sock`, in the private data folder, so only the service's user can create
 it. A TCP port on loopback proved nothing about who answers: whoever listened on it while the
 service was down received the owner credential. (Prometheus's read-only `/metrics` stays on TCP,
-`COOP_METRICS_PORT`: `notifier.serve`.)
+`COOP_METRICS_PORT`: `notifier.engine_service`.)
 
     socket_path(environ)       COOP_SERVICE_SOCKET, else <data folder>/service.sock
     refuse_tcp_settings(env)   the settings that named a TCP address (COOP_SERVICE_URL,

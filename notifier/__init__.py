@@ -16,8 +16,8 @@ Layers, pointing inward:
              engine's use case (`engine.verbs.deadline`), and says when the next one comes.
 - `waiter`   a one-shot drainer's wait for a short deferral (no row without a wakeup).
 - `metrics`  the worker's in-process counters, exposed by `coop serve`'s `/metrics`.
-- `serve`    the engine service's process (`coop serve`): the engine's owner endpoint and this
-             package's daemon in one process. It lives here because it embeds the daemon: the
-             engine never imports the notifier.
+- `engine_service` the engine service's process (`coop serve`): the engine's owner endpoint
+             and this package's daemon in one process. It lives here because it embeds the
+             daemon: the engine never imports the notifier.
 - `__main__` `coop-notifier serve | run | drain [--max-runs N] [--no-wait]`.
 """

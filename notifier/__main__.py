@@ -1,7 +1,8 @@
 """`coop-notifier` (also `python -m notifier`): the daemon and the one-shot drainer.
 
-    coop-notifier serve                the engine service, what `coop serve` runs (notifier.serve):
-                                       the owner's compat endpoint and this daemon in one process
+    coop-notifier serve                the engine service, what `coop serve` runs
+                                       (notifier.engine_service): the owner's compat endpoint
+                                       and this daemon in one process
     coop-notifier run                  long-running: drain, sleep until a kick / due row / backstop;
                                        SIGTERM or SIGINT finishes the row in flight and exits 0
     coop-notifier drain [--max-runs N] [--no-wait]
@@ -255,9 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refused is not None:
         return refused
     if args.command == "serve":
-        from notifier import serve
+        from notifier import engine_service
 
-        return serve.main()  # its own stop signals, errors and exit status
+        return engine_service.main()  # its own stop signals, errors and exit status
     from notifier.errors import NotifierError
 
     try:

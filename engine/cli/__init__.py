@@ -51,10 +51,10 @@ def _fail(exc: CoopError) -> int:
 
 
 def _exec_service() -> int:
-    """`coop serve` becomes `python -m notifier serve` (`notifier.serve`): the engine service
-    embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a child:
-    the same pid takes the stop signals honcho and systemd send, and exits with the service's
-    status."""
+    """`coop serve` becomes `python -m notifier serve` (`notifier.engine_service`): the engine
+    service embeds the notifier's daemon, and the engine never imports the notifier. Exec, not a
+    child: the same pid takes the stop signals honcho and systemd send, and exits with the
+    service's status."""
     argv = [sys.executable, "-P", "-m", "notifier", "serve"]
     try:
         os.execv(sys.executable, argv)  # noqa: S606 - our own interpreter, a fixed argv

@@ -19,6 +19,11 @@ inside it without an import cycle. Its names, and the fence's (`engine.store.sch
 re-exported here, so `engine.owner.owner_config` reads as before. Arrows point one way:
 `compat` and `receipts` stay on the standard library (the CLI ships calls); `app` serves
 `commands`; nothing here imports `app`.
+
+The engine service's process (`coop serve`: this app, its metrics listener and the notifier's
+daemon in one process) is assembled in `notifier.engine_service`, not here: it embeds the
+notifier's daemon, and the engine never imports the notifier. `coop serve` execs
+`python -P -m notifier serve` (`engine.cli`).
 """
 
 from engine.owner_file import (

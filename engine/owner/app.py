@@ -1,5 +1,5 @@
 """The owner's app: the FastAPI routes of the engine service (`coop serve`, whose process is
-`notifier.serve`: this app and the notifier daemon, in one process, on its Unix socket
+`notifier.engine_service`: this app and the notifier daemon, in one process, on its Unix socket
 `COOP_SERVICE_SOCKET`; Prometheus's `/metrics` alone is on TCP, in an app of its own,
 `engine.metrics.create_metrics_app`).
 

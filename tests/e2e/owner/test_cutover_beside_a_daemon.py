@@ -31,8 +31,8 @@ from tests.support.stack import Stack
 from tests.support.waiting import wait_until_sync
 
 REPORT_KEY_PREFIX = "chief-report:coop-notify:"
-# `coop serve` tries the daemon's lock about once a second (notifier.serve): a few seconds, with
-# room for a loaded machine, bound the takeover and the delivery behind it.
+# `coop serve` tries the daemon's lock about once a second (notifier.engine_service): a few
+# seconds, with room for a loaded machine, bound the takeover and the delivery behind it.
 DELIVERY_TIMEOUT_S = 15.0
 SQLITE_TIMEOUT_S = 10.0
 

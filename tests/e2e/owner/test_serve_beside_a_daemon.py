@@ -13,8 +13,8 @@ from tests.e2e.owner.conftest import ServeProcess, ok
 from tests.support.loopback_door import TestDoor, serve_door_in_thread
 from tests.support.procs import Service, child_env
 
-# The service retries the daemon's lock about once a second (notifier.serve): a few seconds,
-# with room for a loaded machine, bound the takeover.
+# The service retries the daemon's lock about once a second (notifier.engine_service): a few
+# seconds, with room for a loaded machine, bound the takeover.
 TAKEOVER_TIMEOUT_S = 10.0
 
 

@@ -1,5 +1,6 @@
-"""`coop serve`'s address settings, read once at start (`notifier.serve.ServiceConfig`): the
-socket (`COOP_SERVICE_SOCKET`, else `<COOP_HOME>/service.sock`), the metrics port
+"""`coop serve`'s address settings, read once at start
+(`notifier.engine_service.ServiceConfig`): the socket (`COOP_SERVICE_SOCKET`, else
+`<COOP_HOME>/service.sock`), the metrics port
 (`COOP_METRICS_PORT`: ASCII digits 0..65535 or `off`), and the TCP era's three settings refused
 whatever their value, each naming what to set instead. Every value is either taken or one
 `UsageError` naming its setting: never another exception."""
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from engine.errors import UsageError
 from engine.service_socket import TCP_SETTINGS
-from notifier.serve import DEFAULT_METRICS_PORT, ServiceConfig
+from notifier.engine_service import DEFAULT_METRICS_PORT, ServiceConfig
 
 ANY_TEXT = st.text(max_size=12)
 FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)

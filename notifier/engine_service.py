@@ -1,8 +1,9 @@
-"""`coop serve` (also `coop-notifier serve`): run the engine service (the owner's compat endpoint
-and the notifier daemon, in one process) until SIGTERM.
+"""The engine service's process (`coop serve`), in notifier/ as it embeds the notifier's daemon.
 
-This process lives in the notifier, not the engine, because it embeds the notifier's daemon:
-the engine never imports the notifier (the import contracts in `ops/test` hold it to that).
+It runs the engine service (the owner's compat endpoint and the notifier daemon, in one process;
+also `coop-notifier serve`) until SIGTERM. The engine never imports the notifier (the
+`engine-below-notifier` import contract holds it to that), so the one process that needs both
+is assembled on the notifier's side, named for what it serves.
 `coop serve` replaces itself with `python -m notifier serve` (same pid, same environment), so
 operators, the Procfile and the systemd unit keep calling it `coop serve`.
 
