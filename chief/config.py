@@ -1,4 +1,4 @@
-"""The Chief's settings, read once from the environment into a frozen dataclass.
+"""The settings every chief command shares (chief.db, the owner), read once into a frozen dataclass.
 
 | setting        | meaning                                                            |
 |----------------|--------------------------------------------------------------------|
@@ -7,7 +7,8 @@
 | XDG_DATA_HOME  | per-user data root (default ~/.local/share); chief.db in its coop/ |
 | CHIEF_OWNER    | the owner whose Master Chief this is; no default (the door 503s)   |
 
-The notify door's own settings (key, peers, Telegram) live in the door's config, not here.
+`chief serve`'s own settings (the door's key and peers, the phone's Telegram) are
+`chief.door.config`'s, not here.
 Nothing is created on disk here: the store makes the folder when it opens the file.
 """
 

@@ -1,4 +1,5 @@
-"""The door's settings, read once at start from the environment into a frozen `DoorConfig`.
+"""The settings of `chief serve` (the door's, and who the phone rings and obeys), read once at
+start from the environment into a frozen `DoorConfig`.
 
     COOP_DOOR_SOCKET       <COOP_HOME>/door.sock   the Unix socket `chief serve` serves the
                                            door on (`plumbing.door`); its folder must be the
