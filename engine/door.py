@@ -2,7 +2,7 @@
 reports, sent count, posture, whether Telegram is configured, the door's Telegram queue and its
 urgent reports (`urgent`: ringing, and expired unacknowledged, which `--check` names).
 
-Standard library only (http.client over the socket, `plumbing.unix_http`): the socket and its
+Standard library only (http.client over the socket, `plumbing.http.client`): the socket and its
 folder are checked to be this user's and private, and the process answering to run as this
 user, before the service key (read only from a 0600 file, `engine.keyfile`) is sent. A retired
 setting that named a TCP door (`COOP_DOOR_URL`, ...) is refused in one line, nothing sent.
@@ -19,8 +19,8 @@ from typing import Any
 from engine import keyfile
 from engine.errors import KeyFileError
 from plumbing import door as door_address
+from plumbing.http.client import UnixHTTPConnection
 from plumbing.keyfile import service_key_file
-from plumbing.unix_http import UnixHTTPConnection
 from plumbing.wire import SERVICE_KEY_HEADER, STATUS_PATH
 
 DOOR_TIMEOUT_S = 2.0

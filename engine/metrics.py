@@ -135,7 +135,7 @@ def mount_metrics(app: FastAPI, db: Path, extra: Sequence[CollectorRegistry] = (
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
 
-    from loopback_server.refusals import RefusalCollector
+    from plumbing.http.refusals import RefusalCollector
 
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]

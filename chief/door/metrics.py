@@ -63,7 +63,7 @@ from chief.door.guard import Guard, on_unix_socket
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
-from loopback_server.refusals import RefusalCollector
+from plumbing.http.refusals import RefusalCollector
 from plumbing.wire import NOTIFY_PATH, SERVICE_KEY_HEADER
 
 METRICS_PATH = "/metrics"

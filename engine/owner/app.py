@@ -23,7 +23,7 @@ compat endpoints, the
 `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against the
 credential file the owner file names; for the phone's, the service key (`engine.owner.phone`).
 Then the body is read, at most `MAX_BODY_BYTES` (413 past it, sized or chunked) and nested at
-most `loopback_server.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
+most `plumbing.http.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
 hold nothing. The guard's refusals are counted, not logged one line each
 (`engine.owner.refused`): a reason's first one at once, then one summary line a minute.
 
@@ -65,8 +65,8 @@ from engine.config import EngineConfig
 from engine.errors import CoopError, GuardRefused, OwnerUnavailable, StoreError
 from engine.owner import commands, compat, phone
 from engine.owner.refused import ServiceRefusals
-from loopback_server.body import BoundedBody, refusal
 from plumbing.faults import fault
+from plumbing.http.body import BoundedBody, refusal
 from plumbing.loopback import browser_header, host_is_loopback, peer_is_loopback
 
 #: The largest body the service reads. A routed call's arguments (a title of 500 and a text of
@@ -272,7 +272,7 @@ Check = tuple[str, Callable[[Request], object], bool]
 class GuardBeforeBody:
     """ASGI middleware in front of every route: the loopback guard (`guard_request`) and the
     route's own check (`checks`: the first whose prefix matches) on the peer and the headers,
-    then the body bounded (`loopback_server.body.BoundedBody`). A refusal answers at once,
+    then the body bounded (`plumbing.http.body.BoundedBody`). A refusal answers at once,
     `{"detail": ...}` as FastAPI's, and closes the connection: the body is never read."""
 
     def __init__(self, app: ASGIApp, checks: Sequence[Check], refusals: ServiceRefusals) -> None:
