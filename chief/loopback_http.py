@@ -186,7 +186,7 @@ async def _serve_all(servers: list[_ListeningServer], listeners: Sequence[Listen
     async def serve_keeping(server: _ListeningServer, listener: Listener) -> None:
         try:
             await serve(server, listener)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # uvicorn exits when it cannot bind or start
             failures.append(exc)
 
     async with anyio.create_task_group() as group:

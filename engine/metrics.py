@@ -41,9 +41,11 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
 from engine import store
+from engine.errors import GuardRefused
 from engine.owner.app import guard_request
 from engine.owner.refused import ServiceRefusals
 from engine.store import queue
+from plumbing.http.body import refusal
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -163,5 +165,16 @@ def create_metrics_app(
     `refusals`, so its guard's refusals are counted where Prometheus looks)."""
     app = FastAPI(title="Coop engine metrics", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.refusals = refusals
+
+    async def guard_refused(request: Request, exc: Exception) -> Response:
+        # The guard runs here as the route's dependency: its refusal answered with its status
+        # and counted with the owner app's, never a 500.
+        if not isinstance(exc, GuardRefused):  # registered for this class only
+            raise exc
+        if refusals is not None:
+            refusals.say(exc, request.client.host if request.client else None, request.url.path)
+        return refusal(exc.status, exc.message)
+
+    app.add_exception_handler(GuardRefused, guard_refused)
     mount_metrics(app, db, extra)
     return app

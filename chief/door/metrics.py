@@ -59,7 +59,7 @@ from prometheus_client.exposition import choose_encoder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, on_unix_socket
+from chief.door.guard import Guard, on_unix_socket, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
@@ -306,6 +306,8 @@ def metrics_app(config: DoorConfig, service: DoorVerbs, metrics: DoorMetrics) ->
             client[0] if client else None, request.scope.get("headers", []), unix_socket=False
         )
         if refusal is not None:
+            peer = client[0] if client else None
+            say_refused(service.refusals, refusal.reason, path=METRICS_PATH, peer=peer)
             return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
         await _read_gauges(service, metrics)
         encode, content_type = choose_encoder(request.headers.get("accept", ""))

@@ -29,7 +29,6 @@ from engine.config import EngineConfig
 from engine.errors import UsageError
 from notifier.config import NotifierConfig
 from notifier.errors import ConfigError
-from notifier.serve import ServiceConfig
 from plumbing import logs as plumbing_logs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +82,6 @@ LOADERS: dict[str, list[Callable[[dict[str, str]], object]]] = {
     "COOP_STALE_AFTER_S": [lambda env: EngineConfig.from_env(env, db="/nonexistent/coop.db")],
     "COOP_REMIND_MAX": [lambda env: EngineConfig.from_env(env, db="/nonexistent/coop.db")],
     "COOP_STATUS_MAX_PENDING_AGE_S": [_status],
-    "COOP_SERVICE_PORT": [ServiceConfig.from_env],
     "COOP_CLIENT_TIMEOUT_S": [NotifierConfig.from_env, DoorConfig.from_env],
     "COOP_BACKOFF_BASE_S": [NotifierConfig.from_env],
     "COOP_BACKOFF_MAX_S": [NotifierConfig.from_env],

@@ -22,8 +22,8 @@ def env(tmp_path: Path) -> dict[str, str]:
         tmp_path,
         COOP_SERVICE_KEY_FILE=str(tmp_path / "service.key"),
         COOP_DB=str(tmp_path / "coop.db"),
-        CHIEF_PORT="0",
-        COOP_SERVICE_PORT="0",
+        CHIEF_METRICS_PORT="off",
+        COOP_METRICS_PORT="off",
     )
 
 
@@ -31,12 +31,12 @@ def env(tmp_path: Path) -> dict[str, str]:
     ("module", "args", "setting", "value"),
     [
         ("chief", ["serve"], "CHIEF_URGENT_RERING_S", "٣٠"),
-        ("chief", ["serve"], "CHIEF_PORT", "８７６５"),
+        ("chief", ["serve"], "CHIEF_METRICS_PORT", "８７６５"),
         ("chief", ["serve"], "CHIEF_NOTIFY_BATCH_MAX", "6_4"),
         ("chief", ["serve"], "CHIEF_TEST_URGENT_SHORT", "yes"),
         ("chief", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
         ("engine", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
-        ("engine", ["serve"], "COOP_SERVICE_PORT", "٨٧٦٤"),
+        ("engine", ["serve"], "COOP_METRICS_PORT", "٨٧٦٤"),
         ("engine", ["serve"], "COOP_BACKOFF_BASE_S", "inf"),
         ("engine", ["status"], "COOP_STALE_AFTER_S", "３６００"),
     ],

@@ -38,9 +38,7 @@ KINDS = ("root file", "missing path")
 
 
 def env(data: Path) -> dict[str, str]:
-    return clean_env(
-        data, COOP_KICK="off", COOP_ACTOR="builder", COOP_DOOR_URL="http://127.0.0.1:9"
-    )
+    return clean_env(data, COOP_KICK="off", COOP_ACTOR="builder", CHIEF_METRICS_PORT="off")
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -114,7 +112,7 @@ def test_backup_of_anothers_data_folder_as_root_refuses(
     [
         ("coop", "worker", "unlock", "--reason", "stuck"),
         ("coop", "todo", "add", "x"),
-        ("coop", "cutover", "--url", "http://127.0.0.1:9"),
+        ("coop", "cutover"),
         ("notifier", "drain"),
         ("chief", "report", "--source", "cron:builder", "done"),
     ],
@@ -178,7 +176,7 @@ def test_backup_into_roots_own_folder_still_works_and_is_private(
         (("coop", "status"), "coop.db-wal"),
         (("coop", "todo", "add", "x"), "coop.db-shm"),
         (("coop", "restore", "BACKUP"), "coop.db.serve.lock"),
-        (("coop", "cutover", "--url", "http://127.0.0.1:9"), "coop.db.notifier.lock"),
+        (("coop", "cutover"), "coop.db.notifier.lock"),
         (("notifier", "drain"), "coop.db-wal"),
         (("chief", "report", "--source", "cron:builder", "done"), "chief.db.serve.lock"),
         (("chief", "serve"), "chief.db.serve.lock"),

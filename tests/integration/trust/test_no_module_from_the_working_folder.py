@@ -75,7 +75,7 @@ def test_coop_serve_execs_the_installed_service(tmp_path: Path) -> None:
         assert service.stdout is not None
         first = service.stdout.readline()  # the planted one exits at once, printing nothing
         assert not mark.exists(), mark.read_text()
-        assert "\"event\": \"service." in first, first  # the real service spoke
+        assert '"event": "service.' in first, first  # the real service spoke
     finally:
         service.terminate()
         try:
