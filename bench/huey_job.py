@@ -40,13 +40,12 @@ def make_huey(db: Path) -> tuple[Any, Any]:
     import httpx
     from huey import SqliteHuey
 
-    from engine.config import data_home
     from plumbing import door as door_address
     from plumbing.unix import check_private
 
     huey = SqliteHuey(name="coop-bench", filename=str(db))
     client: dict[str, httpx.Client] = {}  # one per worker process, made at the first task
-    socket_path = door_address.socket_path(os.environ, str(data_home()))
+    socket_path = door_address.socket_path(os.environ)
 
     def door() -> httpx.Client:
         if "c" not in client:

@@ -379,7 +379,7 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
     from chief.config import ChiefConfig
     from chief.cron import check_cron_text, check_wait, cron_source_id, report_from_cron
     from chief.errors import ChiefConfigError, ChiefError, ChiefInputError
-    from chief.model import MAX_TEXT_CHARS
+    from plumbing.wire import MAX_TEXT_CHARS
 
     try:
         source_id = cron_source_id(source, fire)
@@ -473,9 +473,9 @@ def _door_address() -> DoorAddress | None:
     setting (`CHIEF_PORT`, ...) is refused before: `_refuse_retired`."""
     from chief.cron import DoorAddress
     from chief.door.config import DoorConfig
-    from chief.door.guard import SERVICE_KEY_HEADER
     from chief.errors import ChiefConfigError, DoorError
     from plumbing.door import retired_setting
+    from plumbing.wire import SERVICE_KEY_HEADER
 
     retired = retired_setting(os.environ)
     if retired is not None:

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chief.errors import ChiefConfigError
+from plumbing import home
 
-DB_FILE_NAME = "chief.db"
-DATA_DIR_NAME = "coop"
 OWNER_MAX_CHARS = 200
 
 
@@ -40,31 +39,20 @@ class ChiefConfig:
 
 
 def _db_path(environ: Mapping[str, str]) -> Path:
+    """chief.db by the floor's rule (`plumbing.home.chief_db_file`: CHIEF_DB, else in the data
+    folder), once a set CHIEF_DB or COOP_HOME is found usable."""
     explicit = environ.get("CHIEF_DB")
     if explicit is not None:
         path = _non_blank_path("CHIEF_DB", explicit)
         if path.is_dir():
             raise ChiefConfigError(
                 f"CHIEF_DB={explicit!r} is a folder — give the path of the database file, "
-                f"e.g. {path / DB_FILE_NAME}"
+                f"e.g. {path / home.CHIEF_DB_NAME}"
             )
-        return path
-    # The data folder's rule is shared with `engine.config.data_home` and
-    # `chief.door.config.data_home` (deliberate twins; tests/contract/test_shared_facts.py pins
-    # them): a blank COOP_HOME counts as unset, as an empty XDG_DATA_HOME does.
     coop_home = environ.get("COOP_HOME", "")
     if coop_home.strip():
-        return _non_blank_path("COOP_HOME", coop_home) / DB_FILE_NAME
-    return _data_home(environ) / DATA_DIR_NAME / DB_FILE_NAME
-
-
-def _data_home(environ: Mapping[str, str]) -> Path:
-    raw = environ.get("XDG_DATA_HOME", "")
-    # The XDG spec says a relative or empty XDG_DATA_HOME is invalid and must be ignored.
-    if raw and Path(raw).is_absolute():
-        return Path(raw)
-    home = environ.get("HOME") or str(Path.home())
-    return Path(home) / ".local" / "share"
+        _non_blank_path("COOP_HOME", coop_home)
+    return Path(home.chief_db_file(environ))
 
 
 def _non_blank_path(name: str, raw: str) -> Path:

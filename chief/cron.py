@@ -35,9 +35,10 @@ import anyio
 
 from chief.config import ChiefConfig
 from chief.errors import ChiefConfigError, ChiefInputError, ChiefStoreError
-from chief.model import MAX_TEXT_CHARS, check_report_text, report_key
+from chief.model import check_report_text, report_key
 from plumbing.door import BASE_URL, not_running
 from plumbing.unix import check_private
+from plumbing.wire import MAX_TEXT_CHARS
 
 CRON_PREFIX = "cron:"
 # Job names and fire ids: what a crontab line or a timer name holds, nothing a shell or a log

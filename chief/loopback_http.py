@@ -11,7 +11,7 @@ use it, so it sits beside them rather than inside either: `chief.telegram` impor
 - `run_server`: one app on a loopback bind, or `run_servers`: several apps in one process, each
   on sockets the caller bound (the door: its app on its Unix socket, `/metrics` alone on TCP),
   stopped together (a stop signal, or one of them ending, stops them all); each on the
-  project's shared server (`loopback_server`: connections
+  project's shared server (`plumbing.http`: connections
   capped and given a deadline to ask, a stop that is an event, no access log: every event the
   project cares about is its own structlog line), SIGTERM/SIGINT handled by uvicorn (finish the
   requests in flight within a bound, then return so `main` exits 0; any number of further stop
@@ -37,7 +37,7 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.errors import ChiefError
-from loopback_server.server import QuietServer, loopback_config
+from plumbing.http.server import QuietServer, loopback_config
 
 log = structlog.get_logger("chief.loopback_http")
 

@@ -25,10 +25,6 @@ REPORT_KEY_PREFIX = "chief-report:"
 # Source-id prefix -> the turn kind its line lands with.
 SOURCE_PREFIX_TURN_KIND: dict[str, TurnKind] = {"coop-notify:": "coop", "cron:": "cron"}
 SOURCE_ID_MAX_CHARS = 200
-# The longest report text chief carries: the door refuses longer (chief.door.router,
-# chief.door.report_route) and so does `chief report` (chief.cron). Twin of
-# engine.lifecycle.MAX_TEXT_CHARS, pinned by tests/contract/test_shared_facts.py.
-MAX_TEXT_CHARS = 4000
 
 # How `chief log` marks lines that are not the assistant's own reply.
 BADGES: dict[str, str] = {"chat": "", "coop": "[coop]", "cron": "[cron]"}

@@ -16,9 +16,8 @@ from both files before the copy: the rows pending in the backup (sent again; the
 `already_sent` for those it took since, so they ring once), and what was written after the
 backup (gone from the ledger; the Chief keeps its lines).
 
-Where chief.db lives is the Chief's rule (`CHIEF_DB`, else `<data folder>/chief.db`), written
-here again because the engine never imports the Chief: a deliberate twin, pinned equal to
-`chief.config` by tests/contract/test_backup_paths.py.
+Where chief.db lives is the floor's rule (`plumbing.home.chief_db_file`: `CHIEF_DB`, else
+`<data folder>/chief.db`), which the Chief reads too.
 """
 
 from __future__ import annotations
@@ -27,15 +26,16 @@ import contextlib
 import os
 import time
 
-from engine import config, private, store
+from engine import store
 from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
 from plumbing import files
+from plumbing.home import chief_db_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator
 
 COOP_DB = "coop.db"
 CHIEF_DB = "chief.db"
@@ -52,17 +52,7 @@ CHIEF_LOCK = (".serve.lock", "the door (`chief serve`) or the Chief")
 #: The tables whose ids tell what a restore loses: written after the backup means a higher id.
 LOST_TABLES = (("todos", "todo"), ("requests", "request"), ("coop_outbox", "outbox row"))
 
-__all__ = ["backup", "chief_db_path", "restore"]
-
-
-def chief_db_path(environ: Mapping[str, str] | None = None) -> str:
-    """Where the Chief keeps chief.db: `CHIEF_DB`, else `<data folder>/chief.db` (the twin of
-    `chief.config`'s rule)."""
-    env = os.environ if environ is None else environ
-    explicit = env.get("CHIEF_DB")
-    if explicit is not None and explicit.strip():
-        return config.pure_path(os.path.expanduser(explicit))
-    return os.path.join(config.data_folder(env), CHIEF_DB)
+__all__ = ["backup", "restore"]
 
 
 def _check(path: str) -> dict[str, int]:
@@ -132,7 +122,7 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
             f"no ledger at {ledger}: nothing to back up (set COOP_HOME or --db to the ledger)"
         )
     sources = [(COOP_DB, ledger)]
-    chief = chief_db_path()
+    chief = chief_db_file()
     if os.path.isfile(chief):
         sources.append((CHIEF_DB, chief))
     try:
@@ -142,7 +132,7 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
     try:
         lines = [_back_up_one(source, folder, folder_fd, name) for name, source in sources]
         os.fsync(folder_fd)
-        private.fsync_folder(os.path.dirname(os.path.abspath(folder)))
+        files.fsync_folder(os.path.dirname(os.path.abspath(folder)))
     except BaseException:
         _remove(made)
         raise
@@ -302,7 +292,7 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
     # writes, as a backup's target must be.
     files.check_backup_target(source)
     ledger = store.locate(db)
-    chief = chief_db_path()
+    chief = chief_db_file()
     backup_chief = os.path.join(source, CHIEF_DB)
     if with_chief and not os.path.isfile(backup_chief):
         raise BackupError(f"--with-chief: the backup {source} holds no {CHIEF_DB}")
@@ -318,7 +308,7 @@ def restore(folder: str, *, db: str | None = None, with_chief: bool = False) -> 
     locks = [(ledger + suffix, who) for suffix, who in LEDGER_LOCKS]
     if with_chief:
         locks.append((chief + CHIEF_LOCK[0], CHIEF_LOCK[1]))
-    private.make_folders(os.path.dirname(os.path.abspath(ledger)))  # each one it makes 0700
+    files.make_folders(os.path.dirname(os.path.abspath(ledger)))  # each one it makes 0700
     with _holding(locks):
         busy = _drainer(ledger)
         if busy is not None:
@@ -345,7 +335,7 @@ def _restore_file(copy: str, live: str) -> None:
     """The backup's pages over the live file, through the backup API (it settles the live
     file's WAL too; a copy of the bytes would leave a -wal to be replayed onto wrong pages)."""
     made = not os.path.lexists(live)
-    private.private_database(live)  # 0600 before SQLite writes it, whatever the umask; no link
+    files.private_database(live)  # 0600 before SQLite writes it, whatever the umask; no link
     copies.copy(copy, live)
     if made:
         fd = files.open_file(live, os.O_RDONLY)

@@ -1,7 +1,8 @@
 """Where the engine's files live and who the named deciders are, read from the environment.
 
 - `COOP_HOME`: the data folder for every file; default `$XDG_DATA_HOME/coop` when that is an
-  absolute path, else `~/.local/share/coop` (a blank `COOP_HOME` counts as unset).
+  absolute path, else `~/.local/share/coop` (a blank `COOP_HOME` counts as unset): the floor's
+  one rule, `plumbing.home`, which every package reads.
 - `COOP_DB`: the ledger database; default `<COOP_HOME>/coop.db`.
 - `COOP_OWNER`: the actor who may make the owner's calls; default `owner`.
 - `COOP_CHIEF_ACTOR`: the Chief acting as the owner's proxy; default `chief`.
@@ -20,6 +21,7 @@ import os
 from engine.errors import UsageError
 from plumbing import settings
 from plumbing.bounds import MAX_REMIND_MAX
+from plumbing.home import data_folder, pure_path
 
 # `typing` and `pathlib` stay off the CLI's cold path (together ~17 ms of a cold start): names
 # for annotations only, read by mypy (which treats any `TYPE_CHECKING` as true).
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-DATA_DIR_NAME = "coop"
 DEFAULT_OWNER = "owner"
 DEFAULT_CHIEF_ACTOR = "chief"
 DEFAULT_STALE_AFTER_S = 3600.0
@@ -38,40 +39,8 @@ DEFAULT_REMIND_MAX = 3
 _INFINITY = float("inf")  # without `math`: the CLI's cold path reads this module
 
 
-def pure_path(text: str) -> str:
-    """`str(PurePosixPath(text))` without importing pathlib: repeated and `.` parts dropped, a
-    trailing slash too, `//` kept only as the very start (POSIX leaves its meaning open)."""
-    if text.startswith("//") and not text.startswith("///"):
-        root = "//"
-    elif text.startswith("/"):
-        root = "/"
-    else:
-        root = ""
-    parts = [part for part in text.split("/") if part and part != "."]
-    return root + "/".join(parts) or "."
-
-
-def data_folder(environ: Mapping[str, str] | None = None) -> str:
-    """`data_home()` as text, for the CLI's path (no pathlib)."""
-    env = os.environ if environ is None else environ
-    coop_home = env.get("COOP_HOME", "")
-    if coop_home.strip():
-        return pure_path(os.path.expanduser(coop_home))
-    xdg = env.get("XDG_DATA_HOME", "")
-    if xdg and xdg.startswith("/"):
-        return pure_path(os.path.join(xdg, DATA_DIR_NAME))
-    home = env.get("HOME") or os.path.expanduser("~")
-    return pure_path(os.path.join(home, ".local", "share", DATA_DIR_NAME))
-
-
 def data_home(environ: Mapping[str, str] | None = None) -> Path:
-    """The data folder: a non-blank `COOP_HOME`; else `coop/` under `XDG_DATA_HOME` if that is
-    an absolute path (the XDG spec says a relative or empty one is ignored); else
-    `~/.local/share/coop`.
-
-    One rule, three copies (the packages share no code): `chief.config._db_path` and
-    `chief.door.config.data_home` are its twins, and tests/contract/test_shared_facts.py fails
-    if any of them resolves another folder. The notifier calls this one."""
+    """The data folder by the floor's one rule (`plumbing.home.data_folder`), as a `Path`."""
     from pathlib import Path
 
     return Path(data_folder(environ))

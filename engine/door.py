@@ -2,7 +2,7 @@
 reports, sent count, posture, whether Telegram is configured, the door's Telegram queue and its
 urgent reports (`urgent`: ringing, and expired unacknowledged, which `--check` names).
 
-Standard library only (http.client over the socket, `plumbing.unix_http`): the socket and its
+Standard library only (http.client over the socket, `plumbing.http.client`): the socket and its
 folder are checked to be this user's and private, and the process answering to run as this
 user, before the service key (read only from a 0600 file, `engine.keyfile`) is sent. A retired
 setting that named a TCP door (`COOP_DOOR_URL`, ...) is refused in one line, nothing sent.
@@ -14,21 +14,15 @@ import http.client
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from engine import keyfile
-from engine.config import data_home
 from engine.errors import KeyFileError
 from plumbing import door as door_address
-from plumbing.unix_http import UnixHTTPConnection
+from plumbing.http.client import UnixHTTPConnection
+from plumbing.keyfile import service_key_file
+from plumbing.wire import SERVICE_KEY_HEADER, STATUS_PATH
 
-# Shared with the notifier and the door, which keep their own copies (the packages share no
-# code): tests/contract/test_shared_facts.py fails if any copy differs. The socket is
-# `plumbing.door`'s, written once.
-STATUS_PATH = "/api/coop/engine/status"  # chief.door.router
-SERVICE_KEY_HEADER = "X-Coop-Service-Key"  # notifier.client, chief.door.guard
-SERVICE_KEY_FILE_NAME = "service.key"  # notifier.config, chief.door.config
 DOOR_TIMEOUT_S = 2.0
 
 
@@ -40,7 +34,7 @@ def door_status(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     is checked (the module docstring)."""
     env = os.environ if environ is None else environ
     retired = door_address.retired_setting(env)
-    path = door_address.socket_path(env, str(data_home(env)))
+    path = door_address.socket_path(env)
     if retired is not None:
         return {"answered": False, "url": path, "error": retired}
     try:
@@ -85,11 +79,6 @@ def plain_error(exc: Exception) -> str:
     return str(reason)
 
 
-def service_key_file(env: Mapping[str, str]) -> Path:
-    """Where the shared service key lives: COOP_SERVICE_KEY_FILE, else <data folder>/service.key."""
-    return Path(env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / SERVICE_KEY_FILE_NAME)
-
-
 def read_service_key(env: Mapping[str, str]) -> str:
     """The shared service key, through the engine's one key reader (refused unless 0600)."""
-    return keyfile.read_private(service_key_file(env).expanduser(), "the service key")
+    return keyfile.read_private(service_key_file(env), "the service key")

@@ -39,7 +39,6 @@ import contextlib
 import os
 import sys
 
-from engine import private
 from plumbing import files
 
 # Off the CLI's cold path: `pathlib` (annotations only) and `socket` (imported by the one
@@ -120,8 +119,8 @@ def spawn_drainer(db: str | os.PathLike[str]) -> None:
     # Its log lines go beside the store, where an operator looks for them: 0600 whatever the
     # umask (they name rows and the door), never through a link planted at the name.
     log_path = os.fspath(db) + ".drainer.log"
-    private.private_file(log_path)
-    log = files.open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, private.FILE_MODE)
+    files.private_file(log_path)
+    log = files.open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, files.FILE_MODE)
     try:
         launcher = subprocess.Popen(
             [
@@ -261,9 +260,9 @@ def _private_folder(folder: str) -> None:
     this user's (in /tmp, anyone could have made it first). The store's own folder is made if
     missing, as opening the store would: a wait on a ledger not yet made then answers as
     `request show` does (no such request), not with a missing folder."""
-    private.make_folders(os.path.dirname(folder))
+    files.make_folders(os.path.dirname(folder))
     with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, private.FOLDER_MODE)
+        os.mkdir(folder, files.FOLDER_MODE)
     import stat
 
     info = os.lstat(folder)
@@ -271,10 +270,10 @@ def _private_folder(folder: str) -> None:
         import errno
 
         raise PermissionError(errno.EPERM, "not a folder of this user's for waiters", folder)
-    if info.st_mode & private.OTHERS_BITS:
+    if info.st_mode & files.OTHERS_BITS:
         fd = files.open_folder(folder)  # on its descriptor: never through a link at the name
         try:
-            os.fchmod(fd, private.FOLDER_MODE)
+            os.fchmod(fd, files.FOLDER_MODE)
         finally:
             os.close(fd)
 
@@ -312,7 +311,7 @@ class Waiter:
                 sock.bind(self.path)
                 # A socket file takes the umask's mode; its 0700 folder already keeps others out,
                 # and the file says so too.
-                os.chmod(self.path, private.FILE_MODE)
+                os.chmod(self.path, files.FILE_MODE)
                 return self
             except FileNotFoundError:
                 sock.close()

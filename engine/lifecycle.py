@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from engine.errors import LifecycleError, UsageError
 from plumbing.bounds import MAX_WAIT_S, MIN_REMIND_S
+from plumbing.wire import MAX_TEXT_CHARS
 
 # `typing` stays off the CLI's cold path (~7 ms): for mypy only, which reads any
 # `TYPE_CHECKING` as true.
@@ -48,9 +49,8 @@ TERMINAL: frozenset[str] = frozenset({"done", "abandoned", "closed"})
 CLOSING_VERB: dict[str, str] = {"todo": "done", "request": "close"}
 
 MAX_TITLE_CHARS = 500
-# The door refuses longer text (chief.model.MAX_TEXT_CHARS, a twin pinned by
-# tests/contract/test_shared_facts.py), so the cut happens here, at write time.
-MAX_TEXT_CHARS = 4000
+# The door refuses longer text (`plumbing.wire.MAX_TEXT_CHARS`), so the cut happens here, at
+# write time.
 #: A request to the owner may offer 1 to this many answers, each a short label (one button
 #: each on the phone; a Telegram button's data is an opaque token, its label is this text).
 MAX_CHOICES = 4

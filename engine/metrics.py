@@ -45,7 +45,7 @@ from engine.errors import GuardRefused
 from engine.owner.app import guard_request
 from engine.owner.refused import ServiceRefusals
 from engine.store import queue
-from loopback_server.body import refusal
+from plumbing.http.body import refusal
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -137,7 +137,7 @@ def mount_metrics(app: FastAPI, db: Path, extra: Sequence[CollectorRegistry] = (
     from prometheus_client import CollectorRegistry
     from prometheus_client.exposition import choose_encoder
 
-    from loopback_server.refusals import RefusalCollector
+    from plumbing.http.refusals import RefusalCollector
 
     registry = CollectorRegistry()
     registry.register(OutboxCollector(db))  # type: ignore[arg-type]

@@ -33,9 +33,9 @@ from __future__ import annotations
 import os
 import stat  # loaded by `os` already: free on the CLI's path
 
-from engine import private
 from engine.config import db_file, pure_path
 from engine.errors import OwnerFileOutdated, OwnerUnavailable
+from plumbing import files
 
 # Off the CLI's cold path (`typing`, `pathlib`): annotations only; mypy reads them.
 TYPE_CHECKING = False
@@ -127,7 +127,7 @@ def _owner_text(path: str) -> str | None:
         info = os.fstat(fd)  # the open file's: the file read is the file checked
         if not stat.S_ISREG(info.st_mode):
             raise _invalid(f"{path} is not a regular file")
-        problem = private.trust_problem(info, path, "the owner file")
+        problem = files.trust_problem(info, path, "the owner file")
         if problem is not None:
             raise _invalid(problem)
         while size <= MAX_OWNER_FILE_BYTES and (chunk := os.read(fd, MAX_OWNER_FILE_BYTES + 1)):

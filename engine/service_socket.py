@@ -30,7 +30,6 @@ from __future__ import annotations
 import http.client
 import os
 
-from engine.config import data_folder
 from engine.errors import ServiceNotRunning, ServiceNotTrusted, UsageError
 from plumbing import service, unix
 
@@ -57,7 +56,7 @@ def socket_path(environ: Mapping[str, str] | None = None) -> str:
     (`plumbing.service`, the door's link derives it the same way)."""
     env = os.environ if environ is None else environ
     try:
-        return service.socket_path(env, data_folder(env))
+        return service.socket_path(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

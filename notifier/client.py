@@ -39,11 +39,8 @@ from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
 from plumbing.door import BASE_URL, not_running
 from plumbing.unix import check_private
+from plumbing.wire import NOTIFY_BATCH_PATH, NOTIFY_PATH, SERVICE_KEY_HEADER
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: chief.door.guard,
-# engine.door.
-SERVICE_KEY_HEADER = "X-Coop-Service-Key"
-NOTIFY_PATH = "/api/coop/engine/notify"
 USER_AGENT = "coop-notifier"
 
 
@@ -98,7 +95,7 @@ class HttpDoorClient:
     ) -> None:
         self._socket = door_socket
         self._url = httpx.URL(BASE_URL + NOTIFY_PATH)  # parsed once, not per row
-        self._batch_url = httpx.URL(BASE_URL + NOTIFY_PATH + "-batch")
+        self._batch_url = httpx.URL(BASE_URL + NOTIFY_BATCH_PATH)
         self._timeout_s = timeout_s
         self._headers = [
             (b"Content-Type", b"application/json"),

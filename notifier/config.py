@@ -30,20 +30,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import private as engine_private
-from engine.config import data_home
 from engine.config import db_path as engine_db_path
 from notifier.errors import ConfigError, ServiceKeyError
 from notifier.outcome import UNREACHABLE_RETRY_S
 from plumbing import door as door_address
 from plumbing import settings
+from plumbing.keyfile import read_key, service_key_file
+from plumbing.wire import CLIENT_TIMEOUT_S, NOTIFY_BATCH_PATH, NOTIFY_PATH
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the notify route
-# (chief.door.router), the key file and its rule (chief.door.config, engine.keyfile). The
-# door's socket is `plumbing.door`'s, written once.
-NOTIFY_PATH = "/api/coop/engine/notify"
-DEFAULT_KEY_FILE_NAME = "service.key"
-DEFAULT_CLIENT_TIMEOUT_S = 15.0
+# The wire (the notify routes, the client timeout's default) is `plumbing.wire`'s, the key file
+# and its rule `plumbing.keyfile`'s, the door's socket `plumbing.door`'s: each written once.
+DEFAULT_CLIENT_TIMEOUT_S = CLIENT_TIMEOUT_S
 DEFAULT_BACKOFF_BASE_S = 1.0
 DEFAULT_BACKOFF_MAX_S = 300.0
 # Nothing listens on the door's port: tried again on this fixed interval (notifier.outcome).
@@ -56,12 +53,8 @@ DEFAULT_BACKSTOP_S = 300.0
 DEFAULT_BATCH_MAX = 64
 # The door's default CHIEF_NOTIFY_BATCH_MAX: a larger batch would be refused (422) by default.
 MAX_BATCH_MAX = 64
-# The batch route is the notify route with this appended (pinned in tests/contract).
-BATCH_PATH_SUFFIX = "-batch"
 # A setting past a day is a typo (milliseconds for seconds), not a wish.
 MAX_SETTING_S = 86_400.0
-# The key is a line of text; a large file is a wrong path.
-MAX_KEY_FILE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -87,8 +80,8 @@ class NotifierConfig:
 
     @property
     def batch_url(self) -> str:
-        """The door's batch route: the notify URL with `-batch` appended."""
-        return self.door_url + BATCH_PATH_SUFFIX
+        """The door's batch route, beside the notify route."""
+        return door_address.BASE_URL + NOTIFY_BATCH_PATH
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_max <= MAX_BATCH_MAX:
@@ -123,12 +116,10 @@ class NotifierConfig:
         retired = door_address.retired_setting(env)
         if retired is not None:
             raise ConfigError(retired)
-        key_file = Path(
-            env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / DEFAULT_KEY_FILE_NAME
-        ).expanduser()
+        key_file = Path(service_key_file(env))
         return cls(
             db_path=engine_db_path(env),
-            door_socket=Path(door_address.socket_path(env, str(data_home(env)))),
+            door_socket=Path(door_address.socket_path(env)),
             service_key=read_service_key(key_file),
             service_key_file=key_file,
             client_timeout_s=_seconds(env, "COOP_CLIENT_TIMEOUT_S", DEFAULT_CLIENT_TIMEOUT_S),
@@ -175,35 +166,14 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def read_service_key(path: Path) -> str:
-    """The key in `path`, refusing a file that is not this user's alone (the engine's rule,
-    `engine.private.trust_problem`, as the door's twin applies it)."""
+    """The key in `path` (`plumbing.keyfile.read_key`: this user's alone, one short line), its
+    refusal worded as the notifier's `ServiceKeyError`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_key(path, "COOP_SERVICE_KEY_FILE")
     except FileNotFoundError:
         raise ServiceKeyError(
             f"COOP_SERVICE_KEY_FILE {path} does not exist — write the door's service key there"
             " (mode 0600), or point COOP_SERVICE_KEY_FILE at it"
         ) from None
-    except OSError as exc:
-        raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
-    try:
-        # Checked on the open file itself, so the file read is the file checked.
-        info = os.fstat(fd)
-        problem = engine_private.trust_problem(info, path, "COOP_SERVICE_KEY_FILE")
-        if problem is not None:
-            raise ServiceKeyError(problem)
-        if info.st_size > MAX_KEY_FILE_BYTES:
-            raise ServiceKeyError(
-                f"COOP_SERVICE_KEY_FILE {path} is {info.st_size} bytes; a service key is one"
-                " short line — check the path"
-            )
-        key = os.read(fd, MAX_KEY_FILE_BYTES + 1).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ServiceKeyError(f"COOP_SERVICE_KEY_FILE {path} cannot be read: {exc}") from exc
-    finally:
-        os.close(fd)
-    if not key:
-        raise ServiceKeyError(
-            f"COOP_SERVICE_KEY_FILE {path} is empty — write the door's service key there"
-        )
-    return key
+    except (OSError, ValueError) as exc:
+        raise ServiceKeyError(str(exc)) from exc

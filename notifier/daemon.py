@@ -57,7 +57,6 @@ import structlog
 from anyio.abc import UNIXDatagramSocket
 
 from engine import kick as engine_kick
-from engine import private as engine_private
 from engine.daemon_lock import daemon_lock_file
 from engine.errors import CoopError
 from notifier import delivery
@@ -67,6 +66,7 @@ from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
 from notifier.worker import DrainOutcome, Worker
+from plumbing import files
 from plumbing.faults import fault
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class InstanceLock:
         # The daemon may be the first process on a fresh data folder: made 0700, as the store
         # makes it, before the lock file goes into it.
         try:
-            engine_private.make_folders(self.db_path.parent)
+            files.make_folders(self.db_path.parent)
         except OSError as exc:
             raise StoreError(f"cannot make the folder of {self.db_path}: {exc}") from exc
         if not self._lock.try_acquire():

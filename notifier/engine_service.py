@@ -65,13 +65,13 @@ from engine.daemon_lock import serve_lock_file
 from engine.errors import CoopError, ServiceError, UsageError
 from engine.metrics import create_metrics_app
 from engine.owner.app import Owner, create_app
-from loopback_server.server import QuietServer, loopback_config
 from notifier import metrics
 from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.pidlock import PidLock
 from plumbing import unix
+from plumbing.http.server import QuietServer, loopback_config
 from plumbing.logs import configure_logging
 
 METRICS_HOST = "127.0.0.1"
@@ -120,7 +120,7 @@ def build_daemon(service: Owner) -> Daemon:
 
 
 class _Server(QuietServer):
-    """The shared loopback server (`loopback_server`) without uvicorn's signal handling:
+    """The shared loopback server (`plumbing.http`) without uvicorn's signal handling:
     `StopSignals` owns SIGTERM and SIGINT, so the daemon stops after the last request and the
     process exits 0 (uvicorn would re-raise the signal, and restore the default action that a
     second signal then dies of)."""

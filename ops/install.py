@@ -63,7 +63,6 @@ SOURCES = (
     "engine",
     "notifier",
     "chief",
-    "loopback_server",
     "plumbing",
 )
 STAMP = ".coop-installed"

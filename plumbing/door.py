@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from plumbing import home
+
 SOCKET_SETTING = "COOP_DOOR_SOCKET"
 SOCKET_NAME = "door.sock"
 #: The URL base a client's requests carry over the socket. The door checks no Host on its
@@ -53,11 +55,13 @@ def retired_setting(env: Mapping[str, str]) -> str | None:
     return None
 
 
-def socket_path(env: Mapping[str, str], data_home: str) -> str:
+def socket_path(env: Mapping[str, str]) -> str:
     """The door's socket: `COOP_DOOR_SOCKET` (not blank, `~` expanded, made absolute), else
-    `door.sock` in `data_home` (each package derives its data folder itself)."""
+    `door.sock` in the data folder (`plumbing.home`)."""
     raw = env.get("COOP_DOOR_SOCKET", "").strip()
-    return os.path.abspath(os.path.expanduser(raw or os.path.join(data_home, SOCKET_NAME)))
+    return os.path.abspath(
+        os.path.expanduser(raw or os.path.join(home.data_folder(env), SOCKET_NAME))
+    )
 
 
 def not_running(path: str) -> str:

@@ -1,7 +1,10 @@
 """Who may knock on a loopback listener, from the request's peer and header bytes alone.
 
-    peer_is_loopback(peer)     the peer address is 127.0.0.1 or ::1 (an IPv4-mapped IPv6 one
-                               unwrapped, a zone dropped)
+    peer_address(peer)         a request's peer as an address (an IPv4-mapped IPv6 one
+                               unwrapped, a zone dropped), None when it is not one
+    peer_is_loopback(peer)     that address is 127.0.0.1 or ::1; `peer_allowed(peer, allowed)`
+                               the same against a configured list (the door's
+                               CHIEF_ALLOWED_PEERS)
     host_is_loopback(raw)      the Host names exactly 127.0.0.1, localhost or [::1], with or
                                without a port: a browser page can reach loopback, but never with
                                a loopback Host, so this shuts DNS rebinding
@@ -9,9 +12,8 @@
                                forwarding ones, a host application's session header)
     cross_site(value)          a `Sec-Fetch-Site` a page on another origin sends
 
-The engine service and the Telegram emulator read these rules here; the door's guard
-(`chief.door.guard`) keeps its own copy, pinned by tests/contract/test_shared_facts.py.
-Standard library only: the `coop` CLI's cold path may load it.
+Every guard reads these rules here: the engine service's (`engine.owner.app`), the door's
+(`chief.door.guard`) and the Telegram emulator's. Standard library only.
 """
 
 from __future__ import annotations
@@ -35,17 +37,33 @@ SESSION_MARKER = "session"
 CROSS_SITE_FETCHES = frozenset({"cross-site", "same-site"})
 
 
-def peer_is_loopback(peer: str | None) -> bool:
-    """True when a request's peer address is one of `LOOPBACK_PEERS`."""
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def peer_address(peer: str | None) -> Address | None:
+    """A request's peer as an address: an IPv4-mapped IPv6 one unwrapped, a zone dropped; None
+    for no peer or anything that is not an address."""
     if peer is None:
-        return False
+        return None
     try:
         address = ipaddress.ip_address(peer.split("%", 1)[0])
     except ValueError:
-        return False
+        return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return str(address) in LOOPBACK_PEERS
+        return address.ipv4_mapped
+    return address
+
+
+def peer_allowed(peer: str | None, allowed: frozenset[Address]) -> bool:
+    """True when the request's peer address (as `peer_address` reads it) is in `allowed`."""
+    address = peer_address(peer)
+    return address is not None and address in allowed
+
+
+def peer_is_loopback(peer: str | None) -> bool:
+    """True when a request's peer address is one of `LOOPBACK_PEERS`."""
+    address = peer_address(peer)
+    return address is not None and str(address) in LOOPBACK_PEERS
 
 
 def host_is_loopback(raw: str | bytes) -> bool:

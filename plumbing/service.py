@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from plumbing import home
+
 # `typing` stays off the CLI's cold path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,14 +26,14 @@ SOCKET_SETTING = "COOP_SERVICE_SOCKET"
 SOCKET_NAME = "service.sock"
 
 
-def socket_path(env: Mapping[str, str], data_home: str) -> str:
+def socket_path(env: Mapping[str, str]) -> str:
     """The service's socket: `COOP_SERVICE_SOCKET` (not blank, `~` expanded), else
-    `service.sock` in `data_home` (each package derives its data folder itself). A relative
+    `service.sock` in the data folder (`plumbing.home`). A relative
     path raises `ValueError` naming the setting: a client and the service started from other
     folders would look in different places."""
     raw = env.get(SOCKET_SETTING, "").strip()
     if not raw:
-        return os.path.normpath(os.path.join(data_home, SOCKET_NAME))
+        return os.path.normpath(os.path.join(home.data_folder(env), SOCKET_NAME))
     path = os.path.expanduser(raw)
     if not os.path.isabs(path):
         raise ValueError(f"{SOCKET_SETTING}={raw!r} must be an absolute path")

@@ -67,32 +67,32 @@ from datetime import tzinfo
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from chief import private
 from chief.errors import ChiefConfigError, DoorError
 from chief.phone.pacing import QuietHours
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
 from plumbing import door as door_address
-from plumbing import service, settings
+from plumbing import files, home, service, settings
+from plumbing.keyfile import read_key, service_key_file
+from plumbing.loopback import LOOPBACK_PEERS
+from plumbing.wire import CLIENT_TIMEOUT_S
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the peers
-# (engine.loopback.LOOPBACK_PEERS), the key file (engine.keyfile,
-# notifier.config.read_service_key). The door's socket is `plumbing.door`'s, written once.
+# The default peers are `plumbing.loopback.LOOPBACK_PEERS`; the key file and its rule are
+# `plumbing.keyfile`'s, the door's socket `plumbing.door`'s, the engine's client timeout
+# `plumbing.wire`'s: each written once.
 METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8765
-DEFAULT_ALLOWED_PEERS = ("127.0.0.1", "::1")
+DEFAULT_ALLOWED_PEERS = tuple(sorted(LOOPBACK_PEERS))
 DEFAULT_TELEGRAM_API_BASE = "https://api.telegram.org/bot"
 # The engine's client gives up after COOP_CLIENT_TIMEOUT_S (15 s unless set; the door reads the
 # same setting) and the report wait takes up to REPORT_WAIT_S of that: a Telegram call must end,
 # with a margin, before the engine gives up, or the engine retries a send still in flight.
 DEFAULT_TELEGRAM_TIMEOUT_S = 10.0
-DEFAULT_ENGINE_CLIENT_TIMEOUT_S = 15.0
+DEFAULT_ENGINE_CLIENT_TIMEOUT_S = CLIENT_TIMEOUT_S
 # How long a notify waits for its line to land in the Chief (the rest lands when it is free).
 REPORT_WAIT_S = 2.0
 # What the door keeps between its last possible answer and the engine's timeout.
 ANSWER_MARGIN_S = 1.0
-# The key file may hold a newline and nothing else of note; a huge file is a wrong path.
-MAX_KEY_FILE_BYTES = 4096
 # Rows per notify-batch request: the default, and the most the setting allows (a batch's body
 # is buffered whole, up to ~64 kB a row, and a batch is one chief.db transaction).
 DEFAULT_NOTIFY_BATCH_MAX = 64
@@ -104,17 +104,8 @@ MAX_NOTIFY_BODY_BYTES = 16 * 1024 * 1024
 
 
 def data_home(env: Mapping[str, str]) -> Path:
-    """The data folder: a non-blank `COOP_HOME`, else `coop/` under an absolute `XDG_DATA_HOME`
-    (a relative or empty one is ignored, as XDG says), else `~/.local/share/coop`.
-
-    Twin of `engine.config.data_home` and `chief.config._db_path` (the packages share no code):
-    tests/contract/test_shared_facts.py fails if they ever resolve different folders."""
-    if env.get("COOP_HOME", "").strip():
-        return Path(env["COOP_HOME"]).expanduser()
-    xdg = env.get("XDG_DATA_HOME", "")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "coop"
-    return Path(env.get("HOME") or Path.home()) / ".local" / "share" / "coop"
+    """The data folder, by the floor's one rule (`plumbing.home.data_folder`)."""
+    return Path(home.data_folder(env))
 
 
 @dataclass(frozen=True)
@@ -194,9 +185,7 @@ class DoorConfig:
         retired = door_address.retired_setting(env)
         if retired is not None:
             raise DoorError(retired)
-        key_file = Path(
-            env.get("COOP_SERVICE_KEY_FILE") or data_home(env) / "service.key"
-        ).expanduser()
+        key_file = Path(service_key_file(env))
         token = env.get("TELEGRAM_BOT_TOKEN", "").strip() or None
         chat_id = env.get("TELEGRAM_CHAT_ID", "").strip() or None
         if token is None and chat_id is not None:
@@ -210,10 +199,10 @@ class DoorConfig:
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
         return cls(
-            socket_path=Path(door_address.socket_path(env, str(data_home(env)))),
+            socket_path=Path(door_address.socket_path(env)),
             metrics_port=_metrics_port(env.get("CHIEF_METRICS_PORT", "")),
             service_key_file=key_file,
-            service_key_digest=hashlib.sha256(key).digest(),
+            service_key_digest=hashlib.sha256(key.encode("utf-8")).digest(),
             allowed_peers=_peers(env.get("CHIEF_ALLOWED_PEERS", ",".join(DEFAULT_ALLOWED_PEERS))),
             posture_file=Path(posture).expanduser() if posture else None,
             telegram_bot_token=token,
@@ -235,7 +224,7 @@ class DoorConfig:
             ),
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
             service_socket=_service_socket(env),
-            service_key=key.decode("utf-8", "surrogateescape"),
+            service_key=key,
             urgent=bounds_from_env(env),
         )
 
@@ -307,37 +296,17 @@ def _pairing(path: Path) -> Pairing | None:
         raise DoorError(str(exc)) from exc
 
 
-def read_service_key_digest(path: Path) -> bytes:
-    """The SHA-256 of the key in `path`, refusing a file anyone but its owner could read."""
-    return hashlib.sha256(read_service_key(path)).digest()
-
-
-def read_service_key(path: Path) -> bytes:
-    """The key in `path` (surrounding blanks stripped), refusing a file that is not this user's
-    alone (`chief.private.trust_problem`): another user's key would let them in, or be theirs."""
+def read_service_key(path: Path) -> str:
+    """The key in `path` (`plumbing.keyfile.read_key`: this user's alone, one short line):
+    another user's key would let them in, or be theirs. Its refusal worded as a `DoorError`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_key(path, "COOP_SERVICE_KEY_FILE")
+    except files.NotPrivate as exc:
+        raise DoorError(str(exc)) from exc
     except OSError as exc:
-        raise DoorError(
-            f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror}); create it with a "
-            "random key and `chmod 600` it"
-        ) from exc
-    try:
-        # Checked on the open file itself, so the file read is the file checked.
-        problem = private.trust_problem(os.fstat(fd), path, "COOP_SERVICE_KEY_FILE")
-        if problem is not None:
-            raise DoorError(problem)
-        raw = os.read(fd, MAX_KEY_FILE_BYTES + 1)
-    except OSError as exc:
-        raise DoorError(f"COOP_SERVICE_KEY_FILE {path} cannot be read ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
-    key = raw.strip()
-    if len(raw) > MAX_KEY_FILE_BYTES or not key:
-        raise DoorError(
-            f"COOP_SERVICE_KEY_FILE {path} must hold one key of 1..{MAX_KEY_FILE_BYTES} bytes"
-        )
-    return key
+        raise DoorError(f"{exc}; create it with a random key and `chmod 600` it") from exc
+    except ValueError as exc:
+        raise DoorError(str(exc)) from exc
 
 
 def _metrics_port(raw: str) -> int | None:
@@ -421,7 +390,7 @@ def _service_socket(env: Mapping[str, str]) -> str:
             "COOP_SERVICE_SOCKET (default <COOP_HOME>/service.sock) and remove COOP_SERVICE_URL"
         )
     try:
-        return service.socket_path(env, str(data_home(env)))
+        return service.socket_path(env)
     except ValueError as exc:
         raise DoorError(str(exc)) from None
 

@@ -13,6 +13,7 @@
                                                  403 posture_locked, 503 posture_unavailable
 6. the Chief belongs to the configured owner                             503 owner_unconfigured
 
+Checks 1 to 3 are the floor's rules (`plumbing.loopback`), which every guard of the project reads.
 The guard reads only the raw ASGI scope (peer, header bytes, and whether the server is a Unix
 socket: `on_unix_socket`), so it is the same whether the router runs in `chief serve` (its Unix
 socket) or inside a host application. `check_caller` is checks 1 to 3 alone (the keyless
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,26 +39,16 @@ import structlog
 from chief.door.config import DoorConfig
 from chief.door.posture import PostureSource
 from chief.errors import PostureUnavailable
+from plumbing.loopback import browser_header, host_is_loopback, peer_allowed
 from plumbing.refusals import RefusalTally
+from plumbing.wire import SERVICE_KEY_HEADER
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
 log = structlog.get_logger("chief.door")
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the key header (engine.door,
-# notifier.client), the refused headers, the peer rule and the Host rule (engine.owner.app,
-# engine.loopback).
-SERVICE_KEY_HEADER = "X-Coop-Service-Key"
 _KEY_HEADER = SERVICE_KEY_HEADER.lower().encode("latin-1")
-# A request that carries any of these came through a browser or a proxy, never from the engine.
-FORBIDDEN_HEADERS: frozenset[bytes] = frozenset(
-    {b"origin", b"cookie", b"x-forwarded-for", b"forwarded", b"x-forwarded-host", b"x-real-ip"}
-)
-# Session headers of host applications (X-Session-Id, X-Host-Session, ...): a logged-in
-# client must not ride its session into the door.
-SESSION_MARKER = b"session"
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
 @dataclass(frozen=True)
@@ -121,7 +111,7 @@ class Guard:
         header_list = [(name.lower(), value) for name, value in headers]
         if not unix_socket and not peer_allowed(peer, self.config.allowed_peers):
             return PEER_NOT_ALLOWED
-        if any(_forbidden(name) for name, _ in header_list):
+        if any(browser_header(name) for name, _ in header_list):
             return FORWARDED_OR_BROWSER
         if unix_socket:
             return None
@@ -153,53 +143,6 @@ def on_unix_socket(scope: Mapping[str, Any]) -> bool:
         and isinstance(server[0], str)
         and server[1] is None
     )
-
-
-def peer_allowed(
-    peer: str | None, allowed: frozenset[ipaddress.IPv4Address | ipaddress.IPv6Address]
-) -> bool:
-    """True when the peer's address (an IPv4-mapped IPv6 one unwrapped, a zone dropped) is in
-    `allowed`. With the default peers, twin of `engine.loopback.peer_is_loopback`."""
-    if peer is None:
-        return False
-    try:
-        address = ipaddress.ip_address(peer.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address in allowed
-
-
-def _forbidden(name: bytes) -> bool:
-    return name in FORBIDDEN_HEADERS or SESSION_MARKER in name
-
-
-def host_is_loopback(raw: bytes) -> bool:
-    """True for exactly `127.0.0.1`, `localhost` or `[::1]`, each with or without a port."""
-    try:
-        host = raw.decode("ascii").strip().lower()
-    except UnicodeDecodeError:
-        return False
-    name, port = host, ""
-    if host.startswith("["):
-        close = host.find("]")
-        if close < 0:
-            return False
-        name, rest = host[: close + 1], host[close + 1 :]
-        if rest:
-            if not rest.startswith(":"):
-                return False
-            port = rest[1:]
-            if not port:
-                return False
-    elif ":" in host:
-        name, port = host.split(":", 1)
-        if not port:
-            return False
-    if port and not (port.isdigit() and len(port) <= 5):
-        return False
-    return name in LOOPBACK_HOSTS
 
 
 async def read_body(request: Request, limit_bytes: int) -> bytes | None:

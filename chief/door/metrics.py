@@ -59,11 +59,12 @@ from prometheus_client.exposition import choose_encoder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard, on_unix_socket, say_refused
+from chief.door.guard import Guard, on_unix_socket, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
-from loopback_server.refusals import RefusalCollector
+from plumbing.http.refusals import RefusalCollector
+from plumbing.wire import NOTIFY_PATH, SERVICE_KEY_HEADER
 
 METRICS_PATH = "/metrics"
 # Paths counted by name; anything else is `other`, so a scanner cannot grow the label set.
@@ -76,7 +77,6 @@ KNOWN_PATHS = frozenset(
         METRICS_PATH,
     }
 )
-NOTIFY_PATH = "/api/coop/engine/notify"
 TELEGRAM_RESULTS = ("ok", "429", "5xx", "timeout", "other")
 # The notify answer is bounded by the report wait (2 s) plus the Telegram timeout (10 s).
 NOTIFY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0, 15.0)

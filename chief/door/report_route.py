@@ -32,7 +32,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import Guard, on_unix_socket, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
-from chief.model import MAX_TEXT_CHARS
+from plumbing.wire import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")
 

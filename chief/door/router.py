@@ -81,14 +81,13 @@ from pydantic import (
 )
 
 from chief.door.config import DoorConfig
-from chief.door.guard import SERVICE_KEY_HEADER, Guard, on_unix_socket, read_body, say_refused
+from chief.door.guard import Guard, on_unix_socket, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
     ASK_KEY_PATTERN,
     MAX_CHOICE_CHARS,
     MAX_CHOICES,
-    MAX_TEXT_CHARS,
     NO_EXTRAS,
     Ask,
     Extras,
@@ -99,15 +98,16 @@ from chief.model import (
 )
 from chief.urgent_rules import marked
 from plumbing.bounds import MAX_REMIND_MAX, MAX_WAIT_S, MIN_REMIND_S
+from plumbing.wire import (
+    MAX_TEXT_CHARS,
+    NOTIFY_BATCH_PATH,
+    NOTIFY_PATH,
+    SERVICE_KEY_HEADER,
+    STATUS_PATH,
+)
 
 log = structlog.get_logger("chief.door")
 
-# Shared fact, twins pinned by tests/contract/test_shared_facts.py: the paths (engine.door,
-# notifier.config DEFAULT_DOOR_URL) and the text limit (chief.model.MAX_TEXT_CHARS).
-NOTIFY_PATH = "/api/coop/engine/notify"
-# Shared fact: the notifier's batch client posts here (pinned in tests/contract).
-NOTIFY_BATCH_PATH = "/api/coop/engine/notify-batch"
-STATUS_PATH = "/api/coop/engine/status"
 MAX_KIND_CHARS = 100
 # Report source ids are at most 200 characters, 12 of them "coop-notify:".
 MAX_OUTBOX_ID_CHARS = 128

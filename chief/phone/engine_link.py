@@ -29,9 +29,9 @@ from typing import Any
 
 import httpx
 
-from chief.door.guard import SERVICE_KEY_HEADER
 from chief.errors import EngineUnavailable, EngineUnreachable
 from plumbing import unix
+from plumbing.wire import SERVICE_KEY_HEADER
 
 SUMMARY_PATH = "/api/coop/phone/summary"
 ANSWER_PATH = "/api/coop/phone/answer"

@@ -81,7 +81,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from chief import private
 from chief.answer_rules import Answer, Refused, Reply, Seen, Tap
 from chief.errors import ChiefStoreError
 from chief.model import Ask, Message
@@ -94,6 +93,7 @@ from chief.store.reports import Accepted, ReportRow
 from chief.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chief.store.sql import scalar, write
 from chief.store.telegram import InDoubt, QueuedRing, TelegramQueueStatus
+from plumbing import files
 from plumbing.db_thread import ConnectionThread
 
 __all__ = [
@@ -165,7 +165,7 @@ class ChiefStore:
             )
         try:
             # 0700 whatever the umask: chief.db holds the conversation and the ask keys.
-            await anyio.to_thread.run_sync(private.make_folders, path.parent)
+            await anyio.to_thread.run_sync(files.make_folders, path.parent)
         except OSError as exc:
             raise ChiefStoreError(f"cannot create the folder of chief.db at {path}: {exc}") from exc
         store = cls(path)

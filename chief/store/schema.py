@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from chief import private
 from chief.errors import ChiefStoreError
 from chief.store.sql import write
+from plumbing import files
 from plumbing.wal import enter_wal
 
 BUSY_TIMEOUT_S = 5.0
@@ -312,7 +312,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def connect(path: Path) -> sqlite3.Connection:
     # Owner-only whatever the umask: the file made 0600 before SQLite opens it (SQLite gives
     # -wal and -shm the file's mode), an older looser one tightened with its -wal and -shm.
-    private.private_database(path)
+    files.private_database(path)
     # isolation_level=None: no implicit BEGINs; transactions are the explicit ones above.
     return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 

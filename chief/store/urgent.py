@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chief.model import MAX_TEXT_CHARS, report_key
+from chief.model import report_key
 from chief.store import answers, asks, reports, telegram
 from chief.store.sql import utc_now
 from chief.urgent_rules import (
@@ -50,6 +50,7 @@ from chief.urgent_rules import (
     expired_line,
     repeat_text,
 )
+from plumbing.wire import MAX_TEXT_CHARS
 
 TOKEN_BYTES = 16
 # How long an expiry the owner never acknowledged stays in the door's status (and fails

@@ -4,7 +4,7 @@ found them (`<COOP_HOME>/telegram-pairing.json`, mode 0600):
     {"chat_id": 4242, "user_id": 4242, "username": "owner" | null, "first_name": "Owner" | null,
      "bot": "@coop_bot", "paired_at": "2026-12-01T17:30:00+00:00"}
 
-`write_pairing` replaces it atomically (`chief.private.write_atomic`: a fresh 0600 temporary
+`write_pairing` replaces it atomically (`plumbing.files.write_atomic`: a fresh 0600 temporary
 name in the same folder, never a link planted there, written and fsynced, renamed over the old
 one, then the folder fsynced): a crash leaves the old pairing or the new one, never half of one.
 `read_pairing` answers None when there is no file; a file that cannot be read or is not a
@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from chief import private
 from chief.errors import ChiefConfigError
+from plumbing import files
 
 PAIRING_FILE_NAME = "telegram-pairing.json"
-PAIRING_FILE_MODE = private.FILE_MODE
+PAIRING_FILE_MODE = files.FILE_MODE
 # A pairing is a few hundred bytes; anything much larger is not one.
 MAX_PAIRING_FILE_BYTES = 64 * 1024
 
@@ -67,7 +67,7 @@ def read_pairing(path: Path) -> Pairing | None:
         raise _broken(path, f"cannot be read ({exc.strerror})") from exc
     try:
         # Checked on the open file itself, so the file read is the file checked.
-        problem = private.trust_problem(os.fstat(fd), path, "the Telegram pairing file")
+        problem = files.trust_problem(os.fstat(fd), path, "the Telegram pairing file")
         if problem is not None:
             raise ChiefConfigError(problem)
         raw = os.read(fd, MAX_PAIRING_FILE_BYTES + 1)
@@ -115,7 +115,7 @@ def _pairing(document: Any) -> Pairing:
 def write_pairing(path: Path, pairing: Pairing) -> None:
     """Replace the pairing in `path` atomically, mode 0600 (see the module docstring)."""
     data = (json.dumps(asdict(pairing), ensure_ascii=False, indent=1) + "\n").encode("utf-8")
-    private.write_atomic(path, data)
+    files.write_atomic(path, data)
 
 
 def remove_pairing(path: Path) -> bool:
@@ -128,5 +128,5 @@ def remove_pairing(path: Path) -> bool:
         raise ChiefConfigError(
             f"the Telegram pairing file {path} cannot be removed ({exc.strerror})"
         ) from exc
-    private.fsync_folder(path.parent)
+    files.fsync_folder(path.parent)
     return True

@@ -93,9 +93,9 @@ def _refuse_as_root(args: Args, words: list[str]) -> int | None:
     ledger = config.pure_path(os.path.expanduser(db)) if db else config.db_file()
     folders = [config.data_folder(), os.path.dirname(ledger)]
     if args.group in ("backup", "restore"):
-        from engine.backup import chief_db_path
+        from plumbing.home import chief_db_file
 
-        folders.append(os.path.dirname(chief_db_path()))
+        folders.append(os.path.dirname(chief_db_file()))
     try:
         for folder in folders:
             files.refuse_foreign_folder(folder, shlex.join([PROG, *words]))

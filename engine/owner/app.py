@@ -14,16 +14,16 @@
                             its `/status` shows; in local mode and after a cutover alike
 
 Guard, on the peer and the headers before any body is read (`GuardBeforeBody`, an ASGI
-middleware in front of every route; the same checks as the Chief's notify door, pinned by the
-contract test): the request came over the Unix socket (`on_unix_socket`), or its peer is
-loopback (`engine.loopback.peer_is_loopback`); no `Origin`,
-`Cookie`, `X-Forwarded-For`, `Forwarded`, `X-Forwarded-Host`, `X-Real-IP` or session header;
-exactly one `Host`, naming `127.0.0.1`, `localhost` or `[::1]`
-(`engine.loopback.host_is_loopback`; no DNS rebinding); for the compat endpoints, the
+middleware in front of every route; the floor's rules, `plumbing.loopback`, which the Chief's
+notify door reads too): the request came over the Unix socket (`on_unix_socket`), or its peer
+is loopback (`peer_is_loopback`); no `Origin`, `Cookie`, `X-Forwarded-For`, `Forwarded`,
+`X-Forwarded-Host`, `X-Real-IP` or session header (`browser_header`); exactly one `Host`,
+naming `127.0.0.1`, `localhost` or `[::1]` (`host_is_loopback`; no DNS rebinding); for the
+compat endpoints, the
 `X-Coop-Owner-Key` header compared with `hmac.compare_digest` over SHA-256 digests against the
 credential file the owner file names; for the phone's, the service key (`engine.owner.phone`).
 Then the body is read, at most `MAX_BODY_BYTES` (413 past it, sized or chunked) and nested at
-most `loopback_server.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
+most `plumbing.http.body.MAX_JSON_DEPTH` deep (400): a caller without a key makes the service
 hold nothing. The guard's refusals are counted, not logged one line each
 (`engine.owner.refused`): a reason's first one at once, then one summary line a minute.
 
@@ -59,26 +59,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engine import keyfile, loopback, owner, store, verbs
+from engine import keyfile, owner, store, verbs
 from engine import kick as wake
 from engine.config import EngineConfig
 from engine.errors import CoopError, GuardRefused, OwnerUnavailable, StoreError
 from engine.owner import commands, compat, phone
 from engine.owner.refused import ServiceRefusals
-from loopback_server.body import BoundedBody, refusal
 from plumbing.faults import fault
+from plumbing.http.body import BoundedBody, refusal
+from plumbing.loopback import browser_header, host_is_loopback, peer_is_loopback
 
-# The notify door's list (`chief.door.guard.FORBIDDEN_HEADERS`, `SESSION_MARKER`), copied on
-# purpose: tests/contract/test_shared_facts.py fails if the two guards ever refuse differently.
-BROWSER_HEADERS = (
-    "origin",
-    "cookie",
-    "x-forwarded-for",
-    "forwarded",
-    "x-forwarded-host",
-    "x-real-ip",
-)
-SESSION_MARKER = "session"
 #: The largest body the service reads. A routed call's arguments (a title of 500 and a text of
 #: 4,000 characters, up to 6 bytes a character once escaped) fit many times over.
 MAX_BODY_BYTES = 1024 * 1024
@@ -202,15 +192,14 @@ def guard_request(request: Request) -> None:
     """A loopback peer (or the service's own Unix socket, where the folder's permissions and the
     gate's uid check decided who may connect), no browser or proxy headers, one loopback Host:
     in that order."""
-    if not on_unix_socket(request) and not loopback.peer_is_loopback(
+    if not on_unix_socket(request) and not peer_is_loopback(
         request.client.host if request.client else None
     ):
         raise _deny(403, "peer", "the Coop owner answers loopback callers only")
-    names = {name.lower() for name in request.headers}
-    if any(name in names for name in BROWSER_HEADERS) or any(SESSION_MARKER in n for n in names):
+    if any(browser_header(name) for name in request.headers):
         raise _deny(403, "browser_header", "browser and proxy headers are refused")
     hosts = request.headers.getlist("host")
-    if len(hosts) != 1 or not loopback.host_is_loopback(hosts[0]):
+    if len(hosts) != 1 or not host_is_loopback(hosts[0]):
         raise _deny(403, "host", "the Host header must name a loopback host")
 
 
@@ -283,7 +272,7 @@ Check = tuple[str, Callable[[Request], object], bool]
 class GuardBeforeBody:
     """ASGI middleware in front of every route: the loopback guard (`guard_request`) and the
     route's own check (`checks`: the first whose prefix matches) on the peer and the headers,
-    then the body bounded (`loopback_server.body.BoundedBody`). A refusal answers at once,
+    then the body bounded (`plumbing.http.body.BoundedBody`). A refusal answers at once,
     `{"detail": ...}` as FastAPI's, and closes the connection: the body is never read."""
 
     def __init__(self, app: ASGIApp, checks: Sequence[Check], refusals: ServiceRefusals) -> None:

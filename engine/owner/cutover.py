@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine import owner, private, service_socket, store
+from engine import owner, service_socket, store
 from engine.daemon_lock import daemon_lock_free_of_others
 from engine.errors import OwnerFileOutdated, StoreError, UsageError
 from engine.store.ledger import record_event
@@ -50,7 +50,7 @@ from plumbing import files
 
 CREDENTIAL_SUFFIX = ".owner.key"
 CREDENTIAL_BYTES = 32
-PRIVATE_MODE = private.FILE_MODE
+PRIVATE_MODE = files.FILE_MODE
 
 
 def credential_path(db: Path) -> Path:
@@ -60,7 +60,7 @@ def credential_path(db: Path) -> Path:
 def _write_private(path: Path, text: str) -> None:
     """Write `text` to a new 0600 file, atomically (a fresh temporary name, never a link
     planted there; fsync'd, renamed, the folder fsync'd)."""
-    private.write_atomic(path, text.encode())
+    files.write_atomic(path, text.encode())
 
 
 def _owner_connection(db: Path) -> sqlite3.Connection:
@@ -201,7 +201,7 @@ def undo(*, actor: str, db: str | os.PathLike[str] | None = None) -> list[str]:
     for folder in removed_from:
         # A removal is durable only once its folder is fsynced: a power cut would otherwise
         # bring the owner file back beside the unfenced ledger, routing every caller again.
-        private.fsync_folder(folder)
+        files.fsync_folder(folder)
     if not done:
         done.append(f"{path} was already in local mode; nothing to undo")
     return done

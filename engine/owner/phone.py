@@ -38,12 +38,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from engine import door, lifecycle
 from engine.errors import CoopError, GuardRefused, KeyFileError, StoreError, UsageError
 from engine.verbs import phone as phone_verbs
+from plumbing.wire import SERVICE_KEY_HEADER
 
 PREFIX = "/api/coop/phone"
 ANSWER_PATH = PREFIX + "/answer"
 SUMMARY_PATH = PREFIX + "/summary"
-# Shared fact, pinned by tests/contract/test_shared_facts.py (the door sends it).
-SERVICE_KEY_HEADER = door.SERVICE_KEY_HEADER
 ANSWER_KEY_PATTERN = r"^a-[0-9a-f]{32}$"
 ASK_KEY_PATTERN = r"^q-[0-9a-f]{32}$"
 SQLITE_INTEGER_MAX = 2**63 - 1

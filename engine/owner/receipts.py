@@ -29,14 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine import private
 from engine.config import data_home
 from plumbing import files
 
 RECEIPTS_DIR_NAME = "receipts"
 PRUNE_STAMP_NAME = ".pruned"
-DIR_MODE = private.FOLDER_MODE
-FILE_MODE = private.FILE_MODE
+DIR_MODE = files.FOLDER_MODE
+FILE_MODE = files.FILE_MODE
 UNCERTAIN, COMMITTED, REJECTED = "uncertain", "committed", "rejected"
 STATES = (UNCERTAIN, COMMITTED, REJECTED)
 SETTLED_KEEP_S = 24 * 3600.0
@@ -50,12 +49,12 @@ def receipts_dir(environ: Mapping[str, str] | None = None) -> Path:
 def _ensure_dir(directory: Path) -> Path:
     if not directory.is_dir():
         missing = [folder for folder in (directory, *directory.parents) if not folder.exists()]
-        private.make_folders(directory)  # each one it makes 0700, whatever the umask
+        files.make_folders(directory)  # each one it makes 0700, whatever the umask
         # A new folder's name is durable only once its parent is fsynced: without it a power
         # cut can take the folder, and the uncertain receipt in it, however well that one was
         # synced (tests/powercut/test_holes.py).
         for folder in missing:
-            private.fsync_folder(folder.parent)
+            files.fsync_folder(folder.parent)
     # An older or hand-made folder may be looser: receipts name what callers did. Changed on its
     # descriptor, never through a link at the name.
     fd = files.open_folder(directory)
@@ -103,7 +102,7 @@ def create(
     temp = path.with_name(f".{path.name}.new")
     _write_synced(temp, body, os.O_EXCL)
     os.replace(temp, path)
-    private.fsync_folder(directory)
+    files.fsync_folder(directory)
     return path
 
 
@@ -140,7 +139,7 @@ def settle(
     temp = path.with_name(f".{path.name}.tmp")
     _write_synced(temp, body, os.O_TRUNC)
     os.replace(temp, path)
-    private.fsync_folder(directory)
+    files.fsync_folder(directory)
     return body
 
 

@@ -27,7 +27,6 @@ import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from engine import private
 from engine.config import db_file, pure_path
 from engine.errors import StoreError
 from engine.store.schema import FENCE_FUNCTION, MIGRATIONS, statements
@@ -37,6 +36,7 @@ from engine.store.schema import fence_refuses as fence_refuses
 from engine.store.schema import fence_triggers as fence_triggers
 from engine.store.schema import install_fence as install_fence
 from engine.store.schema import remove_fence as remove_fence
+from plumbing import files
 from plumbing.wal import enter_wal
 
 # `typing` and `pathlib` stay off the CLI's cold path: annotations only, read by mypy.
@@ -92,7 +92,7 @@ def open_connection(
     try:
         # Owner-only whatever the umask: the folders 0700, the file 0600 before SQLite opens it
         # (SQLite gives -wal and -shm the file's mode), an older looser file tightened.
-        private.private_database(path)
+        files.private_database(path)
         conn = sqlite3.connect(
             path,
             timeout=BUSY_TIMEOUT_MS / 1000,

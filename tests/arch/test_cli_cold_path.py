@@ -66,9 +66,12 @@ COLD_PLUMBING = frozenset(
         "plumbing.bounds",
         "plumbing.faults",
         "plumbing.files",
+        "plumbing.home",
+        "plumbing.keyfile",
         "plumbing.settings",
         "plumbing.terminal",
         "plumbing.wal",
+        "plumbing.wire",
     }
 )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "notifier", "chief", "loopback_server", "plumbing")
+PACKAGES = ("engine", "notifier", "chief", "plumbing")
 
 # Private attributes of third-party objects that this code base has reached for before.
 PRIVATE_ATTRIBUTES = frozenset({"_execute", "_conn", "_thread", "_connection", "_tx", "_running"})

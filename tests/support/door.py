@@ -21,12 +21,13 @@ from chief.config import ChiefConfig
 from chief.conversation import Chief
 from chief.door.config import DoorConfig
 from chief.door.posture import posture_source
-from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH, make_router
+from chief.door.router import make_router
 from chief.door.verbs import DoorVerbs
 from chief.serve import build_asks, build_ringer, running
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.sender import BotSender
 from plumbing.unix import bind_private
+from plumbing.wire import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from tests.support import procs
 from tests.support.asgi import serve_asgi
 from tests.support.stack import BOT_TOKEN, CHAT_ID, OWNER

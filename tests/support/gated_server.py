@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from loopback_server.gate import MAX_CONNECTIONS, REQUEST_DEADLINE_S, ConnectionGate
-from loopback_server.server import QuietServer, loopback_config
+from plumbing.http.gate import MAX_CONNECTIONS, REQUEST_DEADLINE_S, ConnectionGate
+from plumbing.http.server import QuietServer, loopback_config
 from plumbing.unix import bind_private
 
 SLOW_S = 0.2

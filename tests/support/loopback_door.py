@@ -51,7 +51,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.config import data_home
 from plumbing import door as door_address
 from tests.support.waiting import wait_until, wait_until_sync
 
@@ -246,7 +245,7 @@ def main(argv: list[str]) -> None:
         "--socket", type=Path, help="default: the door's, <COOP_HOME>/door.sock (logged)"
     )
     args = parser.parse_args(argv)
-    path = args.socket or Path(door_address.socket_path(os.environ, str(data_home())))
+    path = args.socket or Path(door_address.socket_path(os.environ))
     path.unlink(missing_ok=True)  # a previous start's, in the test's own folder
     sock = bound_socket(path)
     with args.log.open("a", buffering=1) as log:

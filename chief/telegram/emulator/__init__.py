@@ -40,7 +40,7 @@ Guarded like the door (`guard`): a loopback peer, one loopback Host, no browser 
 header, no `Sec-Fetch-Site: cross-site`, and a POST to a control endpoint says `Content-Type:
 application/json` (a form or text/plain: 415), so no web page drives or reads it through
 loopback; refusals are summed up in one `emulator.refused` line per reason at most a minute.
-The receipt file is created 0600 (`chief.private`), never through a link.
+The receipt file is created 0600 (`plumbing.files`), never through a link.
 
 Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot be played is
 400 with its reason):

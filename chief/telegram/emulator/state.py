@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from chief.private import private_file
 from chief.telegram.emulator.replies import ReplyShapes
 from chief.telegram.emulator.updates import UpdateQueue
+from plumbing.files import private_file
 
 MAX_FAULT_DELAY_S = 300.0
 MAX_FAULT_COUNT = 10_000

@@ -19,11 +19,11 @@ import pytest
 
 from chief.config import ChiefConfig
 from chief.door.config import DoorConfig
-from chief.door.router import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from chief.door.verbs import DoorVerbs
 from chief.serve import create_app
 from chief.telegram.emulator import EmulatorState, create_emulator
 from plumbing.unix import bind_private
+from plumbing.wire import NOTIFY_BATCH_PATH, NOTIFY_PATH, STATUS_PATH
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.door import (
     BOT_TOKEN,

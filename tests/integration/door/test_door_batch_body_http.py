@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from chief.door.config import DEFAULT_NOTIFY_BATCH_MAX
-from chief.door.router import NOTIFY_BATCH_PATH
+from plumbing.wire import NOTIFY_BATCH_PATH
 from tests.integration.door.conftest import LiveDoor
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""The connection gate (`loopback_server.gate`) on a real uvicorn on loopback, with a short
+"""The connection gate (`plumbing.http.gate`) on a real uvicorn on loopback, with a short
 deadline and a small cap so that nothing waits long.
 
 - A connection that sends nothing, one that sends half its headers, and one that stops in the
@@ -29,8 +29,8 @@ from anyio.abc import SocketStream
 from starlette.types import Receive, Scope, Send
 from structlog.testing import capture_logs
 
-from loopback_server.gate import ConnectionGate
-from loopback_server.server import QuietServer, loopback_config
+from plumbing.http.gate import ConnectionGate
+from plumbing.http.server import QuietServer, loopback_config
 
 DEADLINE_S = 0.3
 CLOSED_WITHIN_S = 5.0

@@ -1,4 +1,4 @@
-"""The connection gate (`loopback_server.gate`) on a real uvicorn listening on a Unix socket
+"""The connection gate (`plumbing.http.gate`) on a real uvicorn listening on a Unix socket
 (`plumbing.unix.bind_private`), asked with httpx over the socket.
 
 - Requests are answered over the socket, on one keep-alive connection and on fresh ones, and
@@ -31,8 +31,8 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from loopback_server.gate import ConnectionGate
-from loopback_server.server import QuietServer, loopback_config
+from plumbing.http.gate import ConnectionGate
+from plumbing.http.server import QuietServer, loopback_config
 from plumbing.unix import bind_private
 
 DEADLINE_S = 0.3

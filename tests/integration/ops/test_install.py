@@ -171,7 +171,7 @@ def test_the_first_run_installs_the_tree_the_units_name(staged: Staged) -> None:
 def test_the_installed_venv_holds_the_whole_project(staged: Staged) -> None:
     venv = staged.root / "opt/coop/.venv"
     (site,) = venv.glob("lib/python3*/site-packages")
-    for package in ("engine", "notifier", "chief", "loopback_server", "plumbing"):
+    for package in ("engine", "notifier", "chief", "plumbing"):
         modules = {p.relative_to(REPO) for p in (REPO / package).rglob("*.py")}
         assert {p.relative_to(site) for p in (site / package).rglob("*.py")} == modules
     done = subprocess.run(

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from engine.metrics import METRICS_PATH, mount_metrics
 from engine.owner import phone
 from engine.owner.app import MAX_BODY_BYTES, Owner, create_app
-from loopback_server.body import MAX_JSON_DEPTH, json_too_deep
+from plumbing.http.body import MAX_JSON_DEPTH, json_too_deep
 
 KEY = "guard-before-body-key"
 FLOOD_BYTES = 64 * 1024 * 1024

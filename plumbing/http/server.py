@@ -26,8 +26,8 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from loopback_server.flow import protocol_class
-from loopback_server.gate import ConnectionGate
+from plumbing.http.flow import protocol_class
+from plumbing.http.gate import ConnectionGate
 
 
 class QuietServer(uvicorn.Server):

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from loopback_server.gate import CONNECTION, Connection, ConnectionGate
+from plumbing.http.gate import CONNECTION, Connection, ConnectionGate
 
 #: Bytes a connection may send ahead of what uvicorn may take: read and held (a client that
 #: hangs up while the app works is still seen), then the socket is not read until it may.
