@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import time
 
 REQUEST = b"GET /nowhere HTTP/1.1\r\nHost: coop\r\n\r\n"
@@ -58,10 +59,12 @@ async def _newcomer(args: argparse.Namespace, n: int, opened: list[int]) -> None
 async def flood(args: argparse.Namespace) -> int:
     until = time.monotonic() + args.seconds
     opened = [0]
+    stopped = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
     tasks = [asyncio.create_task(_keeper(args, until)) for _ in range(args.keepers)]
     n = 0
     start = time.monotonic()
-    while (now := time.monotonic()) < until:
+    while (now := time.monotonic()) < until and not stopped.is_set():
         due = int((now - start) * args.churn_per_s)
         while n < due:
             tasks.append(asyncio.create_task(_newcomer(args, n, opened)))
