@@ -136,7 +136,7 @@ def test_a_queue_that_stays_full_times_out_in_one_line(tmp_path: Path) -> None:
     server, queued = _filled(path)
     try:
         began = time.monotonic()
-        with pytest.raises(TimeoutError, match="took no new connection within 0.3 s"):
+        with pytest.raises(TimeoutError, match=r"took no new connection within 0\.3 s"):
             unix.connect_checked(path, timeout=0.3)
         assert time.monotonic() - began < 5
     finally:
