@@ -37,8 +37,8 @@ def _connect(port: int | str) -> socket.socket:
     if isinstance(port, int):
         return socket.create_connection(("127.0.0.1", port), timeout=SEND_DEADLINE_S)
     sock = socket.socket(socket.AF_UNIX)
+    sock.connect(port)  # blocking: it waits for a place in a full accept queue (EAGAIN otherwise)
     sock.settimeout(SEND_DEADLINE_S)
-    sock.connect(port)
     return sock
 
 
@@ -116,8 +116,11 @@ class IdleSockets:
             return socket.create_connection(("127.0.0.1", self.port), timeout=5.0)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(5.0)
+            # Blocking: a Unix connect with a timeout fails at once (EAGAIN) while the service's
+            # accept queue is full; a blocking one waits in the kernel for a place, as the
+            # project's own clients do (plumbing.unix.connect_checked).
             sock.connect(self.port)
+            sock.settimeout(5.0)
         except BaseException:
             sock.close()
             raise

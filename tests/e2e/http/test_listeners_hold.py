@@ -99,7 +99,11 @@ def _listeners(stack: Stack) -> list[Listener]:
     engine_socket = stack.engine.socket_path
 
     def scraped(port: int) -> Callable[[], bool]:
-        return lambda: _tcp(port)().get("/metrics").status_code == 200
+        def scrape() -> bool:
+            with _tcp(port)() as client:
+                return client.get("/metrics").status_code == 200
+
+        return scrape
 
     return [
         Listener(

@@ -58,6 +58,15 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+def _looks(folder: Path) -> int:
+    """How many `wait_request` calls the owner service's command log holds."""
+    with closing(sqlite3.connect(folder / "coop.db")) as conn:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM coop_commands WHERE method = 'wait_request'"
+        ).fetchone()
+    return int(count)
+
+
 def test_the_owner_services_close_wakes_a_routed_waiter(
     serve: ServeProcess, stack_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -72,6 +81,12 @@ def test_the_owner_services_close_wakes_a_routed_waiter(
         routed = start_waiter(env, "2")
         try:
             wait_bound(env, 2)
+            # Its socket is bound before its first look: wait for that look to reach the owner's
+            # command log too, or a close landing between the two is seen by the first look
+            # (one look, not two: seen once under load).
+            wait_until_sync(
+                lambda: _looks(tmp_path) >= 1, timeout_s=30, what="#2's first routed look"
+            )
             ok(env, "request", "close", "2", "--summary", "approve", "--as", "owner")
             assert finish(routed) == (0, "request #2 closed by owner: approve\n", "")
         finally:
