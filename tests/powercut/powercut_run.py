@@ -26,7 +26,9 @@ What the run checks at the end (`Outcome.check`):
 - the Chief has exactly one line per row;
 - Telegram repeats are bounded by the in-doubt events: the door instances a cut or the crash
   took while a row they had rung had no durable sent mark (`window_deaths`, from the emulator's
-  receipt clock and the marks), and those are no more than the door's deaths;
+  receipt clock and the marks: a message stamped after the kill but before the successor was
+  spawned is the dead door's, a request it wrote that a busy emulator read late), and those are
+  no more than the door's deaths (the door's own count, `telegram_doubts`, is printed beside);
 - no Telegram text of a row coop.db does not hold (a ring the ledger forgot);
 - `PRAGMA integrity_check` is ok on both databases, and no Chief row is half-written.
 """
@@ -308,6 +310,7 @@ class Outcome:
     telegram_per_row: Counter[int]
     repeat_messages: int
     in_doubt: int
+    door_in_doubt: int  # the in-doubt events the door itself recorded (`telegram_doubts`)
     door_deaths: int
     stray: int
     lock_free: bool
@@ -338,7 +341,8 @@ class Outcome:
             f"Chief lines per row (lines: rows) {per}",
             f"Telegram messages per row (messages: rows) {tg}; repeat messages"
             f" {self.repeat_messages}; in-doubt events {self.in_doubt} (of {self.door_deaths} door"
-            f" deaths); stray {self.stray}; silent by design {self.silent}",
+            f" deaths; the door recorded {self.door_in_doubt}); stray {self.stray}; silent by"
+            f" design {self.silent}",
             *self.nags.lines(),
             f"lock free {self.lock_free}; half-written Chief rows {self.half_written};"
             f" integrity {self.integrity}",
@@ -436,7 +440,7 @@ class PowerCutRun:
         self.cuts.append(Cut(kind, time.monotonic() - self.began, figures, undone))
         # The dead door's sends are the emulator's receipts from its start until its successor
         # is spawned (a request already on the wire at the kill lands in between).
-        self.deaths.append(DoorDeath(self.door_started_at, died_at, back_at=time.time()))
+        self.deaths.append(DoorDeath(self.door_started_at, died_at, successor_at=time.time()))
         self._start_house()
         self.producers.start()
 
@@ -483,7 +487,7 @@ class PowerCutRun:
             part.kill()
         self.producers.reap(killed=True)
         # The crash took the door too: a message it had rung may be in doubt as after a cut.
-        self.deaths.append(DoorDeath(self.door_started_at, died_at, back_at=time.time()))
+        self.deaths.append(DoorDeath(self.door_started_at, died_at, successor_at=time.time()))
         self._start_house()
         wait_until_sync(
             lambda: self.stack.pending_count() == 0 and self.stack.lock_holder() is None,
@@ -599,6 +603,7 @@ class PowerCutRun:
             telegram_per_row=Counter(rung.get(i, 0) for i in rows if i not in silent),
             repeat_messages=repeats,
             in_doubt=window_deaths(stack, self.deaths, read=nags.row_texts),
+            door_in_doubt=stack.in_doubt_events()[0],
             door_deaths=len(self.deaths),
             stray=stray,
             lock_free=stack.lock_holder() is None,
