@@ -270,6 +270,14 @@ def start_note(stack: ProofStack) -> str:
     return "starts, spawn to listening: " + ", ".join(parts)
 
 
+def taken_after_death(stack: ProofStack, deaths: list[DoorDeath]) -> int:
+    """Door deaths with a message the emulator stamped after the kill, before the successor
+    was spawned: a request the dead door wrote that the emulator read late (for the record;
+    `window_deaths` counts them where the row had no sent mark)."""
+    stamps = [float(message["received_at"]) for message in stack.telegram_messages()]
+    return sum(any(d.died_at < t < d.successor_at for t in stamps) for d in deaths)
+
+
 def window_deaths(stack: ProofStack, deaths: list[DoorDeath], read: Reader = carried_texts) -> int:
     """Door deaths that left a row sent to Telegram and not marked (see the module docstring)."""
     marks = stack.sent_marks()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from chief.phone.pacing import REPEAT_MARKER
-from tests.e2e.proof.proof_checks import DoorDeath, settle, window_deaths
+from tests.e2e.proof.proof_checks import DoorDeath, settle, taken_after_death, window_deaths
 from tests.e2e.proof.proof_stack import MakeStack
 from tests.support.waiting import wait_until_sync
 
@@ -81,5 +81,6 @@ def test_a_send_taken_after_the_door_died_is_counted_in_doubt(make_stack: MakeSt
     events, _ = stack.in_doubt_events()
     assert events == 1  # the door knew: it repeated the row once, marked
     deaths = [DoorDeath(started_at, died_at, successor_at)]
+    assert taken_after_death(stack, deaths) == 1
     assert window_deaths(stack, deaths) == 1
     assert stack.stop() == {"engine": 0, "door": 0, "emulator": 0}
