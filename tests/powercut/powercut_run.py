@@ -373,7 +373,8 @@ class Outcome:
         )
         assert self.repeat_messages <= self.in_doubt <= self.door_deaths, (
             f"{self.repeat_messages} repeats, {self.in_doubt} in-doubt events,"
-            f" {self.door_deaths} door deaths {where}"
+            f" {self.door_deaths} door deaths ({self.late_receipts} with a message taken after"
+            f" the kill; the door recorded {self.door_in_doubt} in-doubt events) {where}"
         )
         # The sender has one message in flight at a time: each door death leaves at most one
         # message in doubt, a row's or a nag's (a reminder, an urgent ring).
