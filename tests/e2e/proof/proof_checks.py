@@ -15,9 +15,12 @@ that the door recorded each of them as in doubt. Which crashes landed there is m
 guessed, from three clocks of the same machine: the emulator's receipt time of each message,
 the door's sent mark of each row, and the test's own record of each door death (`DoorDeath`).
 A death landed in the window of row R when the emulator received a message for R between the
-dead instance's start and its death (the emulator stamps a message when it keeps it, before it
-answers; a message after the death is the successor's, which may ring before the test sees it
-listening) and R had no sent mark at the moment of death (its mark is later, or missing). A
+dead instance's start and its successor's spawn, and R had no sent mark at the moment of death
+(its mark is later, or missing). The emulator stamps a message when its handler keeps it,
+before it answers: a request the door wrote just before the SIGKILL may be stamped after the
+death (a busy emulator reads it later; tests/e2e/proof/test_proof_late_receipt.py), and that
+door never saw the answer. No other door runs until the successor is spawned, so every message
+stamped before then is the dead instance's (or an earlier one's, outside its window). A
 SIGKILL of the engine cannot ring twice: the door still marks the row, and the engine's resend
 finds the mark (`already_sent`).
 
@@ -83,7 +86,10 @@ class DoorDeath:
 
     started_at: float  # just before the instance was spawned
     died_at: float  # just before the SIGKILL, or once its fault exit was seen
-    back_at: float  # once its successor logged that it listens (for the record)
+    # just before its successor was spawned: every message the emulator stamped before it and
+    # since `started_at` was sent by this instance (a request it wrote before `died_at` may be
+    # stamped after it, by an emulator slower to read it)
+    successor_at: float
 
 
 class Producers:
@@ -264,6 +270,14 @@ def start_note(stack: ProofStack) -> str:
     return "starts, spawn to listening: " + ", ".join(parts)
 
 
+def taken_after_death(stack: ProofStack, deaths: list[DoorDeath]) -> int:
+    """Door deaths with a message the emulator stamped after the kill, before the successor
+    was spawned: a request the dead door wrote that the emulator read late (for the record;
+    `window_deaths` counts them where the row had no sent mark)."""
+    stamps = [float(message["received_at"]) for message in stack.telegram_messages()]
+    return sum(any(d.died_at < t < d.successor_at for t in stamps) for d in deaths)
+
+
 def window_deaths(stack: ProofStack, deaths: list[DoorDeath], read: Reader = carried_texts) -> int:
     """Door deaths that left a row sent to Telegram and not marked (see the module docstring)."""
     marks = stack.sent_marks()
@@ -277,7 +291,7 @@ def window_deaths(stack: ProofStack, deaths: list[DoorDeath], read: Reader = car
     found = 0
     for death in deaths:
         for row, times in sent.items():
-            by_this_instance = any(death.started_at <= t <= death.died_at for t in times)
+            by_this_instance = any(death.started_at <= t < death.successor_at for t in times)
             mark = marks.get(row)
             if by_this_instance and (mark is None or mark > death.died_at):
                 found += 1

@@ -139,6 +139,13 @@ class ProofStack(Stack):
         ids = self._row_ids()
         return {ids(str(r[0])): datetime.fromisoformat(r[1]).timestamp() for r in rows}
 
+    def sends_in_flight(self) -> int:
+        """The door's Telegram queue entries with an in-flight record (a send not yet answered)."""
+        rows = self._query(
+            self.chief_db, "SELECT COUNT(*) FROM telegram_queue WHERE send_id IS NOT NULL"
+        )
+        return int(rows[0][0]) if rows else 0
+
     def in_doubt_events(self) -> tuple[int, Counter[int]]:
         """The door's in-doubt events (sends whose outcome it could not know, recorded in
         chief.db's `telegram_doubts`): how many, and for each outbox id how many carried it.

@@ -92,7 +92,7 @@ class Run:
     def restart_door_after(self, died_at: float, faults: str = "") -> None:
         started_at = self.door_started_at
         self.start_door(faults)
-        self.deaths.append(DoorDeath(started_at, died_at, back_at=time.time()))
+        self.deaths.append(DoorDeath(started_at, died_at, successor_at=self.door_started_at))
 
     def sigkill(self, part: Service) -> None:
         died_at = time.time()

@@ -166,7 +166,7 @@ def test_door_killed_with_a_full_telegram_queue_rings_everything_after_restart(
         stack.door.kill()
         started_at = time.time()
         stack.door.start()
-        deaths.append(DoorDeath(door_started_at, died_at, back_at=time.time()))
+        deaths.append(DoorDeath(door_started_at, died_at, successor_at=started_at))
         door_started_at = started_at
     settle(stack, set(ids), timeout_s=RECOVERY_S)
     exits = stack.stop()
