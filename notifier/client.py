@@ -21,7 +21,9 @@ apart:
     not private          the socket or its folder is not this user's alone: nothing was sent,
                          backed off (an operator must look)
     anything else        another connect failure, a dropped connection, a protocol error:
-                         backed off
+                         backed off (a connection dropped before any answer is tried once
+                         more first, on a new connection: it may be a kept-alive one the door
+                         let go just as the request went out)
 
 `FakeDoorClient` stands in for the door in unit tests: it answers from a script and records
 what it was sent.
@@ -123,11 +125,14 @@ class HttpDoorClient:
                 content=body,
                 extensions=self._extensions,
             )
-            response = await self._transport.handle_async_request(request)
             try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
+                response, content = await self._exchange(request)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                # The door closed the connection before any answer: most likely a kept-alive
+                # one it let go (its gate gives the place of the connection quiet longest to a
+                # newcomer at its cap) just as this request went out on it. Once more, on a new
+                # connection; the door deduplicates by the rows' outbox_id.
+                response, content = await self._exchange(request)
         except httpx.TimeoutException as exc:
             return DoorReply(error=f"timeout after {self._timeout_s:g}s ({type(exc).__name__})")
         except FileNotFoundError:
@@ -147,6 +152,13 @@ class HttpDoorClient:
             body=content,
             retry_after=response.headers.get("Retry-After"),
         )
+
+    async def _exchange(self, request: httpx.Request) -> tuple[httpx.Response, bytes]:
+        response = await self._transport.handle_async_request(request)
+        try:
+            return response, await response.aread()
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
         await self._transport.aclose()

@@ -14,7 +14,9 @@ kernel tells the service which user is calling (`SO_PEERCRED`), so no header has
                             and private to writes, the socket is the user's
     peer_uid(sock)          the uid of the process at the other end of a connected socket
     connect_checked(path)   a connected stream socket to `path`, after `check_private` and with
-                            the peer's uid confirmed (for the standard library's HTTP client)
+                            the peer's uid confirmed (for the standard library's HTTP client);
+                            it waits its turn in a full accept queue (`TimeoutError` after
+                            its timeout), as a TCP client does
 
 Errors are built-in ones with one line a package can print as it is: `FileNotFoundError`
 (nothing listens there: the service is not running), `PermissionError` (the folder or the socket
@@ -87,8 +89,8 @@ def connect_checked(
     check_private(path, uid)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        _connect_in_turn(sock, path, timeout)
         sock.settimeout(timeout)
-        sock.connect(path)
         answering = peer_uid(sock)
         if answering != uid:
             raise PermissionError(
@@ -99,6 +101,29 @@ def connect_checked(
         sock.close()
         raise
     return sock
+
+
+def _connect_in_turn(sock: socket.socket, path: str, timeout: float | None) -> None:
+    """Connect, waiting up to `timeout` for a place in the service's queue of connections not
+    yet accepted. A Unix socket's connect fails at once with EAGAIN when that queue is full (a
+    flood of connections ahead of it; a TCP client's connect retries instead), and Python's
+    connect with a timeout is a non-blocking one: so the connect blocks, and the kernel wakes it
+    when a place frees, within `SO_SNDTIMEO`."""
+    if timeout is not None:
+        wait = max(timeout, 0.001)
+        whole = int(wait)
+        when = struct.pack("@ll", whole, int((wait - whole) * 1_000_000))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, when)
+    sock.setblocking(True)
+    try:
+        sock.connect(path)
+    except BlockingIOError:
+        raise TimeoutError(
+            f"the service at {path} took no new connection within {timeout:g} s (its queue was "
+            "full all that time)"
+        ) from None
+    if timeout is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("@ll", 0, 0))
 
 
 def bind_private(path: str, backlog: int = 128) -> socket.socket:

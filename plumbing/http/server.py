@@ -29,6 +29,12 @@ from starlette.types import ASGIApp
 from plumbing.http.flow import protocol_class
 from plumbing.http.gate import ConnectionGate
 
+#: Connections the kernel queues for the server to accept (uvicorn's 2048 by default). A flood of
+#: new connections faster than the server accepts them keeps the queue full, and a real client
+#: waits behind all of it: behind 2048, a notifier's request went unanswered for its whole 10 s.
+#: A shorter queue bounds that wait; a client meeting it full waits for a place.
+BACKLOG = 128
+
 
 class QuietServer(uvicorn.Server):
     """uvicorn's server, woken by a stop instead of polling for one."""
@@ -91,5 +97,6 @@ def loopback_config(
         "log_config": None,
         "access_log": False,
         "ws": "none",
+        "backlog": BACKLOG,
     }
     return uvicorn.Config(gate.wrap(app), **(settings | options))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import time
 
 REQUEST = b"GET /nowhere HTTP/1.1\r\nHost: coop\r\n\r\n"
@@ -28,12 +29,13 @@ async def _open(args: argparse.Namespace) -> tuple[asyncio.StreamReader, asyncio
     return await asyncio.open_connection("127.0.0.1", args.port)
 
 
-async def _keeper(args: argparse.Namespace, until: float) -> None:
-    while time.monotonic() < until:
+async def _keeper(args: argparse.Namespace, end: list[float]) -> None:
+    # `end` is read afresh: a stop moves it (Python 3.11's wait_for may swallow a cancel).
+    while time.monotonic() < end[0]:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError, TimeoutError):
             reader, writer = await _open(args)
             try:
-                while time.monotonic() < until:
+                while time.monotonic() < end[0]:
                     writer.write(REQUEST)
                     await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
                     await asyncio.sleep(args.every_s)
@@ -56,12 +58,13 @@ async def _newcomer(args: argparse.Namespace, n: int, opened: list[int]) -> None
 
 
 async def flood(args: argparse.Namespace) -> int:
-    until = time.monotonic() + args.seconds
+    end = [time.monotonic() + args.seconds]
     opened = [0]
-    tasks = [asyncio.create_task(_keeper(args, until)) for _ in range(args.keepers)]
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, end.__setitem__, 0, 0.0)
+    tasks = [asyncio.create_task(_keeper(args, end)) for _ in range(args.keepers)]
     n = 0
     start = time.monotonic()
-    while (now := time.monotonic()) < until:
+    while (now := time.monotonic()) < end[0]:
         due = int((now - start) * args.churn_per_s)
         while n < due:
             tasks.append(asyncio.create_task(_newcomer(args, n, opened)))

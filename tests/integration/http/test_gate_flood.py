@@ -4,9 +4,10 @@ A real uvicorn on the gate in its own process (`tests.support.gated_server`), ov
 a Unix socket; a flood in another process for `FLOOD_S` (`tests.support.gate_flood`: 200
 keep-alive connections each asking every 3 s, and 600 new connections a second that ask once
 or not at all and hold their place); beside it, the test's own clients as a real one asks:
-sequential requests on a kept-alive connection and on fresh connections, and a kept-alive
-connection that idles a second between requests (the notifier's shape). Every one of their
-requests is answered, each in under `ANSWER_BOUND_S`.
+sequential requests on a kept-alive connection and on fresh connections (over a Unix socket,
+connected as the project's clients connect: they wait for a place in a full accept queue), and
+a kept-alive connection that idles a second between requests (the notifier's shape). Every one
+of their requests is answered, each in under `ANSWER_BOUND_S`.
 
 Before, the gate evicted any connection that had not yet completed a request, so a newcomer
 took the place of a client's connection while that client was sending its request.
@@ -14,6 +15,7 @@ took the place of a client's connection while that client was sending its reques
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
 import threading
@@ -22,6 +24,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from plumbing.unix_http import UnixHTTPConnection
 
 from tests.integration.http.test_gate_flow_control import asker, gated_server
 from tests.support.procs import child_env
@@ -68,6 +71,20 @@ class Asking:
             self.stop.wait(self.pause_s)
 
 
+def _fresh_as_the_cli(path: str) -> httpx.Response:
+    """One request on a new connection to the socket at `path` as the project's own clients
+    connect (`plumbing.unix.connect_checked`): in a full accept queue it waits for a place, as a
+    TCP client does; a plain non-blocking connect there fails at once with EAGAIN."""
+    connection = UnixHTTPConnection(path, 10.0)
+    try:
+        connection.request("GET", "/ok")
+        return httpx.Response(connection.getresponse().status)
+    except (OSError, http.client.HTTPException) as exc:
+        raise httpx.TransportError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        connection.close()
+
+
 @pytest.mark.parametrize("where", ["tcp", "unix"])
 def test_a_flood_from_one_client_fails_no_request_of_another(where: str) -> None:
     with (
@@ -79,6 +96,8 @@ def test_a_flood_from_one_client_fails_no_request_of_another(where: str) -> None
         fresh_askers = []
 
         def fresh() -> httpx.Response:
+            if where == "unix":
+                return _fresh_as_the_cli(address)
             with asker(where, address) as one:
                 fresh_askers.append(one)
                 return one.get("/ok")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,7 @@ from notifier.client import (
 )
 from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
+from plumbing.unix import bind_private
 
 # The door is sent the row's delivery key as its outbox_id, never the row id.
 KEY = "d-00112233445566778899aabbccddeeff"
@@ -119,3 +121,57 @@ async def test_the_fake_door_records_what_it_was_sent() -> None:
     await fake.aclose()
     assert fake.sent == [{"text": "todo #12 done", "kind": "note", "outbox_id": KEY}]
     assert fake.closed
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """One whole request off `conn` (its headers, then its Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def _door_that_drops_its_kept_alive_connection(server: socket.socket) -> None:
+    """Answers the first request and keeps the connection; drops it when the next request comes
+    on it (as a server that closes an idle kept-alive connection just as the client reuses it);
+    answers on a new connection."""
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 18\r\n\r\n"
+    answer += b'{"delivered":true}'
+    kept, _ = server.accept()
+    with kept:
+        _read_request(kept)
+        kept.sendall(answer)
+        _read_request(kept)
+    fresh, _ = server.accept()
+    with fresh:
+        _read_request(fresh)
+        fresh.sendall(answer)
+
+
+async def test_a_kept_alive_connection_dropped_as_it_is_reused_is_retried_once(
+    tmp_path: Path,
+) -> None:
+    """The door may close a kept-alive connection that sat idle (its connection gate gives the
+    place of the connection quiet longest to a newcomer at its cap) at the very moment the
+    notifier sends on it: the row goes again on a new connection (the door deduplicates by its
+    outbox_id), never deferred for it. Beside a flood this deferred a row with `ReadError`."""
+    tmp_path.chmod(0o700)
+    path = str(tmp_path / "door.sock")
+    server = bind_private(path)
+    server.settimeout(10)  # a client that never comes back ends the thread (socket.timeout)
+    serving = threading.Thread(
+        target=_door_that_drops_its_kept_alive_connection, args=(server,), daemon=True
+    )
+    serving.start()
+    client = HttpDoorClient(path, "k3y", 5.0)
+    try:
+        replies = [await client.send(ROW), await client.send(ROW)]
+    finally:
+        await client.aclose()
+        serving.join(timeout=10)
+        server.close()
+    assert [(reply.status, reply.error) for reply in replies] == [(200, None), (200, None)]

@@ -7,6 +7,8 @@ import errno
 import os
 import socket
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,55 @@ def test_a_stale_socket_is_replaced_and_a_live_one_refused(tmp_path: Path) -> No
 def test_a_path_longer_than_an_address_holds_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="longer than"):
         unix.bind_private(str(tmp_path / ("x" * 120)))
+
+
+def _filled(path: str) -> tuple[socket.socket, list[socket.socket]]:
+    """A listening socket whose queue of connections not yet accepted is full (backlog 0 holds
+    one), and the connections that fill it."""
+    server = unix.bind_private(path, backlog=0)
+    queued = []
+    while True:
+        waiting = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        waiting.setblocking(False)
+        try:
+            waiting.connect(path)
+        except BlockingIOError:
+            waiting.close()
+            return server, queued
+        queued.append(waiting)
+
+
+def test_a_client_waits_for_a_place_in_a_full_queue(tmp_path: Path) -> None:
+    """A flood of connections fills the service's accept queue: a client's connect waits its
+    turn, as a TCP client's does, rather than failing at once with EAGAIN ("Resource
+    temporarily unavailable", which failed `coop list` beside a flood)."""
+    tmp_path.chmod(0o700)
+    path = str(tmp_path / "service.sock")
+    server, queued = _filled(path)
+    accepted: list[socket.socket] = []
+    try:
+        # The service takes one connection off the queue a moment later: a place frees.
+        timer = threading.Timer(0.3, lambda: accepted.append(server.accept()[0]))
+        timer.start()
+        client = unix.connect_checked(path, timeout=10)
+        timer.join()
+        client.close()
+    finally:
+        for each in queued + accepted:
+            each.close()
+        server.close()
+
+
+def test_a_queue_that_stays_full_times_out_in_one_line(tmp_path: Path) -> None:
+    tmp_path.chmod(0o700)
+    path = str(tmp_path / "service.sock")
+    server, queued = _filled(path)
+    try:
+        began = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"took no new connection within 0\.3 s"):
+            unix.connect_checked(path, timeout=0.3)
+        assert time.monotonic() - began < 5
+    finally:
+        for each in queued:
+            each.close()
+        server.close()
