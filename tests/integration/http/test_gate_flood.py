@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from plumbing.unix_http import UnixHTTPConnection
 
+from plumbing.http.client import UnixHTTPConnection
 from tests.integration.http.test_gate_flow_control import asker, gated_server
 from tests.support.procs import child_env
 
