@@ -93,7 +93,7 @@ def sample(parts: list[Service]) -> dict[str, tuple[float, int]]:
     return {part.name: (part.cpu_s(), wakeups(part.pid)) for part in parts}
 
 
-def idle(folder: Path, pending: int, window_s: float) -> list[str]:
+def idle(folder: Path, pending: int, window_s: float, settle_s: float = SETTLE_S) -> list[str]:
     """The same idle window for a stack with `pending` deadlines a day ahead and one with none."""
     stacks: dict[str, Stack] = {}
     try:
@@ -101,7 +101,7 @@ def idle(folder: Path, pending: int, window_s: float) -> list[str]:
             (folder / str(count)).mkdir()
             stacks[label] = start(folder / str(count))
             file_requests(stacks[label].coop_db, count, "1d")
-        time.sleep(SETTLE_S)  # let every part finish starting before the window opens
+        time.sleep(settle_s)  # let every part finish starting before the window opens
         parts = {label: stack.running() for label, stack in stacks.items()}
         before = {label: sample(found) for label, found in parts.items()}
         began = time.monotonic()
@@ -129,6 +129,12 @@ def main() -> None:
     parser.add_argument("--spacing-s", type=float, default=0.2)
     parser.add_argument("--pending", type=int, default=100, help="deadlines pending when idle")
     parser.add_argument("--window-s", type=float, default=30.0)
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="the pause before the window opens (a smoke run: 0)",
+    )
     args = parser.parse_args()
     # Producers here wake the daemon by datagram only: no one-shot drainer outlives the bench.
     os.environ["COOP_KICK"] = "datagram"
@@ -143,7 +149,7 @@ def main() -> None:
             flush=True,
         )
         (Path(raw) / "idle").mkdir()
-        for line in idle(Path(raw) / "idle", args.pending, args.window_s):
+        for line in idle(Path(raw) / "idle", args.pending, args.window_s, args.settle_s):
             print(line, flush=True)
 
 

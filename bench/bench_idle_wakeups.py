@@ -52,6 +52,12 @@ def stop(stack: Stack) -> dict[str, tuple[float, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window-s", type=float, default=30.0)
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="the pause before the window opens (a smoke run: 0)",
+    )
     parser.add_argument("--baseline", type=Path, help="another tree's code, run beside this")
     args = parser.parse_args()
     trees = {"this": kit.REPO}
@@ -63,7 +69,7 @@ def main() -> None:
             for label, tree in trees.items():
                 (Path(raw) / label).mkdir()
                 stacks[label] = start(Path(raw) / label, tree)
-            time.sleep(SETTLE_S)  # let every part finish starting before the window opens
+            time.sleep(args.settle_s)  # let every part finish starting before the window opens
             parts = {label: stack.running() for label, stack in stacks.items()}
             before = {label: sample(found) for label, found in parts.items()}
             began = time.monotonic()

@@ -95,6 +95,12 @@ def measure(stack: Stack, off: Service, window_s: float) -> dict[str, tuple[floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window-s", type=float, default=60.0)
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="the pause before the window opens (a smoke run: 0)",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-phone-") as raw:
@@ -103,7 +109,7 @@ def main() -> None:
         stack = Stack(folder / "on")
         try:
             off = start(stack, folder)
-            time.sleep(SETTLE_S)  # let both finish starting before the window opens
+            time.sleep(args.settle_s)  # let both finish starting before the window opens
             print("door                  CPU ms/min   wakeups/min")
             for round_no in range(1, args.rounds + 1):
                 figures = measure(stack, off, args.window_s)

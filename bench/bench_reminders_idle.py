@@ -68,6 +68,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--asks", type=int, default=100)
     parser.add_argument("--window-s", type=float, default=60.0)
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help="the pause before the window opens (a smoke run: 0)",
+    )
     args = parser.parse_args()
     stacks: dict[str, Stack] = {}
     with tempfile.TemporaryDirectory(prefix="bench-reminders-") as raw:
@@ -77,7 +83,7 @@ def main() -> None:
                 stacks[label] = Stack(Path(raw) / label)
                 stacks[label].start_door()
             file_asks(stacks[f"{args.asks} reminders"], args.asks)
-            time.sleep(SETTLE_S)  # let the last ring's turn end before the window opens
+            time.sleep(args.settle_s)  # let the last ring's turn end before the window opens
             doors = {label: stack.door for label, stack in stacks.items()}
             before = {label: (door.cpu_s(), wakeups(door.pid)) for label, door in doors.items()}
             began = time.monotonic()

@@ -21,7 +21,8 @@ from tests.support.procs import child_env
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
-# script -> the arguments of its smoke run: the smallest sizes that still run every phase.
+# script -> the arguments of its smoke run: the smallest sizes that still run every phase. An
+# idle bench's settling pause (`--settle-s`, 3 s) is 0: it waits for nothing a smoke run reads.
 SMOKE_ARGS: dict[str, list[str]] = {
     "bench_cli.py": ["--runs", "1"],
     "bench_owner.py": ["--calls", "5", "--cold", "1"],
@@ -36,12 +37,14 @@ SMOKE_ARGS: dict[str, list[str]] = {
     "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
     "bench_door_batch.py": ["--rows", "8", "--batch", "4", "--rounds", "1"],
     "bench_wait.py": ["--rounds", "2"],
-    "bench_phone_idle.py": ["--window-s", "1"],
+    "bench_phone_idle.py": ["--window-s", "1", "--settle-s", "0"],
     "bench_phone_taps.py": ["--taps", "2"],
-    "bench_idle_wakeups.py": ["--window-s", "1"],
+    "bench_idle_wakeups.py": ["--window-s", "1", "--settle-s", "0"],
     "bench_http_bounds.py": ["--idle", "5", "--wait-s", "5"],
-    "bench_deadlines.py": ["--count", "2", "--spacing-s", "0", "--pending", "3", "--window-s", "1"],
-    "bench_reminders_idle.py": ["--asks", "3", "--window-s", "1"],
+    "bench_deadlines.py": [
+        "--count", "2", "--spacing-s", "0", "--pending", "3", "--window-s", "1", "--settle-s", "0",
+    ],
+    "bench_reminders_idle.py": ["--asks", "3", "--window-s", "1", "--settle-s", "0"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0

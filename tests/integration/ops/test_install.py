@@ -14,26 +14,28 @@ Needs root (it creates a user and chowns); skips in one line otherwise.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import pickle
 import re
 import shutil
 import stat
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.support.install_stage import (
+    INSTALL_TIMEOUT_S,
+    Staged,
+    copy_root,
+    install,
+    staged_install,
+)
+
 REPO = Path(__file__).resolve().parents[3]
-INSTALL = REPO / "ops" / "install"
 UNIT_SOURCES = sorted(
     [*(REPO / "ops" / "systemd").glob("*.service"), *(REPO / "ops" / "systemd").glob("*.timer")]
 )
 ENABLED = {"coop-engine.service", "coop-chief-door.service"}
-INSTALL_TIMEOUT_S = 300
 ANALYZE = shutil.which("systemd-analyze")
 HOST_UNITS = Path("/usr/lib/systemd/system")
 NOBODY = "65534"
@@ -47,78 +49,11 @@ pytestmark = [
 ]
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def install(*args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Run:
-    done = subprocess.run(
-        [*prefix, str(INSTALL), *args],
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        check=False,
-        env=env,
-    )
-    return Run(done.returncode, done.stdout, done.stderr)
-
-
-def tree(root: Path) -> dict[str, tuple[object, ...]]:
-    """Every path under `root`: its type, mode, owner, group, and its bytes' digest or link."""
-    found: dict[str, tuple[object, ...]] = {}
-    for path in sorted(root.rglob("*")):
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode):
-            body: object = os.readlink(path)
-        elif stat.S_ISREG(info.st_mode):
-            body = (hashlib.sha256(path.read_bytes()).hexdigest(), info.st_mtime_ns)
-        else:
-            body = None
-        found[str(path.relative_to(root))] = (
-            stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, body
-        )  # fmt: skip
-    return found
-
-
-@dataclass
-class Staged:
-    root: Path
-    first: Run
-    second: Run
-    after_first: dict[str, tuple[object, ...]]
-    after_second: dict[str, tuple[object, ...]]
-
-
-def _stage(root: Path) -> Staged:
-    first = install("--root", str(root), "--no-deps")
-    assert first.code == 0, first.err
-    after_first = tree(root)
-    second = install("--root", str(root), "--no-deps")
-    assert second.code == 0, second.err
-    return Staged(root, first, second, after_first, tree(root))
-
-
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Staged:
-    """The two runs, made once per test session: under xdist the test workers share one staged
-    root (every test only reads it, or a copy), built by the first worker to ask under a lock
-    (each install is a venv and a wheel build, about 10 s of CPU)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = shared / "ops-install-staged"
-    folder.mkdir(exist_ok=True)
-    with (folder / "lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        made = folder / "staged.pickle"
-        if made.exists():
-            found: Staged = pickle.loads(made.read_bytes())  # noqa: S301 (this session wrote it)
-            return found
-        result = _stage(folder / "root")
-        made.write_bytes(pickle.dumps(result))
-        return result
+    """The two runs, made once per test session and shared with every worker and with
+    tests/integration/trust/test_install_links.py (tests/support/install_stage.py)."""
+    return staged_install(tmp_path_factory)
 
 
 def entry(root: Path, database: str, name: str) -> list[str]:
@@ -130,12 +65,6 @@ def entry(root: Path, database: str, name: str) -> list[str]:
 
 def unit_setting(unit: Path, name: str) -> list[str]:
     return re.findall(rf"(?m)^{name}=(.*)$", unit.read_text())
-
-
-def copy_root(root: Path, copy: Path) -> Path:
-    """A copy of the staged root, modes, owners and links kept (`cp -a`)."""
-    subprocess.run(["cp", "-a", str(root), str(copy)], check=True, timeout=INSTALL_TIMEOUT_S)
-    return copy
 
 
 def mode_owner(path: Path) -> tuple[int, int, int]:

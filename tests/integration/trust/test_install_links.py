@@ -2,7 +2,12 @@
 `coop` user, who can point the service key's name at a file of root's (or at a missing path);
 and a link at the settings file or at a folder the install makes is refused the same way. Each
 refusal is one line, exit 1, and no root file changes mode, owner or bytes, nothing appears
-where a link points."""
+where a link points.
+
+The first install is the session's shared staged root (tests/support/install_stage.py), copied
+(`cp -a`, modes, owners and links kept): these tests plant links in it and run the install
+again, never changing the code it installed, so they need no venv and wheel build of their own.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.integration.trust.conftest import Vault, needs_root
-
-REPO = Path(__file__).resolve().parents[3]
-INSTALL_TIMEOUT_S = 300
+from tests.support.install_stage import INSTALL, INSTALL_TIMEOUT_S, copy_root, staged_install
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(INSTALL_TIMEOUT_S * 2)]
 
 
 def install(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(REPO / "ops" / "install"), "--root", str(root), "--no-deps"],
+        [str(INSTALL), "--root", str(root), "--no-deps"],
         capture_output=True,
         text=True,
         timeout=INSTALL_TIMEOUT_S,
@@ -33,10 +36,8 @@ def install(root: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory: pytest.TempPathFactory) -> Path:
     needs_root()
-    root = tmp_path_factory.mktemp("install-links") / "root"
-    first = install(root)
-    assert first.returncode == 0, first.stderr
-    return root
+    staged = staged_install(tmp_path_factory)
+    return copy_root(staged.root, tmp_path_factory.mktemp("install-links") / "root")
 
 
 #: (the name in the root, what the link points at: a root file, a missing path, a root folder)
