@@ -19,6 +19,8 @@ Every guard reads these rules here: the engine service's (`engine.owner.app`), t
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
+from typing import Any
 
 #: Peer addresses a loopback listener answers.
 LOOPBACK_PEERS = frozenset({"127.0.0.1", "::1"})
@@ -107,3 +109,16 @@ def cross_site(value: str | bytes) -> bool:
     """True for a `Sec-Fetch-Site` value a page on another origin sends."""
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     return text.strip().lower() in CROSS_SITE_FETCHES
+
+
+def on_unix_socket(scope: Mapping[str, Any]) -> bool:
+    """Whether an ASGI request came in on a Unix socket: uvicorn names the listening socket's
+    path as the `server`, `(path, None)`, where TCP gives `(host, port)`; the server sets it,
+    never the caller."""
+    server = scope.get("server")
+    return (
+        isinstance(server, list | tuple)
+        and len(server) == 2
+        and isinstance(server[0], str)
+        and server[1] is None
+    )

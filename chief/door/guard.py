@@ -15,9 +15,9 @@
 
 Checks 1 to 3 are the floor's rules (`plumbing.loopback`), which every guard of the project reads.
 The guard reads only the raw ASGI scope (peer, header bytes, and whether the server is a Unix
-socket: `on_unix_socket`), so it is the same whether the router runs in `chief serve` (its Unix
-socket) or inside a host application. `check_caller` is checks 1 to 3 alone (the keyless
-`/metrics` on TCP).
+socket: `plumbing.loopback.on_unix_socket`), so it is the same whether the router runs in
+`chief serve` (its Unix socket) or inside a host application. `check_caller` is checks 1 to 3
+alone (the keyless `/metrics` on TCP).
 
 Refusals are counted, not logged one line each (`say_refused`, over the door's
 `plumbing.refusals.RefusalTally`): a reason's first refusal is one `door.refused` line at once,
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -131,18 +131,6 @@ def say_refused(tally: RefusalTally, reason: str, *, path: str, peer: str | None
     summary = tally.refused(reason, peer=peer, path=path)
     if summary is not None:
         log.warning("door.refused", **summary.fields())
-
-
-def on_unix_socket(scope: Mapping[str, Any]) -> bool:
-    """Whether the request came in on a Unix socket: the ASGI `server` is `[path, None]` there
-    (set by the server, never by the caller), `(host, port)` on TCP."""
-    server = scope.get("server")
-    return (
-        isinstance(server, list | tuple)
-        and len(server) == 2
-        and isinstance(server[0], str)
-        and server[1] is None
-    )
 
 
 async def read_body(request: Request, limit_bytes: int) -> bytes | None:

@@ -59,11 +59,12 @@ from prometheus_client.exposition import choose_encoder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, on_unix_socket, say_refused
+from chief.door.guard import Guard, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
 from chief.telegram.sender import Buttons, TelegramSender, send_options
 from plumbing.http.refusals import RefusalCollector
+from plumbing.loopback import on_unix_socket
 from plumbing.wire import NOTIFY_PATH, SERVICE_KEY_HEADER
 
 METRICS_PATH = "/metrics"

@@ -29,9 +29,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, on_unix_socket, read_body, say_refused
+from chief.door.guard import Guard, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
+from plumbing.loopback import on_unix_socket
 from plumbing.wire import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")

@@ -81,7 +81,7 @@ from pydantic import (
 )
 
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, on_unix_socket, read_body, say_refused
+from chief.door.guard import Guard, read_body, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
@@ -98,6 +98,7 @@ from chief.model import (
 )
 from chief.urgent_rules import marked
 from plumbing.bounds import MAX_REMIND_MAX, MAX_WAIT_S, MIN_REMIND_S
+from plumbing.loopback import on_unix_socket
 from plumbing.wire import (
     MAX_TEXT_CHARS,
     NOTIFY_BATCH_PATH,

@@ -67,7 +67,7 @@ from engine.owner import commands, compat, phone
 from engine.owner.refused import ServiceRefusals
 from plumbing.faults import fault
 from plumbing.http.body import BoundedBody, refusal
-from plumbing.loopback import browser_header, host_is_loopback, peer_is_loopback
+from plumbing.loopback import browser_header, host_is_loopback, on_unix_socket, peer_is_loopback
 
 #: The largest body the service reads. A routed call's arguments (a title of 500 and a text of
 #: 4,000 characters, up to 6 bytes a character once escaped) fit many times over.
@@ -176,23 +176,11 @@ def _deny(status: int, reason: str, detail: str) -> GuardRefused:
     return GuardRefused(detail, status=status, reason=reason, event="owner.refused")
 
 
-def on_unix_socket(request: Request) -> bool:
-    """True when the request came over a Unix socket: uvicorn gives no client address then, and
-    the listening socket's path as the server, `(path, None)`."""
-    server = request.scope.get("server")
-    return (
-        request.client is None
-        and isinstance(server, tuple | list)
-        and len(server) == 2
-        and server[1] is None
-    )
-
-
 def guard_request(request: Request) -> None:
     """A loopback peer (or the service's own Unix socket, where the folder's permissions and the
     gate's uid check decided who may connect), no browser or proxy headers, one loopback Host:
     in that order."""
-    if not on_unix_socket(request) and not peer_is_loopback(
+    if not on_unix_socket(request.scope) and not peer_is_loopback(
         request.client.host if request.client else None
     ):
         raise _deny(403, "peer", "the Coop owner answers loopback callers only")
