@@ -251,8 +251,12 @@ def test_an_urgent_report_rings_loud_through_quiet_again_and_stops_at_got_it(
     assert GOT_IT in labels(urgent.rings(text)[-1])
     urgent.got_it(text)
     line = urgent.wait_line(rf"^acknowledged at \d\d:\d\d \(after \d+ rings\): {text}$")
-    toasts = [a["text"] for a in urgent.owner.callback_answers()]
-    assert any(t.startswith("Acknowledged at") for t in toasts), toasts
+    # The toast answers the tap after the line is written: wait for it, do not race it.
+    urgent.owner.wait_for(
+        lambda o: [a for a in o.callback_answers() if a["text"].startswith("Acknowledged at")],
+        WAIT_S,
+        "the Acknowledged toast",
+    )
     rung = len(urgent.rings(text))
     assert rung <= int(line.split("(after ")[1].split(" ")[0]) + 1  # one in flight at most
     assert len(urgent.quiet_behind_marker(text)) == rung  # it stopped
