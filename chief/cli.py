@@ -4,8 +4,12 @@
     chief log [--limit N] [--json] [--owner NAME]   the conversation as a person reads it
     chief report --source cron:NAME [--fire ID] [--wait S] TEXT|-
                                                     a scheduled job's line into the Chief
-    chief telegram pair [--timeout S]               pair the owner's Telegram chat by a code
-    chief telegram unpair                           forget that pairing
+    chief telegram pair [--timeout S] [--second]    pair the owner's Telegram chat by a code
+                                                    (--second: the second person's, rung 2 of
+                                                    an urgent report's ladder)
+    chief telegram unpair [--second]                forget that pairing
+    chief ack N                                     acknowledge the urgent report N on the
+                                                    machine (the running door stops every rung)
     chief check-backup FILE                         check a chief.db from a backup against
                                                     this build's migrations (`coop restore
                                                     --with-chief` runs it)
@@ -168,6 +172,14 @@ COMMANDS: dict[str, Command] = {
                     "help": f"seconds to wait for /start CODE ({DEFAULT_PAIR_TIMEOUT_S:g})",
                 },
             ),
+            (
+                ("--second",),
+                {
+                    "action": "store_true",
+                    "help": "pair the second person: their own chat, rung when nobody "
+                    "acknowledges an urgent report in time",
+                },
+            ),
         ),
         description="Check TELEGRAM_BOT_TOKEN, print the bot's @name and a one-time code, and "
         "wait for /start CODE in a private chat with the bot; then store that chat and that "
@@ -177,7 +189,20 @@ COMMANDS: dict[str, Command] = {
     ),
     "telegram unpair": Command(
         "forget the Telegram pairing (the door rings nothing until you pair again)",
-        (),
+        (
+            (
+                ("--second",),
+                {"action": "store_true", "help": "forget the second person's pairing only"},
+            ),
+        ),
+    ),
+    "ack": Command(
+        "acknowledge an urgent report on the machine: every rung stops",
+        ((("report",), {"metavar": "N", "help": "the report's number (`coop status`)"}),),
+        description="Acknowledge the urgent report N (its number in the door's status, "
+        "`coop status` and the phone's /status) through the running door: it stops ringing "
+        "on every rung, each message still ringing says so, and the Chief gets one line. "
+        "Exit 0 acknowledged (or already), 1 no such report or no door running.",
     ),
     "check-backup": Command(
         "check a chief.db from a backup against this build's migrations",
@@ -289,8 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         from chief import pair_cli  # PTB and anyio load for this command only
 
         if options.subcommand == "pair":
-            return pair_cli.pair(options.timeout)
-        return pair_cli.unpair()
+            return pair_cli.pair(options.timeout, second=options.second)
+        return pair_cli.unpair(second=options.second)
+    if options.command == "ack":
+        from chief import ack_cli
+
+        return ack_cli.ack(options.report)
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
 

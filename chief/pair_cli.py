@@ -9,6 +9,10 @@ Telegram unreachable, the door running; 2 a wrong setting; 130 Ctrl-C (nothing p
 failure is one line on stderr, and the token is never printed.
 
 unpair: removes the pairing file and says what it removed (or that nothing was paired); exit 0.
+
+`--second` (issue 35) pairs, or unpairs, the second person the same way, in their own file
+(`telegram-pairing-second.json`): a /start CODE from the owner's own user is refused (it would
+ring the owner twice); the owner's pairing is left as it is.
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 import anyio
 
 from chief.config import ChiefConfig
-from chief.door.config import PairSettings, pairing_file
+from chief.door.config import PairSettings, obeyed, pairing_file
 from chief.errors import ChiefConfigError, ChiefError, TelegramUnavailable
 from chief.serve_lock import REPORT_HOLD_POLL_S, REPORT_HOLD_WAIT_S, REPORT_HOLDER, ServeLock
-from chief.telegram.pair import Countdown, PairingSession
+from chief.telegram.pair import SECOND_PAIRED_WORDS, Countdown, PairingSession
 from chief.telegram.pairing import Pairing, read_pairing, remove_pairing
 from plumbing.terminal import shown
 
@@ -42,10 +47,11 @@ def _fail(prog: str, words: str, code: int = EXIT_FAILED) -> int:
     return code
 
 
-def pair(timeout_s: float) -> int:
+def pair(timeout_s: float, *, second: bool = False) -> int:
     try:
-        settings = PairSettings.from_env()
+        settings = PairSettings.from_env(second=second)
         db_path = ChiefConfig.from_env().db_path
+        owner = _owner_user(os.environ) if second else None
     except ChiefError as exc:
         return _fail(PAIR, str(exc), EXIT_USAGE)
     lock = ServeLock(db_path, holder=PAIR_HOLDER)
@@ -64,7 +70,7 @@ def pair(timeout_s: float) -> int:
                 ),
                 flush=True,
             )
-        paired, last_error = anyio.run(_session, settings, timeout_s)
+        paired, last_error = anyio.run(_session, settings, timeout_s, second, owner)
     except KeyboardInterrupt:
         return _fail(PAIR, "interrupted; nothing paired", EXIT_INTERRUPTED)
     except TelegramUnavailable as exc:
@@ -82,6 +88,12 @@ def pair(timeout_s: float) -> int:
         )
     # who() is the names Telegram gave: printed escaped, as everything received is.
     print(shown(f"{PAIR}: paired with {paired.who()}; saved in {settings.pairing_file}"))
+    if second:
+        print(
+            "Start the door (`chief serve`): an urgent report nobody acknowledges in time "
+            "(CHIEF_ESCALATE_AFTER_S) now rings that chat too."
+        )
+        return EXIT_OK
     print("Start the door (`chief serve`): Coop's messages now come to that chat.")
     return EXIT_OK
 
@@ -106,11 +118,22 @@ def _take(lock: ServeLock) -> str | None:
     return None
 
 
-async def _session(settings: PairSettings, timeout_s: float) -> tuple[Pairing | None, str | None]:
-    """The pairing (None: none within `timeout_s`) and the last failed poll's words."""
+def _owner_user(env: Mapping[str, str]) -> int | None:
+    """The owner's user id as the door obeys it (their pairing, or TELEGRAM_CHAT_ID)."""
+    chat = env.get("TELEGRAM_CHAT_ID", "").strip() or None
+    return obeyed(chat, read_pairing(pairing_file(env)))[1]
+
+
+async def _session(
+    settings: PairSettings, timeout_s: float, second: bool = False, owner: int | None = None
+) -> tuple[Pairing | None, str | None]:
+    """The pairing (None: none within `timeout_s`) and the last failed poll's words; with
+    `second`, the owner's user (`owner`) is refused as the second person."""
     session = PairingSession(
         settings.token, api_base=settings.api_base, timeout_s=settings.timeout_s
     )
+    if second:
+        session.paired_words = SECOND_PAIRED_WORDS
     countdown = Countdown(sys.stderr, PAIR)
     try:
         name = await session.start()
@@ -121,7 +144,7 @@ async def _session(settings: PairSettings, timeout_s: float) -> tuple[Pairing | 
         print()
         print(f"Waiting up to {timeout_s:g} s (Ctrl-C to stop).", flush=True)
         deadline = time.monotonic() + timeout_s
-        paired = await session.wait(deadline, settings.pairing_file, countdown.tick)
+        paired = await session.wait(deadline, settings.pairing_file, countdown.tick, not_user=owner)
         return paired, session.last_error
     finally:
         countdown.finish()
@@ -129,8 +152,8 @@ async def _session(settings: PairSettings, timeout_s: float) -> tuple[Pairing | 
             await session.aclose()
 
 
-def unpair() -> int:
-    path = pairing_file(os.environ)
+def unpair(*, second: bool = False) -> int:
+    path = pairing_file(os.environ, second=second)
     try:
         pairing = read_pairing(path)
     except ChiefConfigError:
@@ -143,6 +166,14 @@ def unpair() -> int:
         print(shown(f"{UNPAIR}: nothing was paired (no {path})"))
         return EXIT_OK
     who = f" with {pairing.who()}" if pairing is not None else " (it was not readable)"
+    if second:
+        print(
+            shown(
+                f"{UNPAIR}: removed the second person's pairing{who} ({path}); restart the "
+                "door: urgent reports ring the owner alone"
+            )
+        )
+        return EXIT_OK
     print(
         shown(
             f"{UNPAIR}: removed the pairing{who} ({path}); restart the door: it rings nothing "

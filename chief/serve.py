@@ -44,6 +44,7 @@ from fastapi import FastAPI
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
+from chief.door.ack_route import make_ack_router
 from chief.door.config import METRICS_HOST, DoorConfig
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
@@ -60,6 +61,7 @@ from chief.phone.jobqueue import DueRings, Nagger
 from chief.phone.loop import Loop, running_task
 from chief.phone.reminders import Reminders
 from chief.phone.ringer import Ringer
+from chief.phone.second import SecondPerson
 from chief.phone.updater import PhoneLoop, UpdateHandlers
 from chief.phone.urgent import Urgent
 from chief.serve_lock import ServeLock
@@ -128,6 +130,7 @@ def create_app(
     )
     app.include_router(make_router(door_config, service))
     app.include_router(make_report_router(door_config, service))  # cron lines (chief report)
+    app.include_router(make_ack_router(door_config, service))  # `chief ack N`
     instrument_door(app, service, door_config, metrics)  # GET /metrics, answers counted
     service.telegram_next_step = door_config.telegram_next_step
     app.state.door = service
@@ -256,6 +259,7 @@ class _DoorParts:
             handlers = self.handlers(parts)
         else:
             handlers = await stack.enter_async_context(answering(parts))
+        second = config.telegram_second
         poller = PhoneLoop(
             phone,
             inbox,
@@ -264,6 +268,8 @@ class _DoorParts:
             commands=commands,
             handlers=handlers,
             on_stranger=self.metrics.count_stranger,
+            second=None if second is None else (second.user_id, second.chat_id),
+            second_handlers=None if urgent is None else SecondPerson(urgent, phone),
         )
         await stack.enter_async_context(running(poller, config))
         self.phone = poller
@@ -336,9 +342,21 @@ def build_urgent(chief: Chief, config: DoorConfig, asks: Asks, metrics: DoorMetr
     """The door's urgent reports over `chief`'s store: the nag task's urgent source, and what
     acknowledges them."""
     if config.urgent.test_short:
-        log.warning("door.urgent_test_bounds", rering_s=config.urgent.rering_s, note="test only")
+        log.warning(
+            "door.urgent_test_bounds",
+            rering_s=config.urgent.rering_s,
+            escalate_s=config.urgent.escalate_s,
+            note="test only",
+        )
+    second = config.telegram_second
     return Urgent(
-        chief.store, chief, config.urgent, edits_queued=asks.nudge, count=metrics.count_urgent
+        chief.store,
+        chief,
+        config.urgent,
+        edits_queued=asks.nudge,
+        count=metrics.count_urgent,
+        second_chat=None if second is None else str(second.chat_id),
+        escalated=metrics.count_escalation,
     )
 
 

@@ -11,12 +11,23 @@ messages) or `expire_s` has passed since it was accepted. Its bounds:
     CHIEF_URGENT_EXPIRE_S   3600   seconds after which it stops ringing and lands a line saying
                                    it went unacknowledged; at most MAX_EXPIRE_S (3 h), at least
                                    one interval
+    CHIEF_ESCALATE_AFTER_S  600    seconds after which a report nobody acknowledged climbs to
+                                   rung 2 of its ladder: the second person's chat rings too
+                                   (issue 35); at least MIN_ESCALATE_S (60)
     CHIEF_TEST_URGENT_SHORT unset  TEST ONLY: `1` lets the interval go down to
-                                   TEST_MIN_RERING_S (0.2 s) and the expiry with it, so the test
-                                   suite sees repeats and expiries in seconds; never set it in
+                                   TEST_MIN_RERING_S (0.2 s), the expiry with it, and the
+                                   escalation to TEST_MIN_ESCALATE_S, so the test suite sees
+                                   repeats, rungs and expiries in seconds; never set it in
                                    production (the door logs `door.urgent_test_bounds` at start)
 
-So one report rings at most `expire_s / rering_s + 1` times (61 at the defaults).
+So one report rings the owner at most `expire_s / rering_s + 1` times (61 at the defaults), and
+the second person once (rung 2), when one is paired and nobody acknowledged it within
+`escalate_s`.
+
+The ladder. Rung 1 is the owner's chat, repeated; rung 2 the second person's chat (one ring, a
+"Got it" of the same report); rung 3 (the fallback channel) is another module's. The first
+acknowledgement anywhere stops every rung, and says who (`WHO`): the owner, the second person,
+`chief ack` on the machine, or the settle of its request.
 """
 
 from __future__ import annotations
@@ -36,6 +47,27 @@ MIN_RERING_S = 30.0
 MAX_EXPIRE_S = 3 * 3600.0
 TEST_MIN_RERING_S = 0.2
 TEST_SETTING = "CHIEF_TEST_URGENT_SHORT"
+DEFAULT_ESCALATE_S = 600.0
+MIN_ESCALATE_S = 60.0
+TEST_MIN_ESCALATE_S = 0.5
+
+# The rungs of the ladder (the number kept per report in chief.db).
+OWNER_RUNG = 1
+SECOND_RUNG = 2
+# Who acknowledged, as chief.db keeps it (`urgent_reports.acked_by`), and as the Chief line and
+# the edited messages name them.
+OWNER, SECOND, MACHINE, SETTLE = "owner", "second", "machine", "settle"
+WHO = {
+    OWNER: "the owner",
+    SECOND: "the second person",
+    MACHINE: "chief ack on the machine",
+    SETTLE: "the answer to its request",
+}
+# `chief ack N`'s route on the door (`chief.door.ack_route`), and the longest N or key it takes.
+ACK_PATH = "/api/chief/urgent/ack"
+MAX_REFERENCE_CHARS = 200
+# A tap on a request's choice by the second person: deciding stays the owner's.
+SECOND_MAY_NOT_DECIDE = "Only the owner decides requests; tap Got it to acknowledge an urgent one"
 
 # Words the other parts match on (the issue's contract): keep them.
 GOT_IT = "Got it"
@@ -58,6 +90,8 @@ class UrgentBounds:
     expire_s: float = DEFAULT_EXPIRE_S
     #: the test-only setting allowed the short bounds
     test_short: bool = False
+    #: when an unacknowledged report climbs to rung 2 (the second person), after it was accepted
+    escalate_s: float = DEFAULT_ESCALATE_S
 
     @property
     def max_rings(self) -> int:
@@ -82,7 +116,15 @@ def bounds_from_env(env: Mapping[str, str]) -> UrgentBounds:
             f"CHIEF_URGENT_EXPIRE_S={expire_s:g} must lie between CHIEF_URGENT_RERING_S "
             f"({rering_s:g}) and {MAX_EXPIRE_S:g} s (3 h)"
         )
-    return UrgentBounds(rering_s, expire_s, test_short)
+    escalate_floor = TEST_MIN_ESCALATE_S if test_short else MIN_ESCALATE_S
+    escalate_s = _seconds(env, "CHIEF_ESCALATE_AFTER_S", DEFAULT_ESCALATE_S)
+    if escalate_s < escalate_floor:
+        raise DoorError(
+            f"CHIEF_ESCALATE_AFTER_S={escalate_s:g} is below {escalate_floor:g} s: an urgent "
+            f"report reaches the second person after at least {MIN_ESCALATE_S:g} s (the "
+            f"test-only {TEST_SETTING}=1 allows {TEST_MIN_ESCALATE_S:g} s, for the test suite)"
+        )
+    return UrgentBounds(rering_s, expire_s, test_short, escalate_s)
 
 
 #: The words the test-only switch takes (docs/configuration.md); unset or blank is off.
@@ -132,11 +174,19 @@ def repeat_text(ring: int, created_at: float, now: float, text: str) -> str:
     return f"URGENT, again (ring {ring}, waiting {waited_min(created_at, now)} min): {text}"
 
 
-def acknowledged_line(at: float, rings: int, text: str, zone: tzinfo | None = None) -> str:
-    """The Chief line of an acknowledgement: `acknowledged at 14:05 (after 3 rings): ...` (the
-    contract's words, "rings" whatever the count)."""
+def escalated_text(created_at: float, now: float, text: str) -> str:
+    """Rung 2's ring, in the second person's chat: `URGENT, nobody acknowledged it for 10 min:
+    <the report>` (the owner's chat still rings)."""
+    return f"URGENT, nobody acknowledged it for {waited_min(created_at, now)} min: {text}"
+
+
+def acknowledged_line(
+    at: float, rings: int, text: str, zone: tzinfo | None = None, *, by: str = OWNER
+) -> str:
+    """The Chief line of an acknowledgement: `acknowledged at 14:05 by the owner (after 3
+    rings): ...` (the contract's words, "rings" whatever the count; `by` a key of `WHO`)."""
     clock = datetime.fromtimestamp(at, zone).strftime("%H:%M")
-    return f"acknowledged at {clock} (after {rings} rings): {first_line(text)}"
+    return f"acknowledged at {clock} by {WHO[by]} (after {rings} rings): {first_line(text)}"
 
 
 def expired_line(rings: int, created_at: float, now: float, text: str, why: str = "") -> str:

@@ -33,6 +33,8 @@ start from the environment into a frozen `DoorConfig`.
                                            TCP era's COOP_SERVICE_URL is refused in one line
     CHIEF_URGENT_RERING_S  60              seconds between an urgent report's rings (>= 30)
     CHIEF_URGENT_EXPIRE_S  3600            when it stops ringing unacknowledged (<= 3 h)
+    CHIEF_ESCALATE_AFTER_S 600             when an unacknowledged urgent report rings the second
+                                           person too (rung 2 of its ladder; >= 60)
     CHIEF_TEST_URGENT_SHORT unset          TEST ONLY: 1 allows shorter ones (chief.urgent_rules)
 
 Who the door rings and obeys. `chief telegram pair` writes `<COOP_HOME>/telegram-pairing.json`
@@ -44,6 +46,12 @@ id), else nobody (inbound off, said once in the log). `TELEGRAM_BOT_TOKEN` with 
 starts, says `chief telegram pair` is the next step, and rings nothing. `TELEGRAM_CHAT_ID`
 without a token is a wrong setting. The pairing file is read only when a token is set; a broken
 one stops the door, naming it.
+
+The second person (issue 35). `chief telegram pair --second` writes
+`<COOP_HOME>/telegram-pairing-second.json` the same way: one more private chat and user, rung at
+rung 2 of an urgent report's ladder, obeyed for "Got it", a reply to an urgent ring, /help and
+/status only. It is read only when a token is set and an owner is obeyed; one that names the
+owner's chat or user stops the door, naming it (it would ring the owner twice).
 
 `COOP_HOME` defaults to `$XDG_DATA_HOME/coop` (or `~/.local/share/coop`). A wrong value raises
 `DoorError` naming the setting, and `chief serve` stops before it binds anything; so does a
@@ -69,7 +77,12 @@ from urllib.parse import urlsplit
 
 from chief.errors import ChiefConfigError, DoorError
 from chief.phone.pacing import QuietHours
-from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
+from chief.telegram.pairing import (
+    PAIRING_FILE_NAME,
+    SECOND_PAIRING_FILE_NAME,
+    Pairing,
+    read_pairing,
+)
 from chief.urgent_rules import UrgentBounds, bounds_from_env
 from plumbing import door as door_address
 from plumbing import files, home, service, settings
@@ -157,6 +170,8 @@ class DoorConfig:
     #: `CHIEF_URGENT_RERING_S`, `CHIEF_URGENT_EXPIRE_S` (and the test-only
     #: `CHIEF_TEST_URGENT_SHORT`): how often an urgent report rings again, and for how long.
     urgent: UrgentBounds = field(default_factory=UrgentBounds)
+    #: `<COOP_HOME>/telegram-pairing-second.json`: the second person (None: nobody paired)
+    telegram_second: Pairing | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -196,6 +211,7 @@ class DoorConfig:
         pairing_path = pairing_file(env)
         pairing = _pairing(pairing_path) if token is not None else None
         chat_id, user_id = obeyed(chat_id, pairing)
+        second = _second(env, chat_id, user_id) if token is not None else None
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
         return cls(
@@ -226,6 +242,7 @@ class DoorConfig:
             service_socket=_service_socket(env),
             service_key=key,
             urgent=bounds_from_env(env),
+            telegram_second=second,
         )
 
 
@@ -241,8 +258,11 @@ class PairSettings:
     chat_setting: str | None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> PairSettings:
-        """Read and check them; DoorError naming the first wrong one (no token included)."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, second: bool = False
+    ) -> PairSettings:
+        """Read and check them; DoorError naming the first wrong one (no token included).
+        `second`: the second person's pairing file."""
         env = os.environ if environ is None else environ
         token = env.get("TELEGRAM_BOT_TOKEN", "").strip()
         if not token:
@@ -257,14 +277,31 @@ class PairSettings:
                 env.get("TELEGRAM_TIMEOUT_S", str(DEFAULT_TELEGRAM_TIMEOUT_S)),
                 env.get("COOP_CLIENT_TIMEOUT_S", str(DEFAULT_ENGINE_CLIENT_TIMEOUT_S)),
             ),
-            pairing_file=pairing_file(env),
-            chat_setting=env.get("TELEGRAM_CHAT_ID", "").strip() or None,
+            pairing_file=pairing_file(env, second=second),
+            chat_setting=None if second else env.get("TELEGRAM_CHAT_ID", "").strip() or None,
         )
 
 
-def pairing_file(env: Mapping[str, str]) -> Path:
-    """Where `chief telegram pair` writes the pairing: `<COOP_HOME>/telegram-pairing.json`."""
-    return data_home(env) / PAIRING_FILE_NAME
+def pairing_file(env: Mapping[str, str], *, second: bool = False) -> Path:
+    """Where `chief telegram pair` writes the pairing: `<COOP_HOME>/telegram-pairing.json`, or
+    the second person's (`--second`): `<COOP_HOME>/telegram-pairing-second.json`."""
+    return data_home(env) / (SECOND_PAIRING_FILE_NAME if second else PAIRING_FILE_NAME)
+
+
+def _second(env: Mapping[str, str], chat_id: str | None, user_id: int | None) -> Pairing | None:
+    """The second person's pairing, when one is paired and an owner is obeyed (else nobody
+    could acknowledge beside them); `DoorError` when it is broken or names the owner."""
+    path = pairing_file(env, second=True)
+    second = _pairing(path)
+    if second is None or user_id is None:
+        return None
+    if str(second.chat_id) == chat_id or second.user_id == user_id:
+        raise DoorError(
+            f"the second person's pairing {path} names the owner's chat or user; pair another "
+            "person with `chief telegram pair --second`, or remove it with "
+            "`chief telegram unpair --second`"
+        )
+    return second
 
 
 def chat_source(env: Mapping[str, str], chat_id: str | None) -> str | None:

@@ -21,6 +21,8 @@ verbs they count.
     coop_urgent_rings_total                    counter    urgent rings Telegram took (all of them)
     coop_urgent_acknowledgements_total         counter    urgent reports acknowledged, once each
     coop_urgent_expiries_total                 counter    urgent reports expired unacknowledged
+    coop_escalations_total{rung}               counter    urgent reports that climbed to a rung
+                                                          of their ladder (2: the second person)
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.phone.updater)
@@ -144,6 +146,18 @@ class DoorMetrics:
             )
         }
 
+        self.escalations = Counter(
+            "coop_escalations",
+            "Urgent reports nobody acknowledged in time that climbed to a rung of their ladder "
+            "(2: the second person's chat).",
+            ["rung"],
+            registry=self.registry,
+        )
+
+    def count_escalation(self, rung: int) -> None:
+        """One urgent report climbed to `rung` (`chief.phone.urgent`)."""
+        self.escalations.labels(rung=str(rung)).inc()
+
     def count_urgent(self, kind: str) -> None:
         """One urgent ring, acknowledgement or expiry (`chief.phone.urgent`)."""
         self.urgent[kind].inc()
@@ -247,8 +261,9 @@ class _MeteredSender:
         silent: bool = False,
         buttons: Buttons | None = None,
         reply_to: int | None = None,
+        chat: int | str | None = None,
     ) -> int | None:
-        options = send_options(buttons, reply_to)  # passed on only when given
+        options = send_options(buttons, reply_to, chat)  # passed on only when given
         try:
             message_id: int | None = await self._inner.send(text, silent=silent, **options)
         except TelegramUnavailable as exc:

@@ -72,18 +72,22 @@ class Commands:
         #: /status's urgent lines (chief.phone.urgent): what rings or went unacknowledged
         self.urgent_lines = urgent_lines
 
-    async def run(self, chat_id: int, text: str) -> None:
+    async def run(self, chat_id: int, text: str, *, owner: bool = True) -> None:
         """Answer the command line `text` in `chat_id` (a '/' the door cannot read as a command
-        gets the help's first line; text without a '/': nothing)."""
+        gets the help's first line; text without a '/': nothing). The second person
+        (`owner=False`) may run `SECOND_COMMANDS` only; anything else is the owner's."""
         command = words.parse_command(text)
         if command is None and text.lstrip().startswith("/"):
             command = words.Command("", text.strip())  # no command of ours: the help's line
         if command is None:
             return
-        answer = await self.answer(command)
+        if owner or command.name in words.SECOND_COMMANDS:
+            answer = await self.answer(command)
+        else:
+            answer = words.OWNERS_ONLY
         if answer:
             await self.phone.reply(chat_id, answer)
-        log.info("door.phone_command", command=command.name)
+        log.info("door.phone_command", command=command.name, owner=owner)
 
     async def answer(self, command: words.Command) -> str:
         """The reply to `command` ("" when the command replied on its own)."""

@@ -45,6 +45,12 @@ HELP = "\n".join(
     ]
 )
 ALREADY_PAIRED = "Already paired: this chat gets the household's reports. /help lists commands."
+# The second person (issue 35): what they may run, and the answer to anything else.
+SECOND_COMMANDS = frozenset({"status", "help", "start"})
+OWNERS_ONLY = (
+    "Only the owner can do that. Here you may run /status and /help, and tap Got it on an "
+    "urgent report (or reply to it) to acknowledge it."
+)
 NOT_RUNNING = "The ledger service (coop serve) is not running, so I cannot read the ledger now."
 NOT_ANSWERING = "The ledger service (coop serve) did not answer in time; try again in a minute."
 

@@ -11,7 +11,9 @@
                                    a group in doubt alone, the same entries, behind the marker;
                                    an ask always alone, with its live buttons (one per choice);
                                    an urgent ring always alone, with its live "Got it", and
-                                   never silent (chief.phone.urgent)
+                                   never silent (chief.phone.urgent); a ladder's rung 2 in
+                                   the second person's chat (the entry's `chat`), paced by
+                                   that chat's own bucket
       in flight                    the carried entries' send id, committed (FULL) before the send
       send                         awaited up to the late-reply bound (telegram.sender); silently in
                                    quiet hours and while the owner's /quiet holds; under the row
@@ -284,12 +286,20 @@ class Ringer(DoorLoop):
         if due_in_s > 0:
             return due_in_s
         self._backing_off = False
-        bucket = self._buckets[self.chat_id]
+        bucket = self._bucket(head[0].chat or self.chat_id)
         token_in_s = bucket.wait_s(self._monotonic())
         if token_in_s > 0:
             return token_in_s
         bucket.take(self._monotonic())
         return await self._ring(head)
+
+    def _bucket(self, chat: str) -> TokenBucket:
+        """The token bucket of `chat` (the owner's, or a ladder's second chat)."""
+        bucket = self._buckets.get(chat)
+        if bucket is None:
+            burst, interval_s = pacing_for(chat)
+            bucket = self._buckets[chat] = TokenBucket(burst, interval_s, self._monotonic())
+        return bucket
 
     async def _ask_again_if_unusable(self) -> float:
         """With nothing queued: while Telegram cannot be used, ask again (getMe) every
@@ -312,7 +322,11 @@ class Ringer(DoorLoop):
         silent = carried[0].urgent is None and self._silent()
         repeat = carried[0].repeat_of is not None
         asked = carried[0].ask_key
+        # A ladder's ring in another chat than the owner's (rung 2): sent there, marked there.
+        other_chat = carried[0].chat
         bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
+        if other_chat is not None:
+            bound = bound.bind(chat=other_chat, urgent_key=carried[0].urgent)
         if asked is not None:
             bound = bound.bind(ask_key=asked)
         try:
@@ -324,7 +338,12 @@ class Ringer(DoorLoop):
         async with self._hold(outbox_ids):
             try:
                 telegram_id = await self._send(
-                    text, silent, bound, ask_buttons(carried), carried[0].reply_to_message_id
+                    text,
+                    silent,
+                    bound,
+                    ask_buttons(carried),
+                    carried[0].reply_to_message_id,
+                    other_chat,
                 )
             except TelegramUnavailable as exc:
                 if exc.in_doubt:
@@ -334,6 +353,8 @@ class Ringer(DoorLoop):
                 self._answer_waiters(seqs, None)  # they answer "queued" now, not at their bound
                 return 0.0
             fault("door.after_telegram_send")
+            if other_chat is not None:
+                fault("door.after_ladder_send")  # test-only: rung 2 sent, not marked
             self.sent_messages += 1
             self.failure = None  # a send went through: a permanent refusal included
             self._end_outage(bound)
@@ -342,8 +363,10 @@ class Ringer(DoorLoop):
             # message id could not be read is not remembered: no edit can name it.
             with anyio.CancelScope(shield=True):
                 remembered = (asked or carried[0].urgent) is not None and telegram_id is not None
-                chat = chat_key(self.chat_id) if remembered else None
+                chat = chat_key(other_chat or self.chat_id) if remembered else None
                 await self._mark(_Unmarked(seqs, outbox_ids, telegram_id, chat))
+        if other_chat is not None:
+            fault("door.after_ladder_mark")  # test-only: rung 2 sent and marked
         if carried[0].urgent is not None:
             self.urgent_rung()
         self._answer_waiters(seqs, Rung(telegram_id))
@@ -364,11 +387,13 @@ class Ringer(DoorLoop):
         bound: Any,
         buttons: list[list[tuple[str, str]]] | None,
         reply_to: int | None = None,
+        chat: str | None = None,
     ) -> int | None:
         """The send, timed: one past the door's deadline is logged as slow when it ends."""
         started = self._sending_since = self._monotonic()
-        try:  # `buttons` for an ask or an urgent ring, `reply_to` for a reminder
-            return await self.sender.send(text, silent=silent, **send_options(buttons, reply_to))
+        try:  # `buttons` for an ask or an urgent ring, `reply_to` for a reminder, `chat` rung 2
+            options = send_options(buttons, reply_to, None if chat is None else chat_key(chat))
+            return await self.sender.send(text, silent=silent, **options)
         finally:
             self._sending_since = None
             waited_s = self._monotonic() - started

@@ -14,7 +14,12 @@
         ids went back  an id below the last one: logged once, in words, and handled like any
                      other (Telegram picks a random id after a week without updates; the
                      emulator starts again from 1 on a restart)
-        a stranger   not the obeyed user in the obeyed chat (an update without a sender or
+        the second   the second person in their own chat (issue 35, `chief.phone.second`): a
+                     tap or a reply goes to `second.on_tap` / `second.on_reply` (they
+                     acknowledge urgent reports, decide nothing); a command runs as theirs
+                     (/status and /help only)
+        a stranger   anyone else: not the obeyed user in the obeyed chat (an update without a
+                     sender or
                      a chat, such as one the seam could not read, included): nothing changes,
                      nothing is answered; counted (`coop_telegram_strangers_total`) and summed
                      up in one `door.telegram_strangers` line at most every STRANGERS_LOG_S (how
@@ -145,6 +150,8 @@ class PhoneLoop(DoorLoop):
         commands: Commands,
         handlers: UpdateHandlers | None = None,
         on_stranger: Callable[[], None] = lambda: None,
+        second: tuple[int, int] | None = None,
+        second_handlers: UpdateHandlers | None = None,
         poll_timeout_s: float = POLL_TIMEOUT_S,
         command_list: Sequence[tuple[str, str]] = COMMANDS,
         pauses: Pauses = Pauses(),
@@ -156,6 +163,9 @@ class PhoneLoop(DoorLoop):
         self.commands = commands
         self.handlers = handlers
         self.on_stranger = on_stranger
+        #: the second person's (user id, chat id), and what their taps and replies do
+        self.second = second
+        self.second_handlers = second_handlers
         self.poll_timeout_s = poll_timeout_s
         self.command_list = command_list
         self.pauses = pauses
@@ -307,11 +317,13 @@ class PhoneLoop(DoorLoop):
             return True
         self._went_back(update.update_id)
         user, chat = update.effective_user, update.effective_chat
-        if user is None or chat is None or (user.id, chat.id) != (self.user_id, self.chat_id):
+        who = None if user is None or chat is None else (user.id, chat.id)
+        owner = who == (self.user_id, self.chat_id)
+        if chat is None or not (owner or (who is not None and who == self.second)):
             await self._stranger(update, key)
             return True
         try:
-            await self._route(update, chat.id)
+            await self._route(update, chat.id, owner=owner)
         except Exception as exc:  # a handler's failure must not stop the phone
             attempts = self._attempts.get(key, 0) + 1
             if attempts < MAX_UPDATE_ATTEMPTS:
@@ -348,22 +360,23 @@ class PhoneLoop(DoorLoop):
                 "updates; the emulator does on a restart): every update is still handled",
             )
 
-    async def _route(self, update: Update, chat_id: int) -> None:
+    async def _route(self, update: Update, chat_id: int, *, owner: bool = True) -> None:
         message = update.message
         if update.callback_query is not None:
-            await self._to_handlers("on_tap", update)
+            await self._to_handlers("on_tap", update, owner)
         elif message is not None and message.reply_to_message is not None:
-            await self._to_handlers("on_reply", update)
+            await self._to_handlers("on_reply", update, owner)
         elif message is not None and (message.text or "").startswith("/"):
-            await self.commands.run(chat_id, message.text or "")
+            await self.commands.run(chat_id, message.text or "", owner=owner)
         else:
             log.info("door.phone_ignored", update_id=update.update_id)
 
-    async def _to_handlers(self, method: str, update: Update) -> None:
-        if self.handlers is None:
+    async def _to_handlers(self, method: str, update: Update, owner: bool = True) -> None:
+        handlers = self.handlers if owner else self.second_handlers
+        if handlers is None:
             log.info("door.phone_unhandled", update_id=update.update_id, kind=method)
             return
-        await getattr(self.handlers, method)(update)
+        await getattr(handlers, method)(update)
 
     async def _stranger(self, update: Update, key: str) -> None:
         """Count it and record it as handled: nothing else, no answer; the strangers' line

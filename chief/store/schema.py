@@ -305,6 +305,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX urgent_messages_by_key ON urgent_messages (urgent_key)",
     ),
+    (
+        # The ladder of urgent reports (issue 35, chief.store.urgent): the rung each report has
+        # reached, when it climbs next (`escalate_at`, NULL once no rung is left or it stopped),
+        # who acknowledged it (`acked_by`: owner | second | machine | settle; `acked_via` stays
+        # NULL for `chief ack`, which is no phone path), the chat a queue entry rings when it
+        # is not the owner's (`telegram_queue.chat`: rung 2's), and the rung of each message.
+        "ALTER TABLE urgent_reports ADD COLUMN rung INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE urgent_reports ADD COLUMN escalate_at REAL",
+        "ALTER TABLE urgent_reports ADD COLUMN acked_by TEXT "
+        "CHECK (acked_by IN ('owner', 'second', 'machine', 'settle'))",
+        "ALTER TABLE urgent_messages ADD COLUMN rung INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE telegram_queue ADD COLUMN chat TEXT",
+        """CREATE INDEX urgent_reports_escalate ON urgent_reports (escalate_at)
+        WHERE escalate_at IS NOT NULL""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

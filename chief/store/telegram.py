@@ -31,6 +31,7 @@ class QueuedRing:
     reply_to_message_id: int | None = None  # a reminder rings as a reply to its ask's message
     urgent: str | None = None  # an urgent report's ring: rung alone, loud (`chief.store.urgent`)
     got_it: str | None = None  # its live "Got it" token (`chief.store.urgent.head`)
+    chat: str | None = None  # the chat it rings when not the owner's (a ladder's rung 2)
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,15 @@ def insert_telegram(
     reply_to_message_id: int | None = None,
     *,
     urgent: str | None = None,
+    chat: str | None = None,
 ) -> int:
     """A new Telegram queue entry (an ask's, with its `ask_key`; a reminder's, a reply to
-    `reply_to_message_id`; an urgent ring's, with its urgent key); its seq."""
+    `reply_to_message_id`; an urgent ring's, with its urgent key, in `chat` when it is not the
+    owner's); its seq."""
     cursor = conn.execute(
         "INSERT INTO telegram_queue (outbox_id, text, queued_at, ask_key, reply_to_message_id, "
-        "urgent) VALUES (?, ?, ?, ?, ?, ?)",
-        (outbox_id, text, utc_now(), ask_key, reply_to_message_id, urgent),
+        "urgent, chat) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (outbox_id, text, utc_now(), ask_key, reply_to_message_id, urgent, chat),
     )
     return int(cursor.lastrowid or 0)
 
@@ -113,7 +116,7 @@ def head(conn: sqlite3.Connection, limit: int, now: float) -> list[QueuedRing]:
     stale reminders (`STALE_REMINDER`): their ask's deadline has come, so none rings after it."""
     rows = conn.execute(
         "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key, "
-        f"reply_to_message_id, urgent FROM telegram_queue q WHERE NOT ({STALE_REMINDER}) "
+        f"reply_to_message_id, urgent, chat FROM telegram_queue q WHERE NOT ({STALE_REMINDER}) "
         "ORDER BY seq LIMIT ?",
         (now, limit),
     ).fetchall()
@@ -121,8 +124,9 @@ def head(conn: sqlite3.Connection, limit: int, now: float) -> list[QueuedRing]:
         QueuedRing(
             int(a), b, str(c), int(d), float(e), f, None if g is None else str(g),
             reply_to_message_id=None if h is None else int(h), urgent=i,
+            chat=None if j is None else str(j),
         )
-        for a, b, c, d, e, f, g, h, i in rows
+        for a, b, c, d, e, f, g, h, i, j in rows
     ]  # fmt: skip
 
 
@@ -133,8 +137,10 @@ def drop_stale_reminders(conn: sqlite3.Connection, now: float) -> None:
 
 
 def queued_urgent(conn: sqlite3.Connection, key: str) -> bool:
-    """Whether a ring of the urgent report `key` is still queued."""
-    row = conn.execute("SELECT 1 FROM telegram_queue WHERE urgent = ? LIMIT 1", (key,)).fetchone()
+    """Whether a ring of the urgent report `key` in the owner's chat is still queued."""
+    row = conn.execute(
+        "SELECT 1 FROM telegram_queue WHERE urgent = ? AND chat IS NULL LIMIT 1", (key,)
+    ).fetchone()
     return row is not None
 
 
@@ -145,6 +151,20 @@ def drop_urgent(conn: sqlite3.Connection, key: str) -> None:
         "DELETE FROM telegram_queue WHERE urgent = ? AND outbox_id IS NULL AND send_id IS NULL",
         (key,),
     )
+
+
+def ladder_entries(conn: sqlite3.Connection, seqs: list[int]) -> list[tuple[str, str, int]]:
+    """(urgent key, text, rung) of the urgent entries among `seqs`, in queue order: rung 2 for
+    one that rings another chat than the owner's, else 1."""
+    if not seqs:
+        return []
+    marks = ", ".join("?" * len(seqs))
+    rows = conn.execute(
+        "SELECT urgent, text, chat IS NOT NULL FROM telegram_queue "
+        f"WHERE seq IN ({marks}) AND urgent IS NOT NULL ORDER BY seq",
+        seqs,
+    ).fetchall()
+    return [(str(key), str(text), 2 if other else 1) for key, text, other in rows]
 
 
 def keyed_entries(

@@ -10,11 +10,21 @@ it). Tables (every statement on them is here):
                       (`created_at`, epoch seconds), the rings queued so far (`rings`, the first
                       included), the schedule (`next_at`: the next repeat or the expiry, NULL
                       until the nag task first sees it and once it stopped; `expires_at`), and
-                      how it stopped: `acked_at` with `acked_via` (got_it | reply | settled), or
-                      `expired_at`
+                      how it stopped: `acked_at` with `acked_via` (got_it | reply | settled;
+                      NULL for `chief ack`) and `acked_by` (owner | second | machine | settle),
+                      or `expired_at`; its ladder (issue 35): the `rung` reached (1 the owner's
+                      chat, 2 the second person's too) and when it climbs next (`escalate_at`)
     urgent_messages   each Telegram message that rang one, (chat_id, message_id) -> urgent key,
-                      its ring number and text, and whether its "Got it" still shows (`live`);
-                      written in the transaction of its sent mark
+                      its ring number, rung and text, and whether its "Got it" still shows
+                      (`live`); written in the transaction of its sent mark
+
+The ladder. Rung 2's ring is a Telegram queue entry in the second person's chat
+(`telegram_queue.chat`), queued in the same transaction that moves the report to rung 2
+(`ring_due`): a door killed before that commit queued nothing and climbs at its next turn; one
+killed after it finds the entry queued and rings it once (an in-doubt send: once more, marked,
+as every entry). `ringing` lists what still rings with its rung and text, `reach_rung` records
+a higher rung once, and `acknowledge_key` stops a report by its key whoever acknowledges it:
+the seam a further rung (the fallback channel) uses.
 
 The Telegram queue entry of a ring names its urgent key (`telegram_queue.urgent`). A newer ring
 remembered, or the report stopped, queues an edit of each older live message (its text plus a
@@ -32,7 +42,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chief.model import report_key
@@ -43,10 +53,16 @@ from chief.urgent_rules import (
     DEADLINE_DECIDED,
     EXPIRED_SOURCE_SUFFIX,
     GOT_IT_PREFIX,
+    MACHINE,
+    OWNER,
+    OWNER_RUNG,
     RUNG_AGAIN_NOTE,
+    SECOND_RUNG,
+    SETTLE,
     URGENT_MARK,
     UrgentBounds,
     acknowledged_line,
+    escalated_text,
     expired_line,
     repeat_text,
 )
@@ -58,7 +74,9 @@ TOKEN_BYTES = 16
 EXPIRED_SHOWN_S = 24 * 3600.0
 # The status lists at most this many of each.
 STATUS_LIMIT = 20
-_COLUMNS = "urgent_key, chief_id, ask_key, text, token, created_at, rings, next_at, expires_at"
+_COLUMNS = (
+    "urgent_key, chief_id, ask_key, text, token, created_at, rings, next_at, expires_at, rung"
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class UrgentRow:
     rings: int
     next_at: float | None
     expires_at: float | None
+    rung: int = OWNER_RUNG
 
     @property
     def report(self) -> str:
@@ -105,10 +124,24 @@ class DueTurn:
     queued: int
     expired: list[Stopped]
     next_at: float | None
+    #: the reports that climbed to rung 2 in this turn (their ring queued)
+    escalated: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Ringing:
+    """An urgent report still ringing, as a further rung needs it: its key, its number (what
+    `chief ack N` takes), its text (marked), the rung it reached, and when it was accepted."""
+
+    key: str
+    number: int
+    text: str
+    rung: int
+    created_at: float
 
 
 def _row(raw: tuple[object, ...]) -> UrgentRow:
-    key, chief, ask, text, token, created, rings, next_at, expires = raw
+    key, chief, ask, text, token, created, rings, next_at, expires, rung = raw
     return UrgentRow(
         str(key),
         int(str(chief)),
@@ -119,6 +152,7 @@ def _row(raw: tuple[object, ...]) -> UrgentRow:
         int(str(rings)),
         None if next_at is None else float(str(next_at)),
         None if expires is None else float(str(expires)),
+        int(str(rung)),
     )
 
 
@@ -207,18 +241,22 @@ def head(conn: sqlite3.Connection, limit: int, now: float) -> list[telegram.Queu
 # -- the schedule (the nag task's source) ------------------------------------------------------
 
 
-def ring_due(conn: sqlite3.Connection, now: float, bounds: UrgentBounds) -> DueTurn:
+def ring_due(
+    conn: sqlite3.Connection, now: float, bounds: UrgentBounds, second_chat: str | None = None
+) -> DueTurn:
     """ONE transaction's statements (the caller's `write`): schedule the reports the nag task
     has not seen yet, queue one repeat of each report due by `now` (none while a ring of it is
-    still queued: the phone is not flooded behind an outage), expire the ones past their
-    expiry, and move each schedule on. A restart after the commit never queues one due time
-    twice; one before it queued nothing."""
+    still queued: the phone is not flooded behind an outage), climb to rung 2 each report
+    nobody acknowledged within `bounds.escalate_s` when a second person's chat is paired
+    (`second_chat`), expire the ones past their expiry, and move each schedule on. A restart
+    after the commit never queues one due time twice; one before it queued nothing."""
     conn.execute(
         "UPDATE urgent_reports SET next_at = MIN(created_at + ?, created_at + ?), "
         "expires_at = created_at + ? "
         "WHERE expires_at IS NULL AND acked_at IS NULL AND expired_at IS NULL",
         (bounds.rering_s, bounds.expire_s, bounds.expire_s),
     )
+    escalated = _climb(conn, now, bounds, second_chat)
     due = [
         _row(raw)
         for raw in conn.execute(
@@ -232,7 +270,39 @@ def ring_due(conn: sqlite3.Connection, now: float, bounds: UrgentBounds) -> DueT
             expired.append(_expire(conn, row, now))
         else:
             queued += _repeat(conn, row, now, bounds)
-    return DueTurn(queued, expired, next_due(conn))
+    return DueTurn(queued + len(escalated), expired, next_due(conn), escalated)
+
+
+def _climb(
+    conn: sqlite3.Connection, now: float, bounds: UrgentBounds, second_chat: str | None
+) -> list[str]:
+    """Rung 2: schedule it for the reports still on rung 1 (none without a second person),
+    then queue the ring in the second person's chat of each one due by `now` (before its
+    expiry), moving it to rung 2 in the same transaction. The keys that climbed."""
+    if second_chat is None:
+        conn.execute("UPDATE urgent_reports SET escalate_at = NULL WHERE rung < ?", (SECOND_RUNG,))
+        return []
+    conn.execute(
+        "UPDATE urgent_reports SET escalate_at = created_at + ? WHERE escalate_at IS NULL "
+        "AND rung < ? AND acked_at IS NULL AND expired_at IS NULL",
+        (bounds.escalate_s, SECOND_RUNG),
+    )
+    due = [
+        _row(raw)
+        for raw in conn.execute(
+            f"SELECT {_COLUMNS} FROM urgent_reports WHERE escalate_at <= ? "
+            "AND (expires_at IS NULL OR expires_at > ?) ORDER BY escalate_at",
+            (now, now),
+        ).fetchall()
+    ]
+    for row in due:
+        text = escalated_text(row.created_at, now, row.report)[:MAX_TEXT_CHARS]
+        telegram.insert_telegram(conn, None, text, urgent=row.key, chat=second_chat)
+        conn.execute(
+            "UPDATE urgent_reports SET rung = ?, escalate_at = NULL WHERE urgent_key = ?",
+            (SECOND_RUNG, row.key),
+        )
+    return [row.key for row in due]
 
 
 def _repeat(conn: sqlite3.Connection, row: UrgentRow, now: float, bounds: UrgentBounds) -> int:
@@ -257,7 +327,8 @@ def _repeat(conn: sqlite3.Connection, row: UrgentRow, now: float, bounds: Urgent
 
 def _expire(conn: sqlite3.Connection, row: UrgentRow, now: float, why: str = "") -> Stopped:
     conn.execute(
-        "UPDATE urgent_reports SET expired_at = ?, next_at = NULL WHERE urgent_key = ?",
+        "UPDATE urgent_reports SET expired_at = ?, next_at = NULL, escalate_at = NULL "
+        "WHERE urgent_key = ?",
         (now, row.key),
     )
     rung = _rung(conn, row.key)
@@ -266,8 +337,12 @@ def _expire(conn: sqlite3.Connection, row: UrgentRow, now: float, why: str = "")
 
 
 def next_due(conn: sqlite3.Connection) -> float | None:
-    """The earliest due time of any urgent report (a repeat or an expiry); None: none rings."""
-    (at,) = conn.execute("SELECT MIN(next_at) FROM urgent_reports").fetchone()
+    """The earliest due time of any urgent report (a repeat, a rung, an expiry); None: none
+    rings."""
+    (at,) = conn.execute(
+        "SELECT MIN(at) FROM (SELECT MIN(next_at) AS at FROM urgent_reports "
+        "UNION ALL SELECT MIN(escalate_at) FROM urgent_reports)"
+    ).fetchone()
     return None if at is None else float(at)
 
 
@@ -284,24 +359,37 @@ def _stop(conn: sqlite3.Connection, row: UrgentRow, line: str, suffix: str, note
     "Got it" removed from the phone (a request keeps its choices: its settle edits it), and its
     Chief line written as a report row, in the caller's transaction."""
     telegram.drop_urgent(conn, row.key)
-    if row.ask_key is None:
-        _unbutton(conn, row.key, None, note)
+    # A request's own messages keep their choices (its settle edits them); every other ring
+    # (rung 2's included: it carries "Got it" alone) loses its button now.
+    _unbutton(conn, row.key, None, note, only_rung=None if row.ask_key is None else SECOND_RUNG)
     # The row's own report is `coop-notify:<outbox id>` (chief.conversation); its lines follow.
     source_id = "coop-notify:" + row.key + suffix
     reports.queue_line(conn, row.chief_id, report_key(source_id), line)
     return Stopped(row.key, line, source_id)
 
 
-def _unbutton(conn: sqlite3.Connection, key: str, keep: int | None, note: str) -> None:
-    """Queue the edit of each live message of `key` but `keep` (a message id): its text plus
-    `note`, its buttons removed."""
+def _unbutton(
+    conn: sqlite3.Connection,
+    key: str,
+    keep: int | None,
+    note: str,
+    *,
+    chat: int | str | None = None,
+    only_rung: int | None = None,
+) -> None:
+    """Queue the edit of each live message of `key` but `keep` (a message id), in `chat` only
+    when given, of `only_rung` only when given: its text plus `note`, its buttons removed."""
     rows = conn.execute(
-        "SELECT chat_id, message_id, text, sent_at FROM urgent_messages "
+        "SELECT chat_id, message_id, text, sent_at, rung FROM urgent_messages "
         "WHERE urgent_key = ? AND live = 1",
         (key,),
     ).fetchall()
-    for chat_id, message_id, text, sent_at in rows:
-        if message_id == keep:
+    for chat_id, message_id, text, sent_at, rung in rows:
+        if message_id == keep and (chat is None or str(chat_id) == str(chat)):
+            continue
+        if chat is not None and str(chat_id) != str(chat):
+            continue
+        if only_rung is not None and rung != only_rung:
             continue
         conn.execute(
             "UPDATE urgent_messages SET live = 0 WHERE chat_id = ? AND message_id = ?",
@@ -319,50 +407,101 @@ def remember(
 ) -> None:
     """The urgent entries among `seqs` rang as (chat_id, message_id): remembered against their
     report, and every older message of it loses its "Got it" (an edit queued); a ring that went
-    out after the report stopped loses its own at once."""
-    for key, text in telegram.keyed_entries(conn, seqs, "urgent"):
+    out after the report stopped loses its own at once. One live "Got it" per chat: the
+    owner's repeats leave rung 2's message in the second person's chat as it is."""
+    for key, text, rung in telegram.ladder_entries(conn, seqs):
         (ring,) = conn.execute(
             "SELECT COUNT(*) + 1 FROM urgent_messages WHERE urgent_key = ?", (key,)
         ).fetchone()
         conn.execute(
             "INSERT OR REPLACE INTO urgent_messages (chat_id, message_id, urgent_key, ring, "
-            "text, live, sent_at) VALUES (?, ?, ?, ?, ?, 1, ?)",
-            (chat_id, message_id, key, int(ring), text, utc_now()),
+            "text, live, sent_at, rung) VALUES (?, ?, ?, ?, ?, 1, ?, ?)",
+            (chat_id, message_id, key, int(ring), text, utc_now(), rung),
         )
         stopped = conn.execute(
             "SELECT acked_at IS NOT NULL OR expired_at IS NOT NULL, ask_key FROM urgent_reports "
             "WHERE urgent_key = ?",
             (key,),
         ).fetchone()
-        if stopped is not None and stopped[0] and stopped[1] is None:
-            _unbutton(conn, key, None, "stopped ringing")
+        if stopped is not None and stopped[0] and (stopped[1] is None or rung == SECOND_RUNG):
+            _unbutton(conn, key, None, "stopped ringing", chat=chat_id)
         else:
-            _unbutton(conn, key, message_id, RUNG_AGAIN_NOTE)
+            _unbutton(conn, key, message_id, RUNG_AGAIN_NOTE, chat=chat_id)
 
 
 # -- acknowledgements --------------------------------------------------------------------------
 
 
-def acknowledge_token(conn: sqlite3.Connection, token: str, now: float) -> Acked | None:
-    """A tap on "Got it": the report acknowledged (once); None for a token never minted here."""
+def acknowledge_token(
+    conn: sqlite3.Connection, token: str, now: float, by: str = OWNER
+) -> Acked | None:
+    """A tap on "Got it" by `by` (a key of `WHO`): the report acknowledged (once); None for a
+    token never minted here."""
     raw = conn.execute(
         f"SELECT {_COLUMNS} FROM urgent_reports WHERE token = ?", (token,)
     ).fetchone()
-    return None if raw is None else _acknowledge(conn, _row(raw), "got_it", now)
+    return None if raw is None else _acknowledge(conn, _row(raw), "got_it", now, by)
+
+
+def acknowledge_key(conn: sqlite3.Connection, key: str, now: float, by: str) -> Acked | None:
+    """The report `key` acknowledged by `by` (a key of `WHO`) from anywhere but a message (a
+    further rung's own path, `chief ack`): once; None for a key of no urgent report."""
+    raw = conn.execute(
+        f"SELECT {_COLUMNS} FROM urgent_reports WHERE urgent_key = ?", (key,)
+    ).fetchone()
+    via = None if by == MACHINE else "got_it"
+    return None if raw is None else _acknowledge(conn, _row(raw), via, now, by)
+
+
+def key_of(conn: sqlite3.Connection, reference: str) -> str | None:
+    """The urgent key `reference` names: a report's number (what `chief ack N` takes, shown by
+    the status) or its key; None when it names none."""
+    if reference.isascii() and reference.isdigit():
+        row = conn.execute(
+            "SELECT urgent_key FROM urgent_reports WHERE rowid = ?", (int(reference),)
+        ).fetchone()
+    else:
+        row = conn.execute(
+            "SELECT urgent_key FROM urgent_reports WHERE urgent_key = ?", (reference,)
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def ringing(conn: sqlite3.Connection) -> list[Ringing]:
+    """The urgent reports still ringing (nobody acknowledged them, none expired), oldest first,
+    with their number, text and rung: what a further rung looks at."""
+    return [
+        Ringing(str(key), int(number), str(text), int(rung), float(created))
+        for key, number, text, rung, created in conn.execute(
+            "SELECT urgent_key, rowid, text, rung, created_at FROM urgent_reports "
+            "WHERE acked_at IS NULL AND expired_at IS NULL ORDER BY created_at"
+        )
+    ]
+
+
+def reach_rung(conn: sqlite3.Connection, key: str, rung: int) -> bool:
+    """Record that the report `key`, still ringing, reached `rung`: True once, when it was
+    below it (the caller queues that rung's send in the same transaction), else False."""
+    cursor = conn.execute(
+        "UPDATE urgent_reports SET rung = ? WHERE urgent_key = ? AND rung < ? "
+        "AND acked_at IS NULL AND expired_at IS NULL",
+        (rung, key, rung),
+    )
+    return cursor.rowcount == 1
 
 
 def acknowledge_message(
-    conn: sqlite3.Connection, chat_id: int, message_id: int, now: float
+    conn: sqlite3.Connection, chat_id: int, message_id: int, now: float, by: str = OWNER
 ) -> Acked | None:
-    """A reply to one of an urgent report's messages: acknowledged (once); None when that
-    message rang no urgent report."""
+    """A reply by `by` to one of an urgent report's messages: acknowledged (once); None when
+    that message rang no urgent report."""
     raw = conn.execute(
         f"SELECT {', '.join('r.' + c.strip() for c in _COLUMNS.split(','))} "
         "FROM urgent_messages m JOIN urgent_reports r ON r.urgent_key = m.urgent_key "
         "WHERE m.chat_id = ? AND m.message_id = ?",
         (chat_id, message_id),
     ).fetchone()
-    return None if raw is None else _acknowledge(conn, _row(raw), "reply", now)
+    return None if raw is None else _acknowledge(conn, _row(raw), "reply", now, by)
 
 
 def acknowledge_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
@@ -373,7 +512,7 @@ def acknowledge_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
         (ask_key,),
     ).fetchall()
     now = time.time()
-    stopped = [_acknowledge(conn, _row(raw), "settled", now).stopped for raw in rows]
+    stopped = [_acknowledge(conn, _row(raw), "settled", now, SETTLE).stopped for raw in rows]
     return [stop for stop in stopped if stop is not None]
 
 
@@ -391,19 +530,21 @@ def expire_ask(conn: sqlite3.Connection, ask_key: str) -> list[Stopped]:
     return [_expire(conn, _row(raw), now, DEADLINE_DECIDED) for raw in rows]
 
 
-def _acknowledge(conn: sqlite3.Connection, row: UrgentRow, via: str, now: float) -> Acked:
+def _acknowledge(
+    conn: sqlite3.Connection, row: UrgentRow, via: str | None, now: float, by: str
+) -> Acked:
     (acked_at,) = conn.execute(
         "SELECT acked_at FROM urgent_reports WHERE urgent_key = ?", (row.key,)
     ).fetchone()
     if acked_at is not None:
         return Acked(float(acked_at), None)
     conn.execute(
-        "UPDATE urgent_reports SET acked_at = ?, acked_via = ?, next_at = NULL "
-        "WHERE urgent_key = ?",
-        (now, via, row.key),
+        "UPDATE urgent_reports SET acked_at = ?, acked_via = ?, acked_by = ?, next_at = NULL, "
+        "escalate_at = NULL WHERE urgent_key = ?",
+        (now, via, by, row.key),
     )
-    line = acknowledged_line(now, _rung(conn, row.key), row.report)
-    note = line.partition("): ")[0] + ")"  # "acknowledged at 14:05 (after 3 rings)"
+    line = acknowledged_line(now, _rung(conn, row.key), row.report, by=by)
+    note = line.partition("): ")[0] + ")"  # "acknowledged at 14:05 by the owner (after 3 rings)"
     return Acked(now, _stop(conn, row, line, ACK_SOURCE_SUFFIX, note))
 
 
@@ -422,13 +563,15 @@ def status(conn: sqlite3.Connection, now: float) -> UrgentStatus:
     expiries the owner never acknowledged within EXPIRED_SHOWN_S; each list at most
     STATUS_LIMIT long."""
     ringing = [
-        {"key": key, "text": text, "rings": rings, "next_at": next_at, "expires_at": expires}
-        for key, text, rings, next_at, expires in conn.execute(
-            "SELECT urgent_key, text, rings, next_at, expires_at FROM urgent_reports "
-            "WHERE acked_at IS NULL AND expired_at IS NULL ORDER BY created_at LIMIT ?",
+        {"key": key, "number": number, "text": text, "rings": rings, "next_at": next_at,
+         "expires_at": expires, "rung": rung, "escalate_at": escalate_at}
+        for key, number, text, rings, next_at, expires, rung, escalate_at in conn.execute(
+            "SELECT urgent_key, rowid, text, rings, next_at, expires_at, rung, escalate_at "
+            "FROM urgent_reports WHERE acked_at IS NULL AND expired_at IS NULL "
+            "ORDER BY created_at LIMIT ?",
             (STATUS_LIMIT,),
         )
-    ]
+    ]  # fmt: skip
     (acknowledged,) = conn.execute(
         "SELECT COUNT(*) FROM urgent_reports WHERE acked_at IS NOT NULL"
     ).fetchone()

@@ -47,6 +47,14 @@ START = re.compile(r"/start(?:@\w+)?(?:\s+(\S+))?\s*", re.IGNORECASE)
 PAIRED_WORDS = (
     "Paired with Coop: this chat now gets the household's messages, and you can answer them here."
 )
+SECOND_PAIRED_WORDS = (
+    "Paired with Coop as the second person: an urgent report nobody acknowledges in time rings "
+    "here too; tap Got it to acknowledge it. /status and /help work here."
+)
+OWNER_AS_SECOND = (
+    "This is the owner's own account: nothing is paired. The second person sends /start CODE "
+    "from their own Telegram."
+)
 
 
 def new_code() -> str:
@@ -68,6 +76,8 @@ class PairingSession:
             get_updates_request=TransportRequest(api_base, timeout_s=timeout_s, pool_size=1),
         )
         self.code = new_code()
+        #: what the paired chat is told (the second person's words for `--second`)
+        self.paired_words = PAIRED_WORDS
         self.bot_name = ""
         self._offset: int | None = None
         #: the last failed poll's words, retried until the deadline (None: none failed)
@@ -87,7 +97,12 @@ class PairingSession:
             await self._bot.shutdown()
 
     async def wait(
-        self, deadline: float, pairing_file: Path, tick: Callable[[float], float]
+        self,
+        deadline: float,
+        pairing_file: Path,
+        tick: Callable[[float], float],
+        *,
+        not_user: int | None = None,
     ) -> Pairing | None:
         """Poll until `/start CODE` comes from a private chat (written to `pairing_file`,
         answered, returned) or `deadline` (monotonic) passes (None). `tick(left_s)` shows the
@@ -107,14 +122,16 @@ class PairingSession:
                 self.last_error = str(exc)
                 await anyio.sleep(min(RETRY_S, max(deadline - time.monotonic(), 0.0)))
                 continue
-            paired = await self._examine(updates, pairing_file)
+            paired = await self._examine(updates, pairing_file, not_user)
             if paired is not None:
                 await self.confirm()
                 return paired
         await self.confirm()
         return None
 
-    async def _examine(self, updates: Sequence[Update], pairing_file: Path) -> Pairing | None:
+    async def _examine(
+        self, updates: Sequence[Update], pairing_file: Path, not_user: int | None = None
+    ) -> Pairing | None:
         for update in updates:
             self._offset = update.update_id + 1
             message = update.message
@@ -125,7 +142,11 @@ class PairingSession:
                 continue
             private = message.chat.type == "private" and message.chat.id == message.from_user.id
             code = match[1] or ""
-            if private and hmac.compare_digest(code.upper().encode(), self.code.encode()):
+            right = hmac.compare_digest(code.upper().encode(), self.code.encode())
+            if private and right and message.from_user.id == not_user:
+                await self._tell(message.chat.id, OWNER_AS_SECOND)
+                continue
+            if private and right:
                 user = message.from_user
                 pairing = Pairing(
                     chat_id=message.chat.id,
@@ -136,7 +157,7 @@ class PairingSession:
                     paired_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 )
                 write_pairing(pairing_file, pairing)
-                await self._tell(message.chat.id, PAIRED_WORDS)
+                await self._tell(message.chat.id, self.paired_words)
                 return pairing
             await self._tell(message.chat.id, self._refusal(private, bool(code)))
         return None

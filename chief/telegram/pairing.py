@@ -11,7 +11,8 @@ one, then the folder fsynced): a crash leaves the old pairing or the new one, ne
 pairing raises `ChiefConfigError` in one line naming it and what to do. The pairing says which
 chat the door obeys and rings, so a file another user owns, or one a group or other bit opens,
 is refused the same way (never repaired: it may have been swapped for one naming their chat).
-`remove_pairing` removes it and says whether there was one.
+`remove_pairing` removes it and says whether there was one. The second person's pairing
+(`telegram-pairing-second.json`, `chief telegram pair --second`) is the same kind of file.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from chief.errors import ChiefConfigError
 from plumbing import files
 
 PAIRING_FILE_NAME = "telegram-pairing.json"
+# The second person's (issue 35: `chief telegram pair --second`), the same format and rules.
+SECOND_PAIRING_FILE_NAME = "telegram-pairing-second.json"
 PAIRING_FILE_MODE = files.FILE_MODE
 # A pairing is a few hundred bytes; anything much larger is not one.
 MAX_PAIRING_FILE_BYTES = 64 * 1024

@@ -122,18 +122,21 @@ class TelegramSender(Protocol):
         silent: bool = False,
         buttons: Buttons | None = None,
         reply_to: int | None = None,
+        chat: int | str | None = None,
     ) -> int | None:
-        """Send `text` to the owner's chat (`silent`: with disable_notification; `buttons`: an
-        inline keyboard under it; `reply_to`: as a reply to that message of the chat, sent
-        alone when it is gone); return Telegram's message id (None: Telegram took it and its
-        id cannot be read).
+        """Send `text` to the owner's chat, or to `chat` when given (a ladder's second person)
+        (`silent`: with disable_notification; `buttons`: an inline keyboard under it;
+        `reply_to`: as a reply to that message of the chat, sent alone when it is gone); return
+        Telegram's message id (None: Telegram took it and its id cannot be read).
 
         Raise `TelegramUnavailable` (with `retry_after_s` when known) on any failure, with
         `in_doubt` when the request went out and its answer never came (it may have rung)."""
         ...
 
 
-def send_options(buttons: Buttons | None, reply_to: int | None) -> dict[str, Any]:
+def send_options(
+    buttons: Buttons | None, reply_to: int | None, chat: int | str | None = None
+) -> dict[str, Any]:
     """`TelegramSender.send`'s optional arguments, only those given: a sender without them (a
     test's double) still rings every row that needs none."""
     options: dict[str, Any] = {}
@@ -141,6 +144,8 @@ def send_options(buttons: Buttons | None, reply_to: int | None) -> dict[str, Any
         options["buttons"] = buttons
     if reply_to is not None:
         options["reply_to"] = reply_to
+    if chat is not None:
+        options["chat"] = chat
     return options
 
 
@@ -387,6 +392,7 @@ class BotSender:
         silent: bool = False,
         buttons: Buttons | None = None,
         reply_to: int | None = None,
+        chat: int | str | None = None,
     ) -> int | None:
         # One deadline over each call, not PTB's per-phase timeouts alone (each read, each
         # phase): a slow getMe followed by a stuck sendMessage once took the door past the
@@ -399,7 +405,7 @@ class BotSender:
                 "(TELEGRAM_TIMEOUT_S); retry later"
             )
         with anyio.move_on_after(self.late_bound_s) as bound:
-            return await self._send(text, silent, inline_keyboard(buttons), reply_to)
+            return await self._send(text, silent, inline_keyboard(buttons), reply_to, chat)
         if bound.cancelled_caught:
             raise TelegramUnavailable(
                 f"Telegram did not answer sendMessage within {self.late_bound_s:g} s (the "
@@ -415,11 +421,12 @@ class BotSender:
         silent: bool,
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None = None,
+        chat: int | str | None = None,
     ) -> int | None:
         """sendMessage; its message id, or None when Telegram took it (`ok: true`) and its
         message cannot be read: the send is done either way, never repeated."""
         parameters: dict[str, Any] = {
-            "chat_id": self._chat_id,
+            "chat_id": self._chat_id if chat is None else chat,
             "text": fit_for_telegram(text),
             "disable_notification": silent,
             "reply_markup": markup,

@@ -1,6 +1,8 @@
 """The urgent reports' bounds and words (chief.urgent_rules): the interval is never below 30 s
-unless the test-only setting says so, the expiry lies between one interval and 3 h, any other
-value is one DoorError naming its setting; the words the other parts match on."""
+unless the test-only setting says so, the expiry lies between one interval and 3 h, the ladder's
+escalation never below 60 s (issue 35) unless the test-only setting says so, any other value is
+one DoorError naming its setting; the words the other parts match on, the acknowledgement's
+naming who."""
 
 from __future__ import annotations
 
@@ -12,15 +14,21 @@ from hypothesis import strategies as st
 
 from chief.errors import DoorError
 from chief.urgent_rules import (
+    DEFAULT_ESCALATE_S,
     DEFAULT_EXPIRE_S,
     DEFAULT_RERING_S,
+    MACHINE,
     MAX_EXPIRE_S,
+    MIN_ESCALATE_S,
     MIN_RERING_S,
+    SECOND,
+    TEST_MIN_ESCALATE_S,
     TEST_MIN_RERING_S,
     TEST_SETTING,
     UrgentBounds,
     acknowledged_line,
     bounds_from_env,
+    escalated_text,
     expired_line,
     marked,
     repeat_text,
@@ -47,9 +55,36 @@ def test_the_test_setting_allows_a_short_interval_and_no_shorter() -> None:
         bounds_from_env(env | {"CHIEF_URGENT_RERING_S": "0.1"})
 
 
+def test_the_ladder_climbs_after_ten_minutes_and_never_sooner_than_one_in_production() -> None:
+    assert bounds_from_env({}).escalate_s == DEFAULT_ESCALATE_S == 600
+    assert bounds_from_env({"CHIEF_ESCALATE_AFTER_S": "60"}).escalate_s == MIN_ESCALATE_S
+    with pytest.raises(DoorError, match=r"^CHIEF_ESCALATE_AFTER_S=59\.9 is below 60 s"):
+        bounds_from_env({"CHIEF_ESCALATE_AFTER_S": "59.9"})
+    short = {TEST_SETTING: "1", "CHIEF_URGENT_RERING_S": "1", "CHIEF_URGENT_EXPIRE_S": "6"}
+    assert bounds_from_env(short | {"CHIEF_ESCALATE_AFTER_S": "2"}).escalate_s == 2.0
+    with pytest.raises(DoorError, match=rf"below {TEST_MIN_ESCALATE_S:g} s"):
+        bounds_from_env(short | {"CHIEF_ESCALATE_AFTER_S": "0.1"})
+
+
+@given(escalate=st.one_of(st.text(max_size=12), st.floats().map(str)), short=st.booleans())
+def test_any_escalation_setting_is_taken_above_its_floor_or_refused_in_one_error(
+    escalate: str, short: bool
+) -> None:
+    env = {"CHIEF_ESCALATE_AFTER_S": escalate, TEST_SETTING: "1" if short else ""}
+    try:
+        bounds = bounds_from_env(env)
+    except DoorError as exc:
+        assert "\n" not in str(exc)
+        assert "CHIEF_ESCALATE_AFTER_S" in str(exc)
+        return
+    assert bounds.escalate_s >= (TEST_MIN_ESCALATE_S if short else MIN_ESCALATE_S)
+
+
 @pytest.mark.parametrize(
     "env",
     [
+        {"CHIEF_ESCALATE_AFTER_S": "30"},
+        {"CHIEF_ESCALATE_AFTER_S": "ten minutes"},
         {"CHIEF_URGENT_EXPIRE_S": "20"},  # below the interval
         {"CHIEF_URGENT_EXPIRE_S": str(MAX_EXPIRE_S + 1)},  # past 3 h
         {"CHIEF_URGENT_RERING_S": "nan"},
@@ -88,7 +123,16 @@ def test_the_words_the_other_parts_match_on() -> None:
         "URGENT, again (ring 3, waiting 2 min): the freezer is warm"
     )
     assert acknowledged_line(created + 300, 6, "the freezer\nis warm", UTC) == (
-        "acknowledged at 14:05 (after 6 rings): the freezer"
+        "acknowledged at 14:05 by the owner (after 6 rings): the freezer"
+    )
+    assert acknowledged_line(created + 300, 7, "the freezer", UTC, by=SECOND) == (
+        "acknowledged at 14:05 by the second person (after 7 rings): the freezer"
+    )
+    assert acknowledged_line(created + 300, 7, "the freezer", UTC, by=MACHINE) == (
+        "acknowledged at 14:05 by chief ack on the machine (after 7 rings): the freezer"
+    )
+    assert escalated_text(created, created + 600, "the freezer is warm") == (
+        "URGENT, nobody acknowledged it for 10 min: the freezer is warm"
     )
     assert expired_line(61, created, created + 3600, "the freezer is warm") == (
         "went unacknowledged after 61 rings in 60 min: the freezer is warm"

@@ -1,0 +1,97 @@
+"""`chief ack N` (parsed by `chief.cli`): acknowledge an urgent report on the machine.
+
+The running door rings urgent reports, so the acknowledgement goes to it, on its Unix socket
+with the service key (`POST /api/chief/urgent/ack`, `chief.door.ack_route`; the socket and its
+folder checked private to this user before the key is sent). The door stops every rung of the
+report's ladder, edits each message still ringing to say it was acknowledged on the machine,
+and lands one Chief line. N is the report's number (the door's status, `coop status`, the
+phone's /status), or its urgent key.
+
+Exit 0 acknowledged (or acknowledged before: said so); 1 no such report, the door not running
+or refusing; 2 a bad N or setting. Each failure is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+from chief.errors import ChiefConfigError, DoorError
+from chief.urgent_rules import ACK_PATH
+from plumbing.terminal import shown
+
+ACK = "chief ack"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+ACK_TIMEOUT_S = 10.0
+
+
+def _fail(words: str, code: int = EXIT_FAILED) -> int:
+    print(shown(f"{ACK}: {words}"), file=sys.stderr)
+    return code
+
+
+def ack(reference: str) -> int:
+    import httpx
+
+    from chief.door.config import DoorConfig
+    from plumbing.door import BASE_URL
+    from plumbing.unix import check_private
+    from plumbing.wire import SERVICE_KEY_HEADER
+
+    if not _readable(reference):
+        return _fail(f"{reference!r} is no report number (see `coop status`)", EXIT_USAGE)
+    try:
+        door = DoorConfig.from_env()
+    except (DoorError, ChiefConfigError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    socket_path = str(door.socket_path)
+    try:
+        check_private(socket_path)
+    except FileNotFoundError:
+        return _fail("the door (`chief serve`) is not running: start it, then ack again")
+    except PermissionError as exc:
+        return _fail(f"the door's socket is refused: {exc}")
+    transport = httpx.HTTPTransport(uds=socket_path, trust_env=False)
+    try:
+        with httpx.Client(transport=transport, timeout=ACK_TIMEOUT_S, trust_env=False) as client:
+            reply = client.post(
+                BASE_URL + ACK_PATH,
+                json={"report": reference},
+                headers={SERVICE_KEY_HEADER: door.service_key},
+            )
+    except httpx.TransportError as exc:
+        return _fail(f"the door (`chief serve`) did not answer ({type(exc).__name__})")
+    return _said(reference, reply.status_code, _payload(reply))
+
+
+def _readable(reference: str) -> bool:
+    return (
+        bool(reference)
+        and len(reference) <= 200
+        and reference.isascii()
+        and all(ch.isalnum() or ch in "_.:-" for ch in reference)
+    )
+
+
+def _payload(reply: object) -> dict[str, object]:
+    try:
+        document = reply.json()  # type: ignore[attr-defined]
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _said(reference: str, status: int, payload: dict[str, object]) -> int:
+    if status == 404:
+        return _fail(f"no urgent report {reference} (see `coop status` for their numbers)")
+    if status != 200:
+        return _fail(f"the running door refused it ({status} {payload.get('detail', '')})")
+    at = payload.get("acked_at")
+    clock = datetime.fromtimestamp(float(str(at))).strftime("%H:%M") if at is not None else "?"
+    if payload.get("acknowledged"):
+        print(shown(f"{ACK}: urgent report {reference} acknowledged at {clock}; it stops ringing"))
+    else:
+        print(shown(f"{ACK}: urgent report {reference} was acknowledged already (at {clock})"))
+    return EXIT_OK
