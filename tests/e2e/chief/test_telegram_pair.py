@@ -4,7 +4,9 @@ pairs (a 0600 file with the chat and the user, the answer in the chat, the `/sta
 the door never reads it); a wrong code, a stranger's `/start` without the code and a group's
 `/start` pair nothing and are told so; the wait times out in one line; a bad token is one line
 without the token; a running door refuses pairing; Ctrl-C is one line and exit 130; unpair
-removes the file and says so."""
+removes the file and says so. The second person (`--second`, issue 35) pairs the same way into
+a file of their own: a stranger without the code and the owner's own account pair nothing, the
+owner's pairing is left as it is, and `unpair --second` removes only theirs."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ OWNER_ID = 4242
 STRANGER_ID = 777
 GROUP_ID = -100300
 PAIRING = "telegram-pairing.json"
+SECOND_PAIRING = "telegram-pairing-second.json"
+SECOND_ID = 5151
 EXIT_TIMEOUT_S = 30.0
 
 
@@ -118,9 +122,9 @@ class Setup:
         self.processes.append(PairProcess(popen))
         return self.processes[-1]
 
-    def unpair(self) -> subprocess.CompletedProcess[str]:
+    def unpair(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "chief", "telegram", "unpair"],
+            [sys.executable, "-m", "chief", "telegram", "unpair", *args],
             env=self.env(),
             capture_output=True,
             text=True,
@@ -171,6 +175,41 @@ def test_the_right_code_pairs_the_chat_and_the_user(setup: Setup) -> None:
     again = setup.unpair()
     assert again.returncode == 0
     assert "nothing was paired" in again.stdout
+
+
+def test_the_second_person_pairs_by_the_code_from_their_own_account_only(setup: Setup) -> None:
+    owner = setup.pair("--timeout", "60")
+    setup.owner.text(OWNER_ID, OWNER_ID, f"/start {owner.code()}")
+    assert owner.finish() == 0, owner.stderr()
+    owners = (setup.home / PAIRING).read_bytes()
+
+    pairing = setup.pair("--second", "--timeout", "60")
+    code = pairing.code()
+    setup.owner.text(STRANGER_ID, STRANGER_ID, "/start WRONG123")  # a stranger, no code
+    setup.owner.text(OWNER_ID, OWNER_ID, f"/start {code}")  # the owner's own account
+    setup.owner.wait_for(lambda _: len(setup.told(OWNER_ID)) >= 2, 20, "the owner told")
+    assert not (setup.home / SECOND_PAIRING).exists()
+    setup.owner.text(SECOND_ID, SECOND_ID, f"/start {code}", first_name="Sam")
+    assert pairing.finish() == 0, pairing.stderr()
+    path = setup.home / SECOND_PAIRING
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    saved = json.loads(path.read_text())
+    assert (saved["chat_id"], saved["user_id"], saved["first_name"]) == (
+        SECOND_ID,
+        SECOND_ID,
+        "Sam",
+    )
+    assert (setup.home / PAIRING).read_bytes() == owners  # the owner's is left as it is
+    assert setup.told(STRANGER_ID) == ["That code is wrong: nothing is paired."]
+    assert "the owner's own account" in setup.told(OWNER_ID)[-1]
+    assert setup.told(SECOND_ID)[-1].startswith("Paired with Coop as the second person")
+    assert "urgent report nobody acknowledges in time" in pairing.stdout()
+
+    removed = setup.unpair("--second")
+    assert removed.returncode == 0, removed.stderr
+    assert "removed the second person's pairing with Sam (user 5151)" in removed.stdout
+    assert not path.exists()
+    assert (setup.home / PAIRING).read_bytes() == owners
 
 
 def test_a_wrong_code_a_stranger_and_a_group_pair_nothing_and_the_wait_times_out(
