@@ -81,10 +81,12 @@ async def test_the_second_persons_got_it_stops_every_rung_and_edits_each_chat(
         assert (SECOND_CHAT, 7) not in [(chat, message) for chat, message, _ in edits(path)]
         assert second.got_it is not None
         acked = await store.urgent_write(urgent.acknowledge_token, second.got_it, at, SECOND)
-        assert acked is not None and acked.stopped is not None
+        assert acked is not None
+        assert acked.stopped is not None
         assert "by the second person (after 3 rings)" in acked.stopped.line
         again = await store.urgent_write(urgent.acknowledge_key, "d-3", at + 1, MACHINE)
-        assert again is not None and again.stopped is None
+        assert again is not None
+        assert again.stopped is None
         edited = {(chat, message): text for chat, message, text in edits(path)}
         assert "by the second person" in edited[(SECOND_CHAT, 7)]
         assert "by the second person" in edited[("4242", 4)]
@@ -103,6 +105,7 @@ async def test_a_further_rung_is_reached_once_and_acknowledged_by_key(tmp_path: 
         assert await store.urgent_read(urgent.key_of, str(ringing.number)) == "d-4"
         assert await store.urgent_read(urgent.key_of, "99999") is None
         acked = await store.urgent_write(urgent.acknowledge_key, "d-4", time.time(), MACHINE)
-        assert acked is not None and acked.stopped is not None
+        assert acked is not None
+        assert acked.stopped is not None
         assert "by chief ack on the machine" in acked.stopped.line
         assert await store.urgent_write(urgent.reach_rung, "d-4", 4) is False
