@@ -91,6 +91,7 @@ LOADERS: dict[str, list[Callable[[dict[str, str]], object]]] = {
     "CHIEF_NOTIFY_BATCH_MAX": [DoorConfig.from_env],
     "CHIEF_NOTIFY_BODY_MAX_BYTES": [DoorConfig.from_env],
     "CHIEF_URGENT_RERING_S": [DoorConfig.from_env],
+    "CHIEF_ESCALATE_AFTER_S": [DoorConfig.from_env],
     "CHIEF_URGENT_EXPIRE_S": [DoorConfig.from_env],
     "CHIEF_TEST_URGENT_SHORT": [DoorConfig.from_env],
     "TELEGRAM_TIMEOUT_S": [DoorConfig.from_env],

@@ -250,7 +250,9 @@ def test_an_urgent_report_rings_loud_through_quiet_again_and_stops_at_got_it(
     )  # fmt: skip
     assert GOT_IT in labels(urgent.rings(text)[-1])
     urgent.got_it(text)
-    line = urgent.wait_line(rf"^acknowledged at \d\d:\d\d \(after \d+ rings\): {text}$")
+    line = urgent.wait_line(
+        rf"^acknowledged at \d\d:\d\d by the owner \(after \d+ rings\): {text}$"
+    )
     # The toast answers the tap after the line is written: wait for it, do not race it.
     urgent.owner.wait_for(
         lambda o: [a for a in o.callback_answers() if a["text"].startswith("Acknowledged at")],

@@ -41,8 +41,9 @@ def exposed(tmp_path: Path) -> dict[str, tuple[str, str]]:
 def test_metric_names_follow_prometheus_conventions(tmp_path: Path) -> None:
     families = exposed(tmp_path)
     # coop_telegram_strangers (the door's phone) and coop_telegram_answers_pending (its answers);
-    # coop_urgent_rings, _acknowledgements and _expiries (urgent reports)
-    assert len(families) == 22
+    # coop_urgent_rings, _acknowledgements and _expiries (urgent reports); coop_escalations
+    # (their ladder)
+    assert len(families) == 23
     for name, (kind, help_text) in families.items():
         assert NAME.match(name), name
         assert help_text.strip(), f"{name} has no HELP"
