@@ -34,6 +34,8 @@ def env(tmp_path: Path) -> dict[str, str]:
         ("chief", ["serve"], "CHIEF_METRICS_PORT", "８７６５"),
         ("chief", ["serve"], "CHIEF_NOTIFY_BATCH_MAX", "6_4"),
         ("chief", ["serve"], "CHIEF_TEST_URGENT_SHORT", "yes"),
+        ("chief", ["serve"], "CHIEF_ESCALATE_AFTER_S", "59"),
+        ("chief", ["serve"], "CHIEF_ESCALATE_AFTER_S", "10 min"),
         ("chief", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
         ("engine", ["serve"], "COOP_LOG_TIMESTAMP", "yes"),
         ("engine", ["serve"], "COOP_METRICS_PORT", "٨٧٦٤"),
@@ -52,3 +54,19 @@ def test_an_undocumented_value_stops_the_process_in_one_line(
     assert len(lines) == 1, result.stderr
     assert setting in lines[0], lines
     assert "Traceback" not in result.stderr
+
+
+def test_a_second_pairing_naming_the_owner_stops_the_door_in_one_line(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from chief.telegram.pairing import Pairing, write_pairing
+
+    owner = Pairing(4242, 4242, None, "Owner", "@coop_bot", "2026-12-06T03:00:00+00:00")
+    write_pairing(tmp_path / "telegram-pairing.json", owner)
+    write_pairing(tmp_path / "telegram-pairing-second.json", owner)
+    telegram = {"TELEGRAM_BOT_TOKEN": "123456:token", "TELEGRAM_API_BASE": "http://127.0.0.1:9/bot"}
+    result = run_module("chief", ["serve"], env | telegram, TIMEOUT_S, inherit=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "telegram-pairing-second.json names the owner's chat or user" in lines[0]
