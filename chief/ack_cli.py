@@ -13,6 +13,8 @@ or refusing; 2 a bad N or setting. Each failure is one line on stderr.
 
 from __future__ import annotations
 
+import http.client
+import json
 import sys
 from datetime import datetime
 
@@ -25,6 +27,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 ACK_TIMEOUT_S = 10.0
+MAX_ANSWER_BYTES = 64 * 1024
 
 
 def _fail(words: str, code: int = EXIT_FAILED) -> int:
@@ -33,12 +36,7 @@ def _fail(words: str, code: int = EXIT_FAILED) -> int:
 
 
 def ack(reference: str) -> int:
-    import httpx
-
     from chief.door.config import DoorConfig
-    from plumbing.door import BASE_URL
-    from plumbing.unix import check_private
-    from plumbing.wire import SERVICE_KEY_HEADER
 
     if not _readable(reference):
         return _fail(f"{reference!r} is no report number (see `coop status`)", EXIT_USAGE)
@@ -46,24 +44,37 @@ def ack(reference: str) -> int:
         door = DoorConfig.from_env()
     except (DoorError, ChiefConfigError) as exc:
         return _fail(str(exc), EXIT_USAGE)
-    socket_path = str(door.socket_path)
     try:
-        check_private(socket_path)
+        status, payload = _post(str(door.socket_path), door.service_key, reference)
     except FileNotFoundError:
         return _fail("the door (`chief serve`) is not running: start it, then ack again")
     except PermissionError as exc:
         return _fail(f"the door's socket is refused: {exc}")
-    transport = httpx.HTTPTransport(uds=socket_path, trust_env=False)
-    try:
-        with httpx.Client(transport=transport, timeout=ACK_TIMEOUT_S, trust_env=False) as client:
-            reply = client.post(
-                BASE_URL + ACK_PATH,
-                json={"report": reference},
-                headers={SERVICE_KEY_HEADER: door.service_key},
-            )
-    except httpx.TransportError as exc:
+    except (OSError, http.client.HTTPException) as exc:
         return _fail(f"the door (`chief serve`) did not answer ({type(exc).__name__})")
-    return _said(reference, reply.status_code, _payload(reply))
+    return _said(reference, status, payload)
+
+
+def _post(socket_path: str, key: str, reference: str) -> tuple[int, dict[str, object]]:
+    """POST the acknowledgement on the door's checked socket (`plumbing.http.client`: the
+    socket and its folder this user's, before the key is sent); its status and JSON body."""
+    from plumbing.http.client import UnixHTTPConnection
+    from plumbing.wire import SERVICE_KEY_HEADER
+
+    connection = UnixHTTPConnection(socket_path, ACK_TIMEOUT_S)
+    try:
+        body = json.dumps({"report": reference}).encode("utf-8")
+        headers = {SERVICE_KEY_HEADER: key, "Content-Type": "application/json"}
+        connection.request("POST", ACK_PATH, body=body, headers=headers)
+        reply = connection.getresponse()
+        raw = reply.read(MAX_ANSWER_BYTES)
+        try:
+            document = json.loads(raw)
+        except ValueError:
+            document = {}
+        return reply.status, document if isinstance(document, dict) else {}
+    finally:
+        connection.close()
 
 
 def _readable(reference: str) -> bool:
@@ -73,14 +84,6 @@ def _readable(reference: str) -> bool:
         and reference.isascii()
         and all(ch.isalnum() or ch in "_.:-" for ch in reference)
     )
-
-
-def _payload(reply: object) -> dict[str, object]:
-    try:
-        document = reply.json()  # type: ignore[attr-defined]
-    except ValueError:
-        return {}
-    return document if isinstance(document, dict) else {}
 
 
 def _said(reference: str, status: int, payload: dict[str, object]) -> int:
