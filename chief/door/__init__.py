@@ -12,6 +12,7 @@ Layers, pointing inward:
     router.py        the FastAPI router (`make_router`) a host application mounts: POST
                      /api/coop/engine/notify, POST /api/coop/engine/notify-batch, GET .../status
     report_route.py  `POST /api/chief/report`: `chief report` hands a cron line to the holder
+    ack_route.py     `POST /api/chief/urgent/ack`: `chief ack N` stops an urgent report's ladder
     metrics.py       `GET /metrics`: answers and Telegram sends counted, one hook
                      (`instrument_door`)
 

@@ -11,7 +11,8 @@ Named after python-telegram-bot's parts, so a reader who knows that library find
                       client of `coop serve`)
     jobqueue.py       its `JobQueue`: the nag task, the rings that come back at a due time;
                       reminders.py (an ask's reminders) and urgent.py (urgent reports' repeats,
-                      Got it) are its `DueRings` sources
+                      rungs, Got it) are its `DueRings` sources; second.py the second
+                      person's taps and replies (they acknowledge, decide nothing)
     ringer.py         the sender task: rings the durable Telegram queue in order, paced
                       (pacing.py, pure: the token bucket, the digest, quiet hours, backoff), an
                       ask alone with its buttons; locks.py its per-row locks
