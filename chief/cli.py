@@ -317,9 +317,9 @@ def main(argv: list[str] | None = None) -> int:
             return pair_cli.pair(options.timeout, second=options.second)
         return pair_cli.unpair(second=options.second)
     if options.command == "ack":
-        from chief import ack_cli
+        from chief.ack_cli import ack  # the door's client loads for this command only
 
-        return ack_cli.ack(options.report)
+        return ack(options.report)
     print(f"chief: {options.command} is handled elsewhere", file=sys.stderr)  # pragma: no cover
     return EXIT_USAGE  # pragma: no cover
 

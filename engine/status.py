@@ -203,7 +203,14 @@ def urgent_problems(door: dict[str, Any]) -> list[str]:
     if not isinstance(expired, list):
         return []
     return [
-        f"urgent report {report.get('key')} went unacknowledged: {report.get('text')}"
+        f"urgent report {report.get('key')} went unacknowledged{_through(report)}: "
+        f"{report.get('text')}"
         for report in expired
         if isinstance(report, dict)
     ]
+
+
+def _through(report: dict[str, Any]) -> str:
+    """How far up its ladder an expired report rang (rung 2: the second person too)."""
+    rung = report.get("rung")
+    return f" through rung {rung} of its ladder" if isinstance(rung, int) and rung > 1 else ""

@@ -576,9 +576,9 @@ def status(conn: sqlite3.Connection, now: float) -> UrgentStatus:
         "SELECT COUNT(*) FROM urgent_reports WHERE acked_at IS NOT NULL"
     ).fetchone()
     expired = [
-        {"key": key, "text": text, "expired_at": at}
-        for key, text, at in conn.execute(
-            "SELECT urgent_key, text, expired_at FROM urgent_reports WHERE acked_at IS NULL "
+        {"key": key, "text": text, "expired_at": at, "rung": rung}
+        for key, text, at, rung in conn.execute(
+            "SELECT urgent_key, text, expired_at, rung FROM urgent_reports WHERE acked_at IS NULL "
             "AND expired_at >= ? ORDER BY expired_at DESC LIMIT ?",
             (now - EXPIRED_SHOWN_S, STATUS_LIMIT),
         )

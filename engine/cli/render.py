@@ -10,6 +10,7 @@ indented lines under its label, and fields that are the machine's own (an ask ke
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 
 from engine import lifecycle, store
@@ -430,12 +431,35 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
     queue = door.get("telegram_queue")
     if isinstance(queue, dict):
         lines.append("telegram queue: " + queue_words(queue))
+        lines.extend(urgent_lines(door))
         refusal = queue.get("refusal")
         if isinstance(refusal, dict):
             lines.append(
                 f"telegram refused: {refusal.get('answer')} ({refusal.get('kind')})"
                 f" — {refusal.get('action')}"
             )
+    return lines
+
+
+def urgent_lines(door: dict[str, Any]) -> list[str]:
+    """Each urgent report the door says still rings: its number, the rung of its ladder it
+    reached, its next step and when, and how to stop it from here (`chief ack N`)."""
+    urgent = door.get("urgent")
+    ringing = urgent.get("ringing") if isinstance(urgent, dict) else None
+    if not isinstance(ringing, list):
+        return []
+    lines = []
+    for row in ringing:
+        if not isinstance(row, dict):
+            continue
+        step, at = row.get("next_step"), row.get("next_step_at")
+        wait = f" in {duration(max(0.0, at - time.time()))}" if isinstance(at, int | float) else ""
+        then = f", next: {step}{wait}" if step else ""
+        lines.append(
+            f"urgent: #{row.get('number')} ringing at rung {row.get('rung', 1)} (ring"
+            f" {row.get('rings')}){then} — {row.get('text')} (chief ack {row.get('number')}"
+            " stops it)"
+        )
     return lines
 
 

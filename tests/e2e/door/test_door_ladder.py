@@ -32,6 +32,7 @@ from chief.telegram.pairing import Pairing, write_pairing
 from chief.urgent_rules import SECOND_MAY_NOT_DECIDE
 from plumbing.faults import FAULT_EXIT_STATUS
 from tests.e2e.door.test_door_urgent import GOT_IT, OWNER_ID, WAIT_S, Urgent, labels, text_of
+from tests.support.procs import coop
 from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -178,6 +179,9 @@ def test_chief_ack_on_the_machine_stops_every_rung(ladder: Ladder) -> None:
     key = ladder.post(text, urgent=True)
     ladder.wait_second(text)
     number = ladder.row(key)["number"]
+    status = coop("status", env=ladder.stack.env())
+    assert f"urgent: #{number} ringing at rung 2 (ring " in status.stdout, status.stdout
+    assert f"(chief ack {number} stops it)" in status.stdout
     acked = subprocess.run(
         [sys.executable, "-m", "chief", "ack", str(number)],
         env=ladder.stack.env(),
