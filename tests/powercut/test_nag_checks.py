@@ -45,7 +45,8 @@ KNOWN = {str(r["text"]): i for i, r in ROWS.items()}
         'Reminder 1 of 2: request #5 "nag nag.1-0: may I" has waited 2 s',
         f"URGENT, again (ring 3, waiting 1 min): {SHOUT}",
         f"{REPEAT_MARKER}URGENT, again (ring 2, waiting 0 min): {SHOUT}",
-        f"acknowledged at 14:05 (after 3 rings): {SHOUT}",
+        f"acknowledged at 14:05 by the owner (after 3 rings): {SHOUT}",
+        f"acknowledged at 14:05 by the second person (after 3 rings): {SHOUT}",
         f"went unacknowledged after 4 rings in 0 min: {SHOUT}",
     ],
 )

@@ -174,6 +174,16 @@ def test_rung_two_rings_the_second_chat_on_time_and_their_got_it_stops_every_run
     assert ladder.metric('coop_escalations_total{rung="2"}') >= 1
 
 
+def test_a_reply_by_the_second_person_acknowledges_it(ladder: Ladder) -> None:
+    text = text_of("garage open")
+    ladder.post(text, urgent=True)
+    [rung_two] = ladder.wait_second(text)
+    ladder.owner.text(SECOND_ID, SECOND_ID, "on it", reply_to_message_id=rung_two["message_id"])
+    ladder.wait_line(rf"^acknowledged at .* by the second person \(after .*: {text}$")
+    rung = len(ladder.rings(text))
+    assert len(ladder.quiet_behind_marker(text)) <= rung + 1  # one in flight at most
+
+
 def test_chief_ack_on_the_machine_stops_every_rung(ladder: Ladder) -> None:
     text = text_of("water leak")
     key = ladder.post(text, urgent=True)
