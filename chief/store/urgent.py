@@ -280,7 +280,11 @@ def _climb(
     then queue the ring in the second person's chat of each one due by `now` (before its
     expiry), moving it to rung 2 in the same transaction. The keys that climbed."""
     if second_chat is None:
-        conn.execute("UPDATE urgent_reports SET escalate_at = NULL WHERE rung < ?", (SECOND_RUNG,))
+        conn.execute(
+            "UPDATE urgent_reports SET escalate_at = NULL WHERE escalate_at IS NOT NULL "
+            "AND rung < ?",
+            (SECOND_RUNG,),
+        )
         return []
     conn.execute(
         "UPDATE urgent_reports SET escalate_at = created_at + ? WHERE escalate_at IS NULL "
