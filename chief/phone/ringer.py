@@ -4,7 +4,9 @@
       a send in doubt, unrecorded?  record it first (at start: each send the last run left in
                                    flight is one in-doubt event)
       a sent-but-unmarked message?  write its mark first (a full disk must not ring twice)
-      the queue's head             none: sleep until nudged
+      the queue's head             none: sleep until nudged; each chat's first entry in turn
+                                   (the owner's, a ladder's second chat: neither waits
+                                   behind the other), the first ready rings
                                    deferred: sleep until its next attempt
       a token of the chat's bucket none free: sleep until one is (entries pile up meanwhile)
       compose                      one entry alone, or a digest of as many as fit (pacing.py);
@@ -282,16 +284,24 @@ class Ringer(DoorLoop):
         if not head:
             self._backing_off = False
             return await self._ask_again_if_unusable()
-        due_in_s = head[0].next_attempt_at - self._wall_clock().timestamp()
-        if due_in_s > 0:
-            return due_in_s
-        self._backing_off = False
-        bucket = self._bucket(head[0].chat or self.chat_id)
-        token_in_s = bucket.wait_s(self._monotonic())
-        if token_in_s > 0:
-            return token_in_s
-        bucket.take(self._monotonic())
-        return await self._ring(head)
+        # Each chat's queue in its own order: a ladder's ring in the second person's chat (rung
+        # 2, at the head: `chief.store.telegram.head`) never waits behind the owner's chat
+        # backing off (refused, unreachable), nor the owner's behind it.
+        waits = []
+        for first in chat_heads(head):
+            chat = first.chat or self.chat_id
+            due_in_s = first.next_attempt_at - self._wall_clock().timestamp()
+            bucket = self._bucket(chat)
+            ready_in_s = max(due_in_s, bucket.wait_s(self._monotonic()))
+            if ready_in_s > 0:
+                waits.append(ready_in_s)
+                continue
+            if first.chat is None:
+                self._backing_off = False
+            bucket.take(self._monotonic())
+            owners = [entry for entry in head if entry.chat is None]
+            return await self._ring(owners if first.chat is None else [first])
+        return min(waits)
 
     def _bucket(self, chat: str) -> TokenBucket:
         """The token bucket of `chat` (the owner's, or a ladder's second chat)."""
@@ -529,6 +539,17 @@ def next_message(head: list[QueuedRing]) -> tuple[list[QueuedRing], str]:
     )
     count, text = compose([entry.text for entry in same], repeat=group is not None)
     return same[:count], text
+
+
+def chat_heads(head: list[QueuedRing]) -> list[QueuedRing]:
+    """The first entry of each chat in `head` (None: the owner's), in queue order."""
+    seen: set[str | None] = set()
+    firsts = []
+    for entry in head:
+        if entry.chat not in seen:
+            seen.add(entry.chat)
+            firsts.append(entry)
+    return firsts
 
 
 def ask_buttons(carried: list[QueuedRing]) -> list[list[tuple[str, str]]] | None:

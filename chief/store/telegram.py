@@ -113,11 +113,13 @@ STALE_REMINDER = (
 
 def head(conn: sqlite3.Connection, limit: int, now: float) -> list[QueuedRing]:
     """The first `limit` entries of the queue at `now` (epoch seconds), oldest first, less the
-    stale reminders (`STALE_REMINDER`): their ask's deadline has come, so none rings after it."""
+    stale reminders (`STALE_REMINDER`): their ask's deadline has come, so none rings after it.
+    The entries of another chat than the owner's (a ladder's rung 2, rare and urgent) come
+    first, so a backlog in the owner's chat never hides them."""
     rows = conn.execute(
         "SELECT seq, outbox_id, text, attempts, next_attempt_at, repeat_of, ask_key, "
         f"reply_to_message_id, urgent, chat FROM telegram_queue q WHERE NOT ({STALE_REMINDER}) "
-        "ORDER BY seq LIMIT ?",
+        "ORDER BY chat IS NULL, seq LIMIT ?",
         (now, limit),
     ).fetchall()
     return [
