@@ -27,6 +27,12 @@ than one interval (`CHIEF_URGENT_RERING_S`) after chief.db recorded its acknowle
 expiry; each report acknowledged or expired (an expiry may be acknowledged late, an
 acknowledgement never expires), with exactly one Chief line for each, or still within its bounds;
 no report rings more than its bounds allow.
+
+The ladder (issue 35): a second person is paired, and a report nobody acknowledged within
+ESCALATE_S climbs to rung 2, one ring in their chat. Each report's rung-2 rings: at most one
+fresh (more only behind the in-doubt marker), each of a report chief.db moved to rung 2, none
+later than one interval after its stop; and at least one report climbed (a run that rang no
+rung 2 proved nothing of it).
 """
 
 from __future__ import annotations
@@ -54,17 +60,23 @@ FILE_WITHIN_S = 6.0
 REMIND_MAX = 2  # COOP_REMIND_MAX: reminders every second (`--remind 1s`), at most two
 RERING_S = 2.0  # CHIEF_URGENT_RERING_S, allowed this short by CHIEF_TEST_URGENT_SHORT (test only)
 EXPIRE_S = 8.0  # CHIEF_URGENT_EXPIRE_S: at most five rings each
+# CHIEF_ESCALATE_AFTER_S, at its test-only floor: nearly every report the owner has not
+# acknowledged within half a second climbs (the owner acks within EXPIRE_S / 2, most later).
+ESCALATE_S = 0.5
+SECOND_ID = 5151  # the second person's private chat (its pairing written before the door starts)
 IN_FLIGHT_S = 5.0  # a send's bound: the stack's TELEGRAM_TIMEOUT_S (tests.support.stack)
 DOOR_ENV = {
     "CHIEF_TEST_URGENT_SHORT": "1",
     "CHIEF_URGENT_RERING_S": f"{RERING_S:g}",
     "CHIEF_URGENT_EXPIRE_S": f"{EXPIRE_S:g}",
+    "CHIEF_ESCALATE_AFTER_S": f"{ESCALATE_S:g}",
 }
 ENGINE_ENV = {"COOP_REMIND_MAX": str(REMIND_MAX)}
 
 # The words the parts match on (the issue's contract).
 REMINDER = "Reminder"
 AGAIN = re.compile(r"URGENT, again \(ring (\d+), waiting \d+ min\): ")
+RUNG_TWO = re.compile(r"URGENT, nobody acknowledged it for \d+ min: ")
 URGENT_MARK = "URGENT: "
 DOOR_LINES = ("acknowledged at ", "went unacknowledged ")
 ACK_SUFFIX, EXPIRED_SUFFIX = "#urgent-ack", "#urgent-expired"
@@ -85,11 +97,11 @@ def plan_kinds(rng: random.Random, count: int) -> list[str]:
 
 def row_texts(text: str, known: set[str] | dict[str, Any]) -> list[str]:
     """The ledger rows one Telegram message rings: none for a message the door made itself (a
-    reminder, an urgent repeat, a line); an ask's or an urgent report's own row read past what
-    the door adds (the `URGENT: ` mark before, the deadline's line after); else as the proof
-    reads a message (`carried_texts`: itself, a repeat, a digest)."""
+    reminder, an urgent repeat, a rung 2 ring, a line); an ask's or an urgent report's own row
+    read past what the door adds (the `URGENT: ` mark before, the deadline's line after); else
+    as the proof reads a message (`carried_texts`: itself, a repeat, a digest)."""
     body = text.removeprefix(REPEAT_MARKER)
-    if body.startswith((REMINDER, *DOOR_LINES)) or AGAIN.match(body):
+    if body.startswith((REMINDER, *DOOR_LINES)) or AGAIN.match(body) or RUNG_TWO.match(body):
         return []
     found = known_prefix(body.removeprefix(URGENT_MARK), known)
     return [found] if found is not None else carried_texts(text, known)
@@ -152,6 +164,7 @@ class Report:
     acked_at: float | None
     acked_via: str | None
     expired_at: float | None
+    rung: int = 1
 
 
 def asked_requests(rows: dict[int, dict[str, Any]]) -> dict[int, Asked]:
@@ -213,11 +226,14 @@ def urgent_reports(stack: Reads) -> dict[str, Report]:
         return {}
     rows = stack.read(
         stack.chief_db,
-        "SELECT urgent_key, rings, created_at, acked_at, acked_via, expired_at FROM urgent_reports",
+        "SELECT urgent_key, rings, created_at, acked_at, acked_via, expired_at, rung "
+        "FROM urgent_reports",
     )
     return {
-        str(key): Report(str(key), int(rings), float(created), epoch(acked), via, epoch(expired))
-        for key, rings, created, acked, via, expired in rows
+        str(key): Report(
+            str(key), int(rings), float(created), epoch(acked), via, epoch(expired), int(rung)
+        )
+        for key, rings, created, acked, via, expired, rung in rows
     }
 
 
@@ -247,13 +263,15 @@ class Seen:
     reminders: dict[int, list[Ring]] = field(default_factory=lambda: defaultdict(list))
     firsts: dict[str, list[Ring]] = field(default_factory=lambda: defaultdict(list))
     agains: dict[str, list[Ring]] = field(default_factory=lambda: defaultdict(list))
+    rung_two: dict[str, list[Ring]] = field(default_factory=lambda: defaultdict(list))
     door_lines: int = 0
     stray: list[str] = field(default_factory=list)
 
     @property
     def repeats(self) -> int:
         """Reminders and urgent rings rung again behind the marker (an in-doubt send)."""
-        every = [*self.reminders.values(), *self.firsts.values(), *self.agains.values()]
+        every = [*self.reminders.values(), *self.firsts.values(), *self.agains.values(),
+                 *self.rung_two.values()]  # fmt: skip
         return sum(ring.repeat for rings in every for ring in rings)
 
 
@@ -269,8 +287,14 @@ def read_messages(
         text = str(message["text"])
         body = text.removeprefix(REPEAT_MARKER)
         ring = Ring(float(message["received_at"]), body != text)
-        again = AGAIN.match(body)
-        if body.startswith(REMINDER):
+        again, climbed = AGAIN.match(body), RUNG_TWO.match(body)
+        if climbed is not None and message.get("chat_id") == SECOND_ID:
+            found = known_prefix(body[climbed.end() :], by_text)
+            if found is None:
+                seen.stray.append(text)
+                continue
+            seen.rung_two[str(by_text[found]["delivery_key"])].append(ring)
+        elif body.startswith(REMINDER):
             request_id = asked_by.get(int(message.get("reply_to_message_id") or 0))
             named = REQUEST_ID.search(body)
             if request_id is None and named is not None:
@@ -446,6 +470,23 @@ class UrgentFigures:
     lines_wrong: list[str] = field(default_factory=list)
     unreported: list[str] = field(default_factory=list)  # rang urgent, no report in chief.db
     stray: list[str] = field(default_factory=list)
+    climbed: int = 0  # reports chief.db moved to rung 2
+    rung_two_rings: int = 0  # their fresh rings in the second person's chat
+    ladder_wrong: list[str] = field(default_factory=list)  # doubled, unrecorded or late
+
+    def add_ladder(self, report: Report, rung_two: list[Ring]) -> None:
+        """Rung 2 of `report`: rung at most once fresh, only for a rung chief.db recorded, and
+        not later than one interval after the report stopped."""
+        self.climbed += report.rung >= 2
+        fresh = sum(not ring.repeat for ring in rung_two)
+        self.rung_two_rings += fresh
+        if fresh > 1:
+            self.ladder_wrong.append(f"{report.key}: rung 2 rang {fresh} times")
+        if rung_two and report.rung < 2:
+            self.ladder_wrong.append(f"{report.key}: rung 2 rang, chief.db has rung {report.rung}")
+        stops = [at for at in (report.acked_at, report.expired_at) if at is not None]
+        if stops and any(ring.at - min(stops) > RERING_S for ring in rung_two):
+            self.ladder_wrong.append(f"{report.key}: rung 2 rang after its stop")
 
     def add(self, report: Report, firsts: list[Ring], agains: list[Ring], lines: Counter[str],
             now: float) -> None:  # fmt: skip
@@ -487,7 +528,8 @@ class UrgentFigures:
             f"urgent reports {self.reports}: {dict(sorted(self.stopped.items()))}; fresh rings:"
             f" reports {dict(sorted(self.rings.items()))} (bound {int(EXPIRE_S // RERING_S) + 1});"
             f" repeats after the acknowledgement or expiry {len(self.after_stop)}{after}, bound"
-            f" {RERING_S:g} s"
+            f" {RERING_S:g} s; ladder: {self.climbed} climbed to rung 2, {self.rung_two_rings}"
+            " fresh rung 2 rings"
         )
 
     def check(self, where: str) -> None:
@@ -502,6 +544,7 @@ class UrgentFigures:
         assert not self.lines_wrong, (
             f"acknowledgement/expiry Chief lines not one per stop {self.lines_wrong} {where}"
         )
+        assert not self.ladder_wrong, f"rung 2 not once per report {self.ladder_wrong} {where}"
 
 
 @dataclass
@@ -529,6 +572,7 @@ class NagFigures:
         self.deadlines.check(where)
         self.reminders.check(where)
         self.urgent.check(where)
+        assert self.urgent.climbed >= 1, f"no urgent report climbed to rung 2 {where}"
 
 
 def filed_kinds(rows: dict[int, dict[str, Any]], asked: dict[int, Asked]) -> Counter[str]:
@@ -563,8 +607,9 @@ def measure(
     reports, lines = urgent_reports(stack), urgent_lines(stack)
     for key, report in sorted(reports.items()):
         urgent.add(report, seen.firsts.get(key, []), seen.agains.get(key, []), lines, now)
+        urgent.add_ladder(report, seen.rung_two.get(key, []))
     urgent.unreported = sorted(set(seen.firsts) - set(reports))
-    urgent.stray = sorted(set(seen.agains) - set(reports))
+    urgent.stray = sorted((set(seen.agains) | set(seen.rung_two)) - set(reports))
     return NagFigures(
         filed_kinds(rows, asked), deadlines, reminders, urgent, taps, seen.repeats,
         seen.door_lines,

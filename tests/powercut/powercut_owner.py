@@ -115,9 +115,11 @@ class Owner:
         while self.due and self.due[0].at <= now:
             tap = self.due.pop(0)
             kind = "got_it" if tap.button == GOT_IT else "choice"
+            # The owner's own chat: the second person's rung-2 ring is theirs to tap.
             showing = [
                 m for m in messages
-                if tap.label in str(m.get("text", "")) and tap.button in buttons(m)
+                if m.get("chat_id") == OWNER_ID and tap.label in str(m.get("text", ""))
+                and tap.button in buttons(m)
             ]  # fmt: skip
             if not showing:
                 self.taps[f"{kind}_gone"] += 1  # settled, acknowledged or expired already

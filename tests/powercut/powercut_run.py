@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chief.telegram.pairing import SECOND_PAIRING_FILE_NAME, Pairing, write_pairing
 from tests.e2e.proof.proof_checks import (
     DoorDeath,
     settle,
@@ -416,11 +417,15 @@ class PowerCutRun:
         self.began = 0.0
 
     def _start_house(self) -> None:
-        """The door and `coop serve` over the layer (the emulator, once up, runs throughout)."""
+        """The door and `coop serve` over the layer (the emulator, once up, runs throughout);
+        the second person paired before the first start (their pairing on the layer, synced)."""
         self.door_started_at = time.time()
         if self.stack.emulator.running:
             self.stack.door.start()
         else:
+            second = Pairing(nags.SECOND_ID, nags.SECOND_ID, None, "Second", "@coop_bot",
+                             "2026-12-06T00:00:00+00:00")  # fmt: skip
+            write_pairing(self.layer.path / SECOND_PAIRING_FILE_NAME, second)
             self.stack.start_door()
         self.stack.start_engine()
 

@@ -149,6 +149,27 @@ def test_an_urgent_repeat_past_one_interval_after_its_acknowledgement_fails() ->
         twice.check("")
 
 
+def test_rung_two_twice_unrecorded_or_after_the_stop_fails() -> None:
+    climbed = Report("d-shout", 2, 10.0, 12.0, "got_it", None, rung=2)
+    once = UrgentFigures(reports=1)
+    once.add_ladder(climbed, [Ring(10.6, False), Ring(11.5, True)])  # one marked in-doubt repeat
+    once.check("")
+    assert (once.climbed, once.rung_two_rings) == (1, 1)
+    for rings, rung, words in [
+        ([Ring(10.6, False), Ring(11.0, False)], 2, "rang 2 times"),
+        ([Ring(10.6, False)], 1, "chief.db has rung 1"),
+        ([Ring(12.0 + nags.RERING_S + 0.1, False)], 2, "after its stop"),
+    ]:
+        wrong = UrgentFigures(reports=1)
+        wrong.add_ladder(Report("d-shout", 2, 10.0, 12.0, "got_it", None, rung=rung), rings)
+        with pytest.raises(AssertionError, match=words):
+            wrong.check("")
+
+
+def test_a_rung_two_ring_is_no_ledger_row() -> None:
+    assert nags.row_texts(f"URGENT, nobody acknowledged it for 0 min: {SHOUT}", KNOWN) == []
+
+
 def test_a_deadline_decided_twice_early_or_against_its_default_fails() -> None:
     by_deadline = {"via": "deadline", "late_s": 0.1, "choice": "decline"}
     fine = DeadlineFigures()
