@@ -69,6 +69,8 @@ from plumbing.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
+    from chief.fallback.service import Fallback
+    from chief.fallback_rules import FallbackSettings
     from chief.store import ChiefStore
 
 log = structlog.get_logger("chief.door")
@@ -219,7 +221,17 @@ class _DoorParts:
             self.nags = nags
             self.service.reminders = reminders
             urgent.nudge_nags = nags.nudge
+            if self.door_config.fallback is not None:
+                fallback = build_fallback(chief, self.door_config.fallback, ringer, self.metrics)
+                await stack.enter_async_context(running(fallback, self.door_config))
+                self.service.fallback = fallback
             await self._start_phone(stack, chief, ringer, inbox, asks)
+        elif self.door_config.fallback is not None:
+            log.warning(
+                "door.fallback_idle",
+                reason="the fallback channel stands in for Telegram, and Telegram is not "
+                "configured: it sends nothing",
+            )
 
     async def _start_phone(
         self, stack: AsyncExitStack, chief: Chief, ringer: Ringer, inbox: ChiefStore, asks: Asks
@@ -340,6 +352,48 @@ def build_urgent(chief: Chief, config: DoorConfig, asks: Asks, metrics: DoorMetr
     return Urgent(
         chief.store, chief, config.urgent, edits_queued=asks.nudge, count=metrics.count_urgent
     )
+
+
+def build_fallback(
+    chief: Chief, settings: FallbackSettings, ringer: Ringer, metrics: DoorMetrics
+) -> Fallback:
+    """The door's fallback task over `chief`'s store (not started): it watches `ringer`."""
+    from chief.fallback.channel import AppriseChannel  # Apprise loads only when configured
+    from chief.fallback.service import Fallback
+
+    if settings.test_short:
+        log.warning("door.fallback_test_bounds", after_s=settings.after_s, note="test only")
+    log.info(
+        "door.fallback_configured",
+        urls=len(settings.urls),
+        urls_from=settings.urls_from,
+        after_s=settings.after_s,
+        max_per_hour=settings.max_per_hour,
+    )
+    return Fallback(
+        chief.store,
+        AppriseChannel(settings.urls),
+        settings,
+        telegram_failing(ringer),
+        telegram_queued=ringer.nudge,
+        count=metrics.count_fallback,
+    )
+
+
+def telegram_failing(ringer: Ringer) -> Callable[[], str | None]:
+    """Why Telegram cannot deliver now, in words, as the sender knows it (None: it delivers):
+    its last failed send (a refusal, an unreachable Telegram, a send in doubt) or its failed
+    getMe, else a send that has waited past the Telegram deadline for its answer."""
+
+    def why() -> str | None:
+        if ringer.last_error is not None:
+            return ringer.last_error
+        waited_s = ringer.sending_s()
+        if waited_s is not None and waited_s > ringer.slow_after_s:
+            return f"a send has waited {waited_s:.0f} s for Telegram's answer"
+        return None
+
+    return why
 
 
 def build_nags(

@@ -34,6 +34,10 @@ start from the environment into a frozen `DoorConfig`.
     CHIEF_URGENT_RERING_S  60              seconds between an urgent report's rings (>= 30)
     CHIEF_URGENT_EXPIRE_S  3600            when it stops ringing unacknowledged (<= 3 h)
     CHIEF_TEST_URGENT_SHORT unset          TEST ONLY: 1 allows shorter ones (chief.urgent_rules)
+    CHIEF_FALLBACK_URLS    unset: none     Apprise URLs of the fallback channel (rung 3), or
+    CHIEF_FALLBACK_URLS_FILE               a 0600 file of them; CHIEF_FALLBACK_AFTER_S (300)
+    CHIEF_FALLBACK_MAX_PER_HOUR            and CHIEF_FALLBACK_MAX_PER_HOUR (12): see
+                                           chief.fallback_rules
 
 Who the door rings and obeys. `chief telegram pair` writes `<COOP_HOME>/telegram-pairing.json`
 (`chief.telegram.pairing`): the owner's private chat and user. Without `TELEGRAM_CHAT_ID` the
@@ -68,6 +72,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chief.errors import ChiefConfigError, DoorError
+from chief.fallback import settings as fallback_settings
+from chief.fallback_rules import FallbackSettings
 from chief.phone.pacing import QuietHours
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing
 from chief.urgent_rules import UrgentBounds, bounds_from_env
@@ -157,6 +163,9 @@ class DoorConfig:
     #: `CHIEF_URGENT_RERING_S`, `CHIEF_URGENT_EXPIRE_S` (and the test-only
     #: `CHIEF_TEST_URGENT_SHORT`): how often an urgent report rings again, and for how long.
     urgent: UrgentBounds = field(default_factory=UrgentBounds)
+    #: `CHIEF_FALLBACK_URLS` (or `_FILE`), `CHIEF_FALLBACK_AFTER_S`, `CHIEF_FALLBACK_MAX_PER_HOUR`:
+    #: the fallback channel (None: none configured).
+    fallback: FallbackSettings | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -198,6 +207,7 @@ class DoorConfig:
         chat_id, user_id = obeyed(chat_id, pairing)
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
+        urgent = bounds_from_env(env)
         return cls(
             socket_path=Path(door_address.socket_path(env)),
             metrics_port=_metrics_port(env.get("CHIEF_METRICS_PORT", "")),
@@ -225,7 +235,8 @@ class DoorConfig:
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
             service_socket=_service_socket(env),
             service_key=key,
-            urgent=bounds_from_env(env),
+            urgent=urgent,
+            fallback=fallback_settings.from_env(env, test_short=urgent.test_short),
         )
 
 
