@@ -42,7 +42,7 @@ HOUR_S = 3600.0
 TITLE_CHARS = 120
 # Words the tests and the owner's mail filters match on: keep them.
 URGENT_SUBJECT = "URGENT: "
-NOTICE_SUBJECT = "Telegram is down: "
+NOTICE_SUBJECT = "Telegram is down "
 POSSIBLE_REPEAT = "(possibly a repeat: the door stopped while sending it)"
 # Kinds of fallback entries (chief.store.fallback).
 NOTICE, REPORT = "notice", "report"
@@ -132,7 +132,7 @@ def report_message(number: int, report: str, since: float, why: str) -> tuple[st
 def notice_message(since: float, why: str, waiting: int, now: float) -> tuple[str, str]:
     """The one message of an outage: since when, why in words, how many reports wait."""
     minutes = max(0, int((now - since) // 60))
-    title = short(f"{NOTICE_SUBJECT}{why}", TITLE_CHARS)
+    title = f"{NOTICE_SUBJECT}since {clock(since)}"
     body = (
         f"The Coop door cannot deliver through Telegram since {clock(since)} "
         f"({minutes} min): {why}.\n"
