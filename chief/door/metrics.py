@@ -165,7 +165,8 @@ class DoorMetrics:
         self.urgent[kind].inc()
 
     def count_fallback(self, result: str) -> None:
-        """One message through the fallback channel, by result (`chief.fallback.service`)."""
+        """One message through the fallback channel, by result
+        (`chief.fallback.service.Fallback`)."""
         self.fallback_sends.labels(result=result).inc()
 
     def _chief_db_gauges(self) -> None:

@@ -298,8 +298,8 @@ class DoorVerbs:
         }
 
     async def _fallback_status(self) -> dict[str, Any]:
-        """The status's `fallback` part (chief.fallback.service); `configured` false without
-        one."""
+        """The status's `fallback` part (`chief.fallback.service.Fallback`); `configured` false
+        without one."""
         if self.fallback is None:
             return {"configured": False}
         return await self.fallback.status()

@@ -13,6 +13,10 @@ Public API only: `Apprise()`, `AppriseAsset`, `add()` (its URL validation) and `
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -46,11 +50,31 @@ def _apprise() -> Any:
     return apprise
 
 
+@contextmanager
+def _plugins_loading() -> Iterator[None]:
+    """Around `add()`: Apprise logs a URL it does not take whole ("Unsupported URL: ..."), a
+    password included, so its log is held back while the door reads the URLs (the door's own
+    line names which URL, without its secrets). And Apprise loads a service's plugin at its
+    first `add()`; its mail plugin imports the standard library's imghdr, which warns on
+    Python 3.11 and 3.12 that it goes in 3.13: nothing the door or its operator can act on."""
+    logger = logging.getLogger("apprise")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "'imghdr' is deprecated", DeprecationWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def check_urls(urls: Sequence[str], urls_from: str) -> None:
     """Every URL one Apprise takes; DoorError naming the first it refuses."""
     apprise = _apprise()
     for index, url in enumerate(urls, 1):
-        if not apprise.Apprise().add(url):
+        with _plugins_loading():
+            taken = apprise.Apprise().add(url)
+        if not taken:
             raise DoorError(
                 f"{urls_from}: URL {index} of {len(urls)}, {shown_url(url)}, is not one "
                 "Apprise takes (see https://github.com/caronc/apprise/wiki for each service's "
@@ -66,8 +90,9 @@ class AppriseChannel:
         asset = apprise.AppriseAsset(app_id=APP_ID, app_desc=APP_DESC, async_mode=False)
         self._apprise = apprise.Apprise(asset=asset)
         self._text = apprise.NotifyFormat.TEXT
-        for url in urls:
-            self._apprise.add(url)
+        with _plugins_loading():
+            for url in urls:
+                self._apprise.add(url)
 
     async def send(self, title: str, body: str) -> str | None:
         """Notify every URL; None when all took it, else why not (Apprise logs the details)."""

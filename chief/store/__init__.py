@@ -445,8 +445,8 @@ class ChiefStore:
         """One read running `use_case(conn, *args)`, a function of chief.store.urgent."""
         return await self._hop(use_case, *args)
 
-    # The fallback channel (chief.store.fallback): the door's `chief.fallback.service` runs its
-    # use cases.
+    # The fallback channel (chief.store.fallback): the door's `chief.fallback.service.Fallback`
+    # runs its use cases.
 
     async def fallback_write(self, use_case: Callable[..., T], *args: Any) -> T:
         """One FULL commit running `use_case(conn, *args)`, a function of chief.store.fallback."""

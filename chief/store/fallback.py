@@ -1,5 +1,5 @@
-"""The fallback channel's durable ledger (issue 35, rung 3; `chief.fallback.service` runs its
-use cases). Tables (every statement on them is here):
+"""The fallback channel's durable ledger (issue 35, rung 3; `chief.fallback.service.Fallback`
+runs its use cases). Tables (every statement on them is here):
 
     fallback_outages   one row per Telegram outage the door saw: `since` (epoch seconds),
                        `reason` (the sender's last words), `ended_at` once a send went through
