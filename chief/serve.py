@@ -69,7 +69,7 @@ from plumbing.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
-    from chief.fallback.service import Fallback
+    from chief.fallback.task import Fallback
     from chief.fallback_rules import FallbackSettings
     from chief.store import ChiefStore
 
@@ -359,7 +359,7 @@ def build_fallback(
 ) -> Fallback:
     """The door's fallback task over `chief`'s store (not started): it watches `ringer`."""
     from chief.fallback.channel import AppriseChannel  # Apprise loads only when configured
-    from chief.fallback.service import Fallback
+    from chief.fallback.task import Fallback
 
     if settings.test_short:
         log.warning("door.fallback_test_bounds", after_s=settings.after_s, note="test only")

@@ -166,7 +166,7 @@ class DoorMetrics:
 
     def count_fallback(self, result: str) -> None:
         """One message through the fallback channel, by result
-        (`chief.fallback.service.Fallback`)."""
+        (`chief.fallback.task`)."""
         self.fallback_sends.labels(result=result).inc()
 
     def _chief_db_gauges(self) -> None:

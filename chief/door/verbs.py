@@ -54,7 +54,7 @@ from plumbing.faults import fault
 from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:  # the store loads when the door starts
-    from chief.fallback.service import Fallback
+    from chief.fallback.task import Fallback
     from chief.phone.asks import Asks
     from chief.phone.reminders import Reminders
     from chief.phone.urgent import Urgent
@@ -298,7 +298,7 @@ class DoorVerbs:
         }
 
     async def _fallback_status(self) -> dict[str, Any]:
-        """The status's `fallback` part (`chief.fallback.service.Fallback`); `configured` false
+        """The status's `fallback` part (`chief.fallback.task`); `configured` false
         without one."""
         if self.fallback is None:
             return {"configured": False}

@@ -6,7 +6,7 @@ Apprise URLs instead (mail, ntfy, Pushover, ...).
                hourly bound, read once at start; each wrong one is one line
     channel    the Apprise seam: the only module that imports Apprise, and only when the
                setting is set (a door without a fallback loads nothing of it)
-    service    the fallback task: watches whether Telegram delivers, opens and closes outages,
+    task       the fallback task: watches whether Telegram delivers, opens and closes outages,
                sends the durable entries of chief.store.fallback exactly once (a send in doubt
                after a crash goes again, marked as a possible repeat)
 

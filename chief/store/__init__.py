@@ -445,7 +445,7 @@ class ChiefStore:
         """One read running `use_case(conn, *args)`, a function of chief.store.urgent."""
         return await self._hop(use_case, *args)
 
-    # The fallback channel (chief.store.fallback): the door's `chief.fallback.service.Fallback`
+    # The fallback channel (chief.store.fallback): the door's `chief.fallback.task`
     # runs its use cases.
 
     async def fallback_write(self, use_case: Callable[..., T], *args: Any) -> T:

@@ -1,4 +1,4 @@
-"""The fallback channel's durable ledger (issue 35, rung 3; `chief.fallback.service.Fallback`
+"""The fallback channel's durable ledger (issue 35, rung 3; `chief.fallback.task`
 runs its use cases). Tables (every statement on them is here):
 
     fallback_outages   one row per Telegram outage the door saw: `since` (epoch seconds),
