@@ -78,6 +78,8 @@ class Fallback(DoorLoop):
         self._look_s = min(LOOK_S, max(settings.after_s / 4, 0.25))
         # Whether chief.db holds an open outage or entries to send (read at start).
         self._busy = True
+        # The channel's failure now, logged when it changes, not at every try (every RETRY_S).
+        self._channel_failing: str | None = None
 
     def _retry_s(self) -> float:
         return READ_RETRY_S
@@ -147,11 +149,19 @@ class Fallback(DoorLoop):
             if error is None:
                 await self._mark(fallback.mark_sent, send_id, self._clock())
                 self._count(REPEATED if repeat else SENT)
+                self._channel_failing = None
                 bound.warning("door.fallback_sent", title=message.title)
                 return
             await self._mark(fallback.defer, send_id, self._clock() + RETRY_S, error)
         self._count(FAILED)
-        bound.error("door.fallback_send_failed", error=error, retry_in_s=RETRY_S)
+        if error != self._channel_failing:
+            self._channel_failing = error
+            bound.error(
+                "door.fallback_send_failed",
+                error=error,
+                retry_in_s=RETRY_S,
+                note="logged once until a send goes through or the error changes",
+            )
 
     async def _mark(self, use_case: Callable[..., None], *args: Any) -> None:
         try:
