@@ -11,8 +11,9 @@ runs its use cases). Tables (every statement on them is here):
                        in-flight record, written (FULL) before the send and cleared by its
                        mark (`sent_at`, `carried_by`: a digest carries several) or its
                        deferral; one still set at the start was sent or not, nobody knows: it
-                       goes again marked as a possible repeat (`repeat`). `dropped_at`: not
-                       sent after all (Telegram came back, or the report stopped first)
+                       goes again marked as a possible repeat (`repeat`). An entry not sent
+                       after all (Telegram came back, or the report stopped first) is deleted,
+                       and so is an outage that sent nothing
 
 The urgent reports still ringing are read from `urgent_reports` (chief.store.urgent owns it;
 this reads it only, and writes none of it). The Telegram message of the end of an outage goes
@@ -37,7 +38,7 @@ from chief.store import telegram
 from chief.urgent_rules import URGENT_MARK
 from plumbing.wire import MAX_TEXT_CHARS
 
-_WAITING = "sent_at IS NULL AND dropped_at IS NULL"
+_WAITING = "sent_at IS NULL"
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def look(conn: sqlite3.Connection, now: float, failing: str | None, after_s: flo
     elif outage.reason != failing:
         conn.execute("UPDATE fallback_outages SET reason = ? WHERE id = ?", (failing, outage.id))
         outage = Outage(outage.id, outage.since, failing)
-    dropped = _drop_stopped(conn, now)
+    dropped = _drop_stopped(conn)
     queued = 0
     if now - outage.since >= after_s:
         queued = _queue_due(conn, outage, now)
@@ -122,23 +123,24 @@ def _queue_due(conn: sqlite3.Connection, outage: Outage, now: float) -> int:
     return int(queued)
 
 
-def _drop_stopped(conn: sqlite3.Connection, now: float) -> int:
-    """Entries of urgent reports acknowledged or expired before they went: not sent."""
+def _drop_stopped(conn: sqlite3.Connection) -> int:
+    """Entries of urgent reports acknowledged or expired before they went: deleted, not
+    sent."""
     return int(
         conn.execute(
-            f"UPDATE fallback_sends SET dropped_at = ? WHERE {_WAITING} AND send_id IS NULL "
+            f"DELETE FROM fallback_sends WHERE {_WAITING} AND send_id IS NULL "
             "AND urgent_key IN (SELECT urgent_key FROM urgent_reports "
-            "WHERE acked_at IS NOT NULL OR expired_at IS NOT NULL)",
-            (now,),
+            "WHERE acked_at IS NOT NULL OR expired_at IS NOT NULL)"
         ).rowcount
     )
 
 
 def _end(conn: sqlite3.Connection, outage: Outage, now: float) -> Turn:
+    """What was not sent is deleted (a report still ringing when Telegram fails again goes
+    then: its urgent key is free); an outage that sent nothing leaves no row."""
     dropped = conn.execute(
-        f"UPDATE fallback_sends SET dropped_at = ? WHERE outage_id = ? AND {_WAITING} "
-        "AND send_id IS NULL",
-        (now, outage.id),
+        f"DELETE FROM fallback_sends WHERE outage_id = ? AND {_WAITING} AND send_id IS NULL",
+        (outage.id,),
     ).rowcount
     sent = [
         str(title)
@@ -151,6 +153,12 @@ def _end(conn: sqlite3.Connection, outage: Outage, now: float) -> Turn:
     told = bool(sent)
     if told:
         telegram.insert_telegram(conn, None, back_text(sent, outage.since, now)[:MAX_TEXT_CHARS])
+    (left,) = conn.execute(
+        "SELECT COUNT(*) FROM fallback_sends WHERE outage_id = ?", (outage.id,)
+    ).fetchone()
+    if not left:  # a passing failure: nothing went, nothing to keep
+        conn.execute("DELETE FROM fallback_outages WHERE id = ?", (outage.id,))
+        return Turn(None, 0, int(dropped), False)
     conn.execute(
         "UPDATE fallback_outages SET ended_at = ?, told = ? WHERE id = ?",
         (now, int(told), outage.id),

@@ -329,13 +329,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             next_attempt_at REAL NOT NULL DEFAULT 0,
             last_error TEXT,
             sent_at REAL,
-            carried_by TEXT,
-            dropped_at REAL
+            carried_by TEXT
         )""",
         """CREATE UNIQUE INDEX fallback_one_notice ON fallback_sends (outage_id)
         WHERE kind = 'notice'""",
-        """CREATE INDEX fallback_sends_waiting ON fallback_sends (seq)
-        WHERE sent_at IS NULL AND dropped_at IS NULL""",
+        "CREATE INDEX fallback_sends_waiting ON fallback_sends (seq) WHERE sent_at IS NULL",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

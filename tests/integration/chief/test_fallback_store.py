@@ -2,7 +2,8 @@
 notice and each ringing urgent report are queued once, whatever repeats the look (a reopened
 store included, as a restarted door would); a report acknowledged first is not sent; a send
 left in flight comes back marked as a possible repeat; the outage's end queues ONE Telegram
-message listing what went, and only when something went."""
+message listing what went, and only when something went; a report not sent before Telegram
+came back goes when Telegram fails again, if it still rings."""
 
 from __future__ import annotations
 
@@ -98,6 +99,12 @@ async def test_an_outage_queues_its_notice_and_each_report_once_and_its_end_tell
         turn = await store.fallback_write(fallback.look, 320.0, None, AFTER_S)
         assert (turn.told, turn.dropped) == (False, 2)
         assert telegram_texts(path) == before
+        # Telegram fails again: the report it never sent, still ringing, goes this time.
+        await store.fallback_write(fallback.look, 400.0, WHY, AFTER_S)
+        assert (await store.fallback_write(fallback.look, 410.0, WHY, AFTER_S)).queued == 2
+        waiting = await store.fallback_read(fallback.waiting, 411.0)
+        assert "smoke in the hall" in waiting.entries[1].title
+        await store.fallback_write(fallback.look, 420.0, None, AFTER_S)
         assert first != third
         status = await store.fallback_read(fallback.status, 320.0)
         assert (status["telegram_failing_since"], status["waiting"], status["sent"]) == (None, 0, 2)
