@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -262,7 +262,7 @@ class _DoorParts:
             asks=asks,
             # The nag task's nudge: reminders held by /quiet may ring now.
             quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
-            urgent_lines=None if urgent is None else urgent.phone_lines,
+            urgent_lines=status_lines(urgent, self.service.fallback),
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -378,6 +378,20 @@ def build_fallback(
         telegram_queued=ringer.nudge,
         count=metrics.count_fallback,
     )
+
+
+def status_lines(
+    urgent: Urgent | None, fallback: Fallback | None
+) -> Callable[[], Awaitable[list[str]]] | None:
+    """/status's lines after the counts: the urgent reports', then the fallback channel's."""
+    parts = [part for part in (urgent, fallback) if part is not None]
+    if not parts:
+        return None
+
+    async def lines() -> list[str]:
+        return [line for part in parts for line in await part.phone_lines()]
+
+    return lines
 
 
 def telegram_failing(ringer: Ringer) -> Callable[[], str | None]:

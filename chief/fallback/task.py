@@ -33,7 +33,15 @@ import anyio
 import structlog
 
 from chief.errors import ChiefError
-from chief.fallback_rules import FAILED, REPEATED, SENT, FallbackSettings, Message, next_message
+from chief.fallback_rules import (
+    FAILED,
+    REPEATED,
+    SENT,
+    FallbackSettings,
+    Message,
+    clock,
+    next_message,
+)
 from chief.phone.loop import DoorLoop
 from plumbing.faults import fault
 
@@ -171,6 +179,15 @@ class Fallback(DoorLoop):
             log.error("door.fallback_mark_failed", error=str(exc))
 
     # -- what an operator sees ---------------------------------------------------------------
+
+    async def phone_lines(self) -> list[str]:
+        """/status's line on the phone: the outage it stands in for, or that it stands by."""
+        state = await self.status()
+        since = state["telegram_failing_since"]
+        sent = f"{state['sent']} sent in all, {state['waiting']} waiting"
+        if since is None:
+            return [f"Fallback channel: standing by ({sent})"]
+        return [f"Fallback channel: Telegram failing since {clock(float(since))} ({sent})"]
 
     async def status(self) -> dict[str, Any]:
         """The door status's `fallback` part."""

@@ -7,7 +7,7 @@ With the emulator refusing every send (403, a bot the owner blocked) for longer 
 the mail server receives each urgent report exactly once and ONE "Telegram is down" message, not
 one per queued row; the door's status, `coop status` and /metrics say so; once the emulator
 takes messages again (the sender retries a refused send once a minute), ONE Telegram message
-lists what went by mail."""
+lists what went by mail, and /status on the phone says what the fallback did."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ import pytest
 
 from chief.fallback_rules import NOTICE_SUBJECT, POSSIBLE_REPEAT
 from tests.support.fallback_stack import WAIT_S, FallbackStack, fallback_stack, subjects
+from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop
+from tests.support.stack import CHAT_ID
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 # The sender tries a refused send again at its backoff cap (60 s): the recovery waits that long.
 RECOVERY_S = 60.0 * 1.2 + WAIT_S
 BACK = "Telegram is back"
+OWNER_ID = int(CHAT_ID)
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +99,13 @@ def test_a_blocked_bot_sends_each_urgent_report_once_by_mail_and_one_notice_then
     )
     assert len(fallback.mail.messages()) == 3  # nothing more by mail
     assert len([t for t in fallback.telegram_texts() if t.startswith(BACK)]) == 1
+    # /status on the phone says what the fallback did.
+    owner = EmulatorOwner(fallback.stack.emulator.url)
+    owner.text(OWNER_ID, OWNER_ID, "/status")
+    owner.wait_for(
+        lambda _: [t for t in fallback.telegram_texts()
+                   if "Fallback channel: standing by (3 sent in all, 0 waiting)" in t],
+        WAIT_S,
+        "/status naming the fallback",
+    )  # fmt: skip
+    owner.close()
