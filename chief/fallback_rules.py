@@ -101,6 +101,15 @@ def shown_url(url: str) -> str:
     return f"{safe}://… ({len(url)} characters)"
 
 
+def carries_password(url: str) -> bool:
+    """Whether `url` holds a password in its userinfo (`scheme://user:secret@host`): such a URL
+    belongs in CHIEF_FALLBACK_URLS_FILE, not in an environment other processes may read."""
+    _, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0]
+    userinfo, at, _ = authority.rpartition("@")
+    return bool(sep and at and ":" in userinfo)
+
+
 def clock(at: float) -> str:
     """`2026-12-06 03:41 UTC`: an email is read in any time zone."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")

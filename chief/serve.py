@@ -360,9 +360,16 @@ def build_fallback(
     """The door's fallback task over `chief`'s store (not started): it watches `ringer`."""
     from chief.fallback.channel import AppriseChannel  # Apprise loads only when configured
     from chief.fallback.task import Fallback
+    from chief.fallback_rules import carries_password
 
     if settings.test_short:
         log.warning("door.fallback_test_bounds", after_s=settings.after_s, note="test only")
+    if settings.urls_from == "CHIEF_FALLBACK_URLS" and any(map(carries_password, settings.urls)):
+        log.warning(
+            "door.fallback_password_in_environment",
+            hint="a fallback URL carries a password: put the URLs in a 0600 file and name it "
+            "in CHIEF_FALLBACK_URLS_FILE instead",
+        )
     log.info(
         "door.fallback_configured",
         urls=len(settings.urls),

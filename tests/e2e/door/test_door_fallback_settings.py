@@ -1,6 +1,6 @@
 """`chief serve` with a wrong fallback setting, as a real process: one line on stderr naming the
 setting, exit 2, no traceback, nothing bound (issue 35: bad settings are one line each at
-start)."""
+start), and a password in the environment is a warning naming the file setting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.door.conftest import clean_env
+from tests.e2e.door.conftest import Harness, clean_env, spawn_door
 from tests.support.door import BOT_TOKEN, CHAT_ID, write_key
 
 pytestmark = pytest.mark.timeout(120)
@@ -64,3 +64,13 @@ def test_a_url_file_others_can_read_stops_the_door_in_one_line(tmp_path: Path) -
     assert line.startswith(f"chief serve: CHIEF_FALLBACK_URLS_FILE {urls}"), line
     assert "chmod" in line
     assert "hunter2" not in line
+
+
+def test_a_password_in_the_environment_starts_the_door_with_a_warning_naming_the_file_setting(
+    harness: Harness,
+) -> None:
+    door = spawn_door(harness.env(CHIEF_FALLBACK_URLS="mailtos://coop:hunter2@example.org"))
+    warned = door.wait_event("door.fallback_password_in_environment")
+    assert "CHIEF_FALLBACK_URLS_FILE" in warned["hint"]
+    door.wait_event("door.fallback_configured")
+    assert "hunter2" not in door.log()

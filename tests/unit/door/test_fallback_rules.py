@@ -14,6 +14,7 @@ from chief.fallback_rules import (
     REPORT,
     URGENT_SUBJECT,
     Entry,
+    carries_password,
     compose,
     next_message,
     notice_message,
@@ -99,3 +100,12 @@ def test_urls_split_and_are_shown_without_their_secrets() -> None:
     assert split_urls(" a://1 ,b://2\n\tc://3,, ") == ["a://1", "b://2", "c://3"]
     assert shown_url("mailto://coop:hunter2@example.org") == "mailto://… (33 characters)"
     assert shown_url("hunter2") == "?://… (7 characters)"
+
+
+def test_a_password_in_a_url_is_told_from_a_user_alone() -> None:
+    assert carries_password("mailtos://coop:secret@example.org?to=me@example.org")
+    assert carries_password("pover://user:token@example.org")
+    assert not carries_password("mailto://coop@localhost?smtp=127.0.0.1&to=a@b.org")
+    assert not carries_password("ntfys://my-topic")
+    assert not carries_password("ntfys://host/topic?x=a:b@c")  # the query is not userinfo
+    assert not carries_password("not a url: user:pw@host")
