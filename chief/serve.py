@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,6 +71,8 @@ from plumbing.terminal import shown
 
 if TYPE_CHECKING:
     from chief.conversation import Chief
+    from chief.fallback.task import Fallback
+    from chief.fallback_rules import FallbackSettings
     from chief.store import ChiefStore
 
 log = structlog.get_logger("chief.door")
@@ -222,7 +224,17 @@ class _DoorParts:
             self.nags = nags
             self.service.reminders = reminders
             urgent.nudge_nags = nags.nudge
+            if self.door_config.fallback is not None:
+                fallback = build_fallback(chief, self.door_config.fallback, ringer, self.metrics)
+                await stack.enter_async_context(running(fallback, self.door_config))
+                self.service.fallback = fallback
             await self._start_phone(stack, chief, ringer, inbox, asks)
+        elif self.door_config.fallback is not None:
+            log.warning(
+                "door.fallback_idle",
+                reason="the fallback channel stands in for Telegram, and Telegram is not "
+                "configured: it sends nothing",
+            )
 
     async def _start_phone(
         self, stack: AsyncExitStack, chief: Chief, ringer: Ringer, inbox: ChiefStore, asks: Asks
@@ -253,7 +265,7 @@ class _DoorParts:
             asks=asks,
             # The nag task's nudge: reminders held by /quiet may ring now.
             quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
-            urgent_lines=None if urgent is None else urgent.phone_lines,
+            urgent_lines=status_lines(urgent, self.service.fallback),
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -358,6 +370,69 @@ def build_urgent(chief: Chief, config: DoorConfig, asks: Asks, metrics: DoorMetr
         second_chat=None if second is None else str(second.chat_id),
         escalated=metrics.count_escalation,
     )
+
+
+def build_fallback(
+    chief: Chief, settings: FallbackSettings, ringer: Ringer, metrics: DoorMetrics
+) -> Fallback:
+    """The door's fallback task over `chief`'s store (not started): it watches `ringer`."""
+    from chief.fallback.channel import AppriseChannel  # Apprise loads only when configured
+    from chief.fallback.task import Fallback
+    from chief.fallback_rules import carries_password
+
+    if settings.test_short:
+        log.warning("door.fallback_test_bounds", after_s=settings.after_s, note="test only")
+    if settings.urls_from == "CHIEF_FALLBACK_URLS" and any(map(carries_password, settings.urls)):
+        log.warning(
+            "door.fallback_password_in_environment",
+            hint="a fallback URL carries a password: put the URLs in a 0600 file and name it "
+            "in CHIEF_FALLBACK_URLS_FILE instead",
+        )
+    log.info(
+        "door.fallback_configured",
+        urls=len(settings.urls),
+        urls_from=settings.urls_from,
+        after_s=settings.after_s,
+        max_per_hour=settings.max_per_hour,
+    )
+    return Fallback(
+        chief.store,
+        AppriseChannel(settings.urls),
+        settings,
+        telegram_failing(ringer),
+        telegram_queued=ringer.nudge,
+        count=metrics.count_fallback,
+    )
+
+
+def status_lines(
+    urgent: Urgent | None, fallback: Fallback | None
+) -> Callable[[], Awaitable[list[str]]] | None:
+    """/status's lines after the counts: the urgent reports', then the fallback channel's."""
+    parts = [part for part in (urgent, fallback) if part is not None]
+    if not parts:
+        return None
+
+    async def lines() -> list[str]:
+        return [line for part in parts for line in await part.phone_lines()]
+
+    return lines
+
+
+def telegram_failing(ringer: Ringer) -> Callable[[], str | None]:
+    """Why Telegram cannot deliver now, in words, as the sender knows it (None: it delivers):
+    its last failed send (a refusal, an unreachable Telegram, a send in doubt) or its failed
+    getMe, else a send that has waited past the Telegram deadline for its answer."""
+
+    def why() -> str | None:
+        if ringer.last_error is not None:
+            return ringer.last_error
+        waited_s = ringer.sending_s()
+        if waited_s is not None and waited_s > ringer.slow_after_s:
+            return f"a send has waited {waited_s:.0f} s for Telegram's answer"
+        return None
+
+    return why
 
 
 def build_nags(

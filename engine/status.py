@@ -18,7 +18,8 @@ Four sources, each read where it lives:
 it strands and the daemon that holds the ledger instead, whatever the row's age; an uncertain
 receipt, a door that does not answer, a posture that is not normal, and with Telegram
 configured: Telegram refusing for good, or the door's Telegram queue holding an entry older
-than the same `--max-pending-age`; an urgent report the door says went unacknowledged), 2 on
+than the same `--max-pending-age`; an urgent report the door says went unacknowledged; the
+fallback channel failing to send), 2 on
 a usage error. A door that does
 not answer is itself the problem named; its Telegram queue is then unknown. A door that answers
 401 refused this machine's service key (the key file rotated since the services started): that
@@ -45,6 +46,7 @@ __all__ = [
     "collect",
     "delivery_problems",
     "door_status",
+    "fallback_problems",
     "max_pending_age",
     "owner_service",
     "problems",
@@ -142,6 +144,7 @@ def problems(status: dict[str, Any], max_pending_age_s: float) -> list[str]:
         found.append(f"the door's posture is {door['posture']}")
     found.extend(telegram_problems(door, max_pending_age_s))
     found.extend(urgent_problems(door))
+    found.extend(fallback_problems(door))
     return found
 
 
@@ -214,3 +217,13 @@ def _through(report: dict[str, Any]) -> str:
     """How far up its ladder an expired report rang (rung 2: the second person too)."""
     rung = report.get("rung")
     return f" through rung {rung} of its ladder" if isinstance(rung, int) and rung > 1 else ""
+def fallback_problems(door: dict[str, Any]) -> list[str]:
+    """The fallback channel (issue 35, rung 3) failing to send what Telegram could not: the
+    owner hears of the outage from neither. Nothing from a door without one."""
+    fallback = door.get("fallback")
+    if not isinstance(fallback, dict) or not fallback.get("last_error"):
+        return []
+    return [
+        f"the fallback channel fails ({fallback.get('waiting')} waiting): "
+        f"{fallback['last_error']}; check CHIEF_FALLBACK_URLS and the door's log"
+    ]

@@ -36,6 +36,10 @@ start from the environment into a frozen `DoorConfig`.
     CHIEF_ESCALATE_AFTER_S 600             when an unacknowledged urgent report rings the second
                                            person too (rung 2 of its ladder; >= 60)
     CHIEF_TEST_URGENT_SHORT unset          TEST ONLY: 1 allows shorter ones (chief.urgent_rules)
+    CHIEF_FALLBACK_URLS    unset: none     Apprise URLs of the fallback channel (rung 3), or
+    CHIEF_FALLBACK_URLS_FILE               a 0600 file of them; CHIEF_FALLBACK_AFTER_S (300)
+    CHIEF_FALLBACK_MAX_PER_HOUR            and CHIEF_FALLBACK_MAX_PER_HOUR (12): see
+                                           chief.fallback_rules
 
 Who the door rings and obeys. `chief telegram pair` writes `<COOP_HOME>/telegram-pairing.json`
 (`chief.telegram.pairing`): the owner's private chat and user. Without `TELEGRAM_CHAT_ID` the
@@ -76,6 +80,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chief.errors import ChiefConfigError, DoorError
+from chief.fallback import settings as fallback_settings
+from chief.fallback_rules import FallbackSettings
 from chief.phone.pacing import QuietHours
 from chief.telegram.pairing import (
     PAIRING_FILE_NAME,
@@ -172,6 +178,9 @@ class DoorConfig:
     urgent: UrgentBounds = field(default_factory=UrgentBounds)
     #: `<COOP_HOME>/telegram-pairing-second.json`: the second person (None: nobody paired)
     telegram_second: Pairing | None = None
+    #: `CHIEF_FALLBACK_URLS` (or `_FILE`), `CHIEF_FALLBACK_AFTER_S`, `CHIEF_FALLBACK_MAX_PER_HOUR`:
+    #: the fallback channel (None: none configured).
+    fallback: FallbackSettings | None = None
 
     @property
     def telegram_configured(self) -> bool:
@@ -214,6 +223,7 @@ class DoorConfig:
         second = _second(env, chat_id, user_id) if token is not None else None
         posture = env.get("CHIEF_POSTURE_FILE", "").strip()
         key = read_service_key(key_file)
+        urgent = bounds_from_env(env)
         return cls(
             socket_path=Path(door_address.socket_path(env)),
             metrics_port=_metrics_port(env.get("CHIEF_METRICS_PORT", "")),
@@ -241,8 +251,9 @@ class DoorConfig:
             notify_body_max_bytes=_body_max(env.get("CHIEF_NOTIFY_BODY_MAX_BYTES", "")),
             service_socket=_service_socket(env),
             service_key=key,
-            urgent=bounds_from_env(env),
+            urgent=urgent,
             telegram_second=second,
+            fallback=fallback_settings.from_env(env, test_short=urgent.test_short),
         )
 
 

@@ -23,6 +23,11 @@ verbs they count.
     coop_urgent_expiries_total                 counter    urgent reports expired unacknowledged
     coop_escalations_total{rung}               counter    urgent reports that climbed to a rung
                                                           of their ladder (2: the second person)
+    coop_fallback_sends_total{result}          counter    messages through the fallback channel
+                                                          (chief.fallback): sent | failed (the
+                                                          channel refused or was unreachable) |
+                                                          repeated (sent again after the door
+                                                          stopped in its send window)
     coop_telegram_strangers_total              counter    updates from anyone but the obeyed user
                                                           in the obeyed chat (nothing changed,
                                                           nothing answered; chief.phone.updater)
@@ -64,6 +69,7 @@ from chief.door.config import DoorConfig
 from chief.door.guard import Guard, say_refused
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, TelegramUnavailable
+from chief.fallback_rules import RESULTS as FALLBACK_RESULTS
 from chief.telegram.sender import Buttons, TelegramSender, send_options
 from plumbing.http.refusals import RefusalCollector
 from plumbing.loopback import on_unix_socket
@@ -128,6 +134,16 @@ class DoorMetrics:
         )
         self._chief_db_gauges()
         self._urgent_counters()
+        self.fallback_sends = Counter(
+            "coop_fallback_sends",
+            "Messages through the fallback channel by result: sent, failed (the channel refused "
+            "or could not be reached), repeated (sent again after the door stopped while "
+            "sending it).",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in FALLBACK_RESULTS:
+            self.fallback_sends.labels(result=result)
         self.strangers = Counter(
             "coop_telegram_strangers",
             "Telegram updates from anyone but the obeyed user in the obeyed chat: nothing "
@@ -161,6 +177,11 @@ class DoorMetrics:
     def count_urgent(self, kind: str) -> None:
         """One urgent ring, acknowledgement or expiry (`chief.phone.urgent`)."""
         self.urgent[kind].inc()
+
+    def count_fallback(self, result: str) -> None:
+        """One message through the fallback channel, by result
+        (`chief.fallback.task`)."""
+        self.fallback_sends.labels(result=result).inc()
 
     def _chief_db_gauges(self) -> None:
         """The gauges read from chief.db at each scrape (`_read_gauges`)."""

@@ -54,6 +54,7 @@ from plumbing.faults import fault
 from plumbing.refusals import RefusalTally
 
 if TYPE_CHECKING:  # the store loads when the door starts
+    from chief.fallback.task import Fallback
     from chief.phone.asks import Asks
     from chief.phone.reminders import Reminders
     from chief.phone.urgent import Urgent
@@ -110,6 +111,8 @@ class DoorVerbs:
         self.reminders: Reminders | None = None
         #: the urgent reports (issue 28), likewise
         self.urgent: Urgent | None = None
+        #: the fallback channel's task (issue 35, rung 3) while it runs; None: none configured
+        self.fallback: Fallback | None = None
         self.posture = posture
         self._wall_clock = wall_clock or (lambda: datetime.now(UTC))
         #: notify requests inside the door right now: bounded by the report wait and the ring
@@ -275,6 +278,7 @@ class DoorVerbs:
             answers_pending = await chief.pending_answers()
             reminders = await self._reminders()
             urgent = await self._urgent_status()
+            fallback = await self._fallback_status()
         except ChiefError as exc:
             raise ChiefUnavailable(f"the Chief could not be read: {exc}") from exc
         return {
@@ -290,7 +294,15 @@ class DoorVerbs:
             "answers_pending": answers_pending,
             "reminders": reminders,
             "urgent": urgent,
+            "fallback": fallback,
         }
+
+    async def _fallback_status(self) -> dict[str, Any]:
+        """The status's `fallback` part (`chief.fallback.task`); `configured` false
+        without one."""
+        if self.fallback is None:
+            return {"configured": False}
+        return await self.fallback.status()
 
     async def _reminders(self) -> dict[str, Any]:
         """The reminders scheduled and the next one due (none without Telegram)."""

@@ -4,8 +4,9 @@ Modules: `schema` (the migrations, the connection's pragmas), `reports` (chiefs,
 report outbox), `telegram` (the door's queue, its in-doubt events, the sent marks), `asks` (the
 requests rung with buttons: their tokens, their messages, the edits their settles owe), `inbox`
 (the door's phone: the update offset, the /quiet override, the strangers), `answers` (the
-owner's answers from the phone), `reminders` (an ask's reminders' schedule), `sql` (the
-transaction and small reads). What a report does with these transactions (accept, then land
+owner's answers from the phone), `reminders` (an ask's reminders' schedule), `urgent` (the
+urgent reports), `fallback` (the fallback channel's outages and sends), `sql` (the transaction
+and small reads). What a report does with these transactions (accept, then land
 when the caller may, in one hop) is the use case of chief.landing.
 
 Tables (schema version in PRAGMA user_version, migrated on open):
@@ -39,6 +40,9 @@ Tables (schema version in PRAGMA user_version, migrated on open):
                          inbox.MAX_SEEN kept)
     telegram_strangers   senders the phone does not obey, each counted (at most
                          inbox.MAX_STRANGERS, the longest unseen forgotten first)
+    fallback_outages, fallback_sends
+                         the Telegram outages the door saw and each message owed to the
+                         fallback channel, with its in-flight record (`chief.store.fallback`)
     telegram_answers     the owner's answers from the phone, one per tap or reply that became
                          one: recorded (FULL) before the tap is acknowledged, `pending` until
                          the ledger answers, then `applied` or `refused`; `update_key`
@@ -439,4 +443,15 @@ class ChiefStore:
 
     async def urgent_read(self, use_case: Callable[..., T], *args: Any) -> T:
         """One read running `use_case(conn, *args)`, a function of chief.store.urgent."""
+        return await self._hop(use_case, *args)
+
+    # The fallback channel (chief.store.fallback): the door's `chief.fallback.task`
+    # runs its use cases.
+
+    async def fallback_write(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One FULL commit running `use_case(conn, *args)`, a function of chief.store.fallback."""
+        return await self._hop(write, use_case, *args)
+
+    async def fallback_read(self, use_case: Callable[..., T], *args: Any) -> T:
+        """One read running `use_case(conn, *args)`, a function of chief.store.fallback."""
         return await self._hop(use_case, *args)

@@ -320,6 +320,36 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE INDEX urgent_reports_escalate ON urgent_reports (escalate_at)
         WHERE escalate_at IS NOT NULL""",
     ),
+    (
+        # The fallback channel (issue 35, rung 3; chief.store.fallback): the Telegram outages
+        # the door saw, and each message owed to the fallback channel with its in-flight record.
+        """CREATE TABLE fallback_outages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            since REAL NOT NULL,
+            reason TEXT NOT NULL,
+            ended_at REAL,
+            told INTEGER NOT NULL DEFAULT 0
+        )""",
+        """CREATE TABLE fallback_sends (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            outage_id INTEGER NOT NULL REFERENCES fallback_outages(id),
+            kind TEXT NOT NULL CHECK (kind IN ('notice', 'report')),
+            urgent_key TEXT UNIQUE,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            queued_at REAL NOT NULL,
+            send_id TEXT,
+            repeat INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL DEFAULT 0,
+            last_error TEXT,
+            sent_at REAL,
+            carried_by TEXT
+        )""",
+        """CREATE UNIQUE INDEX fallback_one_notice ON fallback_sends (outage_id)
+        WHERE kind = 'notice'""",
+        "CREATE INDEX fallback_sends_waiting ON fallback_sends (seq) WHERE sent_at IS NULL",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -404,7 +404,7 @@ def door_lines(door: dict[str, Any]) -> list[str]:
             said.append("Telegram configured" if configured else "Telegram not configured")
         words = ", ".join(each for each in said if each)
         head = f"door: answering at {door['url']}" + (f"; {words}" if words else "")
-        return [head, *telegram_lines(door)]
+        return [head, *telegram_lines(door), *fallback_lines(door)]
     if door.get("http_status") == 401:
         return [
             f"door: refused this machine's service key at {door['url']} (HTTP 401)",
@@ -461,6 +461,23 @@ def urgent_lines(door: dict[str, Any]) -> list[str]:
             " stops it)"
         )
     return lines
+def fallback_lines(door: dict[str, Any]) -> list[str]:
+    """The fallback channel (issue 35, rung 3) when one is configured: the Telegram outage it
+    stands in for, and what it sent and holds."""
+    fallback = door.get("fallback")
+    if not isinstance(fallback, dict) or fallback.get("configured") is not True:
+        return []
+    since = fallback.get("telegram_failing_since")
+    line = "fallback: "
+    if isinstance(since, int | float):
+        at = datetime.fromtimestamp(since).strftime("%Y-%m-%d %H:%M")
+        line += f"Telegram failing since {at} ({fallback.get('telegram_failing_why')})"
+    else:
+        line += "standing by (Telegram delivers)"
+    line += f"; {fallback.get('sent')} sent, {fallback.get('waiting')} waiting"
+    if fallback.get("last_error"):
+        line += f"; last error: {fallback['last_error']}"
+    return [line]
 
 
 def queue_words(queue: dict[str, Any]) -> str:

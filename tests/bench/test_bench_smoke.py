@@ -45,6 +45,7 @@ SMOKE_ARGS: dict[str, list[str]] = {
         "--count", "2", "--spacing-s", "0", "--pending", "3", "--window-s", "1", "--settle-s", "0",
     ],
     "bench_reminders_idle.py": ["--asks", "3", "--window-s", "1", "--settle-s", "0"],
+    "bench_fallback_memory.py": ["--rounds", "1", "--settle-s", "0"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
 SMOKE_TIMEOUT_S = 90.0

@@ -94,6 +94,8 @@ LOADERS: dict[str, list[Callable[[dict[str, str]], object]]] = {
     "CHIEF_ESCALATE_AFTER_S": [DoorConfig.from_env],
     "CHIEF_URGENT_EXPIRE_S": [DoorConfig.from_env],
     "CHIEF_TEST_URGENT_SHORT": [DoorConfig.from_env],
+    "CHIEF_FALLBACK_AFTER_S": [DoorConfig.from_env],
+    "CHIEF_FALLBACK_MAX_PER_HOUR": [DoorConfig.from_env],
     "TELEGRAM_TIMEOUT_S": [DoorConfig.from_env],
     "COOP_LOG_TIMESTAMP": [
         _logging(plumbing_logs.configure_logging),

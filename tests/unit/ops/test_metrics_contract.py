@@ -42,8 +42,8 @@ def test_metric_names_follow_prometheus_conventions(tmp_path: Path) -> None:
     families = exposed(tmp_path)
     # coop_telegram_strangers (the door's phone) and coop_telegram_answers_pending (its answers);
     # coop_urgent_rings, _acknowledgements and _expiries (urgent reports); coop_escalations
-    # (their ladder)
-    assert len(families) == 23
+    # (their ladder); coop_fallback_sends (its fallback channel)
+    assert len(families) == 24
     for name, (kind, help_text) in families.items():
         assert NAME.match(name), name
         assert help_text.strip(), f"{name} has no HELP"
@@ -69,7 +69,10 @@ def test_the_alert_rules_and_scrape_config_name_real_metrics(tmp_path: Path) -> 
         "CoopDeferralsRising",
         "CoopTelegramQueueStuck",
         "CoopUrgentUnacknowledged",
+        "CoopFallbackFailing",
     }
+    # The fallback channel failing while Telegram is down: the owner hears of neither.
+    assert 'coop_fallback_sends_total{result="failed"}' in alerts["CoopFallbackFailing"]["expr"]
     assert "coop_outbox_oldest_pending_age_seconds > 600" in alerts["CoopOutboxRowStuck"]["expr"]
     assert alerts["CoopDeferralsRising"]["for"] == "15m"
     # A Telegram outage: the door's queue, whose rows the outbox already counts as delivered.
