@@ -402,6 +402,7 @@ def build_fallback(
         telegram_failing(ringer),
         telegram_queued=ringer.nudge,
         count=metrics.count_fallback,
+        escalated=metrics.count_escalation,
     )
 
 

@@ -54,6 +54,8 @@ TEST_MIN_ESCALATE_S = 0.5
 # The rungs of the ladder (the number kept per report in chief.db).
 OWNER_RUNG = 1
 SECOND_RUNG = 2
+#: rung 3: the fallback channel (chief.fallback), once Telegram has failed for its delay
+FALLBACK_RUNG = 3
 # Who acknowledged, as chief.db keeps it (`urgent_reports.acked_by`), and as the Chief line and
 # the edited messages name them.
 OWNER, SECOND, MACHINE, SETTLE = "owner", "second", "machine", "settle"

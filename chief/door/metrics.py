@@ -22,7 +22,8 @@ verbs they count.
     coop_urgent_acknowledgements_total         counter    urgent reports acknowledged, once each
     coop_urgent_expiries_total                 counter    urgent reports expired unacknowledged
     coop_escalations_total{rung}               counter    urgent reports that climbed to a rung
-                                                          of their ladder (2: the second person)
+                                                          of their ladder (2: the second
+                                                          person, 3: the fallback channel)
     coop_fallback_sends_total{result}          counter    messages through the fallback channel
                                                           (chief.fallback): sent | failed (the
                                                           channel refused or was unreachable) |
@@ -165,7 +166,7 @@ class DoorMetrics:
         self.escalations = Counter(
             "coop_escalations",
             "Urgent reports nobody acknowledged in time that climbed to a rung of their ladder "
-            "(2: the second person's chat).",
+            "(2: the second person's chat, 3: the fallback channel).",
             ["rung"],
             registry=self.registry,
         )

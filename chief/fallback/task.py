@@ -43,6 +43,7 @@ from chief.fallback_rules import (
     next_message,
 )
 from chief.phone.loop import DoorLoop
+from chief.urgent_rules import FALLBACK_RUNG
 from plumbing.faults import fault
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Fallback(DoorLoop):
         *,
         telegram_queued: Callable[[], None] = lambda: None,
         count: Callable[[str], None] = lambda result: None,
+        escalated: Callable[[int], None] = lambda rung: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
@@ -82,6 +84,7 @@ class Fallback(DoorLoop):
         self._telegram_failing = telegram_failing
         self._telegram_queued = telegram_queued
         self._count = count
+        self._escalated = escalated
         self._clock = clock
         self._look_s = min(LOOK_S, max(settings.after_s / 4, 0.25))
         # Whether chief.db holds an open outage or entries to send (read at start).
@@ -121,6 +124,8 @@ class Fallback(DoorLoop):
         turn = await self.store.fallback_write(fallback.look, now, failing, self.settings.after_s)
         if turn.queued:
             log.warning("door.fallback_queued", entries=turn.queued, why=failing)
+        for _ in range(turn.climbed):
+            self._escalated(FALLBACK_RUNG)
         if turn.told:
             log.info("door.fallback_over", note="Telegram delivers again; told on Telegram")
             self._telegram_queued()

@@ -15,9 +15,10 @@ runs its use cases). Tables (every statement on them is here):
                        after all (Telegram came back, or the report stopped first) is deleted,
                        and so is an outage that sent nothing
 
-The urgent reports still ringing are read from `urgent_reports` (chief.store.urgent owns it;
-this reads it only, and writes none of it). The Telegram message of the end of an outage goes
-on the Telegram queue through `chief.store.telegram`.
+The urgent reports still ringing are read from `urgent_reports` (chief.store.urgent owns it:
+the one write here is its `reach_rung`, rung 3, in the transaction that queues a report's
+entry). The Telegram message of the end of an outage goes on the Telegram queue through
+`chief.store.telegram`.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from chief.fallback_rules import (
     notice_message,
     report_message,
 )
-from chief.store import telegram
-from chief.urgent_rules import URGENT_MARK
+from chief.store import telegram, urgent
+from chief.urgent_rules import FALLBACK_RUNG, URGENT_MARK
 from plumbing.wire import MAX_TEXT_CHARS
 
 _WAITING = "sent_at IS NULL"
@@ -58,6 +59,8 @@ class Turn:
     queued: int
     dropped: int
     told: bool
+    #: urgent reports that climbed to rung 3 of their ladder in this look (their entry queued)
+    climbed: int = 0
 
 
 def _open_outage(conn: sqlite3.Connection) -> Outage | None:
@@ -89,10 +92,10 @@ def look(conn: sqlite3.Connection, now: float, failing: str | None, after_s: flo
         conn.execute("UPDATE fallback_outages SET reason = ? WHERE id = ?", (failing, outage.id))
         outage = Outage(outage.id, outage.since, failing)
     dropped = _drop_stopped(conn)
-    queued = 0
+    queued = climbed = 0
     if now - outage.since >= after_s:
-        queued = _queue_due(conn, outage, now)
-    return Turn(outage, queued, dropped, False)
+        queued, climbed = _queue_due(conn, outage, now)
+    return Turn(outage, queued, dropped, False, climbed)
 
 
 def durable_failure(conn: sqlite3.Connection) -> str | None:
@@ -101,7 +104,9 @@ def durable_failure(conn: sqlite3.Connection) -> str | None:
     return telegram.status(conn).last_error
 
 
-def _queue_due(conn: sqlite3.Connection, outage: Outage, now: float) -> int:
+def _queue_due(conn: sqlite3.Connection, outage: Outage, now: float) -> tuple[int, int]:
+    """Queue the outage's notice and each ringing report's entry: (entries queued, reports
+    that climbed to rung 3 with theirs, recorded on the report in this transaction)."""
     (waiting,) = conn.execute("SELECT COUNT(*) FROM telegram_queue").fetchone()
     title, body = notice_message(outage.since, outage.reason, int(waiting), now)
     queued = conn.execute(
@@ -109,18 +114,21 @@ def _queue_due(conn: sqlite3.Connection, outage: Outage, now: float) -> int:
         "VALUES (?, ?, ?, ?, ?)",
         (outage.id, NOTICE, title, body, now),
     ).rowcount
+    climbed = 0
     for key, number, text in conn.execute(
         "SELECT urgent_key, rowid, text FROM urgent_reports "
         "WHERE acked_at IS NULL AND expired_at IS NULL ORDER BY created_at"
     ).fetchall():
         report = str(text).removeprefix(URGENT_MARK)
         title, body = report_message(int(number), report, outage.since, outage.reason)
-        queued += conn.execute(
+        added = conn.execute(
             "INSERT OR IGNORE INTO fallback_sends (outage_id, kind, urgent_key, title, body, "
             "queued_at) VALUES (?, ?, ?, ?, ?, ?)",
             (outage.id, REPORT, key, title, body, now),
         ).rowcount
-    return int(queued)
+        queued += added
+        climbed += added and urgent.reach_rung(conn, str(key), FALLBACK_RUNG)
+    return int(queued), climbed
 
 
 def _drop_stopped(conn: sqlite3.Connection) -> int:

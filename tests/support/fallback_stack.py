@@ -54,11 +54,11 @@ class FallbackStack:
     def status(self) -> dict[str, Any]:
         return dict(self.stack.door_status()["fallback"])
 
-    def metric(self, name: str, result: str) -> float:
+    def metric(self, name: str, result: str, label: str = "result") -> float:
         answer = self.stack.door_request(
             "GET", "/metrics", headers={SERVICE_KEY_HEADER: SERVICE_KEY}, timeout=WAIT_S
         )
-        wanted = f'{name}{{result="{result}"}} '
+        wanted = f'{name}{{{label}="{result}"}} '
         for line in answer.text.splitlines():
             if line.startswith(wanted):
                 return float(line.split()[1])

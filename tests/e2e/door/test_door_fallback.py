@@ -79,6 +79,11 @@ def test_a_blocked_bot_sends_each_urgent_report_once_by_mail_and_one_notice_then
     assert "blocked" in status["telegram_failing_why"]
     assert fallback.metric("coop_fallback_sends_total", "sent") == 3
     assert fallback.metric("coop_fallback_sends_total", "failed") == 0
+    # Both reports climbed to rung 3 of their ladder, once each, and say so where they ring.
+    assert fallback.metric("coop_escalations_total", "3", label="rung") == 2
+    rungs = {row["text"].removeprefix("URGENT: "): row["rung"]
+             for row in fallback.stack.door_status()["urgent"]["ringing"]}  # fmt: skip
+    assert (rungs[first], rungs[second]) == (3, 3), rungs
     shown = coop("status", env=fallback.stack.env())
     assert "fallback: Telegram failing since" in shown.stdout, shown.stdout
     assert "3 sent" in shown.stdout, shown.stdout
