@@ -164,6 +164,7 @@ class _DoorParts:
                 log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
             else:
                 await self._open_chief(stack)
+            posture = self.door_config.posture_file
             log.info(
                 "door.started",
                 db_path=str(self.chief_config.db_path),
@@ -171,7 +172,7 @@ class _DoorParts:
                 telegram_configured=self.sender is not None,
                 telegram_chat=self.door_config.telegram_chat_id,
                 telegram_chat_from=self.door_config.telegram_chat_from,
-                posture_file=str(self.door_config.posture_file or ""),
+                posture_file=None if posture is None else str(posture),
             )
             try:
                 yield

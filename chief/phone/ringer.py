@@ -312,7 +312,7 @@ class Ringer(DoorLoop):
         silent = carried[0].urgent is None and self._silent()
         repeat = carried[0].repeat_of is not None
         asked = carried[0].ask_key
-        bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
+        bound = log.bind(delivery_keys=outbox_ids, entries=len(carried), repeat=repeat)
         if asked is not None:
             bound = bound.bind(ask_key=asked)
         try:
@@ -410,7 +410,7 @@ class Ringer(DoorLoop):
             log.warning(
                 "door.send_in_doubt",
                 send_id=event.send_id,
-                outbox_ids=event.outbox_ids,
+                delivery_keys=event.outbox_ids,
                 entries=len(event.seqs),
                 reason=reason,
             )
@@ -477,7 +477,7 @@ class Ringer(DoorLoop):
             self.unmarked = sent
             log.error(
                 "door.mark_failed",
-                outbox_ids=sent.outbox_ids,
+                delivery_keys=sent.outbox_ids,
                 telegram_message_id=sent.telegram_message_id,
                 error=str(exc),
             )
