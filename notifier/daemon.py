@@ -206,6 +206,10 @@ class Daemon:
             instance.release()
 
     async def _run(self) -> None:
+        # The ledger opened once before the start line: one it cannot open (not a database, a
+        # folder in the way) stops the start in one line, rather than a retry forever after
+        # "started" (`coop serve` does the same).
+        self._connect().close()
         sock = await self._bind()  # first: a refusal leaves nothing to close, run() may retry
         db = Database(self._connect)
         worker = Worker(
