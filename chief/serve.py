@@ -436,13 +436,14 @@ def _serve(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
     (`plumbing.listening`'s shape), before any line saying it started."""
     from chief.door.metrics import metrics_app
     from chief.loopback_http import Listener, run_servers
+    from plumbing import door as door_address
     from plumbing.listening import CannotListen, bind_socket, bind_tcp
 
     path = str(door_config.socket_path)
     sockets = []
     try:
         try:
-            sockets.append(bind_socket(path, "COOP_DOOR_SOCKET"))
+            sockets.append(bind_socket(path, door_address.SOCKET_SETTING))
             if door_config.metrics_port is not None:
                 advice = "set CHIEF_METRICS_PORT to a free port, 0 for any, or off"
                 sockets.append(
