@@ -66,7 +66,7 @@ from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
 from notifier.worker import DrainOutcome, Worker
-from plumbing import files
+from plumbing import files, holders
 from plumbing.faults import fault
 
 if TYPE_CHECKING:
@@ -100,10 +100,10 @@ class InstanceLock:
         except OSError as exc:
             raise StoreError(f"cannot make the folder of {self.db_path}: {exc}") from exc
         if not self._lock.try_acquire():
+            pid = self._lock.holder()
             raise DaemonAlreadyRunning(
-                f"another notifier daemon (pid {self._lock.holder()}) already runs for"
-                f" {self.db_path} (it holds {self.path}); stop it (or point COOP_DB elsewhere)"
-                " before starting this one"
+                f"another notifier daemon (pid {pid}) already runs for {self.db_path} (it holds"
+                f" {self.path}): {holders.advice(pid)}, or point COOP_DB elsewhere"
             )
 
     def holder(self) -> str:

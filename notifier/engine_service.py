@@ -70,7 +70,7 @@ from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.pidlock import PidLock
-from plumbing import listening
+from plumbing import holders, listening
 from plumbing.http.server import QuietServer, loopback_config
 from plumbing.logs import configure_logging
 from plumbing.service import SOCKET_SETTING
@@ -322,9 +322,10 @@ def claim_ledger(db_path: Path) -> PidLock:
     on the same coop.db is refused here, naming the first one's pid, before it listens."""
     lock = PidLock(serve_lock_path(db_path), "the service's lock file")
     if not lock.try_acquire():
+        pid = lock.holder()
         raise ServiceError(
-            f"another coop serve (pid {lock.holder()}) already serves {db_path} (it holds"
-            f" {lock.path}); stop it before starting this one, or point COOP_DB elsewhere"
+            f"another coop serve (pid {pid}) already serves {db_path} (it holds"
+            f" {lock.path}): {holders.advice(pid)}, or point COOP_DB elsewhere"
         )
     return lock
 

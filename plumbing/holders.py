@@ -44,6 +44,11 @@ def stop_advice(pid: int, proc: str = PROC) -> str:
     return f"stop it (`kill {pid}`)"
 
 
+def advice(pid: str, proc: str = PROC) -> str:
+    """`stop_advice` for a pid as a lock file holds it (text: "unknown" when unreadable)."""
+    return stop_advice(int(pid), proc) if pid.isdigit() else "stop it"
+
+
 def command_line(pid: int, proc: str = PROC) -> list[str]:
     """The process's arguments ([] when it cannot be read)."""
     try:

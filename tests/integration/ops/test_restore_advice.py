@@ -2,8 +2,9 @@
 each a real one: the drainer a `coop notify` spawned while the door is down (it exits by
 itself: wait, or `kill PID`), a process `ops/run`'s honcho started (stop `ops/run`), and any
 other (`kill PID`). Before, every refusal said `stop it first (systemctl stop coop-engine
-coop-chief-door)`, which fits none of them. (A systemd unit's case: tests/unit/plumbing/
-test_holders.py.)"""
+coop-chief-door)`, which fits none of them. A second `coop serve`, `coop-notifier run` or
+`chief serve` beside one under `ops/run` is told the same (it said "stop it", not where). (A
+systemd unit's case: tests/unit/plumbing/test_holders.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import clean_env, coop, write_key
+from tests.support.procs import clean_env, coop, run_module, write_key
 from tests.support.waiting import wait_until_sync
 
 WAIT_S = 30.0
@@ -27,6 +28,16 @@ import signal, sys
 from pathlib import Path
 from notifier.pidlock import PidLock
 assert PidLock(Path(sys.argv[1]), "the test's lock").try_acquire()
+print("holding", flush=True)
+while True:
+    signal.pause()
+"""
+#: Holds the door's lock (`chief.serve_lock.ServeLock` on a chief.db) as a door does.
+DOOR_HOLDER = """
+import signal, sys
+from pathlib import Path
+from chief.serve_lock import ServeLock
+assert ServeLock(Path(sys.argv[1].removesuffix(".serve.lock"))).try_acquire()
 print("holding", flush=True)
 while True:
     signal.pause()
@@ -90,18 +101,18 @@ def test_a_drainer_a_notify_spawned_is_waited_for_or_killed(
     assert "systemctl" not in line, line
 
 
-@pytest.fixture
-def under_honcho(backed_up: tuple[Path, Path], tmp_path: Path) -> Iterator[int]:
-    """A process holding the ledger's serve lock, started by honcho (what `ops/run` runs): its
-    pid."""
-    home, _ = backed_up
-    script = tmp_path / "holder.py"
-    script.write_text(HOLDER)
-    procfile = tmp_path / "Procfile"
-    procfile.write_text(f"holder: exec {sys.executable} {script} {home / 'coop.db.serve.lock'}\n")
+@contextlib.contextmanager
+def held_under_honcho(lock: Path, holder: str, folder: Path) -> Iterator[int]:
+    """A process holding `lock` (by the script `holder`), started by honcho (what `ops/run`
+    runs), for the block: its pid."""
+    home = lock.parent
+    script = folder / "holder.py"
+    script.write_text(holder)
+    procfile = folder / "Procfile"
+    procfile.write_text(f"holder: exec {sys.executable} {script} {lock}\n")
     honcho = Path(sys.executable).parent / "honcho"
     proc = subprocess.Popen(
-        [str(honcho), "start", "--procfile", str(procfile), "--app-root", str(tmp_path)],
+        [str(honcho), "start", "--procfile", str(procfile), "--app-root", str(folder)],
         env=clean_env(home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -109,7 +120,7 @@ def under_honcho(backed_up: tuple[Path, Path], tmp_path: Path) -> Iterator[int]:
     )
     try:
         yield wait_until_sync(
-            lambda: pid_in(home / "coop.db.serve.lock", says=str(script).encode()),
+            lambda: pid_in(lock, says=str(script).encode()),
             timeout_s=WAIT_S,
             what="the holder under honcho",
         )
@@ -119,13 +130,47 @@ def under_honcho(backed_up: tuple[Path, Path], tmp_path: Path) -> Iterator[int]:
 
 
 def test_a_process_under_ops_run_is_stopped_there(
-    backed_up: tuple[Path, Path], under_honcho: int
+    backed_up: tuple[Path, Path], tmp_path: Path
 ) -> None:
     home, folder = backed_up
-    line = refusal(run(home, "restore", str(folder)))
-    assert f"`coop serve` (pid {under_honcho}) holds " in line, line
+    with held_under_honcho(home / "coop.db.serve.lock", HOLDER, tmp_path) as pid:
+        line = refusal(run(home, "restore", str(folder)))
+    assert f"`coop serve` (pid {pid}) holds " in line, line
     assert "it runs under `ops/run`: stop that (Ctrl-C in its terminal)" in line, line
     assert "systemctl" not in line, line
+
+
+#: A second instance of each service, refused by the lock the first holds: (the lock's name
+#: beside the ledger, the holder's script, the command, what the refusal says first).
+SECOND_STARTS = [
+    ("coop.db.serve.lock", HOLDER, ("notifier", "serve"), "coop serve: another coop serve"),
+    ("coop.db.notifier.lock", HOLDER, ("notifier", "run"), "coop-notifier: another notifier"),
+    ("chief.db.serve.lock", DOOR_HOLDER, ("chief", "serve"), "chief serve: another `chief serve`"),
+]
+
+
+@pytest.mark.parametrize(
+    ("lock", "holder", "command", "said"),
+    SECOND_STARTS,
+    ids=[c[2][0] + "-" + c[2][1] for c in SECOND_STARTS],
+)
+def test_a_second_start_beside_one_under_ops_run_is_told_to_stop_it_there(
+    backed_up: tuple[Path, Path],
+    tmp_path: Path,
+    lock: str,
+    holder: str,
+    command: tuple[str, str],
+    said: str,
+) -> None:
+    home, _ = backed_up
+    settings = {"COOP_METRICS_PORT": "off", "CHIEF_METRICS_PORT": "off", "CHIEF_OWNER": "owner"}
+    env = clean_env(home, COOP_SERVICE_KEY_FILE=str(home / "service.key"), **settings)
+    with held_under_honcho(home / lock, holder, tmp_path) as pid:
+        done = run_module(command[0], [command[1]], env=env, inherit=False)
+    line = refusal(done)
+    assert line.startswith(said), line
+    assert f"(pid {pid})" in line, line
+    assert "it runs under `ops/run`: stop that (Ctrl-C in its terminal)" in line, line
 
 
 def test_any_other_holder_is_named_with_its_kill(backed_up: tuple[Path, Path]) -> None:
