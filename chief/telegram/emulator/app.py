@@ -176,7 +176,11 @@ class _Routes:
         """The receipt line and log event of a kept message, written after its answer went
         out, so the sender does not wait for them."""
         self.state.write_log(record)
-        log.info("emulator.message", message_id=record["message_id"], chat_id=record["chat_id"])
+        log.info(
+            "emulator.message",
+            telegram_message_id=record["message_id"],
+            chat_id=record["chat_id"],
+        )
 
     @asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:

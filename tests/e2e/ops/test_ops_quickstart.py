@@ -162,6 +162,8 @@ def test_readme_quickstarts_todo_then_a_request_decided_from_the_emulator(stack)
     # them to ignore the next.
     found = alarms(log)
     assert not found, "warnings in an ordinary session:\n" + "\n".join(found)
+    misnamed = misnamed_ids(log)
+    assert not misnamed, "ids under a name that means another:\n" + "\n".join(misnamed)
 
 
 def every_server_closes_its_idle_connections(env: dict[str, str], ports: dict[str, str]) -> None:
@@ -187,6 +189,35 @@ def every_server_closes_its_idle_connections(env: dict[str, str], ports: dict[st
         connection.sock.settimeout(IDLE_CLOSE_BOUND_S)
         assert connection.sock.recv(1) == b"", f"{path}: a byte after the answer"
         connection.close()
+
+
+#: One name per kind of id in every service's lines: what each must hold.
+ID_NAMES = {
+    "outbox_id": lambda v: isinstance(v, int),  # the ledger's outbox row
+    "delivery_key": lambda v: isinstance(v, str) and v.startswith("d-"),  # the door's key of it
+    "chief_message_id": lambda v: isinstance(v, int),
+    "telegram_message_id": lambda v: v is None or isinstance(v, int),  # None: not rung
+}
+#: A bare name that would leave the reader guessing which id it is.
+AMBIGUOUS_IDS = frozenset({"message_id", "message_ids", "id"})
+
+
+def misnamed_ids(log: str) -> list[str]:
+    """Every service line whose ids are not under their one name (`outbox_id` an outbox row,
+    `delivery_key` the door's key, ...), or under a bare name such as `message_id`."""
+    found = []
+    for raw in log.splitlines():
+        line = SERVICE_LINE.match(raw.strip("\r"))
+        if line is None or not line.group(2).startswith("{"):
+            continue
+        event = json.loads(line.group(2))
+        for key, value in event.items():
+            name = key.removesuffix("s") if isinstance(value, list) else key
+            values = value if isinstance(value, list) else [value]
+            fits = ID_NAMES.get(name)
+            if key in AMBIGUOUS_IDS or (fits is not None and not all(map(fits, values))):
+                found.append(f"{key}={value!r} in {raw}")
+    return found
 
 
 #: honcho's prefix on a service's line: its time, the process name, a bar.
