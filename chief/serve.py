@@ -158,14 +158,12 @@ class _DoorParts:
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            if self.sender is not None:
-                await self.sender.start()
-                stack.push_async_callback(self.sender.aclose)
-            say_telegram_setup(self.door_config)
-            if self.chief_config.owner is None:
-                log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
-            else:
-                await self._open_chief(stack)
+            try:
+                await self._start(stack)
+            except ChiefError as exc:
+                # Said once, by `chief serve` as its one line (uvicorn's own words held back).
+                self.start_failed = str(exc)
+                raise
             posture = self.door_config.posture_file
             log.info(
                 "door.started",
@@ -184,16 +182,22 @@ class _DoorParts:
                     log.warning("door.refused", **summary.fields())
                 log.info("door.stopping")
 
+    async def _start(self, stack: AsyncExitStack) -> None:
+        """What the lifespan opens before the door is started, on `stack`."""
+        if self.sender is not None:
+            await self.sender.start()
+            stack.push_async_callback(self.sender.aclose)
+        say_telegram_setup(self.door_config)
+        if self.chief_config.owner is None:
+            log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
+        else:
+            await self._open_chief(stack)
+
     async def _open_chief(self, stack: AsyncExitStack) -> None:
         """Open the Chief on `stack` and, with Telegram configured, start its sender task."""
         from chief.conversation import Chief  # the store and its drivers load at start only
 
-        try:
-            chief = await stack.enter_async_context(Chief.open(self.chief_config))
-        except ChiefError as exc:
-            # Said once, by `chief serve` as its one line (uvicorn's own words held back).
-            self.start_failed = str(exc)
-            raise
+        chief = await stack.enter_async_context(Chief.open(self.chief_config))
         self.service.chief = chief
         if self.sender is not None:
             from chief.store import ChiefStore
