@@ -12,12 +12,14 @@ each as a real process, against each start-up failure it can meet:
 
 The line: `PROG: ...`, naming the setting and the address or file; exit non-zero; nothing
 else on stdout or stderr (no traceback, no `[Errno 98]`, no log event, no "see the log above").
-A service without a port or a socket has no such case (the notifier's only socket is its kick
-datagram, taken under its lock). Before this, the emulator on a taken port printed uvicorn's
-`[Errno 98] error while attempting to bind ...` and then `see the log above`; the door with an
-unusable chief.db printed its log event, uvicorn's `Application startup failed. Exiting.` and
-`see the log above`; `coop serve` printed each refusal twice (a JSON event and the line); the
-notifier on an unusable database logged `notifier.daemon.started` and retried for ever.
+The notifier has no port; its socket is its kick datagram beside the ledger. It does not refuse a
+data folder others can write (its kick socket may fall back to /tmp, which everyone can).
+
+Before this, the emulator on a taken port printed uvicorn's `[Errno 98] error while attempting
+to bind ...` and then `see the log above`; the door with an unusable chief.db printed its log
+event, uvicorn's `Application startup failed. Exiting.` and `see the log above`; `coop serve`
+printed each refusal twice (a JSON event and the line); the notifier on an unusable database
+logged `notifier.daemon.started` and retried for ever.
 """
 
 from __future__ import annotations
@@ -148,6 +150,13 @@ def notifier_bad_setting(s: Setup) -> str:
     return "COOP_BACKOFF_BASE_S"
 
 
+def notifier_socket_held(s: Setup) -> str:
+    path = s.folder / "coop.db.kick"
+    sock = s.held.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+    sock.bind(str(path))
+    return f"cannot listen on {path} (the kick socket beside COOP_DB): another notifier daemon"
+
+
 def notifier_database(s: Setup) -> str:
     path = s.not_a_database("coop.db")
     return f"cannot open the Coop database at {path}: file is not a database"
@@ -181,6 +190,7 @@ CASES: list[tuple[Service, Arrange]] = [
     (ENGINE, engine_folder_open),
     (ENGINE, engine_bad_setting),
     (ENGINE, engine_database),
+    (NOTIFIER, notifier_socket_held),
     (NOTIFIER, notifier_bad_setting),
     (NOTIFIER, notifier_database),
     (EMULATOR, emulator_port_taken),
