@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import signal
 import socket
 from collections.abc import Sequence
@@ -95,6 +96,23 @@ class _ListeningServer(QuietServer):
                         log.info(self._event, host=name[0], port=name[1])
 
 
+#: What uvicorn logs (on `uvicorn.error`) after any failed lifespan start.
+_UVICORN_START_FAILED = "Application startup failed. Exiting."
+
+
+class _HeldBack(logging.Filter):
+    """uvicorn's "Application startup failed" line, dropped when the failure was one the app
+    already holds for its caller's one line (`_QuietStartFailure`)."""
+
+    def __init__(self, wrappers: Sequence[_QuietStartFailure]) -> None:
+        super().__init__()
+        self.wrappers = wrappers
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = any(wrapper.held_back for wrapper in self.wrappers)
+        return not (held and record.getMessage() == _UVICORN_START_FAILED)
+
+
 class _QuietStartFailure:
     """ASGI wrapper: a start failure the app already logged as one event (a `ChiefError` out of
     its lifespan) reaches uvicorn without Starlette's traceback text, which uvicorn would print.
@@ -102,6 +120,9 @@ class _QuietStartFailure:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        #: a start failure was held back: uvicorn's own "Application startup failed" is too
+        #: (`_HeldBack`), the caller saying it in its one line
+        self.held_back = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -118,6 +139,7 @@ class _QuietStartFailure:
         try:
             await self.app(scope, receive, hold_failures)
         except ChiefError:
+            self.held_back = bool(held)
             for message in held:
                 await send({**message, "message": ""})
             raise
@@ -135,10 +157,11 @@ def run_server(app: ASGIApp, *, host: str, port: int, event: str) -> bool:
 def run_servers(listeners: Sequence[Listener]) -> bool:
     """Serve every listener's app until SIGTERM/SIGINT, or until one of them stops (a failed
     start included); return False when any could not start."""
+    wrappers = [_QuietStartFailure(listener.app) for listener in listeners]
     servers = [
         _ListeningServer(
             loopback_config(
-                _QuietStartFailure(listener.app),
+                wrapper,
                 host=listener.host,
                 port=listener.port,
                 lifespan=listener.lifespan,
@@ -146,10 +169,12 @@ def run_servers(listeners: Sequence[Listener]) -> bool:
             ),
             listener.event,
         )
-        for listener in listeners
+        for listener, wrapper in zip(listeners, wrappers, strict=True)
     ]
     for server in servers:
         server.group = servers
+    held_back = _HeldBack(wrappers)
+    logging.getLogger("uvicorn.error").addFilter(held_back)
     # Installed before uvicorn and left in place after it: uvicorn restores the handlers it
     # found when it returns, and a stop signal in the last moments of the process (closing the
     # Chief, releasing the lock) must not kill it by the default action either.
@@ -166,6 +191,7 @@ def run_servers(listeners: Sequence[Listener]) -> bool:
         # by the signal), but leaves an ignored one ignored.
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+        logging.getLogger("uvicorn.error").removeFilter(held_back)
     return all(server.started for server in servers)
 
 

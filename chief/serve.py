@@ -157,18 +157,19 @@ class _DoorParts:
     phone: PhoneLoop | None = None
     #: the nag task (reminders, urgent repeats) while it runs
     nags: Nagger | None = None
+    #: why the lifespan could not start (the Chief's database unusable), for the one line
+    start_failed: str | None = None
 
     @asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            if self.sender is not None:
-                await self.sender.start()
-                stack.push_async_callback(self.sender.aclose)
-            say_telegram_setup(self.door_config)
-            if self.chief_config.owner is None:
-                log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
-            else:
-                await self._open_chief(stack)
+            try:
+                await self._start(stack)
+            except ChiefError as exc:
+                # Said once, by `chief serve` as its one line (uvicorn's own words held back).
+                self.start_failed = str(exc)
+                raise
+            posture = self.door_config.posture_file
             log.info(
                 "door.started",
                 db_path=str(self.chief_config.db_path),
@@ -176,7 +177,7 @@ class _DoorParts:
                 telegram_configured=self.sender is not None,
                 telegram_chat=self.door_config.telegram_chat_id,
                 telegram_chat_from=self.door_config.telegram_chat_from,
-                posture_file=str(self.door_config.posture_file or ""),
+                posture_file=None if posture is None else str(posture),
             )
             try:
                 yield
@@ -186,15 +187,22 @@ class _DoorParts:
                     log.warning("door.refused", **summary.fields())
                 log.info("door.stopping")
 
+    async def _start(self, stack: AsyncExitStack) -> None:
+        """What the lifespan opens before the door is started, on `stack`."""
+        if self.sender is not None:
+            await self.sender.start()
+            stack.push_async_callback(self.sender.aclose)
+        say_telegram_setup(self.door_config)
+        if self.chief_config.owner is None:
+            log.warning("door.owner_unconfigured", hint="set CHIEF_OWNER and restart")
+        else:
+            await self._open_chief(stack)
+
     async def _open_chief(self, stack: AsyncExitStack) -> None:
         """Open the Chief on `stack` and, with Telegram configured, start its sender task."""
         from chief.conversation import Chief  # the store and its drivers load at start only
 
-        try:
-            chief = await stack.enter_async_context(Chief.open(self.chief_config))
-        except ChiefError as exc:
-            log.error("door.start_failed", error=str(exc))
-            raise
+        chief = await stack.enter_async_context(Chief.open(self.chief_config))
         self.service.chief = chief
         if self.sender is not None:
             from chief.store import ChiefStore
@@ -521,58 +529,46 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
-    """Bind the door's sockets (under the serve lock), serve, and remove the Unix socket after."""
-    import socket
-
+    """Bind the door's sockets (under the serve lock), serve, and remove the Unix socket after.
+    A socket or a port it cannot take, or a Chief it cannot open, is one line
+    (`plumbing.listening`'s shape), before any line saying it started."""
     from chief.door.metrics import metrics_app
     from chief.loopback_http import Listener, run_servers
-    from plumbing.unix import bind_private
+    from plumbing import door as door_address
+    from plumbing.listening import CannotListen, bind_socket, bind_tcp
 
     path = str(door_config.socket_path)
+    sockets = []
     try:
-        door_socket = bind_private(path)
-    except (OSError, ValueError) as exc:
-        print(shown(f"chief serve: cannot serve on {path}: {_reason(exc)}"), file=sys.stderr)
-        return 1
-    sockets = [door_socket]
-    try:
-        app = create_app(door_config, chief_config)
-        listeners = [Listener(app, "door.listening", sockets=[door_socket])]
-        if door_config.metrics_port is not None:
-            metrics_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sockets.append(metrics_socket)
-            try:
-                metrics_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                metrics_socket.bind((METRICS_HOST, door_config.metrics_port))
-                metrics_socket.listen(128)
-            except OSError as exc:
-                print(
-                    shown(
-                        f"chief serve: cannot serve /metrics on {METRICS_HOST}:"
-                        f"{door_config.metrics_port} ({_reason(exc)}): set CHIEF_METRICS_PORT to "
-                        "a free port, 0 for any, or off"
-                    ),
-                    file=sys.stderr,
+        try:
+            sockets.append(bind_socket(path, door_address.SOCKET_SETTING))
+            if door_config.metrics_port is not None:
+                advice = "set CHIEF_METRICS_PORT to a free port, 0 for any, or off"
+                sockets.append(
+                    bind_tcp(METRICS_HOST, door_config.metrics_port, "CHIEF_METRICS_PORT", advice)
                 )
-                return 1
+        except CannotListen as exc:
+            print(shown(f"chief serve: {exc.message}"), file=sys.stderr)
+            return 1
+        app = create_app(door_config, chief_config)
+        listeners = [Listener(app, "door.listening", sockets=sockets[:1])]
+        if door_config.metrics_port is not None:
             scrape = metrics_app(door_config, app.state.door, app.state.metrics)
             listeners.append(
-                Listener(scrape, "door.metrics_listening", sockets=[metrics_socket], lifespan="off")
+                Listener(scrape, "door.metrics_listening", sockets=sockets[1:], lifespan="off")
             )
         started = run_servers(listeners)
     finally:
         for sock in sockets:
             sock.close()
         # Still under the serve lock: no other door of this chief.db has bound it since.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        if sockets:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     if not started:
-        print("chief serve: the door did not start; see the log above", file=sys.stderr)
+        failed = app.state.parts.start_failed
+        said = failed or "the door did not start; see the log above"
+        print(shown(f"chief serve: {said}"), file=sys.stderr)
         return 1
     log.info("door.stopped")
     return 0
-
-
-def _reason(exc: BaseException) -> str:
-    """An OSError's own words (`Address already in use`), else the message it was raised with."""
-    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from chief.errors import DoorError
+from plumbing import holders
 from plumbing.pidlock import PidLock
 
 # What a holder of the serve lock writes after its pid.
@@ -76,7 +77,7 @@ class ServeLock:
                 )
             raise DoorError(
                 f"another `chief serve` (pid {pid}) already runs on {self.path.parent} "
-                f"(it holds {self.path}); stop it first — the door must run as one process"
+                f"(it holds {self.path}); the door runs as one process: {holders.advice(pid)}"
             )
 
     def release(self) -> None:

@@ -30,7 +30,7 @@ from engine import store
 from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
-from plumbing import files
+from plumbing import files, holders
 from plumbing.home import chief_db_file
 
 TYPE_CHECKING = False
@@ -186,9 +186,12 @@ def _holding(locks: list[tuple[str, str]]) -> Iterator[None]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
+                pid = _holder(path)
+                # Advice for what the holder is: a drainer that exits by itself, a unit, a
+                # process under ops/run (`plumbing.holders`).
+                advice = holders.stop_advice(int(pid)) if pid.isdigit() else "stop it first"
                 raise BackupError(
-                    f"{who} (pid {_holder(path)}) holds {path.rsplit('.', 2)[0]}: stop it first"
-                    " (systemctl stop coop-engine coop-chief-door), then restore"
+                    f"{who} (pid {pid}) holds {path.rsplit('.', 2)[0]}: {advice}; then restore"
                 ) from None
             held.append(fd)
             os.ftruncate(fd, 0)
@@ -215,8 +218,9 @@ def _drainer(ledger: str) -> str | None:
     if holder is None or holder[1] != os.uname().nodename or not _alive(holder[0]):
         return None
     return (
-        f"a notifier worker (pid {holder[0]}) is draining {ledger}: let it finish, or stop it,"
-        " then restore (`coop worker unlock` clears a lock whose process is gone)"
+        f"a notifier worker (pid {holder[0]}) is draining {ledger}:"
+        f" {holders.stop_advice(holder[0])}; then restore (`coop worker unlock` clears a lock"
+        " whose process is gone)"
     )
 
 

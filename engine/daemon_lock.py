@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator
 
 from engine.errors import StoreError, UsageError
-from plumbing import files
+from plumbing import files, holders
 
 DAEMON_LOCK_SUFFIX = ".notifier.lock"
 SERVE_LOCK_SUFFIX = ".serve.lock"
@@ -72,9 +72,8 @@ def _refuse_unless_serve(db: str | os.PathLike[str], path: str, act: str) -> Non
     holder = lock_holder(path)
     if holder.isdigit() and holder == lock_holder(serve_lock_file(db)):
         return  # coop serve's own daemon: it delivers on the owner's connections
-    stop = f"`kill {holder}`" if holder.isdigit() else "stop it"
     raise UsageError(
         f"a standalone notifier daemon (pid {holder}, `coop-notifier run`) delivers for {db}"
         f" (it holds {path}); {act} would fence it out and strand delivery: stop it first"
-        f" ({stop}, or its unit), and `coop serve` takes delivery over within seconds"
+        f" ({holders.advice(holder)}), and `coop serve` takes delivery over within seconds"
     )

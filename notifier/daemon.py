@@ -66,7 +66,7 @@ from notifier.delivery import Database, open_own_connection
 from notifier.errors import ConfigError, DaemonAlreadyRunning, NotifierError, StoreError
 from notifier.pidlock import PidLock
 from notifier.worker import DrainOutcome, Worker
-from plumbing import files
+from plumbing import files, holders, listening
 from plumbing.faults import fault
 
 if TYPE_CHECKING:
@@ -100,10 +100,10 @@ class InstanceLock:
         except OSError as exc:
             raise StoreError(f"cannot make the folder of {self.db_path}: {exc}") from exc
         if not self._lock.try_acquire():
+            pid = self._lock.holder()
             raise DaemonAlreadyRunning(
-                f"another notifier daemon (pid {self._lock.holder()}) already runs for"
-                f" {self.db_path} (it holds {self.path}); stop it (or point COOP_DB elsewhere)"
-                " before starting this one"
+                f"another notifier daemon (pid {pid}) already runs for {self.db_path} (it holds"
+                f" {self.path}): {holders.advice(pid)}, or point COOP_DB elsewhere"
             )
 
     def holder(self) -> str:
@@ -206,6 +206,10 @@ class Daemon:
             instance.release()
 
     async def _run(self) -> None:
+        # The ledger opened once before the start line: one it cannot open (not a database, a
+        # folder in the way) stops the start in one line, rather than a retry forever after
+        # "started" (`coop serve` does the same).
+        self._connect().close()
         sock = await self._bind()  # first: a refusal leaves nothing to close, run() may retry
         db = Database(self._connect)
         worker = Worker(
@@ -254,10 +258,12 @@ class Daemon:
     async def _bind(self) -> UNIXDatagramSocket:
         path = self.socket_path
         # anyio replaces a socket file at the path: refuse first if a live daemon answers there.
+        # Refused in the shape every service's start-up refusal has (`plumbing.listening`).
+        where = f"{path} (the kick socket beside COOP_DB)"
         if path.exists() and engine_kick.send_datagram(self.config.db_path):
             raise DaemonAlreadyRunning(
-                f"another notifier daemon listens on {path} for {self.config.db_path};"
-                " stop it (or point COOP_DB elsewhere) before starting this one"
+                f"cannot listen on {where}: another notifier daemon answers there; stop it, or"
+                " point COOP_DB elsewhere"
             )
         try:
             return await anyio.create_unix_datagram_socket(
@@ -265,7 +271,8 @@ class Daemon:
             )
         except OSError as exc:
             raise StoreError(
-                f"cannot listen for kicks on {path}: {exc}; check that its folder is writable"
+                f"cannot listen on {where}: {listening.reason(exc)}; check that its folder is"
+                " writable"
             ) from exc
 
     async def _receive_kicks(self, sock: UNIXDatagramSocket) -> None:

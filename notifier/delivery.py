@@ -124,7 +124,13 @@ def open_with(connect: Callable[[], sqlite3.Connection]) -> sqlite3.Connection:
     try:
         return connect()
     except CoopError as exc:
-        raise StoreError(f"cannot open the Coop database: {exc}") from exc
+        said = str(exc)  # the engine's own words may already say so: never twice in a line
+        prefix = (
+            ""
+            if said.startswith("cannot open the Coop database")
+            else "cannot open the Coop database: "
+        )
+        raise StoreError(f"{prefix}{said}") from exc
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the Coop database: {exc}") from exc
 

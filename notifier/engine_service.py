@@ -70,14 +70,15 @@ from notifier.config import NotifierConfig, whole_number
 from notifier.daemon import Daemon, InstanceLock, backend_options
 from notifier.errors import DaemonAlreadyRunning, NotifierError
 from notifier.pidlock import PidLock
-from plumbing import unix
+from plumbing import holders, listening
 from plumbing.http.server import QuietServer, loopback_config
 from plumbing.logs import configure_logging
+from plumbing.service import SOCKET_SETTING
+from plumbing.terminal import shown
 
 METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8764
 METRICS_OFF = "off"
-LISTEN_BACKLOG = 128
 SHUTDOWN_TIMEOUT_S = 10
 # Beside a standalone daemon: how often the service tries that daemon's lock again (one
 # non-blocking flock, no database read), so it takes delivery over about this soon after.
@@ -195,30 +196,22 @@ class StopSignals:
 
 
 def _bind_socket(path: str) -> socket.socket:
-    """The service's Unix socket (`plumbing.unix.bind_private`), or one line saying why not."""
+    """The service's Unix socket (`plumbing.listening.bind_socket`), or one line saying why not."""
     try:
-        sock = unix.bind_private(path)
-    except (OSError, ValueError) as exc:
-        raise ServiceError(
-            f"cannot listen on {path}: {exc}; set COOP_SERVICE_SOCKET to a path in a folder"
-            " only this user can write"
-        ) from exc
+        sock = listening.bind_socket(path, SOCKET_SETTING)
+    except listening.CannotListen as exc:
+        raise ServiceError(exc.message) from exc
     sock.set_inheritable(True)
     return sock
 
 
 def _bind_metrics(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """`/metrics`' TCP socket, or one line saying why not."""
+    advice = f"set COOP_METRICS_PORT to a free port, 0 for any, or {METRICS_OFF}"
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((METRICS_HOST, port))
-        sock.listen(LISTEN_BACKLOG)
-    except OSError as exc:
-        sock.close()
-        raise ServiceError(
-            f"cannot listen for /metrics on {METRICS_HOST}:{port} ({exc.strerror or exc}); is"
-            f" another service on that port? Set COOP_METRICS_PORT (a port, 0, or {METRICS_OFF})"
-        ) from exc
+        sock = listening.bind_tcp(METRICS_HOST, port, "COOP_METRICS_PORT", advice)
+    except listening.CannotListen as exc:
+        raise ServiceError(exc.message) from exc
     sock.set_inheritable(True)
     return sock
 
@@ -329,9 +322,10 @@ def claim_ledger(db_path: Path) -> PidLock:
     on the same coop.db is refused here, naming the first one's pid, before it listens."""
     lock = PidLock(serve_lock_path(db_path), "the service's lock file")
     if not lock.try_acquire():
+        pid = lock.holder()
         raise ServiceError(
-            f"another coop serve (pid {lock.holder()}) already serves {db_path} (it holds"
-            f" {lock.path}); stop it before starting this one, or point COOP_DB elsewhere"
+            f"another coop serve (pid {pid}) already serves {db_path} (it holds"
+            f" {lock.path}): {holders.advice(pid)}, or point COOP_DB elsewhere"
         )
     return lock
 
@@ -438,6 +432,7 @@ def main() -> int:
 
 
 def _refused(message: str, status: int) -> int:
-    log.error("service.refused_to_start", error=message)
-    print(f"coop serve: {message}", file=sys.stderr)
+    """One line, the same shape as every service's (`plumbing.listening`): not a log event
+    beside it as well, which would say it twice."""
+    print(shown(f"coop serve: {message}"), file=sys.stderr)
     return status

@@ -421,7 +421,9 @@ class Worker:
         batch delivered are ONE event naming every row (an event costs ~65 us of CPU, more
         than the rest of a row's delivery in a large batch); a single POST's row, a deferral
         and a row cancelled in flight are one event each."""
-        delivered: list[tuple[int, int]] = []  # (outbox id, attempt) delivered and marked
+        # (outbox id, delivery key, attempt) delivered and marked: the ledger's row id, and the
+        # key the door's lines name the same row by (`delivery_key`)
+        delivered: list[tuple[int, str, int]] = []
         count = 0
         for (row, outcome), was_applied in zip(pairs, applied, strict=True):
             attempt = row.attempts + 1
@@ -430,7 +432,7 @@ class Worker:
             if not was_applied:
                 self.log.warning("outbox.cancelled_in_flight", outbox_id=row.id, attempt=attempt)
             elif isinstance(outcome, Delivered):
-                delivered.append((row.id, attempt))
+                delivered.append((row.id, row.delivery_key, attempt))
             elif not outcome.unreachable:  # an outage is told by `_note_outage`
                 self.log.warning(
                     "outbox.deferred",
@@ -442,13 +444,16 @@ class Worker:
         if delivered and batch:
             self.log.info(
                 "outbox.delivered",
-                outbox_ids=[outbox_id for outbox_id, _ in delivered],
-                attempts=[attempt for _, attempt in delivered],
+                outbox_ids=[outbox_id for outbox_id, _, _ in delivered],
+                delivery_keys=[key for _, key, _ in delivered],
+                attempts=[attempt for *_, attempt in delivered],
                 batch=len(pairs),
             )
         elif delivered:
-            [(outbox_id, attempt)] = delivered
-            self.log.info("outbox.delivered", outbox_id=outbox_id, attempt=attempt)
+            [(outbox_id, key, attempt)] = delivered
+            self.log.info(
+                "outbox.delivered", outbox_id=outbox_id, delivery_key=key, attempt=attempt
+            )
         return count
 
     def _backoff_row(self, row: OutboxRow) -> OutboxRow:

@@ -19,9 +19,11 @@ root's, so each is opened relative to its folder's descriptor with O_NOFOLLOW (p
 a link refused in one line, and its mode and owner changed on that descriptor.
 
 `--root DIR` does all of it inside DIR (`useradd --prefix`, `systemctl --root`), so a test or
-an image build can check the tree without a running systemd. `--uninstall` disables and removes
-the units and the venv, and keeps the data, the backups, the settings and the user (the owner
-of the data), saying so. Every expected failure is one line and exit 1.
+an image build can check the tree without a running systemd. That tree is for inspection, and
+says so: its venv's scripts start the Python at DIR/opt/coop/.venv, so it runs where it is, not
+copied to /. `--uninstall` disables and removes the units and the venv, and keeps the data,
+the backups, the settings and the user (the owner of the data), saying so (`--root DIR`: DIR's
+paths). Every expected failure is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -377,6 +379,13 @@ class Install:
             print(f"{PROG}: nothing changed: the service is installed from this checkout{where}")
         else:
             print(f"{PROG}: installed{where}; it started no service")
+        if self.staged:
+            # A venv's scripts name its Python by the path it was made at: this tree's.
+            print(
+                f"{PROG}: {self.root} is a staged tree for inspection: its scripts start"
+                f" {self.at(VENV)}/bin/python, so it runs only where it is, not copied to /;"
+                " install on the target machine by running ops/install there without --root"
+            )
         print(NEXT)
 
     def uninstall(self) -> None:
@@ -395,7 +404,7 @@ class Install:
     def say_kept(self) -> None:
         """What --uninstall leaves, and how to remove it once the data is not wanted."""
         kept = [
-            f"{path} ({what})"
+            f"{self.shown(path)} ({what})"
             for path, what in (
                 (DATA, "the data: coop.db, chief.db, the service key"),
                 (BACKUPS, "the backups"),
@@ -407,10 +416,16 @@ class Install:
         if user:
             kept.append(f"the {USER} user (the data's owner)")
         if kept:
+            folders = " ".join(self.shown(path) for path in (DATA, BACKUPS, SETTINGS_DIR))
+            prefix = f"--prefix {self.root} " if self.staged else ""
             print(
                 f"{PROG}: kept {', '.join(kept)}; once the data is not wanted:"
-                f" rm -r {DATA} {BACKUPS} {SETTINGS_DIR}; userdel {USER}"
+                f" rm -r {folders}; userdel {prefix}{USER}"
             )
+
+    def shown(self, path: str) -> str:
+        """`path` where it is: inside the staged root, or the system's own."""
+        return str(self.at(path)) if self.staged else path
 
 
 def _user_exists() -> bool:

@@ -7,6 +7,13 @@ tests), key=value console output on a tty; `COOP_LOG_FORMAT=json|console` forces
 honcho stamps each line). Library modules only call `structlog.get_logger(...)`; entry points
 call `configure_logging()`.
 
+On the console a value reads as a person writes it, never as a Python literal: a plain word as it
+is (`host=127.0.0.1`, `telegram_configured=yes`), a text with a space, `=`, a quote, a backslash
+or a control character in double quotes with those escaped (`hint="set CHIEF_OWNER and
+restart"`), nothing as `-`, a list as its items joined by commas (`delivery_keys=d-1,d-2`), so
+each line is one line that splits into its fields without doubt (`readable`). JSON keeps the
+values as they are.
+
 `emit_plain` writes one line of the same JSON shape with the standard library alone: a kicked
 drainer that loses the worker lock (most of them, under a burst) logs why and exits without
 importing structlog, whose import costs ~200 ms on this machine (more than the rest of the
@@ -19,10 +26,15 @@ import json as jsonlib
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from plumbing import settings
+from plumbing.terminal import shown
+
+#: Characters that end a bare value or make it read as something else: written in quotes.
+_NOT_BARE = frozenset(' ="\\')
 
 
 def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
@@ -32,6 +44,39 @@ def emit_plain(event: str, level: str = "info", **fields: Any) -> None:
     # One write, text and newline together (see configure_logging).
     sys.stderr.write(jsonlib.dumps(line, default=str) + "\n")
     sys.stderr.flush()
+
+
+def readable(value: object) -> str:
+    """`value` as one console field's value (see the module docstring): one line, no Python
+    quotes, brackets or literals, and split from the next field without doubt."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Mapping):
+        pairs = [f"{_item(key)}:{_item(item)}" for key, item in value.items()]
+        return _field(",".join(pairs)) if pairs else "-"
+    if isinstance(value, list | tuple | set | frozenset):
+        return _field(",".join(_item(item) for item in value)) if value else "-"
+    return _field(str(value))
+
+
+def _item(value: object) -> str:
+    """One item of a list or a mapping: quoted as well when it holds a comma or a colon, which
+    would read as two items or as a key."""
+    if value is None or isinstance(value, bool | int | float):
+        return readable(value)
+    nested = isinstance(value, Mapping | list | tuple | set | frozenset)
+    return _field(readable(value) if nested else str(value), also=",:")
+
+
+def _field(text: str, also: str = "") -> str:
+    """`text` as it is when it is a plain word, else in double quotes: a backslash and a quote
+    escaped, then every character a terminal would act on spelled as its escape
+    (`plumbing.terminal`)."""
+    if text and text.isprintable() and not _NOT_BARE.union(also).intersection(text):
+        return text
+    return '"' + shown(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def configure_logging(json: bool | None = None) -> None:
@@ -65,9 +110,7 @@ def configure_logging(json: bool | None = None) -> None:
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
         # The console renderer formats exceptions itself (and warns if format_exc_info ran first).
-        # repr: a value holding outside text (a title, an error a server wrote) reaches the
-        # terminal escaped, never acted on (`plumbing.terminal`'s rule; JSON escapes it already).
-        processors.append(structlog.dev.ConsoleRenderer(colors=True, repr_native_str=True))
+        processors.append(_console_renderer(structlog))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
@@ -77,3 +120,22 @@ def configure_logging(json: bool | None = None) -> None:
         # Not cached: structlog.testing.capture_logs must still see loggers made before it ran.
         cache_logger_on_first_use=False,
     )
+
+
+def _console_renderer(structlog: Any) -> Any:
+    """structlog's console renderer, its values written by `readable` (its public `columns`:
+    the default column's formatter given our repr). A value holding outside text (a title, an
+    error a server wrote) reaches the terminal escaped, never acted on (`plumbing.terminal`'s
+    rule; JSON escapes it already)."""
+    dev = structlog.dev
+    renderer = dev.ConsoleRenderer(colors=True)
+    styles = dev.ConsoleRenderer.get_default_column_styles(colors=True)
+    values = dev.KeyValueColumnFormatter(
+        key_style=styles.kv_key,
+        value_style=styles.kv_value,
+        reset_style=styles.reset,
+        value_repr=readable,
+        width=0,
+    )
+    renderer.columns = [dev.Column("", values), *(c for c in renderer.columns if c.key)]
+    return renderer

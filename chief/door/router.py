@@ -633,7 +633,7 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
                 "door.refused",
                 reason="invalid_item",
                 path=request.url.path,
-                outbox_id=rest[0]["outbox_id"],
+                delivery_key=rest[0]["outbox_id"],
                 detail=rest[0]["detail"],
                 accepted=len(accepted),
                 held=len(rest) - 1,

@@ -140,7 +140,7 @@ class DoorVerbs:
     async def _notify(
         self, text: str, kind: str, outbox_id: str | None, extras: Extras
     ) -> dict[str, Any]:
-        bound = log.bind(outbox_id=outbox_id, kind=kind)
+        bound = log.bind(delivery_key=outbox_id, kind=kind)
         chief = self._chief()
         if outbox_id is None:  # the router takes extras only with an outbox id
             return await self._notify_telegram_alone(chief, text, bound)
@@ -195,7 +195,7 @@ class DoorVerbs:
                 extras=extras,
             )
         except ChiefError as exc:
-            log.error("door.chief_failed", outbox_ids=outbox_ids, error=str(exc))
+            log.error("door.chief_failed", delivery_keys=outbox_ids, error=str(exc))
             raise ChiefUnavailable(f"the Chief could not take the batch: {exc}") from exc
         self._after_settles(extras)
         fault("door.after_report")
@@ -399,7 +399,7 @@ def _log_batch(outbox_ids: list[str], answers: list[dict[str, Any]]) -> None:
     log.info(
         "door.already_sent" if len(repeats) == len(answers) else "door.delivered",
         batch=len(answers),
-        outbox_ids=outbox_ids,
+        delivery_keys=outbox_ids,
         already_sent=repeats,
         chief_message_ids=[answer["chief_message_id"] for answer in answers],
         telegram=telegram,

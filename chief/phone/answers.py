@@ -217,7 +217,9 @@ class Answers:
         try:
             await self.phone.reply(reply.chat_id, text, reply_to=reply.message_id)
         except ChiefError as exc:  # the answer stands (or was refused) all the same
-            log.info("answers.reply_note_failed", message_id=reply.message_id, error=str(exc))
+            log.info(
+                "answers.reply_note_failed", telegram_message_id=reply.message_id, error=str(exc)
+            )
 
     async def _wait_settled(self, answer: Answer) -> Answer:
         """Hand a pending answer to the forwarder and wait for the ledger's answer, at most

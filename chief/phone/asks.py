@@ -163,7 +163,7 @@ class Asks(DoorLoop):
         bound = log.bind(
             request_id=edit.request_id,
             ask_key=edit.ask_key,
-            message_id=edit.message_id,
+            telegram_message_id=edit.message_id,
             attempt=edit.attempts + 1,
         )
         fault("door.before_ask_edit")  # test-only: the door dies between a settle and its edit

@@ -334,7 +334,7 @@ class Ringer(DoorLoop):
         asked = carried[0].ask_key
         # A ladder's ring in another chat than the owner's (rung 2): sent there, marked there.
         other_chat = carried[0].chat
-        bound = log.bind(outbox_ids=outbox_ids, entries=len(carried), repeat=repeat)
+        bound = log.bind(delivery_keys=outbox_ids, entries=len(carried), repeat=repeat)
         if other_chat is not None:
             bound = bound.bind(chat=other_chat, urgent_key=carried[0].urgent)
         if asked is not None:
@@ -445,7 +445,7 @@ class Ringer(DoorLoop):
             log.warning(
                 "door.send_in_doubt",
                 send_id=event.send_id,
-                outbox_ids=event.outbox_ids,
+                delivery_keys=event.outbox_ids,
                 entries=len(event.seqs),
                 reason=reason,
             )
@@ -512,7 +512,7 @@ class Ringer(DoorLoop):
             self.unmarked = sent
             log.error(
                 "door.mark_failed",
-                outbox_ids=sent.outbox_ids,
+                delivery_keys=sent.outbox_ids,
                 telegram_message_id=sent.telegram_message_id,
                 error=str(exc),
             )

@@ -479,7 +479,7 @@ class BotSender:
         except BadRequest as exc:
             if not edit_is_moot(exc.message):
                 raise translate_error(exc) from exc
-            log.info("telegram.edit_moot", message_id=message_id, answer=exc.message)
+            log.info("telegram.edit_moot", telegram_message_id=message_id, answer=exc.message)
         except TelegramError as exc:
             raise translate_error(exc) from exc
 

@@ -176,7 +176,11 @@ class _Routes:
         """The receipt line and log event of a kept message, written after its answer went
         out, so the sender does not wait for them."""
         self.state.write_log(record)
-        log.info("emulator.message", message_id=record["message_id"], chat_id=record["chat_id"])
+        log.info(
+            "emulator.message",
+            telegram_message_id=record["message_id"],
+            chat_id=record["chat_id"],
+        )
 
     @asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
@@ -295,14 +299,21 @@ def _restart_ids(state: EmulatorState, document: dict[str, Any]) -> dict[str, An
     return {"next_update_id": next_id, "was": was}
 
 
+PROG = "chief telegram-emulator"
+#: What to do about a port the emulator cannot take (`ops/run` passes COOP_EMULATOR_PORT).
+PORT_ADVICE = "choose a free --port, 0 for any (ops/run passes COOP_EMULATOR_PORT)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """`chief telegram-emulator --port P [--host 127.0.0.1] [--log FILE.jsonl] [--token T]`."""
     from chief.args import OneLineParser, port_number
-    from chief.loopback_http import is_loopback_host, run_server
+    from chief.loopback_http import Listener, is_loopback_host, run_servers
+    from plumbing.listening import CannotListen, bind_tcp, reason
     from plumbing.logs import configure_logging
+    from plumbing.terminal import shown
 
     parser = OneLineParser(
-        prog="chief telegram-emulator",
+        prog=PROG,
         description="A local Telegram Bot API emulator (loopback only) for tests and demos.",
     )
     parser.add_argument(
@@ -320,16 +331,31 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     if not is_loopback_host(args.host):
         print(
-            f"chief telegram-emulator: --host {args.host} is not loopback; use 127.0.0.1 or ::1",
+            f"{PROG}: --host {args.host} is not loopback; use 127.0.0.1 or ::1",
             file=sys.stderr,
         )
         return 2
-    app, _ = create_emulator(token=args.token, log_path=args.log, flood_limits=args.flood_limits)
-    started = run_server(app, host=args.host, port=args.port, event="emulator.listening")
+    app, state = create_emulator(
+        token=args.token, log_path=args.log, flood_limits=args.flood_limits
+    )
+    # The port and the log file taken before the first line: a start failure is one line
+    # (`plumbing.listening`'s shape), never uvicorn's `[Errno 98]` after a start.
+    try:
+        if args.log is not None:
+            state.open_log()
+        sock = bind_tcp(args.host, args.port, "--port", PORT_ADVICE)
+    except CannotListen as exc:
+        print(shown(f"{PROG}: {exc.message}"), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(shown(f"{PROG}: cannot write --log {args.log}: {reason(exc)}"), file=sys.stderr)
+        return 1
+    try:
+        started = run_servers([Listener(app, "emulator.listening", sockets=[sock])])
+    finally:
+        sock.close()
+        state.close_log()
     if not started:
-        print(
-            "chief telegram-emulator: the emulator did not start; see the log above",
-            file=sys.stderr,
-        )
+        print(f"{PROG}: the emulator did not start; see the log above", file=sys.stderr)
         return 1
     return 0

@@ -180,7 +180,9 @@ class BotMethods:
             }
         )
         record["text"], record["reply_markup"] = text, markup
-        log.info("emulator.edited", message_id=record["message_id"], chat_id=record["chat_id"])
+        log.info(
+            "emulator.edited", telegram_message_id=record["message_id"], chat_id=record["chat_id"]
+        )
         return shapes.message_json(record)
 
     async def set_my_commands(self, params: dict[str, Any], _: Request) -> Any:

@@ -155,14 +155,21 @@ class EmulatorState:
         kept open; flushed per line)."""
         if self.log_path is None:
             return
+        log_file = self.open_log()
+        log_file.write(json.dumps(record) + "\n")
+        log_file.flush()
+
+    def open_log(self) -> TextIO:
+        """The JSON-lines log, opened for appending if it is not (`OSError` when it cannot be:
+        the emulator's start says so in one line rather than fail the first receipt)."""
+        assert self.log_path is not None
         if self._log_file is None:
             # 0600 whatever the umask (the messages are the owner's), never through a link.
             private_file(self.log_path)
             flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
             descriptor = os.open(self.log_path, flags)
             self._log_file = os.fdopen(descriptor, "a", encoding="utf-8")
-        self._log_file.write(json.dumps(record) + "\n")
-        self._log_file.flush()
+        return self._log_file
 
     def close_log(self) -> None:
         """Close the receipt file (the emulator's shutdown); a later receipt opens it again."""

@@ -61,7 +61,7 @@ def test_chief_serve_on_a_taken_socket_says_one_line(harness: Harness, tmp_path:
     result = _run(["serve"], clean_env(second, COOP_DOOR_SOCKET=door.socket_path))
     assert result.returncode == 1
     [said] = _said(result, "chief serve")
-    assert f"cannot serve on {door.socket_path}" in said, said
+    assert f"cannot listen on {door.socket_path} (COOP_DOOR_SOCKET)" in said, said
     assert "another process already answers" in said, said
     harness.status(door)  # the live door still answers there (200)
     assert door.terminate() == 0

@@ -7,6 +7,7 @@ choice, the Chief has the answer as a line, nothing rings back, and `/status` is
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from plumbing.http.client import UnixHTTPConnection
+from plumbing.wire import SERVICE_KEY_HEADER, STATUS_PATH
 from tests.support.procs import free_port
 from tests.support.waiting import wait_until_sync
 
@@ -24,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[3]
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 WAIT_S = 20.0
+#: A bound on a server closing a quiet kept-alive connection (its deadline is 5 s).
+IDLE_CLOSE_BOUND_S = 60.0
 TODO_TEXT = "todo #1 done by me: Water the plants\nwatered, the basil too"
 TITLE = "Order the bigger bag of dog food, £45?"
 ASK_TEXT = f"request #1 from me: {TITLE} (approve / decline)"
@@ -145,6 +150,7 @@ def test_readme_quickstarts_todo_then_a_request_decided_from_the_emulator(stack)
     the_todo_reaches_the_owner(env, ports)
     a_request_is_decided_from_the_emulator(env, ports)
     a_request_with_a_deadline_and_an_urgent_report(env, ports)
+    every_server_closes_its_idle_connections(env, ports)
     proc.send_signal(signal.SIGTERM)  # to honcho, as systemd or a terminal would
     returncode = proc.wait(timeout=STOP_TIMEOUT_S)
     log = log_path.read_text(errors="replace")
@@ -152,6 +158,89 @@ def test_readme_quickstarts_todo_then_a_request_decided_from_the_emulator(stack)
         assert f"{name} stopped (rc=0)" in log, log[-3000:]
     # honcho itself answers a signal with the shell's convention, 128 + SIGTERM.
     assert returncode == 128 + signal.SIGTERM, log[-3000:]
+    # An ordinary session gives a person nothing to act on: a warning that is not one teaches
+    # them to ignore the next.
+    found = alarms(log)
+    assert not found, "warnings in an ordinary session:\n" + "\n".join(found)
+    misnamed = misnamed_ids(log)
+    assert not misnamed, "ids under a name that means another:\n" + "\n".join(misnamed)
+
+
+def every_server_closes_its_idle_connections(env: dict[str, str], ports: dict[str, str]) -> None:
+    """Leave the stack past each server's request deadline: one kept-alive connection to each
+    (the emulator, the door, `coop serve`), answered, then left quiet until the server closes
+    it. Every connection the stack's own parts left idle before it has been closed by then."""
+    home = Path(env["COOP_HOME"])
+    key = (home / "service.key").read_text().strip()
+    asks: list[tuple[http.client.HTTPConnection, str, dict[str, str]]] = [
+        (http.client.HTTPConnection("127.0.0.1", int(ports["COOP_EMULATOR_PORT"]), timeout=WAIT_S),
+         "/emulator/messages", {}),
+        (UnixHTTPConnection(str(home / "door.sock"), WAIT_S), STATUS_PATH,
+         {SERVICE_KEY_HEADER: key}),
+        (UnixHTTPConnection(str(home / "service.sock"), WAIT_S), "/status", {}),
+    ]  # fmt: skip
+    for connection, path, headers in asks:
+        connection.request("GET", path, headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        assert answer.status == 200, (path, answer.status)
+    for connection, path, _ in asks:
+        assert connection.sock is not None, path
+        connection.sock.settimeout(IDLE_CLOSE_BOUND_S)
+        assert connection.sock.recv(1) == b"", f"{path}: a byte after the answer"
+        connection.close()
+
+
+#: One name per kind of id in every service's lines: what each must hold.
+ID_NAMES = {
+    "outbox_id": lambda v: isinstance(v, int),  # the ledger's outbox row
+    "delivery_key": lambda v: isinstance(v, str) and v.startswith("d-"),  # the door's key of it
+    "chief_message_id": lambda v: isinstance(v, int),
+    "telegram_message_id": lambda v: v is None or isinstance(v, int),  # None: not rung
+}
+#: A bare name that would leave the reader guessing which id it is.
+AMBIGUOUS_IDS = frozenset({"message_id", "message_ids", "id"})
+
+
+def misnamed_ids(log: str) -> list[str]:
+    """Every service line whose ids are not under their one name (`outbox_id` an outbox row,
+    `delivery_key` the door's key, ...), or under a bare name such as `message_id`."""
+    found = []
+    for raw in log.splitlines():
+        line = SERVICE_LINE.match(raw.strip("\r"))
+        if line is None or not line.group(2).startswith("{"):
+            continue
+        event = json.loads(line.group(2))
+        for key, value in event.items():
+            name = key.removesuffix("s") if isinstance(value, list) else key
+            values = value if isinstance(value, list) else [value]
+            fits = ID_NAMES.get(name)
+            if key in AMBIGUOUS_IDS or (fits is not None and not all(map(fits, values))):
+                found.append(f"{key}={value!r} in {raw}")
+    return found
+
+
+#: honcho's prefix on a service's line: its time, the process name, a bar.
+SERVICE_LINE = re.compile(r"^\d\d:\d\d:\d\d ((?:telegram|engine|door)\.\d+)\s*\| (.*)$")
+
+
+def alarms(log: str) -> list[str]:
+    """Every line a service wrote that is a warning or worse, or not one of its log events at
+    all (a traceback, a raw error): honcho's own lines aside."""
+    found = []
+    for raw in log.splitlines():
+        line = SERVICE_LINE.match(raw.strip("\r"))
+        if line is None:
+            continue
+        text = line.group(2)
+        try:
+            level = json.loads(text)["level"]
+        except (ValueError, KeyError, TypeError):
+            found.append(raw)  # not a structlog line
+            continue
+        if level not in ("debug", "info"):
+            found.append(raw)
+    return found
 
 
 def the_todo_reaches_the_owner(env: dict[str, str], ports: dict[str, str]) -> None:

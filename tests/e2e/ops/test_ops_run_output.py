@@ -95,9 +95,11 @@ def test_on_a_terminal_the_services_print_console_lines_with_one_time(tmp_path: 
             assert not line.lstrip().startswith("{"), line
             assert not ISO_TIME.search(line), f"a second timestamp: {line}"
     (started,) = [line for line in lines["door.1"] if "door.started" in line]
-    # Console values are shown as reprs (the terminal rule: a value's control characters escaped).
-    assert "telegram_chat='1' " in started
-    assert "telegram_chat_from='TELEGRAM_CHAT_ID'" in started
+    # Console values read as words, never Python literals (`plumbing.logs.readable`).
+    assert "telegram_chat=1 " in started
+    assert "telegram_chat_from=TELEGRAM_CHAT_ID" in started
+    assert "owner_configured=yes" in started
+    assert "posture_file=- " in started
 
 
 def test_under_a_pipe_json_and_a_pairing_wins_over_the_emulators_chat(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def test_a_taken_metrics_port_is_one_line_and_a_non_zero_exit(
 
         done = _serve_once({**stack_env, "COOP_METRICS_PORT": str(port)})
 
-    _assert_one_line_refusal(done, f"cannot listen for /metrics on 127.0.0.1:{port}")
+    _assert_one_line_refusal(done, f"cannot listen on 127.0.0.1:{port} (COOP_METRICS_PORT)")
 
 
 def test_a_socket_another_process_answers_on_is_one_line_and_never_taken_over(

@@ -248,5 +248,5 @@ async def test_a_landing_of_several_rows_logs_one_event_naming_each(
         ["chief-report:coop-notify:a", "chief-report:coop-notify:b"],
         ["chief-report:cron:backup:1"],
     ]
-    assert landed[0]["message_ids"] == [message_id for message_id, _ in answers]
-    assert isinstance(landed[1]["message_id"], int)
+    assert landed[0]["chief_message_ids"] == [message_id for message_id, _ in answers]
+    assert isinstance(landed[1]["chief_message_id"], int)

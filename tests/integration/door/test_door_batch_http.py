@@ -127,7 +127,7 @@ async def test_door_batch_retry_storm_rings_each_row_at_most_once(tmp_path: Path
         for outbox_id in every:
             assert rung(stack, f"row <{outbox_id}>") == 1, stack.emulator.texts()
             assert await stack.chief_lines(outbox_id) == 1
-        carried = [row for e in logs if e["event"] == "door.rung" for row in e["outbox_ids"]]
+        carried = [row for e in logs if e["event"] == "door.rung" for row in e["delivery_keys"]]
         assert sorted(carried) == every
         assert counts(tmp_path)["telegram_queue"] == 0
         assert stack.service.in_flight == 0
@@ -191,7 +191,7 @@ async def test_door_batch_logs_one_event_per_batch_with_every_row_id(tmp_path: P
             assert again.status_code == 200, again.text
         events = [e for e in logs if e["event"] in {"door.delivered", "door.already_sent"}]
         assert [e["event"] for e in events] == ["door.delivered", "door.delivered"]
-        assert [e["outbox_ids"] for e in events] == [["l-1", "l-2", "l-3"], ["l-3", "l-4"]]
+        assert [e["delivery_keys"] for e in events] == [["l-1", "l-2", "l-3"], ["l-3", "l-4"]]
         assert [e["already_sent"] for e in events] == [[], ["l-3"]]
         assert [e["batch"] for e in events] == [3, 2]
         assert events[1]["chief_message_ids"] == [

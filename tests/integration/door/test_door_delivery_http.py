@@ -67,7 +67,7 @@ def test_door_rate_limited_send_is_queued_and_retried_after_retry_after(door: Li
         door.wait_rung(document["text"])
         waited_s = time.monotonic() - asked
     failed = [e for e in logs if e["event"] == "door.send_failed"]
-    assert [(e["outbox_ids"], e["retry_after_s"]) for e in failed] == [([outbox_id], 2.0)]
+    assert [(e["delivery_keys"], e["retry_after_s"]) for e in failed] == [([outbox_id], 2.0)]
     assert waited_s >= 1.9
     assert door.rung(document["text"]) == 1
     door.wait_marked(outbox_id)

@@ -28,7 +28,7 @@ def finished(logs: list[dict[str, object]], outbox_id: str) -> int:
         1
         for entry in logs
         if entry["event"] in {"door.delivered", "door.already_sent"}
-        and entry.get("outbox_id") == outbox_id
+        and entry.get("delivery_key") == outbox_id
     )
 
 
@@ -98,7 +98,7 @@ async def test_door_retry_storm_rings_once(tmp_path: Path) -> None:
         assert await stack.chief_lines(outbox_id) == 1
         assert await stack.chief.sent_count() == 1
         rung = [e for e in logs if e["event"] == "door.rung"]
-        assert [e["outbox_ids"] for e in rung] == [[outbox_id]]
+        assert [e["delivery_keys"] for e in rung] == [[outbox_id]]
 
 
 async def test_door_burst_of_retries_rings_each_row_once(tmp_path: Path) -> None:

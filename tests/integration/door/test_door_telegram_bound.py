@@ -70,7 +70,7 @@ async def test_door_sender_awaits_a_stuck_send_up_to_the_late_bound_then_repeats
         assert gave_up_s >= LATE_BOUND_S, f"gave up after {gave_up_s:.2f} s, inside the bound"
         doubt = next(e for e in logs if e["event"] == "door.send_in_doubt")
         assert "late-reply bound" in doubt["reason"]
-        assert doubt["outbox_ids"] == ["hang-1"]
+        assert doubt["delivery_keys"] == ["hang-1"]
         # Telegram recovers: the row rings once more, marked as a possible repeat.
         await wait_until(
             lambda: len(stack.emulator.texts()) == 2, timeout_s=10, what="the marked repeat"

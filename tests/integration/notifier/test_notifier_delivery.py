@@ -262,5 +262,8 @@ async def test_a_database_that_cannot_be_opened_is_one_line_of_the_notifiers_err
             await db.call(lambda conn: conn.execute("SELECT 1"))
     finally:
         await db.aclose()
-    assert str(caught.value).startswith("cannot open the Coop database: ")
-    assert "\n" not in str(caught.value)
+    said = str(caught.value)
+    assert said.startswith("cannot open the Coop database"), said
+    assert said.count("cannot open the Coop database") == 1, said  # never twice in the line
+    assert str(path) in said, said
+    assert "\n" not in said

@@ -95,6 +95,15 @@ def test_the_first_run_installs_the_tree_the_units_name(staged: Staged) -> None:
     assert "enabled coop-engine.service (not started)" in staged.first.out
     assert "next: put the bot's token in /etc/coop/coop.env" in staged.first.out
     assert "chief telegram pair" in staged.first.out
+    # The staged venv's scripts run the staged Python: the tree runs where it is, not copied to
+    # its final path, and the run says so rather than let it pass for an install.
+    script = (root / "opt/coop/.venv/bin/coop").read_text().splitlines()[0]
+    assert script == f"#!{root}/opt/coop/.venv/bin/python", script
+    assert (
+        f"ops/install: {root} is a staged tree for inspection: its scripts start"
+        f" {root}/opt/coop/.venv/bin/python, so it runs only where it is, not copied to /;"
+        " install on the target machine by running ops/install there without --root"
+    ) in staged.first.out
 
 
 def test_the_installed_venv_holds_the_whole_project(staged: Staged) -> None:
@@ -162,7 +171,13 @@ def test_settings_and_key_are_kept_and_uninstall_keeps_the_data(
     gone = install("--root", str(root), "--uninstall")
     assert gone.code == 0, gone.err
     assert "ops/install: disabled coop-engine.service" in gone.out
-    assert "ops/install: kept /var/lib/coop (the data" in gone.out
+    assert f"ops/install: kept {root}/var/lib/coop (the data" in gone.out
+    # What to remove once the data is not wanted names the staged tree, never this machine's.
+    assert (
+        f"rm -r {root}/var/lib/coop {root}/var/backups/coop {root}/etc/coop;"
+        f" userdel --prefix {root} coop"
+    ) in gone.out, gone.out
+    assert " /var/lib/coop" not in gone.out, gone.out
     assert not (root / "opt/coop").exists()
     assert not list((root / "etc/systemd/system").glob("coop-*"))
     assert not list((root / "etc/systemd/system").glob("*.wants/coop-*"))

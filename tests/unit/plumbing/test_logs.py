@@ -4,19 +4,25 @@ terminal):
 - JSON is one object per line, and configuring twice is the same set-up;
 - `COOP_LOG_FORMAT` forces JSON or console lines whatever stderr is, and `COOP_LOG_TIMESTAMP=off`
   leaves the time out of console lines only;
-- a console line shows a logged outside value escaped (`plumbing.terminal`'s rule).
+- a console line shows a logged outside value escaped (`plumbing.terminal`'s rule);
+- a console line reads as words, never Python literals (`True`, `None`, `'quoted'`, `[...]`),
+  and splits into its fields without doubt whatever the values (a property over them).
 
 That a line leaves the process in one write is tests/integration/plumbing/test_log_lines_whole.py.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Iterator
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plumbing.logs import configure_logging
 
@@ -104,3 +110,96 @@ def test_a_console_log_line_shows_an_outside_value_escaped(
     err = COLOURS.sub("", capsys.readouterr().err)  # the renderer's own colours
     assert not ACTING.search(err.replace("\n", ""))
     assert "\\x1b]0;pwned\\x07" in err
+
+
+# -- a console line a person reads ---------------------------------------------------------------
+
+#: One field of a console line: a bare word, or a double-quoted text with `\\` and `\"` escaped.
+FIELD = re.compile(r'([a-z][a-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "\\]+)(?: +|$)')
+ESCAPE = re.compile(r'\\(\\|"|n|t|r|x[0-9a-f]{2}|u[0-9a-f]{4})')
+SCALARS = st.booleans() | st.none() | st.integers()
+VALUES = st.text() | SCALARS | st.lists(st.text() | SCALARS, max_size=4)
+SPOKEN = {True: "yes", False: "no", None: "-"}
+
+
+def console_line(**fields: object) -> str:
+    """One console line logged with `fields`, the renderer's colours taken off, from after the
+    event's name."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        configure_logging(json=False)
+        structlog.get_logger("t").info("t.values", **fields)
+    text = COLOURS.sub("", err.getvalue())
+    assert text.endswith("\n"), f"not a line: {text!r}"
+    assert text.count("\n") == 1, f"not one line: {text!r}"
+    return text.split("t.values", 1)[1].strip(" \n")
+
+
+def fields_of(line: str) -> dict[str, str]:
+    """The line's fields, each value as written; fails unless the line is nothing but them."""
+    found: dict[str, str] = {}
+    at = 0
+    while at < len(line):
+        field = FIELD.match(line, at)
+        assert field, f"no field at {line[at:]!r} in {line!r}"
+        found[field.group(1)] = field.group(2)
+        at = field.end()
+    return found
+
+
+def unquoted(value: str) -> str:
+    if not value.startswith('"'):
+        return value
+    return ESCAPE.sub(lambda m: _unescaped(m.group(1)), value[1:-1])
+
+
+def _unescaped(code: str) -> str:
+    named = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+    return named.get(code) or chr(int(code[1:], 16))
+
+
+def _scalar(value: object) -> str:
+    return SPOKEN[value] if value is None or isinstance(value, bool) else str(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["a", "b_id", "c", "hint", "zz"]), VALUES, min_size=1))
+def test_a_console_line_reads_as_words_and_splits_into_its_fields(
+    values: dict[str, object],
+) -> None:
+    saved = structlog.get_config()
+    try:
+        line = console_line(**values)
+    finally:
+        structlog.configure(**saved)
+    fields = fields_of(line)
+    assert list(fields) == sorted(values), line
+    for key, value in values.items():
+        written = fields[key]
+        if isinstance(value, str):
+            assert unquoted(written) == value, (key, written)
+        elif isinstance(value, list):
+            if not value:
+                assert written == "-"
+            elif not any(isinstance(item, str) for item in value):
+                assert written == ",".join(_scalar(item) for item in value), written
+        else:
+            assert written == _scalar(value), written
+        if not isinstance(value, str) and not (
+            isinstance(value, list) and any(isinstance(i, str) for i in value)
+        ):
+            assert not re.search(r"['\[\]]|True|False|None", written), written
+
+
+def test_the_doors_start_line_reads_as_words(capsys: pytest.CaptureFixture[str]) -> None:
+    line = console_line(
+        host="127.0.0.1",
+        owner_configured=True,
+        posture_file=None,
+        delivery_keys=["d-ca28", "d-ca29"],
+        hint="set CHIEF_OWNER and restart",
+    )
+    assert line == (
+        'delivery_keys=d-ca28,d-ca29 hint="set CHIEF_OWNER and restart" host=127.0.0.1'
+        " owner_configured=yes posture_file=-"
+    )
