@@ -217,6 +217,8 @@ def _through(report: dict[str, Any]) -> str:
     """How far up its ladder an expired report rang (rung 2: the second person too)."""
     rung = report.get("rung")
     return f" through rung {rung} of its ladder" if isinstance(rung, int) and rung > 1 else ""
+
+
 def fallback_problems(door: dict[str, Any]) -> list[str]:
     """The fallback channel (issue 35, rung 3) failing to send what Telegram could not: the
     owner hears of the outage from neither. Nothing from a door without one."""

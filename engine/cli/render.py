@@ -461,6 +461,8 @@ def urgent_lines(door: dict[str, Any]) -> list[str]:
             " stops it)"
         )
     return lines
+
+
 def fallback_lines(door: dict[str, Any]) -> list[str]:
     """The fallback channel (issue 35, rung 3) when one is configured: the Telegram outage it
     stands in for, and what it sent and holds."""
