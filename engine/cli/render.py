@@ -138,11 +138,32 @@ def describe(kind: str, result: dict[str, Any], what: str) -> str:
     """A ledger verb's answer: `todo #3 done; notification #7 queued`."""
     row = result[kind]
     line = f"{kind} #{row['id']} {what}"
-    if result.get("changed") is False:
-        line = f"{kind} #{row['id']} unchanged (the first close is the record)"
+    if result.get("amended"):
+        words = lifecycle.changes_words(result["amended"])
+        line = f"{kind} #{row['id']} amended: {words}; the first close stays the record"
+    elif result.get("noted"):
+        answer = lifecycle.quoted(row["result_summary"])
+        line = (
+            f"{kind} #{row['id']} noted: the owner's answer stays the record (summary {answer});"
+            f" {result['noted_by']}'s {note_words(result['noted'])} is kept as a note beside it"
+        )
+    elif result.get("changed") is False:
+        line = (
+            f"{kind} #{row['id']} unchanged: already"
+            f" {lifecycle.past(lifecycle.CLOSING_VERB[kind])} by {row['closed_by']},"
+            " and nothing given differs from it"
+        )
     if result.get("outbox_id"):
         line += f"; notification #{result['outbox_id']} queued"
     return line
+
+
+def note_words(note: dict[str, Any]) -> str:
+    """A note's words as given: `summary "decline"`, `commit "beef"`."""
+    return "; ".join(
+        f"{'summary' if name == 'text' else name} {lifecycle.quoted(value)}"
+        for name, value in note.items()
+    )
 
 
 def answer(kind: str, found: Any, says: Says | None, arguments: dict[str, Any]) -> list[str]:
@@ -188,6 +209,8 @@ def row_lines(item: dict[str, Any]) -> list[str]:
     lines = ["  ".join(cell for cell in _item_cells(item) if cell)]
     for label, field, by in _ROW_FIELDS:
         value = item.get(field)
+        if field == "reason":  # the amendments and notes follow the close's own outcome
+            lines.extend(_afterwards(item))
         if (value is None and field != "body") or (field == "urgent" and not value):
             continue
         if field in _OPTION_WORDS:
@@ -198,11 +221,27 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             text = word(value)
         lines.extend(labelled(label, text))
     named = {field for _, field, by in _ROW_FIELDS} | {by for _, _, by in _ROW_FIELDS if by}
-    named |= {"default_choice", "remind_max"}
+    named |= {"default_choice", "remind_max", "amendments", "notes"}
     for field, value in item.items():
         if field in named or field in _HEADLINE or field in _INTERNAL or value is None:
             continue
         lines.extend(labelled(field.replace("_", " "), word(value)))
+    return lines
+
+
+def _afterwards(item: dict[str, Any]) -> list[str]:
+    """Beside the close: each amendment of its outcome and each note, in their own words and
+    with their own actors, never as the closer's (`show` answers them: `engine.verbs.ledger`)."""
+    lines: list[str] = []
+    for each in item.get("amendments") or []:
+        text = f"{when(each['at'])} by {each['by']}: {lifecycle.changes_words(each['changes'])}"
+        lines.extend(labelled("amended", text))
+    for each in item.get("notes") or []:
+        words = "; ".join(
+            str(value) if name == "text" else f"{name} {value}"
+            for name, value in each["note"].items()
+        )
+        lines.extend(labelled("note", f"{when(each['at'])} by {each['by']}: {words}"))
     return lines
 
 
@@ -283,7 +322,20 @@ def _payload_word(name: str, value: Any) -> str:
 
 
 def _event_cells(event: dict[str, Any]) -> list[str]:
-    return [when(event["at"]), event["event"], event["actor"], payload_words(event["payload"])]
+    words = payload_words(event["payload"])
+    if event["event"] == "edit":
+        words = edit_words(event["payload"]) or words
+    return [when(event["at"]), event["event"], event["actor"], words]
+
+
+def edit_words(payload: Any) -> str:
+    """An `edit` event's payload as the amendment it was: `summary "a" → "b"` (`fields`,
+    `previous` and `now` are the machine's record of it); "" for a payload of another shape."""
+    try:
+        found = json.loads(payload) if isinstance(payload, str) else payload
+    except ValueError:
+        return ""
+    return lifecycle.changes_words(lifecycle.edit_changes(found))
 
 
 def _outbox_cells(row: dict[str, Any]) -> list[str]:

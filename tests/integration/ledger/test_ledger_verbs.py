@@ -178,7 +178,7 @@ def test_first_close_is_the_record_and_a_repeat_only_amends(db):
     )
     row = amended["todo"]
     assert amended["changed"] is True
-    assert amended["outbox_id"] is None
+    assert outbox_rows(db)[-1]["id"] == amended["outbox_id"]  # the Chief is told (issue 34)
     assert (row["closed_by"], row["closed_at"], row["status"]) == (
         first["closed_by"],
         first["closed_at"],
@@ -191,13 +191,14 @@ def test_first_close_is_the_record_and_a_repeat_only_amends(db):
         {
             "fields": ["commit_sha", "result_summary"],
             "previous": {"commit_sha": None, "result_summary": "first"},
+            "now": {"commit_sha": "beef", "result_summary": "better"},
         },
     )
     before = snapshot(db)
     repeat = ledger.done_todo(1, actor="builder", result_summary="better", commit_sha="beef", db=db)
     assert repeat["changed"] is False
     assert snapshot(db) == before
-    assert len(outbox_rows(db)) == 1
+    assert [r["kind"] for r in outbox_rows(db)] == ["todo_done", "todo_amended"]
 
 
 def test_a_stranger_cannot_amend_a_closed_row(db):

@@ -1,0 +1,202 @@
+"""The owner's decision is the record (issue 34, item 1): once the owner has closed a request (or
+amended its outcome), nobody else replaces it, `--force` or not; another actor's words become a
+note beside it. Every amendment is one: an `edit` event naming its actor, a line that says
+`amended`, an outbox row that tells the Chief (and, for an ask, edits the decided message on
+the phone), and `show` puts it beside the close it amends. `unchanged` says only what is true.
+
+A property test drives any sequence of closes by the owner, the closer and a stranger, with and
+without --force, against a real SQLite file, and checks those promises after every step.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.cli import render
+from engine.errors import LifecycleError
+from engine.verbs.declare import cli_of
+from engine.verbs.ledger import close_request
+from tests.support.ledger import ledger
+
+
+def events(db: str, item_id: int = 1) -> list[dict[str, Any]]:
+    return [
+        e | {"payload": json.loads(e["payload"]) if e["payload"] else None}
+        for e in ledger.history("request", item_id, db=db)
+    ]
+
+
+def outbox(db: str) -> list[dict[str, Any]]:
+    with closing(sqlite3.connect(db)) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute("SELECT * FROM coop_outbox ORDER BY id")]
+
+
+def line(found: dict[str, Any], **arguments: Any) -> str:
+    """What `coop request close` prints of `found`: the CLI's own render of the verb's answer."""
+    cli = cli_of(close_request)
+    assert cli is not None
+    (said,) = render.answer("request", found, cli.says, arguments)
+    return said
+
+
+def asked(db: str) -> None:
+    ledger.add_request(
+        "order the bigger bag?",
+        actor="agent",
+        addressed_to="owner",
+        choices="approve,decline",
+        db=db,
+    )
+
+
+def test_an_agent_with_force_cannot_replace_the_owners_answer(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    rows_before = len(outbox(db))
+    found = ledger.close_request(1, actor="agent", result_summary="decline", force=True, db=db)
+    row = found["request"]
+    assert (row["closed_by"], row["result_summary"]) == ("owner", "approve")
+    assert line(found) == (
+        'request #1 noted: the owner\'s answer stays the record (summary "approve");'
+        f' agent\'s summary "decline" is kept as a note beside it; notification #{rows_before + 1}'
+        " queued"
+    )
+    last = events(db)[-1]
+    assert (last["event"], last["actor"], last["payload"]) == ("note", "agent", {"text": "decline"})
+    note = outbox(db)[-1]
+    assert note["kind"] == "request_noted"
+    assert note["text"].startswith('request #1 "order the bigger bag?": agent adds a note')
+
+
+def test_without_force_a_stranger_is_refused_in_the_owners_words(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    with pytest.raises(LifecycleError, match="the owner's decision is the record"):
+        ledger.close_request(1, actor="agent", result_summary="decline", db=db)
+
+
+def test_an_owner_amendment_of_an_agents_close_makes_it_the_owners(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="agent", result_summary="decline", force=True, db=db)
+    found = ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    assert line(found).startswith(
+        'request #1 amended: summary "decline" → "approve"; the first close stays the record'
+    )
+    again = ledger.close_request(1, actor="agent", result_summary="decline", db=db)
+    assert again["request"]["result_summary"] == "approve"
+    assert again.get("noted") is not None
+
+
+def test_an_amendment_reads_as_one_and_tells_the_chief_and_the_phone(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="owner", result_summary="a", db=db)
+    found = ledger.close_request(1, actor="owner", result_summary="b", db=db)
+    assert line(found) == (
+        'request #1 amended: summary "a" → "b"; the first close stays the record;'
+        f" notification #{found['outbox_id']} queued"
+    )
+    edit = events(db)[-1]
+    assert (edit["event"], edit["actor"]) == ("edit", "owner")
+    assert edit["payload"]["previous"] == {"result_summary": "a"}
+    assert edit["payload"]["now"] == {"result_summary": "b"}
+    row = outbox(db)[-1]
+    assert row["kind"] == "request_amended"
+    assert row["text"] == 'request #1 "order the bigger bag?" amended by owner: summary "a" → "b"'
+    ask_key = ledger.show_request(1, db=db)["request"]["ask_key"]
+    assert json.loads(row["extra"]) == {"amends": {"request_id": 1, "key": ask_key}, "ring": False}
+    repeat = ledger.close_request(1, actor="owner", result_summary="b", db=db)
+    assert line(repeat) == (
+        "request #1 unchanged: already closed by owner, and nothing given differs from it"
+    )
+
+
+def test_show_puts_each_amendment_and_note_beside_the_close(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="agent", result_summary="decline", force=True, db=db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    ledger.close_request(1, actor="agent", result_summary="still decline", db=db)
+    shown = ledger.show_request(1, last=0, db=db)
+    lines = render.answer("request", shown, None, {})
+    labels = [each.split(":", 1)[0].strip() for each in lines[1:]]
+    closed = labels.index("closed")
+    assert labels[closed : closed + 4] == ["closed", "summary", "amended", "note"]
+    amended = lines[1 + closed + 2]
+    assert amended.endswith('by owner: summary "decline" → "approve"')
+    assert lines[1 + closed + 3].endswith("by agent: still decline")
+
+
+# ---- the class: any sequence of closes by anyone -----------------------------------------
+
+ACTORS = ("owner", "agent", "stranger")
+SUMMARIES = (None, "approve", "decline", "maybe")
+COMMITS = (None, "beef", "f00d")
+Step = tuple[str, str | None, str | None, bool]
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(ACTORS),
+        st.sampled_from(SUMMARIES),
+        st.sampled_from(COMMITS),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _outcome(db: str) -> tuple[Any, Any]:
+    row = ledger.show_request(1, last=0, db=db)["request"]
+    return row["result_summary"], row["commit_sha"]
+
+
+def _step(db: str, step: Step, owner_decided: bool) -> bool:
+    """Run one close and check its promises; whether the owner has decided after it."""
+    actor, summary, commit, force = step
+    before, history = _outcome(db), events(db)
+    try:
+        found = ledger.close_request(
+            1, actor=actor, result_summary=summary, commit_sha=commit, force=force, db=db
+        )
+    except LifecycleError:
+        assert (_outcome(db), events(db)) == (before, history)
+        assert actor != "owner"  # the owner is never refused
+        return owner_decided
+    after, new = _outcome(db), events(db)[len(history) :]
+    said = line(found)
+    if owner_decided and actor != "owner":
+        assert after == before, "the owner's decision changed"
+    if after != before:
+        (edit,) = new
+        assert (edit["event"], edit["actor"]) == ("edit", actor)
+        assert said.startswith("request #1 amended: "), said
+        return owner_decided or actor == "owner"
+    if new:
+        (note,) = new
+        assert (note["event"], note["actor"]) == ("note", actor)
+        assert said.startswith("request #1 noted: "), said
+        return owner_decided
+    assert said.startswith("request #1 unchanged: already closed by "), said
+    return owner_decided
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=st.sampled_from(ACTORS), steps=STEPS)
+def test_no_sequence_of_closes_replaces_the_owners_decision(
+    tmp_path: Path, first: str, steps: list[Step]
+) -> None:
+    db = str(tmp_path / f"{len(list(tmp_path.iterdir()))}.db")
+    asked(db)
+    ledger.close_request(1, actor=first, result_summary="first", force=True, db=db)
+    owner_decided = first == "owner"
+    for step in steps:
+        owner_decided = _step(db, step, owner_decided)
