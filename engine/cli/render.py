@@ -28,6 +28,8 @@ TEXT_WIDTH = 60
 #: the row's first line.
 _INTERNAL = frozenset({"ask_key", "answer_key", "fast_path", "stale", "delivery_key", "extra"})
 _HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
+#: What `show` answers beside a row, shown under its close (`row_lines`).
+_BESIDE = ("amendments", "notes")
 #: A row's fields as a person reads them, in this order: (label, value field, by field).
 _ROW_FIELDS = (
     ("body", "body", None),
@@ -192,9 +194,13 @@ def _fields(found: dict[str, Any]) -> list[str]:
     """An answer a verb says nothing about (`todo show`): each row's line and its fields, then
     each listing under its name."""
     lines: list[str] = []
+    # A row's amendments and notes (`show`) are read beside its close, not as listings.
+    beside = {name: found[name] for name in _BESIDE if name in found}
     for name, value in found.items():
+        if name in _BESIDE:
+            continue
         if isinstance(value, dict):
-            lines.extend(row_lines({"kind": name, **value}))
+            lines.extend(row_lines({"kind": name, **value, **beside}))
         elif isinstance(value, list):
             lines.append(f"{name}:" if value else f"{name}: {NOTHING}")
             lines.extend("  " + each for each in listing(value))
@@ -221,7 +227,7 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             text = word(value)
         lines.extend(labelled(label, text))
     named = {field for _, field, by in _ROW_FIELDS} | {by for _, _, by in _ROW_FIELDS if by}
-    named |= {"default_choice", "remind_max", "amendments", "notes"}
+    named |= {"default_choice", "remind_max", *_BESIDE}
     for field, value in item.items():
         if field in named or field in _HEADLINE or field in _INTERNAL or value is None:
             continue

@@ -430,7 +430,8 @@ def abandon_todo(
     last=opt("--last", help="how many of its last events (default: 10)"),
 )
 def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row:
-    """One todo's fields and its `last` events, oldest of them first."""
+    """One todo's fields and its `last` events, oldest of them first, with every amendment of
+    its outcome and every note beside it (`amendments`, `notes`)."""
     return _show("todo", todo_id, last, unit)
 
 
@@ -555,7 +556,8 @@ def close_request(
     last=opt("--last", help="how many of its last events (default: 10)"),
 )
 def show_request(unit: Unit, request_id: int, *, last: int = 10, db: Db = None) -> Row:
-    """One request's fields and its `last` events, oldest of them first."""
+    """One request's fields and its `last` events, oldest of them first, with every amendment
+    of its outcome and every note beside it (`amendments`, `notes`)."""
     return _show("request", request_id, last, unit)
 
 
@@ -565,7 +567,7 @@ def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
     conn = unit.tx()
     answer = _result(conn, kind, item_id)
     events = ledger_store.events(conn, kind, item_id)
-    answer[kind] |= _afterwards(events)
+    answer |= _afterwards(events)
     answer["events"] = events[len(events) - last :] if last else []
     return answer
 
@@ -573,7 +575,7 @@ def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
 def _afterwards(events: list[Row]) -> Row:
     """What came after a row's close, for `show` to put beside it: each amendment of its
     outcome (`amendments`: when, by whom, each field from and to) and each note (`notes`: when,
-    by whom, the words), oldest first. Empty lists before any close."""
+    by whom, the words), oldest first; empty lists when there are none."""
     amendments: list[Row] = []
     notes: list[Row] = []
     for event in events:
