@@ -45,6 +45,9 @@ def test_the_owners_answer_stays_and_every_later_word_says_what_it_did(tmp_path:
     assert again == (
         "request #1 unchanged: already closed by owner, and nothing given differs from it"
     )
+    # An id as it is printed (issue 34, item 10): `#1` is request 1, the same as `1`.
+    by_mark = said(env, "request", "show", "#1")
+    assert WHEN.sub("<when>", by_mark) == WHEN.sub("<when>", said(env, "request", "show", "1"))
     shown = [WHEN.sub("<when>", line) for line in said(env, "request", "show", "1").splitlines()]
     closed = next(i for i, line in enumerate(shown) if line.startswith("  closed:"))
     assert [re.sub(" {2,}", " ", line) for line in shown[closed : closed + 4]] == [
