@@ -69,13 +69,13 @@ def check_move(kind: str, item_id: int, verb: str, status: str) -> str:
     if status in TERMINAL:
         if verb == "take":
             raise LifecycleError(
-                f"{kind} #{item_id} is {status!r} — terminal rows are never re-taken"
+                f"{kind} #{item_id} is {status} — terminal rows are never re-taken"
             )
         raise LifecycleError(
-            f"{kind} #{item_id} is {status!r} — a terminal row cannot be {past(verb)}"
+            f"{kind} #{item_id} is {status} — a terminal row cannot be {past(verb)}"
         )
     raise LifecycleError(
-        f"{kind} #{item_id} is {status!r} — only a {' or '.join(sorted(allowed))} {kind}"
+        f"{kind} #{item_id} is {status} — only a {' or '.join(sorted(allowed))} {kind}"
         f" can be {past(verb)}"
     )
 

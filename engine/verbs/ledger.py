@@ -301,7 +301,7 @@ def _closing_payload(
     if status == "abandoned":
         if actor != owner or not force:
             raise LifecycleError(
-                f"{kind} #{item_id} is 'abandoned' — only the owner ({owner}),"
+                f"{kind} #{item_id} is abandoned — only the owner ({owner}),"
                 " with --force, may record it done after all"
             )
         payload["previous_status"] = "abandoned"
