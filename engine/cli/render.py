@@ -219,6 +219,8 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             lines.extend(_afterwards(item))
         if (value is None and field != "body") or (field == "urgent" and not value):
             continue
+        if field == "taken_at" and _fast_path(item):
+            continue  # nobody took it: its closer is named once, on `closed`
         if field in _OPTION_WORDS:
             text = _OPTION_WORDS[field](item)
         elif field.endswith("_at"):
@@ -233,6 +235,15 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             continue
         lines.extend(labelled(field.replace("_", " "), word(value)))
     return lines
+
+
+def _fast_path(item: dict[str, Any]) -> bool:
+    """A row closed (or done) straight from open: the close wrote its closer as its taker too,
+    at the same moment."""
+    return bool(item.get("closed_at")) and (item.get("taken_at"), item.get("taken_by")) == (
+        item.get("closed_at"),
+        item.get("closed_by"),
+    )
 
 
 def _afterwards(item: dict[str, Any]) -> list[str]:
@@ -252,10 +263,10 @@ def _afterwards(item: dict[str, Any]) -> list[str]:
 
 
 def _deadline_words(item: dict[str, Any]) -> str:
-    """`18:00 today (decline if no answer)`, `09:00 tomorrow (abandoned if no answer)`."""
+    """`18:00 today (if no answer: decline)`, `09:00 tomorrow (if no answer: abandoned)`: the
+    default named after the words, so a choice named `no` reads as one."""
     at = lifecycle.deadline_when(item["deadline_at"], store.now_epoch())
-    default = item.get("default_choice")
-    return at + (f" ({default} if no answer)" if default else " (abandoned if no answer)")
+    return at + f" (if no answer: {item.get('default_choice') or 'abandoned'})"
 
 
 def _remind_words(item: dict[str, Any]) -> str:
@@ -314,17 +325,36 @@ def payload_words(payload: Any) -> str:
     if not isinstance(found, dict):
         return word(found)
     return "; ".join(
-        f"{name.replace('_', ' ')}: {_payload_word(name, value)}"
-        for name, value in found.items()
-        if name not in _INTERNAL
+        _payload_item(name, value) for name, value in found.items() if name not in _INTERNAL
     )
 
 
-def _payload_word(name: str, value: Any) -> str:
-    """A payload's value; a deadline (epoch seconds) as the local time it names."""
-    if name == "deadline_at" and isinstance(value, int | float) and not isinstance(value, bool):
-        return lifecycle.deadline_when(value, store.now_epoch())
-    return word(value)
+def _payload_item(name: str, value: Any) -> str:
+    """One field of a payload in words: `remind every: 30 min` for a length of time (a name in
+    `_s`), `0.1 s late` for how late a deadline was applied, `deadline: 18:00 today` for a
+    deadline (epoch seconds), else `name: value`."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and name == "late_s":
+        return f"{span(value)} late"
+    if number and name.endswith("_s"):
+        return f"{name.removesuffix('_s').replace('_', ' ')}: {span(value)}"
+    if number and name == "deadline_at":
+        return f"deadline: {lifecycle.deadline_when(value, store.now_epoch())}"
+    return f"{name.replace('_', ' ')}: {word(value)}"
+
+
+def span(seconds: float) -> str:
+    """A stored length of time exactly, in words: `0.1 s`, `45 s`, `30 min`, `1 h 30 min`,
+    `2 days` (under a minute to a tenth of a second; above it, whole seconds)."""
+    if seconds < 60:
+        return f"{round(seconds, 1):g} s"
+    left: int = round(seconds)
+    parts: list[str] = []
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}" + ("s" if unit == "day" and count > 1 else ""))
+    return " ".join(parts)
 
 
 def _event_cells(event: dict[str, Any]) -> list[str]:
