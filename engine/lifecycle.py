@@ -143,8 +143,8 @@ def edit_changes(payload: Any) -> dict[str, list[Any]]:
 
 
 def quoted(value: str | None) -> str:
-    """A field's value in an amendment's words: `"text"`, or `(none)`."""
-    return "(none)" if value is None else f'"{value}"'
+    """A field's value in an amendment's words, on one line: `"text"`, or `(none)`."""
+    return "(none)" if value is None else '"' + " ".join(value.split()) + '"'
 
 
 def changes_words(changes: dict[str, list[str | None]]) -> str:
@@ -170,10 +170,10 @@ def noted_text(
     kind: str, item_id: int, actor: str, title: str, answer: str | None, note: dict[str, str]
 ) -> str:
     """The Chief line of a note beside the owner's answer:
-    `request #5 "pay the plumber": agent adds a note to the owner's answer ("approve"): no`."""
+    `request #5 "pay the plumber": agent adds a note to the owner's decision ("approve"): no`."""
     words = "; ".join(text if name == "text" else f"{name} {text}" for name, text in note.items())
     return (
-        f'{kind} #{item_id} "{title}": {actor} adds a note to the owner\'s answer'
+        f'{kind} #{item_id} "{title}": {actor} adds a note to the owner\'s decision'
         f" ({quoted(answer)}): {words}"
     )
 

@@ -146,7 +146,7 @@ def describe(kind: str, result: dict[str, Any], what: str) -> str:
     elif result.get("noted"):
         answer = lifecycle.quoted(row["result_summary"])
         line = (
-            f"{kind} #{row['id']} noted: the owner's answer stays the record (summary {answer});"
+            f"{kind} #{row['id']} noted: the owner's decision stays the record (summary {answer});"
             f" {result['noted_by']}'s {note_words(result['noted'])} is kept as a note beside it"
         )
     elif result.get("changed") is False:

@@ -33,7 +33,7 @@ def test_the_owners_answer_stays_and_every_later_word_says_what_it_did(tmp_path:
     )
     forced = said(env, "--as", "agent", "request", "close", "1", "--summary", "decline", "--force")
     assert forced == (
-        "request #1 noted: the owner's answer stays the record (summary \"approve\"); agent's"
+        "request #1 noted: the owner's decision stays the record (summary \"approve\"); agent's"
         ' summary "decline" is kept as a note beside it; notification #3 queued'
     )
     amended = said(env, "--as", "owner", "request", "close", "1", "--summary", "approve, twice")

@@ -66,7 +66,7 @@ def test_an_agent_with_force_cannot_replace_the_owners_answer(db: str) -> None:
     row = found["request"]
     assert (row["closed_by"], row["result_summary"]) == ("owner", "approve")
     assert line(found) == (
-        'request #1 noted: the owner\'s answer stays the record (summary "approve");'
+        'request #1 noted: the owner\'s decision stays the record (summary "approve");'
         f' agent\'s summary "decline" is kept as a note beside it; notification #{rows_before + 1}'
         " queued"
     )
