@@ -5,12 +5,14 @@ note beside it. Every amendment is one: an `edit` event naming its actor, a line
 the phone), and `show` puts it beside the close it amends. `unchanged` says only what is true.
 
 A property test drives any sequence of closes by the owner, the closer and a stranger, with and
-without --force, against a real SQLite file, and checks those promises after every step.
+without --force, after a first close at a terminal or the owner's tap on the phone, against a
+real SQLite file, and checks those promises after every step.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -20,11 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import store
 from engine.cli import render
 from engine.errors import LifecycleError
+from engine.verbs import Unit
 from engine.verbs.declare import cli_of
 from engine.verbs.ledger import close_request
-from tests.support.ledger import ledger
+from engine.verbs.phone import answer_request
+from tests.support.ledger import SETTINGS, ledger
 
 
 def events(db: str, item_id: int = 1) -> list[dict[str, Any]]:
@@ -187,16 +192,31 @@ def _step(db: str, step: Step, owner_decided: bool) -> bool:
     return owner_decided
 
 
+def answered_from_the_phone(db: str, choice: str) -> None:
+    """The owner's tap, as `coop serve`'s phone route applies it."""
+    path = Path(db)
+    ask_key = ledger.show_request(1, db=db)["request"]["ask_key"]
+    with store.unit_of_work(path, writing=True) as tx:
+        unit = Unit(tx=tx, config=lambda: SETTINGS._replace(db_path=path))
+        found = answer_request(
+            unit, 1, answer_key="a-" + secrets.token_hex(16), ask_key=ask_key, choice=choice
+        )
+    assert found["outcome"] == "closed", found
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(first=st.sampled_from(ACTORS), steps=STEPS)
+@given(first=st.sampled_from(("phone", *ACTORS)), steps=STEPS)
 def test_no_sequence_of_closes_replaces_the_owners_decision(
     tmp_path: Path, first: str, steps: list[Step]
 ) -> None:
     db = str(tmp_path / f"{len(list(tmp_path.iterdir()))}.db")
     asked(db)
-    ledger.close_request(1, actor=first, result_summary="first", force=True, db=db)
-    owner_decided = first == "owner"
+    if first == "phone":
+        answered_from_the_phone(db, "approve")
+    else:
+        ledger.close_request(1, actor=first, result_summary="first", force=True, db=db)
+    owner_decided = first in ("phone", "owner")
     for step in steps:
         owner_decided = _step(db, step, owner_decided)
