@@ -488,12 +488,13 @@ def deadline_when(deadline_at: float, now_s: float) -> str:
 
 
 def deadline_text(request_id: int, title: str, deadline_at: float, choice: str | None) -> str:
-    """The Chief line (and the settle's words on the phone) when a deadline decides:
-    `request #5 "pay the plumber": decline, decided by its deadline (18:00) with no answer`."""
-    decided = f"{choice}, decided" if choice is not None else "abandoned"
+    """The Chief line (and the settle's words on the phone) when a deadline decides: `request #5
+    "pay the plumber": no answer by its deadline (18:00), so closed with: decline` (the choice
+    after the words, so a choice named `no` reads as one), or `..., so abandoned`."""
+    decided = "abandoned" if choice is None else f"closed with: {choice}"
     return (
-        f'request #{request_id} "{title}": {decided} by its deadline'
-        f" ({deadline_clock(deadline_at)}) with no answer"
+        f'request #{request_id} "{title}": no answer by its deadline'
+        f" ({deadline_clock(deadline_at)}), so {decided}"
     )
 
 

@@ -307,7 +307,7 @@ def test_the_deadline_shown_its_settle_edits_and_a_late_tap_is_told(harness: Har
     post(harness, door, row)
     asked = ask_message(harness, row)
     assert asked["text"].endswith(f"\nif no answer by {local_clock(deadline_at)}: decline")
-    words = f'request #5 "{TITLE}": decline, decided by its deadline (18:00) with no answer'
+    words = f'request #5 "{TITLE}": no answer by its deadline (18:00), so closed with: decline'
     settle = settle_row(row, words, by="deadline", outcome="closed", choice="decline")
     post(harness, door, settle)
     edited = wait_until_sync(
@@ -342,7 +342,7 @@ def test_a_deadline_without_a_default_abandons_and_says_so(harness: Harness) -> 
     post(harness, door, row)
     asked = ask_message(harness, row)
     assert asked["text"].endswith(f"\nif no answer by {local_clock(deadline_at)}: abandoned")
-    words = f'request #5 "{TITLE}": abandoned by its deadline with no answer'
+    words = f'request #5 "{TITLE}": no answer by its deadline (18:00), so abandoned'
     post(harness, door, settle_row(row, words, by="deadline", outcome="abandoned"))
     edited = wait_until_sync(
         lambda: (
