@@ -332,7 +332,7 @@ def payload_words(payload: Any) -> str:
 def _payload_item(name: str, value: Any) -> str:
     """One field of a payload in words: `remind every: 30 min` for a length of time (a name in
     `_s`), `0.1 s late` for how late a deadline was applied, `deadline: 18:00 today` for a
-    deadline (epoch seconds), else `name: value`."""
+    deadline (epoch seconds), a stored time with its age, else `name: value`."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if number and name == "late_s":
         return f"{span(value)} late"
@@ -340,6 +340,8 @@ def _payload_item(name: str, value: Any) -> str:
         return f"{name.removesuffix('_s').replace('_', ' ')}: {span(value)}"
     if number and name == "deadline_at":
         return f"deadline: {lifecycle.deadline_when(value, store.now_epoch())}"
+    if isinstance(value, str) and name.endswith("_at"):
+        return f"{name.replace('_', ' ')}: {when(value)}"  # a stored time, with its age
     return f"{name.replace('_', ' ')}: {word(value)}"
 
 

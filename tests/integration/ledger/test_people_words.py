@@ -7,6 +7,7 @@ choice without a clash (`if no answer: no`, never `(no if no answer)`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from engine import store, verbs
@@ -81,3 +82,13 @@ def test_an_amendment_in_the_history_reads_as_one(db: str) -> None:
     edit = history(db, 1)[-1]
     assert edit.endswith('summary "a" → "b"'), edit
     assert "result_summary" not in edit, edit
+
+
+def test_a_stored_time_in_an_event_reads_as_a_time(db: str) -> None:
+    ledger.add_todo("fix the gate", actor="builder", db=db)
+    ledger.take_todo(1, actor="builder", db=db)
+    ledger.take_todo(1, actor="reviewer", force=True, db=db)
+    takeover = render.listing(ledger.history("todo", 1, db=db))[-1]
+    assert re.search(r"previous at: \d{4}-\d\d-\d\d \d\d:\d\d UTC \(\d+ s ago\)$", takeover), (
+        takeover
+    )
