@@ -672,6 +672,8 @@ def _waited(answer: Row, arguments: dict[str, Any]) -> str:
         line += f": {row['result_summary']}"
     if row["commit_sha"]:
         line += f" (commit {row['commit_sha']})"
+    if answer.get("amended_by"):
+        line += f" (amended by {answer['amended_by']})"
     return line
 
 
@@ -698,4 +700,9 @@ def wait_request(
     its row (`{"request": {...}}`) at once if it already is. `timeout_s` (None: no limit; 0:
     look once) bounds the wait: past it, `TimedOut` (exit 3)."""
     wait_timeout(timeout_s)
-    return _result(unit.tx(), "request", request_id)
+    conn = unit.tx()
+    answer = _result(conn, "request", request_id)
+    edit = ledger_store.last_event(conn, "request", request_id, ("edit",))
+    if edit is not None and edit["actor"] != answer["request"]["closed_by"]:
+        answer["amended_by"] = edit["actor"]  # its outcome is not the closer's words alone
+    return answer

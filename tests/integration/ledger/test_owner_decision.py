@@ -27,7 +27,7 @@ from engine.cli import render
 from engine.errors import LifecycleError
 from engine.verbs import Unit
 from engine.verbs.declare import cli_of
-from engine.verbs.ledger import close_request
+from engine.verbs.ledger import close_request, wait_request
 from engine.verbs.phone import answer_request
 from tests.support.ledger import SETTINGS, ledger
 
@@ -220,3 +220,28 @@ def test_no_sequence_of_closes_replaces_the_owners_decision(
     owner_decided = first in ("phone", "owner")
     for step in steps:
         owner_decided = _step(db, step, owner_decided)
+
+
+def test_a_late_tap_is_told_who_amended_the_outcome_not_only_who_closed_it(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="agent", result_summary="decline", force=True, db=db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    path = Path(db)
+    ask_key = ledger.show_request(1, db=db)["request"]["ask_key"]
+    with store.unit_of_work(path, writing=True) as tx:
+        unit = Unit(tx=tx, config=lambda: SETTINGS._replace(db_path=path))
+        found = answer_request(unit, 1, answer_key="a-" + "1" * 32, ask_key=ask_key, choice="no")
+    assert found["detail"] == (
+        "request #1 was already closed by agent at a terminal: approve (amended by owner)"
+    )
+
+
+def test_a_wait_says_who_amended_the_outcome_beside_its_closer(db: str) -> None:
+    asked(db)
+    ledger.close_request(1, actor="agent", result_summary="decline", force=True, db=db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    found = ledger.wait_request(1, timeout_s=0, db=db)
+    cli = cli_of(wait_request)
+    assert cli is not None
+    (said,) = render.answer("request", found, cli.says, {})
+    assert said == "request #1 closed by agent: approve (amended by owner)"
