@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from plumbing.wire import status_words
+
 # `last_error` is one line an operator reads in `coop status`; the door's answer is a record,
 # not a dump.
 MAX_ERROR_CHARS = 300
@@ -143,7 +145,7 @@ def classify(
             error, None, attempt=attempt, policy=policy, now_epoch=now_epoch, rand=rand
         )
     body = _body_text(reply.body)
-    error = f"HTTP {reply.status}" + (f": {_detail(body)}" if body else "")
+    error = f"HTTP {status_words(reply.status)}" + (f": {_detail(body)}" if body else "")
     return _deferred(
         error,
         reply.retry_after,

@@ -84,6 +84,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from chief.errors import TelegramRefused, TelegramUnavailable
 from chief.loopback_http import is_loopback_host
+from plumbing.wire import status_words
 
 log = structlog.get_logger("chief.telegram")
 
@@ -294,10 +295,7 @@ def server_failure(status: int, content: bytes) -> str | None:
     `NetworkError` whose words lose the status (`Internal Server Error` for a 502)."""
     if not 500 <= status <= 599:
         return None
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "a server error"
+    words = status_words(status)
     try:
         document = json.loads(content)
     except ValueError:  # a proxy's HTML page, an empty body
@@ -305,8 +303,7 @@ def server_failure(status: int, content: bytes) -> str | None:
     if isinstance(document, dict) and document.get("parameters"):
         return None
     said = document.get("description") if isinstance(document, dict) else None
-    words = f"{status} {phrase}"
-    if isinstance(said, str) and said.strip() and said.strip().lower() != phrase.lower():
+    if isinstance(said, str) and said.strip() and not words.lower().endswith(said.strip().lower()):
         words += f" (its answer says: {said.strip()[:120]})"
     return words
 
@@ -576,7 +573,7 @@ def error_words(exc: TelegramError) -> str:
     name."""
     for kind, status in _STATUS_OF:
         if isinstance(exc, kind):
-            return f"{status.value} {status.phrase}: {exc.message}"
+            return f"{status_words(status)}: {exc.message}"
     return exc.message
 
 

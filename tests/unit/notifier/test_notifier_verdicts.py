@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import pytest
@@ -121,7 +122,7 @@ def test_a_batch_refused_whole_defers_the_head_alone() -> None:
     reply = DoorReply(status=503, body=b'{"detail":"chief_unavailable"}')
     [outcome] = _batch(reply, rows)
     assert isinstance(outcome, Deferred)
-    assert outcome.error == "HTTP 503: chief_unavailable"
+    assert outcome.error == "HTTP 503 Service Unavailable: chief_unavailable"
 
 
 def test_a_single_route_validation_refusal_reads_field_colon_message() -> None:
@@ -129,7 +130,7 @@ def test_a_single_route_validation_refusal_reads_field_colon_message() -> None:
     reply = DoorReply(status=422, body=json.dumps({"detail": detail}).encode())
     outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
     assert isinstance(outcome, Deferred)
-    assert outcome.error == "HTTP 422: body.text: must contain something"
+    assert outcome.error == "HTTP 422 Unprocessable Entity: body.text: must contain something"
 
 
 # ---- sizes ------------------------------------------------------------------------------------
@@ -258,3 +259,12 @@ def test_any_answer_is_a_run_of_deliveries_then_at_most_one_deferral_for_the_row
         if 200 <= status < 300 and answered and item in (_refused(rows[index]), _refused(None)):
             # The row's own refusal, in the door's words: never a place in a batch.
             assert last.error == "refused by the door (422): kind: String should have at most 100"
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 413, 422, 429, 500, 502, 503, 504])
+def test_a_refusal_names_its_http_status_in_words(status: int) -> None:
+    """Issue 34: what an outbox row's last error says of the door's status, in words."""
+    reply = DoorReply(status=status, body=b"")
+    outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
+    assert isinstance(outcome, Deferred)
+    assert outcome.error == f"HTTP {status} {HTTPStatus(status).phrase}"
