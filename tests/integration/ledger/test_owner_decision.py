@@ -4,9 +4,9 @@ note beside it. Every amendment is one: an `edit` event naming its actor, a line
 `amended`, an outbox row that tells the Chief (and, for an ask, edits the decided message on
 the phone), and `show` puts it beside the close it amends. `unchanged` says only what is true.
 
-A property test drives any sequence of closes by the owner, the closer and a stranger, with and
-without --force, after a first close at a terminal or the owner's tap on the phone, against a
-real SQLite file, and checks those promises after every step.
+A property test drives any sequence of closes (and todo dones) by the owner, the closer and a
+stranger, with and without --force, after a first close at a terminal or the owner's tap on
+the phone, against a real SQLite file, and checks those promises after every step.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import store
+from engine import lifecycle, store
 from engine.cli import render
 from engine.errors import LifecycleError
 from engine.verbs import Unit
 from engine.verbs.declare import cli_of
-from engine.verbs.ledger import close_request, wait_request
+from engine.verbs.ledger import close_request, done_todo, wait_request
 from engine.verbs.phone import answer_request
 from tests.support.ledger import SETTINGS, ledger
 
@@ -157,38 +157,57 @@ STEPS = st.lists(
 )
 
 
-def _outcome(db: str) -> tuple[Any, Any]:
-    row = ledger.show_request(1, last=0, db=db)["request"]
-    return row["result_summary"], row["commit_sha"]
+#: The closing verb of each kind, and the line its command prints.
+CLOSES = {"request": (close_request, "close_request"), "todo": (done_todo, "done_todo")}
 
 
-def _step(db: str, step: Step, owner_decided: bool) -> bool:
+def _outcome(db: str, kind: str) -> dict[str, Any]:
+    row = getattr(ledger, f"show_{kind}")(1, last=0, db=db)[kind]
+    return {"result_summary": row["result_summary"], "commit_sha": row["commit_sha"]}
+
+
+def _history(db: str, kind: str) -> tuple[list[dict[str, Any]], int]:
+    return ledger.history(kind, 1, db=db), len(outbox(db))
+
+
+def _step(db: str, kind: str, step: Step, owner_decided: bool) -> bool:
     """Run one close and check its promises; whether the owner has decided after it."""
     actor, summary, commit, force = step
-    before, history = _outcome(db), events(db)
+    verb, name = CLOSES[kind]
+    before, (history, rows) = _outcome(db, kind), _history(db, kind)
     try:
-        found = ledger.close_request(
+        found = getattr(ledger, name)(
             1, actor=actor, result_summary=summary, commit_sha=commit, force=force, db=db
         )
     except LifecycleError:
-        assert (_outcome(db), events(db)) == (before, history)
+        assert (_outcome(db, kind), _history(db, kind)) == (before, (history, rows))
         assert actor != "owner"  # the owner is never refused
         return owner_decided
-    after, new = _outcome(db), events(db)[len(history) :]
-    said = line(found)
+    after, (now, rows_now) = _outcome(db, kind), _history(db, kind)
+    new = now[len(history) :]
+    cli = cli_of(verb)
+    assert cli is not None
+    (said,) = render.answer(kind, found, cli.says, {})
     if owner_decided and actor != "owner":
         assert after == before, "the owner's decision changed"
     if after != before:
         (edit,) = new
         assert (edit["event"], edit["actor"]) == ("edit", actor)
-        assert said.startswith("request #1 amended: "), said
+        changes = {n: [before[n], after[n]] for n in before if before[n] != after[n]}
+        assert said == (
+            f"{kind} #1 amended: {lifecycle.changes_words(changes)}; the first close stays the"
+            f" record; notification #{rows_now} queued"
+        )
+        assert rows_now == rows + 1  # the Chief is told, in one line
         return owner_decided or actor == "owner"
     if new:
         (note,) = new
         assert (note["event"], note["actor"]) == ("note", actor)
-        assert said.startswith("request #1 noted: "), said
+        assert said.startswith(f"{kind} #1 noted: the owner's decision stays the record"), said
+        assert rows_now == rows + 1
         return owner_decided
-    assert said.startswith("request #1 unchanged: already closed by "), said
+    assert said.startswith(f"{kind} #1 unchanged: already "), said
+    assert rows_now == rows
     return owner_decided
 
 
@@ -205,21 +224,25 @@ def answered_from_the_phone(db: str, choice: str) -> None:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(first=st.sampled_from(("phone", *ACTORS)), steps=STEPS)
+@given(kind=st.sampled_from(sorted(CLOSES)), first=st.sampled_from(("phone", *ACTORS)), steps=STEPS)
 def test_no_sequence_of_closes_replaces_the_owners_decision(
-    tmp_path: Path, first: str, steps: list[Step]
+    tmp_path: Path, kind: str, first: str, steps: list[Step]
 ) -> None:
     db = str(tmp_path / f"{len(list(tmp_path.iterdir()))}.db")
-    asked(db)
+    if kind == "todo":
+        ledger.add_todo("water the plants", actor="agent", db=db)
+        first = "owner" if first == "phone" else first  # a todo is never asked on the phone
+    else:
+        asked(db)
     if first == "phone":
         answered_from_the_phone(db, "approve")
     else:
-        ledger.close_request(1, actor=first, result_summary="first", force=True, db=db)
+        getattr(ledger, CLOSES[kind][1])(1, actor=first, result_summary="first", force=True, db=db)
     owner_decided = first in ("phone", "owner")
     for step in steps:
-        owner_decided = _step(db, step, owner_decided)
+        owner_decided = _step(db, kind, step, owner_decided)
 
 
 def test_a_late_tap_is_told_who_amended_the_outcome_not_only_who_closed_it(db: str) -> None:
