@@ -5,7 +5,9 @@
               open|taken --abandon(reason)--> abandoned
     requests  open --take--> taken --release--> open
               open|taken --close--> closed       (open -> closed is the fast path)
-    done|closed --done/close again--> same state, same closer: an 'edit' of the outcome
+    done|closed --done/close again--> same state, same closer: an 'edit' of the outcome, by
+              its closer or the owner (a stranger with --force); once the owner closed or
+              amended it, anyone else's words are a 'note' beside it (`repeat_close`)
 
 Status is plain TEXT; these tables are the rules the verbs in `engine.verbs` consult.
 """
