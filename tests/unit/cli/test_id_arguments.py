@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import engine.cli
 from chief import cli as chief_cli
 from engine.cli.tree import COMMANDS, quick_parse
+from tests.fuzz.argv import run_in_process
 from tests.unit.cli.test_cli_parse import whole_tree_parser
 
 Arg = tuple[tuple[str, ...], dict[str, Any]]
@@ -98,3 +101,21 @@ def test_a_word_that_is_no_id_is_still_a_usage_error(argv: list[str], dest: str)
 def test_every_chief_id_argument_takes_the_id_as_printed(argv: list[str], dest: str) -> None:
     parser: argparse.ArgumentParser = chief_cli._parser()
     assert getattr(parser.parse_args(argv), dest) == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "dest"), coop_cases(), ids=lambda x: " ".join(x) if isinstance(x, list) else x
+)
+def test_a_missing_id_says_how_to_give_one_as_printed(
+    argv: list[str], dest: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`coop request show #7` in a shell runs `coop request show`: the shell takes `#7` for a
+    comment. The one line says how an id is given."""
+    monkeypatch.setenv("COOP_HOME", str(tmp_path))
+    monkeypatch.setenv("COOP_KICK", "off")
+    monkeypatch.setenv("COOP_ACTOR", "builder")
+    cut = argv[: argv.index("#7")]
+    done = run_in_process(engine.cli.main, cut)
+    assert done.code == 2, done
+    (line,) = done.err.splitlines()
+    assert "give an id as 7 or '#7' (quoted: a shell drops an unquoted # and what follows)" in line
