@@ -137,16 +137,18 @@ def edit_changes(payload: Any) -> dict[str, list[Any]]:
     edit written before issue 34 kept the old value alone: [old]. {} for any other shape."""
     if not isinstance(payload, dict) or not isinstance(payload.get("fields"), list):
         return {}
-    previous, now = payload.get("previous") or {}, payload.get("now")
+    previous, now = payload.get("previous"), payload.get("now")
+    previous = previous if isinstance(previous, dict) else {}
     return {
-        str(name): [previous.get(name)] + ([now.get(name)] if isinstance(now, dict) else [])
+        name: [previous.get(name)] + ([now.get(name)] if isinstance(now, dict) else [])
         for name in payload["fields"]
+        if isinstance(name, str)
     }
 
 
-def quoted(value: str | None) -> str:
+def quoted(value: object) -> str:
     """A field's value in an amendment's words, on one line: `"text"`, or `(none)`."""
-    return "(none)" if value is None else '"' + " ".join(value.split()) + '"'
+    return "(none)" if value is None else '"' + " ".join(str(value).split()) + '"'
 
 
 def changes_words(changes: dict[str, list[str | None]]) -> str:

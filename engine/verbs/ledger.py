@@ -579,14 +579,28 @@ def _afterwards(events: list[Row]) -> Row:
     amendments: list[Row] = []
     notes: list[Row] = []
     for event in events:
-        payload = json.loads(event["payload"]) if event["payload"] else {}
+        if event["event"] not in ("edit", "note"):
+            continue
+        payload = _decoded(event["payload"])
         if event["event"] == "edit":
             changes = lifecycle.edit_changes(payload)
             amendments.append({"at": event["at"], "by": event["actor"], "changes": changes})
-        elif event["event"] == "note":
+        else:
             words = {name: value for name, value in payload.items() if name != "via"}
             notes.append({"at": event["at"], "by": event["actor"], "note": words})
     return {"amendments": amendments, "notes": notes}
+
+
+def _decoded(payload: str | None) -> dict[str, Any]:
+    """An event's payload as the object it should be; text of another shape (a file written by
+    hand, a future build) as its words under `text`, never a failure of `show`."""
+    if not payload:
+        return {}
+    try:
+        found = json.loads(payload)
+    except ValueError:
+        return {"text": payload}
+    return found if isinstance(found, dict) else {"text": payload}
 
 
 def _nothing(answer: object, arguments: dict[str, Any]) -> str:

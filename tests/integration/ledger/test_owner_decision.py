@@ -268,3 +268,44 @@ def test_a_wait_says_who_amended_the_outcome_beside_its_closer(db: str) -> None:
     assert cli is not None
     (said,) = render.answer("request", found, cli.says, {})
     assert said == "request #1 closed by agent: approve (amended by owner)"
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    event=st.sampled_from(["edit", "note"]),
+    payload=st.one_of(
+        st.none(),
+        st.text(max_size=12),
+        JSONISH.map(json.dumps),
+        st.fixed_dictionaries(
+            {"fields": st.lists(JSONISH, max_size=3), "previous": JSONISH, "now": JSONISH}
+        ).map(json.dumps),
+    ),
+)
+def test_show_reads_any_amendment_or_note_a_ledger_holds(
+    tmp_path: Path, event: str, payload: str | None
+) -> None:
+    """Whatever an `edit` or a `note` event holds (a ledger written by another build, by hand),
+    `show` still answers and prints it in words."""
+    db = str(tmp_path / f"{len(list(tmp_path.iterdir()))}.db")
+    asked(db)
+    ledger.close_request(1, actor="owner", result_summary="approve", db=db)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(
+            "INSERT INTO coop_events (item_kind, item_id, event, actor, at, payload)"
+            " VALUES ('request', 1, ?, 'agent', '2026-01-01T00:00:00.000Z', ?)",
+            (event, payload),
+        )
+    shown = ledger.show_request(1, db=db)
+    lines = render.answer("request", shown, None, {})
+    assert lines[0].startswith("request #1  [closed]")
+    assert any(line.startswith(f"  {'amended' if event == 'edit' else 'note'}:") for line in lines)
