@@ -9,8 +9,6 @@
     CLIENT_TIMEOUT_S     the engine's client's bound on one door call (`COOP_CLIENT_TIMEOUT_S`'s
                          default): the door must answer inside it, so it checks its Telegram
                          deadline against the same setting
-    status_words         an HTTP status as a person reads it, `502 Bad Gateway`: the notifier's
-                         last error of a row the door refused, the door's of a Bot API failure
 
 Standard library only (nothing at all): the `coop` CLI's cold path loads it.
 """
@@ -25,14 +23,3 @@ NOTIFY_BATCH_PATH = NOTIFY_PATH + "-batch"
 STATUS_PATH = "/api/coop/engine/status"
 MAX_TEXT_CHARS = 4000
 CLIENT_TIMEOUT_S = 15.0
-
-
-def status_words(status: int) -> str:
-    """`502 Bad Gateway`: an HTTP status with the phrase HTTP gives it (the number alone for a
-    status HTTP does not name)."""
-    from http import HTTPStatus  # here, not at import: the CLI's cold path loads this module
-
-    try:
-        return f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return str(status)

@@ -84,7 +84,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from chief.errors import TelegramRefused, TelegramUnavailable
 from chief.loopback_http import is_loopback_host
-from plumbing.wire import status_words
+from plumbing.statuses import status_words
 
 log = structlog.get_logger("chief.telegram")
 

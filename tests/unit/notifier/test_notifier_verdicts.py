@@ -30,6 +30,7 @@ from notifier.outcome import (
     classify_batch,
     smaller_batch,
 )
+from plumbing.statuses import status_phrase
 
 POLICY = BackoffPolicy(base_s=1.0, max_s=300.0)
 NOW = 1_800_000_000.0
@@ -122,7 +123,7 @@ def test_a_batch_refused_whole_defers_the_head_alone() -> None:
     reply = DoorReply(status=503, body=b'{"detail":"chief_unavailable"}')
     [outcome] = _batch(reply, rows)
     assert isinstance(outcome, Deferred)
-    assert outcome.error == "HTTP 503 Service Unavailable: chief_unavailable"
+    assert outcome.error == "HTTP 503: chief_unavailable"
 
 
 def test_a_single_route_validation_refusal_reads_field_colon_message() -> None:
@@ -130,7 +131,7 @@ def test_a_single_route_validation_refusal_reads_field_colon_message() -> None:
     reply = DoorReply(status=422, body=json.dumps({"detail": detail}).encode())
     outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
     assert isinstance(outcome, Deferred)
-    assert outcome.error == "HTTP 422 Unprocessable Entity: body.text: must contain something"
+    assert outcome.error == "HTTP 422: body.text: must contain something"
 
 
 # ---- sizes ------------------------------------------------------------------------------------
@@ -263,8 +264,16 @@ def test_any_answer_is_a_run_of_deliveries_then_at_most_one_deferral_for_the_row
 
 @pytest.mark.parametrize("status", [400, 401, 404, 413, 422, 429, 500, 502, 503, 504])
 def test_a_refusal_names_its_http_status_in_words(status: int) -> None:
-    """Issue 34: what an outbox row's last error says of the door's status, in words."""
-    reply = DoorReply(status=status, body=b"")
+    """Issue 34: an outbox row's last error says the door's status in words, as the client's
+    seam reads it (`plumbing.statuses`; the pure outcome imports no `http`)."""
+    reply = DoorReply(status=status, body=b"", phrase=status_phrase(status))
     outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
     assert isinstance(outcome, Deferred)
     assert outcome.error == f"HTTP {status} {HTTPStatus(status).phrase}"
+
+
+def test_a_status_http_does_not_name_is_its_number() -> None:
+    reply = DoorReply(status=599, body=b"", phrase=status_phrase(599))
+    outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
+    assert isinstance(outcome, Deferred)
+    assert outcome.error == "HTTP 599"
