@@ -148,16 +148,27 @@ class Settle:
 
 
 @dataclass(frozen=True)
+class Amend:
+    """A notify row's `amends` (issue 34): the settled ask `key` (request `request_id`) had its
+    outcome amended; the row's text says how."""
+
+    request_id: int
+    key: str
+
+
+@dataclass(frozen=True)
 class Extras:
     """A notify row's optional extras: `ask` (it files a request), `settles` (it reports the ask
     with that key closed or abandoned: void its buttons, edit its ask message), `ring`
-    (False: the Chief line only, nothing for Telegram) and `urgent` (ring it loud until the
-    owner acknowledges it: chief.urgent_rules)."""
+    (False: the Chief line only, nothing for Telegram), `urgent` (ring it loud until the
+    owner acknowledges it: chief.urgent_rules) and `amends` (the settled ask's outcome was
+    amended: its message edited to show it)."""
 
     ask: Ask | None = None
     settles: Settle | None = None
     ring: bool = True
     urgent: bool = False
+    amends: Amend | None = None
 
 
 NO_EXTRAS = Extras()

@@ -1,8 +1,9 @@
 """The rules of an ask's deadline and reminders on the phone (issue 28): pure (no I/O; the clock
 and the time zone come in as arguments), a leaf every layer may use.
 
-    the ask's text        its own text, then `decline at 18:00 if no answer` (or `abandoned at
-                          ...`); the time in the door's local time, a day named when not today
+    the ask's text        its own text, then `if no answer by 18:00: decline` (or `...:
+                          abandoned`); the time in the door's local time, a day named when not
+                          today
     a reminder's text     `Reminder 2 of 3: request #5 "pay the plumber" has waited 1 h 30 min`,
                           then the deadline's line when there is one; it starts with `Reminder`
                           (other parts match on that word)
@@ -52,9 +53,10 @@ def clock_time(at: float, now: float, zone: tzinfo | None = None) -> str:
 
 
 def deadline_line(deadline: Deadline, now: float, zone: tzinfo | None = None) -> str:
-    """What the ask says of its deadline: `decline at 18:00 if no answer`."""
+    """What the ask says of its deadline: `if no answer by 18:00: decline` (the default named
+    after the words, so a choice named `no` reads as one)."""
     what = deadline.default if deadline.default is not None else "abandoned"
-    return f"{what} at {clock_time(deadline.at, now, zone)} if no answer"
+    return f"if no answer by {clock_time(deadline.at, now, zone)}: {what}"
 
 
 def with_deadline(

@@ -5,7 +5,9 @@
               open|taken --abandon(reason)--> abandoned
     requests  open --take--> taken --release--> open
               open|taken --close--> closed       (open -> closed is the fast path)
-    done|closed --done/close again--> same state, same closer: an 'edit' of the outcome
+    done|closed --done/close again--> same state, same closer: an 'edit' of the outcome, by
+              its closer or the owner (a stranger with --force); once the owner closed or
+              amended it, anyone else's words are a 'note' beside it (`repeat_close`)
 
 Status is plain TEXT; these tables are the rules the verbs in `engine.verbs` consult.
 """
@@ -69,13 +71,13 @@ def check_move(kind: str, item_id: int, verb: str, status: str) -> str:
     if status in TERMINAL:
         if verb == "take":
             raise LifecycleError(
-                f"{kind} #{item_id} is {status!r} — terminal rows are never re-taken"
+                f"{kind} #{item_id} is {status} — terminal rows are never re-taken"
             )
         raise LifecycleError(
-            f"{kind} #{item_id} is {status!r} — a terminal row cannot be {past(verb)}"
+            f"{kind} #{item_id} is {status} — a terminal row cannot be {past(verb)}"
         )
     raise LifecycleError(
-        f"{kind} #{item_id} is {status!r} — only a {' or '.join(sorted(allowed))} {kind}"
+        f"{kind} #{item_id} is {status} — only a {' or '.join(sorted(allowed))} {kind}"
         f" can be {past(verb)}"
     )
 
@@ -88,6 +90,96 @@ def past(verb: str) -> str:
         "abandon": "abandoned",
         "close": "closed",
     }[verb]
+
+
+# ---- a repeat of the closing verb: amend, note or nothing (issue 34) -----------------------
+
+#: The fields of a finished row's outcome a repeat of its closing verb may amend, as a person
+#: names them.
+OUTCOME_FIELDS: dict[str, str] = {"result_summary": "summary", "commit_sha": "commit"}
+#: The events that set a finished row's outcome: its close (or done), and each amendment.
+OUTCOME_EVENTS = frozenset({"close", "done", "edit"})
+
+
+def owner_decided(owner: str, outcome_actors: list[str]) -> bool:
+    """Whether the owner made the outcome: they closed the row or amended it (`outcome_actors`,
+    who wrote each of its `OUTCOME_EVENTS`). From then on nobody else changes it."""
+    return owner in outcome_actors
+
+
+def repeat_close(
+    kind: str, row: dict[str, Any], actor: str, owner: str, force: bool, decided: bool
+) -> Literal["amend", "note"]:
+    """What a repeat of the closing verb by `actor` on the finished `row` may do: `amend` its
+    outcome, or add a `note` beside it (the owner decided it: `decided`). Refused in words
+    otherwise: a stranger to the row needs --force, and even then only adds a note when the
+    owner decided."""
+    closer = row["closed_by"]
+    if actor == owner:
+        return "amend"
+    if decided:
+        if actor != closer and not force:
+            raise LifecycleError(
+                f"{kind} #{row['id']} was decided by the owner ({owner}) — the owner's decision"
+                " is the record; --force to add your words as a note beside it"
+            )
+        return "note"
+    if actor != closer and not force:
+        raise LifecycleError(
+            f"{kind} #{row['id']} was {past(CLOSING_VERB[kind])} by {closer} — only they or the"
+            f" owner may amend its outcome; --force to amend it anyway"
+        )
+    return "amend"
+
+
+def edit_changes(payload: Any) -> dict[str, list[Any]]:
+    """An `edit` event's payload (`fields`, `previous`, `now`) as each field's [old, new]; an
+    edit written before issue 34 kept the old value alone: [old]. {} for any other shape."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("fields"), list):
+        return {}
+    previous, now = payload.get("previous"), payload.get("now")
+    previous = previous if isinstance(previous, dict) else {}
+    return {
+        name: [previous.get(name)] + ([now.get(name)] if isinstance(now, dict) else [])
+        for name in payload["fields"]
+        if isinstance(name, str)
+    }
+
+
+def quoted(value: object) -> str:
+    """A field's value in an amendment's words, on one line: `"text"`, or `(none)`."""
+    return "(none)" if value is None else '"' + " ".join(str(value).split()) + '"'
+
+
+def changes_words(changes: dict[str, list[str | None]]) -> str:
+    """`summary "a" → "b"; commit (none) → "beef"`: each amended field, from and to (an
+    amendment recorded with its old value alone: `summary was "a"`)."""
+    return "; ".join(
+        f"{OUTCOME_FIELDS.get(name, name)} {quoted(values[0])} → {quoted(values[1])}"
+        if len(values) == 2
+        else f"{OUTCOME_FIELDS.get(name, name)} was {quoted(values[0])}"
+        for name, values in changes.items()
+    )
+
+
+def amended_text(
+    kind: str, item_id: int, actor: str, title: str, changes: dict[str, list[str | None]]
+) -> str:
+    """The Chief line (and the phone's edit) of an amendment:
+    `request #5 "pay the plumber" amended by owner: summary "a" → "b"`."""
+    return f'{kind} #{item_id} "{title}" amended by {actor}: {changes_words(changes)}'
+
+
+def noted_text(
+    kind: str, item_id: int, actor: str, title: str, answer: str | None, note: dict[str, str]
+) -> str:
+    """The Chief line of a note beside the owner's answer:
+    `request #5 "pay the plumber": agent adds a note to the owner's decision ("approve"): no`."""
+    words = "; ".join(text if name == "text" else f"{name} {text}" for name, text in note.items())
+    return (
+        f'{kind} #{item_id} "{title}": {actor} adds a note to the owner\'s decision'
+        f" ({quoted(answer)}): {words}"
+    )
 
 
 def require_actor(actor: str | None) -> str:
@@ -400,12 +492,13 @@ def deadline_when(deadline_at: float, now_s: float) -> str:
 
 
 def deadline_text(request_id: int, title: str, deadline_at: float, choice: str | None) -> str:
-    """The Chief line (and the settle's words on the phone) when a deadline decides:
-    `request #5 "pay the plumber": decline, decided by its deadline (18:00) with no answer`."""
-    decided = f"{choice}, decided" if choice is not None else "abandoned"
+    """The Chief line (and the settle's words on the phone) when a deadline decides: `request #5
+    "pay the plumber": no answer by its deadline (18:00), so closed with: decline` (the choice
+    after the words, so a choice named `no` reads as one), or `..., so abandoned`."""
+    decided = "abandoned" if choice is None else f"closed with: {choice}"
     return (
-        f'request #{request_id} "{title}": {decided} by its deadline'
-        f" ({deadline_clock(deadline_at)}) with no answer"
+        f'request #{request_id} "{title}": no answer by its deadline'
+        f" ({deadline_clock(deadline_at)}), so {decided}"
     )
 
 

@@ -40,6 +40,7 @@ import httpx
 from notifier.delivery import OutboxRow
 from notifier.outcome import DoorReply
 from plumbing.door import BASE_URL, not_running
+from plumbing.statuses import status_phrase
 from plumbing.unix import check_private
 from plumbing.wire import NOTIFY_BATCH_PATH, NOTIFY_PATH, SERVICE_KEY_HEADER
 
@@ -151,6 +152,7 @@ class HttpDoorClient:
             status=response.status_code,
             body=content,
             retry_after=response.headers.get("Retry-After"),
+            phrase=status_phrase(response.status_code),
         )
 
     async def _exchange(self, request: httpx.Request) -> tuple[httpx.Response, bytes]:

@@ -55,6 +55,8 @@ class DoorReply:
     error: str | None = None
     #: No answer because nothing listens on the door's port (the connection was refused).
     refused_connection: bool = False
+    #: The status in words (`Bad Gateway`), read at the seam (`plumbing.statuses`).
+    phrase: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ def classify(
             error, None, attempt=attempt, policy=policy, now_epoch=now_epoch, rand=rand
         )
     body = _body_text(reply.body)
-    error = f"HTTP {reply.status}" + (f": {_detail(body)}" if body else "")
+    status = f"{reply.status} {reply.phrase}" if reply.phrase else str(reply.status)
+    error = f"HTTP {status}" + (f": {_detail(body)}" if body else "")
     return _deferred(
         error,
         reply.retry_after,

@@ -6,7 +6,9 @@
                                    28) deadline_at, default, remind {every_s, max}}, settles
                                    {request_id, key, and by: "deadline", outcome, choice},
                                    ring, urgent (issue 28: true rings it loud until
-                                   acknowledged, chief.phone.urgent)
+                                   acknowledged, chief.phone.urgent), amends {request_id,
+                                   key} (issue 34: a settled ask's outcome amended, its
+                                   message edited)
     POST /api/coop/engine/notify-batch
                                    body exactly {items: [{text, kind, outbox_id}, ...]}: 1 to
                                    CHIEF_NOTIFY_BATCH_MAX (64) rows, each as strict as a notify
@@ -89,6 +91,7 @@ from chief.model import (
     MAX_CHOICE_CHARS,
     MAX_CHOICES,
     NO_EXTRAS,
+    Amend,
     Ask,
     Extras,
     Remind,
@@ -288,6 +291,16 @@ class SettlesBody(BaseModel):
         return self
 
 
+class AmendsBody(BaseModel):
+    """The `amends` extra (issue 34): this row reports the settled ask `key` (request
+    `request_id`) amended, in its text; the door edits the ask's message to show it."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    request_id: RequestId
+    key: AskKey
+
+
 class NotifyBody(BaseModel):
     """One line for the owner: `text` to read, its `kind`, and the engine's `outbox_id`; the
     optional extras (issue 21) with an outbox_id only: `ask` (ring it alone, with buttons),
@@ -326,8 +339,12 @@ class NotifyBody(BaseModel):
     urgent: Annotated[bool | None, AfterValidator(_given)] = Field(
         default=None, json_schema_extra=_absent_by_default
     )
+    # Issue 34: a settled ask's outcome amended: its message edited to show the row's text.
+    amends: Annotated[AmendsBody | None, AfterValidator(_given)] = Field(
+        default=None, json_schema_extra=_absent_by_default
+    )
 
-    @field_validator("ask", "settles", "ring", "urgent")
+    @field_validator("ask", "settles", "ring", "urgent", "amends")
     @classmethod
     def _with_an_outbox_id(cls, value: object, info: ValidationInfo) -> object:
         # Only a row of the engine's outbox carries extras: a settle or a silent line is kept
@@ -342,15 +359,16 @@ class NotifyBody(BaseModel):
 
     def extras(self) -> Extras:
         """The extras as the Chief takes them."""
-        body, settles, ring = self.ask, self.settles, self.ring
-        if body is None and settles is None and ring is None and not self.urgent:
+        body, settles, ring, amends = self.ask, self.settles, self.ring, self.amends
+        if (body, settles, ring, amends) == (None, None, None, None) and not self.urgent:
             return NO_EXTRAS
         ask = None if body is None else body.ask()
         settle = None
         if settles is not None:
             by, outcome, choice = settles.by, settles.outcome, settles.choice
             settle = Settle(settles.request_id, settles.key, by, outcome, choice)
-        return Extras(ask, settle, ring is not False, urgent=self.urgent is True)
+        amend = None if amends is None else Amend(amends.request_id, amends.key)
+        return Extras(ask, settle, ring is not False, urgent=self.urgent is True, amends=amend)
 
 
 OutboxId = Annotated[

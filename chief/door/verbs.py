@@ -221,8 +221,10 @@ class DoorVerbs:
         return answers
 
     def _after_settles(self, extras: list[Extras]) -> None:
-        """Wake the ask task when a settle queued edits (committed with the report)."""
-        if self.asks is not None and any(extra.settles is not None for extra in extras):
+        """Wake the ask task when a settle or an amendment queued edits (committed with the
+        report)."""
+        edits = any(extra.settles is not None or extra.amends is not None for extra in extras)
+        if self.asks is not None and edits:
             self.asks.nudge()
         if self.urgent is not None and any(extra.urgent for extra in extras):
             self.urgent.accepted()  # the nag task schedules its repeats

@@ -207,8 +207,8 @@ def _ledger_lines(summary: Mapping[str, Any] | str | None) -> list[str]:
 def _outbox_line(outbox: Mapping[str, Any]) -> str:
     pending = int(outbox.get("pending", 0))
     if pending == 0:
-        return "Engine outbox: empty."
-    line = f"Engine outbox: {pending} waiting"
+        return "Notifications: none waiting."
+    line = f"Notifications: {pending} waiting to be sent"
     age = outbox.get("oldest_pending_age_s")
     if age is not None:
         line += f", oldest {span(float(age))}"

@@ -19,8 +19,9 @@ Tables (every statement on them is here):
                    `void`; an ask rung again with other choices gets fresh tokens
     ask_messages   each Telegram message that rang an ask, (chat_id, message_id) -> ask key,
                    with the text it showed; written in the transaction of its sent mark
-    ask_edits      the edits a settle owes: the ask message's text plus the settling row's,
-                   no buttons; queued in the settle's transaction, performed and retried
+    ask_edits      the edits a settle owes: the ask message's text plus the settling row's
+                   (and each amendment's, issue 34), no buttons; queued in the settle's (or the
+                   amendment's) transaction, performed and retried
                    (bounded) by the door's ask task (`chief.phone.asks`), gone once done
 
 The Telegram queue entry that rings an ask names its key (`telegram_queue.ask_key`).
@@ -48,6 +49,8 @@ BUTTON_PREFIX = "b-"  # a button token starts so; the rest is random
 TOKEN_BYTES = 16  # 22 url-safe characters: 24 bytes of callback_data, well inside Telegram's 64
 # Between a settled ask's text and the settling row's text in the edited message.
 SETTLE_SEPARATOR = "\n\n"
+# Between the settling row's text and each amendment's below it (issue 34).
+AMEND_SEPARATOR = "\n"
 
 Buttons = telegram.Buttons
 
@@ -240,6 +243,26 @@ def settle(
     return len(messages)
 
 
+def amend(conn: sqlite3.Connection, ask_key: str, text: str) -> int:
+    """The settled ask `ask_key` had its outcome amended, as `text` says: the line added under
+    its settle's text (what an ask that rings later shows too), and each message that rang it
+    edited to show it, replacing an edit still owed. An ask not settled here (or never seen)
+    has no decided message to edit. How many edits were queued. The caller runs it once per
+    amending row."""
+    row = conn.execute(
+        "SELECT settle_text, request_id FROM asks WHERE ask_key = ? AND settled_at IS NOT NULL",
+        (ask_key,),
+    ).fetchone()
+    if row is None:
+        return 0
+    settled = str(row[0]) + AMEND_SEPARATOR + text
+    conn.execute("UPDATE asks SET settle_text = ? WHERE ask_key = ?", (settled, ask_key))
+    messages = messages_of_ask(conn, ask_key)
+    for message in messages:
+        queue_edit(conn, (ask_key, int(row[1])), message, settled, replace=True)
+    return len(messages)
+
+
 def remember(
     conn: sqlite3.Connection, seqs: list[int], chat_id: int | str, message_id: int
 ) -> None:
@@ -296,13 +319,20 @@ def queue_ask(conn: sqlite3.Connection, ask: Ask, text: str) -> tuple[int, int]:
 
 
 def queue_edit(
-    conn: sqlite3.Connection, ask: tuple[str, int], message: AskMessage, settled: str
+    conn: sqlite3.Connection,
+    ask: tuple[str, int],
+    message: AskMessage,
+    settled: str,
+    *,
+    replace: bool = False,
 ) -> None:
     """The edit `message` (of the ask `ask`: its key and request id) owes: its text, then
     `settled`. An urgent report's older rings lose their buttons through the same edits
-    (`chief.store.urgent`, keyed by its urgent key and request id 0)."""
+    (`chief.store.urgent`, keyed by its urgent key and request id 0). `replace`: this text
+    supersedes an edit still owed on the message (an amendment's), as a fresh edit."""
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
     conn.execute(
-        "INSERT OR IGNORE INTO ask_edits (chat_id, message_id, ask_key, request_id, text, "
+        f"{verb} INTO ask_edits (chat_id, message_id, ask_key, request_id, text, "
         "queued_at) VALUES (?, ?, ?, ?, ?, ?)",
         (
             message.chat_id,

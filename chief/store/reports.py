@@ -100,6 +100,9 @@ def accept(
         if (settles := row.extras.settles) is not None:
             decided = None if settles.by is None else (settles.by, settles.outcome, settles.choice)
             asks.settle(conn, settles.key, row.text, decided)
+        if (amends := row.extras.amends) is not None and row.key not in landed:
+            # Once per row: its Chief line lands in this transaction, so a retry finds it.
+            asks.amend(conn, amends.key, row.text)
         seqs.append(None if seq is None else int(seq))
     # A settle takes an unsent ask of its own off the queue: that entry is no longer there.
     ahead = entries_ahead(conn, [seq for seq in seqs if seq is not None])

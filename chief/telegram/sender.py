@@ -61,6 +61,7 @@ import ssl
 import urllib.request
 import warnings
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -70,6 +71,7 @@ import structlog
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import (
     BadRequest,
+    Conflict,
     Forbidden,
     InvalidToken,
     NetworkError,
@@ -82,6 +84,7 @@ from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from chief.errors import TelegramRefused, TelegramUnavailable
 from chief.loopback_http import is_loopback_host
+from plumbing.statuses import status_words
 
 log = structlog.get_logger("chief.telegram")
 
@@ -266,6 +269,9 @@ class TransportRequest(BaseRequest):
                 f"Telegram answered {response.status_code} with what is not the Bot API's "
                 f"answer: {_sample(content)}"
             )
+        failed = server_failure(response.status_code, content)
+        if failed is not None:
+            raise NetworkError(failed)
         return response.status_code, content
 
     @staticmethod
@@ -285,6 +291,26 @@ class TransportRequest(BaseRequest):
         if isinstance(value, (int, float)) or value is None:
             return value
         return self._timeout_s  # PTB's DEFAULT_NONE: nothing asked for this call
+
+
+def server_failure(status: int, content: bytes) -> str | None:
+    """A 5xx in words, its status named as HTTP names it (`502 Bad Gateway`, then the Bot API's
+    description when it says more); None for any other answer, and for a 5xx that carries the
+    Bot API's `parameters` (PTB reads those: a `retry_after`). PTB turns every 5xx into a
+    `NetworkError` whose words lose the status (`Internal Server Error` for a 502)."""
+    if not 500 <= status <= 599:
+        return None
+    words = status_words(status)
+    try:
+        document = json.loads(content)
+    except ValueError:  # a proxy's HTML page, an empty body
+        document = None
+    if isinstance(document, dict) and document.get("parameters"):
+        return None
+    said = document.get("description") if isinstance(document, dict) else None
+    if isinstance(said, str) and said.strip() and not words.lower().endswith(said.strip().lower()):
+        words += f" (its answer says: {said.strip()[:120]})"
+    return words
 
 
 def is_envelope(content: bytes) -> bool:
@@ -534,8 +560,28 @@ def translate_error(exc: TelegramError) -> TelegramUnavailable:
     if refused is not None:
         return refused
     return TelegramUnavailable(
-        f"Telegram refused or could not be reached ({type(exc).__name__}: {exc}); retry later"
+        f"Telegram refused or could not be reached ({error_words(exc)}); retry later"
     )
+
+
+#: The HTTP status behind each of PTB's errors that stands for one (the rest are network
+#: failures, or a 5xx already in words: `server_failure`).
+_STATUS_OF: tuple[tuple[type[TelegramError], HTTPStatus], ...] = (
+    (BadRequest, HTTPStatus.BAD_REQUEST),
+    (Forbidden, HTTPStatus.FORBIDDEN),
+    (Conflict, HTTPStatus.CONFLICT),
+    (InvalidToken, HTTPStatus.UNAUTHORIZED),
+)
+
+
+def error_words(exc: TelegramError) -> str:
+    """A PTB error as a person reads it: Telegram's answer with its HTTP status in words
+    (`400 Bad Request: message text is empty`), or the failure's own words; never PTB's class
+    name."""
+    for kind, status in _STATUS_OF:
+        if isinstance(exc, kind):
+            return f"{status_words(status)}: {exc.message}"
+    return exc.message
 
 
 def _permanent_refusal(exc: TelegramError) -> TelegramRefused | None:

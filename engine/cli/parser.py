@@ -49,7 +49,23 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         # argparse quotes an unrecognised argument as it came: escaped, as every line is.
+        message += _id_hint(message)
         self.exit(2, shown(f"{self.prog}: {message} (see {self.helps or self.prog} --help)") + "\n")
+
+
+#: argparse's words for missing positionals, before their names.
+_REQUIRED = "the following arguments are required:"
+
+
+def _id_hint(message: str) -> str:
+    """How to give a missing id: `coop request show #7` in a shell runs `coop request show`,
+    the shell taking `#7` for a comment."""
+    if not message.startswith(_REQUIRED):
+        return ""
+    names = [name.strip() for name in message.removeprefix(_REQUIRED).split(",")]
+    if "id" not in names:
+        return ""
+    return "; give an id as 7 or '#7' (quoted: a shell drops an unquoted # and what follows)"
 
 
 def _version() -> str:

@@ -29,6 +29,8 @@ TEXT_WIDTH = 60
 #: the row's first line.
 _INTERNAL = frozenset({"ask_key", "answer_key", "fast_path", "stale", "delivery_key", "extra"})
 _HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
+#: What `show` answers beside a row, shown under its close (`row_lines`).
+_BESIDE = ("amendments", "notes")
 #: A row's fields as a person reads them, in this order: (label, value field, by field).
 _ROW_FIELDS = (
     ("body", "body", None),
@@ -139,11 +141,32 @@ def describe(kind: str, result: dict[str, Any], what: str) -> str:
     """A ledger verb's answer: `todo #3 done; notification #7 queued`."""
     row = result[kind]
     line = f"{kind} #{row['id']} {what}"
-    if result.get("changed") is False:
-        line = f"{kind} #{row['id']} unchanged (the first close is the record)"
+    if result.get("amended"):
+        words = lifecycle.changes_words(result["amended"])
+        line = f"{kind} #{row['id']} amended: {words}; the first close stays the record"
+    elif result.get("noted"):
+        answer = lifecycle.quoted(row["result_summary"])
+        line = (
+            f"{kind} #{row['id']} noted: the owner's decision stays the record (summary {answer});"
+            f" {result['noted_by']}'s {note_words(result['noted'])} is kept as a note beside it"
+        )
+    elif result.get("changed") is False:
+        line = (
+            f"{kind} #{row['id']} unchanged: already"
+            f" {lifecycle.past(lifecycle.CLOSING_VERB[kind])} by {row['closed_by']},"
+            " and nothing given differs from it"
+        )
     if result.get("outbox_id"):
         line += f"; notification #{result['outbox_id']} queued"
     return line
+
+
+def note_words(note: dict[str, Any]) -> str:
+    """A note's words as given: `summary "decline"`, `commit "beef"`."""
+    return "; ".join(
+        f"{'summary' if name == 'text' else name} {lifecycle.quoted(value)}"
+        for name, value in note.items()
+    )
 
 
 def answer(kind: str, found: Any, says: Says | None, arguments: dict[str, Any]) -> list[str]:
@@ -172,9 +195,13 @@ def _fields(found: dict[str, Any]) -> list[str]:
     """An answer a verb says nothing about (`todo show`): each row's line and its fields, then
     each listing under its name."""
     lines: list[str] = []
+    # A row's amendments and notes (`show`) are read beside its close, not as listings.
+    beside = {name: found[name] for name in _BESIDE if name in found}
     for name, value in found.items():
+        if name in _BESIDE:
+            continue
         if isinstance(value, dict):
-            lines.extend(row_lines({"kind": name, **value}))
+            lines.extend(row_lines({"kind": name, **value, **beside}))
         elif isinstance(value, list):
             lines.append(f"{name}:" if value else f"{name}: {NOTHING}")
             lines.extend("  " + each for each in listing(value))
@@ -189,8 +216,12 @@ def row_lines(item: dict[str, Any]) -> list[str]:
     lines = ["  ".join(cell for cell in _item_cells(item) if cell)]
     for label, field, by in _ROW_FIELDS:
         value = item.get(field)
+        if field == "reason":  # the amendments and notes follow the close's own outcome
+            lines.extend(_afterwards(item))
         if (value is None and field != "body") or (field == "urgent" and not value):
             continue
+        if field == "taken_at" and _fast_path(item):
+            continue  # nobody took it: its closer is named once, on `closed`
         if field in _OPTION_WORDS:
             text = _OPTION_WORDS[field](item)
         elif field.endswith("_at"):
@@ -199,7 +230,7 @@ def row_lines(item: dict[str, Any]) -> list[str]:
             text = word(value)
         lines.extend(labelled(label, text))
     named = {field for _, field, by in _ROW_FIELDS} | {by for _, _, by in _ROW_FIELDS if by}
-    named |= {"default_choice", "remind_max"}
+    named |= {"default_choice", "remind_max", *_BESIDE}
     for field, value in item.items():
         if field in named or field in _HEADLINE or field in _INTERNAL or value is None:
             continue
@@ -207,11 +238,36 @@ def row_lines(item: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _fast_path(item: dict[str, Any]) -> bool:
+    """A row closed (or done) straight from open: the close wrote its closer as its taker too,
+    at the same moment."""
+    return bool(item.get("closed_at")) and (item.get("taken_at"), item.get("taken_by")) == (
+        item.get("closed_at"),
+        item.get("closed_by"),
+    )
+
+
+def _afterwards(item: dict[str, Any]) -> list[str]:
+    """Beside the close: each amendment of its outcome and each note, in their own words and
+    with their own actors, never as the closer's (`show` answers them: `engine.verbs.ledger`)."""
+    lines: list[str] = []
+    for each in item.get("amendments") or []:
+        text = f"{when(each['at'])} by {each['by']}: {lifecycle.changes_words(each['changes'])}"
+        lines.extend(labelled("amended", text))
+    for each in item.get("notes") or []:
+        words = "; ".join(
+            str(value) if name == "text" else f"{name} {value}"
+            for name, value in each["note"].items()
+        )
+        lines.extend(labelled("note", f"{when(each['at'])} by {each['by']}: {words}"))
+    return lines
+
+
 def _deadline_words(item: dict[str, Any]) -> str:
-    """`18:00 today (decline if no answer)`, `09:00 tomorrow (abandoned if no answer)`."""
+    """`18:00 today (if no answer: decline)`, `09:00 tomorrow (if no answer: abandoned)`: the
+    default named after the words, so a choice named `no` reads as one."""
     at = lifecycle.deadline_when(item["deadline_at"], store.now_epoch())
-    default = item.get("default_choice")
-    return at + (f" ({default} if no answer)" if default else " (abandoned if no answer)")
+    return at + f" (if no answer: {item.get('default_choice') or 'abandoned'})"
 
 
 def _remind_words(item: dict[str, Any]) -> str:
@@ -270,21 +326,55 @@ def payload_words(payload: Any) -> str:
     if not isinstance(found, dict):
         return word(found)
     return "; ".join(
-        f"{name.replace('_', ' ')}: {_payload_word(name, value)}"
-        for name, value in found.items()
-        if name not in _INTERNAL
+        _payload_item(name, value) for name, value in found.items() if name not in _INTERNAL
     )
 
 
-def _payload_word(name: str, value: Any) -> str:
-    """A payload's value; a deadline (epoch seconds) as the local time it names."""
-    if name == "deadline_at" and isinstance(value, int | float) and not isinstance(value, bool):
-        return lifecycle.deadline_when(value, store.now_epoch())
-    return word(value)
+def _payload_item(name: str, value: Any) -> str:
+    """One field of a payload in words: `remind every: 30 min` for a length of time (a name in
+    `_s`), `0.1 s late` for how late a deadline was applied, `deadline: 18:00 today` for a
+    deadline (epoch seconds), a stored time with its age, else `name: value`."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and name == "late_s":
+        return f"{span(value)} late"
+    if number and name.endswith("_s"):
+        return f"{name.removesuffix('_s').replace('_', ' ')}: {span(value)}"
+    if number and name == "deadline_at":
+        return f"deadline: {lifecycle.deadline_when(value, store.now_epoch())}"
+    if isinstance(value, str) and name.endswith("_at"):
+        return f"{name.replace('_', ' ')}: {when(value)}"  # a stored time, with its age
+    return f"{name.replace('_', ' ')}: {word(value)}"
+
+
+def span(seconds: float) -> str:
+    """A stored length of time exactly, in words: `0.1 s`, `45 s`, `30 min`, `1 h 30 min`,
+    `2 days` (under a minute to a tenth of a second; above it, whole seconds)."""
+    if seconds < 60:
+        return f"{round(seconds, 1):g} s"
+    left: int = round(seconds)
+    parts: list[str] = []
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}" + ("s" if unit == "day" and count > 1 else ""))
+    return " ".join(parts)
 
 
 def _event_cells(event: dict[str, Any]) -> list[str]:
-    return [when(event["at"]), event["event"], event["actor"], payload_words(event["payload"])]
+    words = payload_words(event["payload"])
+    if event["event"] == "edit":
+        words = edit_words(event["payload"]) or words
+    return [when(event["at"]), event["event"], event["actor"], words]
+
+
+def edit_words(payload: Any) -> str:
+    """An `edit` event's payload as the amendment it was: `summary "a" → "b"` (`fields`,
+    `previous` and `now` are the machine's record of it); "" for a payload of another shape."""
+    try:
+        found = json.loads(payload) if isinstance(payload, str) else payload
+    except ValueError:
+        return ""
+    return lifecycle.changes_words(lifecycle.edit_changes(found))
 
 
 def _outbox_cells(row: dict[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ from types import SimpleNamespace
 
 from engine.verbs import VERBS
 from engine.verbs.declare import OneOf, cli_of
+from plumbing.ids import row_id
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ def _spelled(fn: Callable[..., Any], name: str, spelling: Spelling) -> Arg:
     spelling and help from the declaration beside the verb."""
     annotation = fn.__annotations__[name]
     convert = _TYPES.get(annotation.removesuffix(" | None"))
+    if convert is int and name.endswith("_id"):
+        convert = row_id  # `7` or `#7`, as every line prints an id
     settings: dict[str, Any] = {}
     if spelling.positional:
         if convert is not None:

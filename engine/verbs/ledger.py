@@ -155,34 +155,90 @@ def _release(kind: str, item_id: int, actor: str, reason: str | None, unit: Unit
     return _result(conn, kind, item_id)
 
 
-def _amend(
+def _repeat(
     conn: sqlite3.Connection,
     kind: str,
     row: sqlite3.Row,
     actor: str,
-    result_summary: str | None,
-    commit_sha: str | None,
+    force: bool,
+    owner: str,
+    given: dict[str, str | None],
 ) -> Row:
-    """The first close is the record: a repeat may only fill in or correct the outcome."""
+    """A repeat of the closing verb on a finished row. The first close is the record (who
+    closed it, and when); a repeat may fill in or correct its outcome (`given`: the summary and
+    the commit, None where not given), in an `edit` event naming `actor` and an outbox row that
+    tells the Chief (and edits the decided ask on the phone). Once the owner decided the
+    outcome, nobody else changes it: their words become a `note` beside it."""
     changes = {
-        name: value
-        for name, value in (("result_summary", result_summary), ("commit_sha", commit_sha))
+        name: [row[name], value]
+        for name, value in given.items()
         if value is not None and value != row[name]
     }
+    actors = [
+        event["actor"]
+        for event in ledger_store.events(conn, kind, row["id"])
+        if event["event"] in lifecycle.OUTCOME_EVENTS
+    ]
+    decided = lifecycle.owner_decided(owner, actors)
+    may = lifecycle.repeat_close(kind, dict(row), actor, owner, force, decided)
     if not changes:
         return _result(conn, kind, row["id"], changed=False, outbox_id=None)
-    ledger_store.amend(
-        conn, kind, row["id"], changes.get("result_summary"), changes.get("commit_sha")
-    )
+    if may == "note":
+        return _note(conn, kind, row, actor, changes)
+    ledger_store.amend(conn, kind, row["id"], given["result_summary"], given["commit_sha"])
     ledger_store.record_event(
         conn,
         kind,
         row["id"],
         "edit",
         actor,
-        {"fields": sorted(changes), "previous": {name: row[name] for name in sorted(changes)}},
+        {
+            "fields": sorted(changes),
+            "previous": {name: changes[name][0] for name in sorted(changes)},
+            "now": {name: changes[name][1] for name in sorted(changes)},
+        },
     )
-    return _result(conn, kind, row["id"], changed=True, outbox_id=None)
+    outbox_id = queue.enqueue(
+        conn,
+        f"{kind}_amended",
+        lifecycle.amended_text(kind, row["id"], actor, row["title"], changes),
+        source=f"{kind}:{row['id']}",
+        extra=_amends(kind, row),
+    )
+    return _result(conn, kind, row["id"], changed=True, amended=changes, outbox_id=outbox_id)
+
+
+def _note(
+    conn: sqlite3.Connection,
+    kind: str,
+    row: sqlite3.Row,
+    actor: str,
+    changes: dict[str, list[str | None]],
+) -> Row:
+    """`actor`'s words beside the owner's outcome, which stays as it is: a `note` event (the
+    phone's own note has `text` too) and a Chief line saying whose words they are."""
+    note = {
+        "text" if name == "result_summary" else lifecycle.OUTCOME_FIELDS[name]: str(new)
+        for name, (_, new) in changes.items()
+    }
+    ledger_store.record_event(conn, kind, row["id"], "note", actor, note)
+    outbox_id = queue.enqueue(
+        conn,
+        f"{kind}_noted",
+        lifecycle.noted_text(kind, row["id"], actor, row["title"], row["result_summary"], note),
+        source=f"{kind}:{row['id']}",
+    )
+    return _result(
+        conn, kind, row["id"], changed=False, noted=note, noted_by=actor, outbox_id=outbox_id
+    )
+
+
+def _amends(kind: str, row: sqlite3.Row) -> dict[str, Any] | None:
+    """An amended request asked on the phone: the door edits the message that rang its ask, and
+    rings nothing new (the Chief line says it). Anything else rings as its close did."""
+    if kind != "request" or row["ask_key"] is None:
+        return None
+    return {"amends": {"request_id": row["id"], "key": row["ask_key"]}, "ring": False}
 
 
 def _finish(
@@ -205,12 +261,8 @@ def _finish(
     conn = unit.tx()
     row = _load(conn, kind, item_id)
     if row["status"] == target:
-        if actor not in (row["closed_by"], owner) and not force:
-            raise LifecycleError(
-                f"{kind} #{item_id} was {lifecycle.past(verb)} by {row['closed_by']} — only"
-                f" they or the owner may amend its outcome; --force to amend it anyway"
-            )
-        return _amend(conn, kind, row, actor, result_summary, commit_sha)
+        given = {"result_summary": result_summary, "commit_sha": commit_sha}
+        return _repeat(conn, kind, row, actor, force, owner, given)
     payload = _closing_payload(kind, item_id, verb, row, actor, force, owner) | (said or {})
     at = store.now_iso()
     applied = ledger_store.finish(conn, kind, row, target, actor, at, result_summary, commit_sha)
@@ -249,7 +301,7 @@ def _closing_payload(
     if status == "abandoned":
         if actor != owner or not force:
             raise LifecycleError(
-                f"{kind} #{item_id} is 'abandoned' — only the owner ({owner}),"
+                f"{kind} #{item_id} is abandoned — only the owner ({owner}),"
                 " with --force, may record it done after all"
             )
         payload["previous_status"] = "abandoned"
@@ -378,7 +430,8 @@ def abandon_todo(
     last=opt("--last", help="how many of its last events (default: 10)"),
 )
 def show_todo(unit: Unit, todo_id: int, *, last: int = 10, db: Db = None) -> Row:
-    """One todo's fields and its `last` events, oldest of them first."""
+    """One todo's fields and its `last` events, oldest of them first, with every amendment of
+    its outcome and every note beside it (`amendments`, `notes`)."""
     return _show("todo", todo_id, last, unit)
 
 
@@ -503,7 +556,8 @@ def close_request(
     last=opt("--last", help="how many of its last events (default: 10)"),
 )
 def show_request(unit: Unit, request_id: int, *, last: int = 10, db: Db = None) -> Row:
-    """One request's fields and its `last` events, oldest of them first."""
+    """One request's fields and its `last` events, oldest of them first, with every amendment
+    of its outcome and every note beside it (`amendments`, `notes`)."""
     return _show("request", request_id, last, unit)
 
 
@@ -513,8 +567,40 @@ def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
     conn = unit.tx()
     answer = _result(conn, kind, item_id)
     events = ledger_store.events(conn, kind, item_id)
+    answer |= _afterwards(events)
     answer["events"] = events[len(events) - last :] if last else []
     return answer
+
+
+def _afterwards(events: list[Row]) -> Row:
+    """What came after a row's close, for `show` to put beside it: each amendment of its
+    outcome (`amendments`: when, by whom, each field from and to) and each note (`notes`: when,
+    by whom, the words), oldest first; empty lists when there are none."""
+    amendments: list[Row] = []
+    notes: list[Row] = []
+    for event in events:
+        if event["event"] not in ("edit", "note"):
+            continue
+        payload = _decoded(event["payload"])
+        if event["event"] == "edit":
+            changes = lifecycle.edit_changes(payload)
+            amendments.append({"at": event["at"], "by": event["actor"], "changes": changes})
+        else:
+            words = {name: value for name, value in payload.items() if name != "via"}
+            notes.append({"at": event["at"], "by": event["actor"], "note": words})
+    return {"amendments": amendments, "notes": notes}
+
+
+def _decoded(payload: str | None) -> dict[str, Any]:
+    """An event's payload as the object it should be; text of another shape (a file written by
+    hand, a future build) as its words under `text`, never a failure of `show`."""
+    if not payload:
+        return {}
+    try:
+        found = json.loads(payload)
+    except ValueError:
+        return {"text": payload}
+    return found if isinstance(found, dict) else {"text": payload}
 
 
 def _nothing(answer: object, arguments: dict[str, Any]) -> str:
@@ -600,6 +686,8 @@ def _waited(answer: Row, arguments: dict[str, Any]) -> str:
         line += f": {row['result_summary']}"
     if row["commit_sha"]:
         line += f" (commit {row['commit_sha']})"
+    if answer.get("amended_by"):
+        line += f" (amended by {answer['amended_by']})"
     return line
 
 
@@ -626,4 +714,9 @@ def wait_request(
     its row (`{"request": {...}}`) at once if it already is. `timeout_s` (None: no limit; 0:
     look once) bounds the wait: past it, `TimedOut` (exit 3)."""
     wait_timeout(timeout_s)
-    return _result(unit.tx(), "request", request_id)
+    conn = unit.tx()
+    answer = _result(conn, "request", request_id)
+    edit = ledger_store.last_event(conn, "request", request_id, ("edit",))
+    if edit is not None and edit["actor"] != answer["request"]["closed_by"]:
+        answer["amended_by"] = edit["actor"]  # its outcome is not the closer's words alone
+    return answer

@@ -74,7 +74,7 @@ def _pending_row(conn: sqlite3.Connection, outbox_id: int, verb: str) -> sqlite3
         )
     if row["state"] != "pending":
         raise LifecycleError(
-            f"outbox row #{outbox_id} is {row['state']!r} — only a pending row can be {verb}"
+            f"outbox row #{outbox_id} is {row['state']} — only a pending row can be {verb}"
         )
     return row
 

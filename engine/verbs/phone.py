@@ -158,7 +158,8 @@ def not_this_request_detail(request_id: int) -> str:
 
 def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     """`request #7 was already closed by owner at a terminal: decline` (the first close is the
-    record: its closer, how its event says it came, its result or reason)."""
+    record: its closer, how its event says it came, its result or reason, and who amended it
+    when that was someone else: `... : approve (amended by owner)`)."""
     status = row["status"]
     event = ledger_store.last_event(conn, "request", row["id"], ("close", "abandon"))
     if event is not None and (event["payload"] or {}).get("via") == lifecycle.VIA_DEADLINE:
@@ -169,6 +170,10 @@ def _closed_detail(conn: sqlite3.Connection, row: sqlite3.Row) -> str:
     how = lifecycle.closed_how(event["payload"] if event else None)
     outcome = row["result_summary"] if status == "closed" else row["reason"]
     detail = f"request #{row['id']} was already {status} by {row['closed_by']} {how}"
+    edit = ledger_store.last_event(conn, "request", row["id"], ("edit",))
+    if outcome and edit is not None and edit["actor"] != row["closed_by"]:
+        # Never another's words as the closer's: the amendment names its own actor.
+        outcome += f" (amended by {edit['actor']})"
     return detail + (f": {outcome}" if outcome else "")
 
 

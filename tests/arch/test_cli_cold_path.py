@@ -67,6 +67,7 @@ COLD_PLUMBING = frozenset(
         "plumbing.faults",
         "plumbing.files",
         "plumbing.home",
+        "plumbing.ids",
         "plumbing.keyfile",
         "plumbing.settings",
         "plumbing.terminal",

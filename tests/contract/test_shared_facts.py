@@ -58,8 +58,8 @@ def test_every_answer_the_door_gives_a_notify_is_a_delivery_to_the_notifier(
 def test_a_batch_row_is_a_notify_body_with_its_outbox_id_required() -> None:
     single = door_router.NotifyBody.model_json_schema()
     row = door_router.NotifyItem.model_json_schema()
-    # The notify extras (SPEC21 §1, and issue 28's `urgent`) are optional on both.
-    fields = {"text", "kind", "outbox_id", "ask", "settles", "ring", "urgent"}
+    # The notify extras (SPEC21 §1, issue 28's `urgent`, issue 34's `amends`) are optional on both.
+    fields = {"text", "kind", "outbox_id", "ask", "settles", "ring", "urgent", "amends"}
     assert set(row["properties"]) == set(single["properties"]) == fields
     assert set(row["required"]) == {"text", "kind", "outbox_id"}
     assert row["additionalProperties"] is False

@@ -160,7 +160,7 @@ def test_status_todos_and_requests_read_the_ledger(phone: Phone) -> None:
     lines = phone.ask("/status", "Open:").splitlines()
     assert lines[0] == "Open: 1 todo, 1 request."
     assert lines[1].startswith("Oldest: todo #1 water the plants")
-    assert lines[2].startswith("Engine outbox:")
+    assert lines[2].startswith("Notifications:")
     assert lines[3].startswith("Telegram queue:")
     assert phone.ask("/todos", "1 open").splitlines() == [
         "1 open todo:",

@@ -306,8 +306,8 @@ def test_the_deadline_shown_its_settle_edits_and_a_late_tap_is_told(harness: Har
     row = ask_row(deadline_at=deadline_at, default="decline")
     post(harness, door, row)
     asked = ask_message(harness, row)
-    assert asked["text"].endswith(f"\ndecline at {local_clock(deadline_at)} if no answer")
-    words = f'request #5 "{TITLE}": decline, decided by its deadline (18:00) with no answer'
+    assert asked["text"].endswith(f"\nif no answer by {local_clock(deadline_at)}: decline")
+    words = f'request #5 "{TITLE}": no answer by its deadline (18:00), so closed with: decline'
     settle = settle_row(row, words, by="deadline", outcome="closed", choice="decline")
     post(harness, door, settle)
     edited = wait_until_sync(
@@ -341,8 +341,8 @@ def test_a_deadline_without_a_default_abandons_and_says_so(harness: Harness) -> 
     row = ask_row(deadline_at=deadline_at)
     post(harness, door, row)
     asked = ask_message(harness, row)
-    assert asked["text"].endswith(f"\nabandoned at {local_clock(deadline_at)} if no answer")
-    words = f'request #5 "{TITLE}": abandoned by its deadline with no answer'
+    assert asked["text"].endswith(f"\nif no answer by {local_clock(deadline_at)}: abandoned")
+    words = f'request #5 "{TITLE}": no answer by its deadline (18:00), so abandoned'
     post(harness, door, settle_row(row, words, by="deadline", outcome="abandoned"))
     edited = wait_until_sync(
         lambda: (

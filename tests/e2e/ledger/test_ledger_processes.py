@@ -97,7 +97,7 @@ def test_a_crash_after_the_outbox_insert_leaves_nothing(db):
         (["todo", "add", "  "], "builder", "the title is empty"),
         (["todo", "release", "1"], "builder", "release needs a reason: pass --reason TEXT"),
         (["todo", "abandon", "1"], "builder", "abandon needs a reason: pass --reason TEXT"),
-        (["todo", "take", "one"], "builder", "invalid int value: 'one'"),
+        (["todo", "take", "one"], "builder", "invalid id value: 'one'"),
         (["outbox", "cancel", "1"], "builder", "cancel needs a reason"),
     ],
 )

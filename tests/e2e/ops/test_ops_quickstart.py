@@ -319,7 +319,7 @@ def a_request_is_decided_from_the_emulator(env: dict[str, str], ports: dict[str,
         what="the bot's answer to /status",
     )
     assert answer.startswith("Open: 0 todos, 0 requests.\n"), answer
-    assert "Engine outbox: empty." in answer
+    assert "Notifications: none waiting." in answer
     assert "Telegram queue: empty." in answer
     assert len(bot_messages(env, ports)) == 3  # the todo, the ask, the /status answer
 
@@ -340,7 +340,7 @@ def a_request_with_a_deadline_and_an_urgent_report(
         return None if ask is None or loud is None else (ask, loud)
 
     ask, loud = wait_until_sync(rung, timeout_s=WAIT_S, what="the ask and the urgent report")
-    assert re.search(r"skip at (\w+ )?18:00 if no answer", ask["text"]), ask["text"]
+    assert re.search(r"if no answer by (\w+ )?18:00: skip", ask["text"]), ask["text"]
     assert re.findall(r"'text': '(\w+)'", str(ask["reply_markup"])) == ["renew", "skip"]
     assert "Got it" in str(loud["reply_markup"])
     assert loud["disable_notification"] is False

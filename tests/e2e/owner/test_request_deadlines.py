@@ -160,8 +160,8 @@ def test_a_deadline_with_a_default_closes_once_wakes_the_waiter_and_settles_the_
     }
     assert "ring" not in settled
     assert settled["text"] == (
-        f'request #{request_id} "pay the plumber": decline, decided by its deadline ({clock})'
-        " with no answer"
+        f'request #{request_id} "pay the plumber": no answer by its deadline ({clock}),'
+        " so closed with: decline"
     )
 
 

@@ -122,7 +122,7 @@ def _settled_by_deadline(outbox_id: str) -> ReportRow:
     settle = Settle(ASK.request_id, ASK.key, by="deadline", outcome="closed", choice="decline")
     return ReportRow(
         "chief-report:coop-notify:" + outbox_id,
-        'request #7 "order the bigger bag?": decline, decided by its deadline with no answer',
+        'request #7 "order the bigger bag?": no answer by its deadline, so closed with: decline',
         outbox_id,
         None,
         Extras(settles=settle),

@@ -92,7 +92,7 @@ def test_a_terminal_todo_is_never_retaken(db, status_verb):
     before = snapshot(db)
     with pytest.raises(LifecycleError) as caught:
         ledger.take_todo(1, actor="builder", force=True, db=db)
-    assert str(caught.value) == f"todo #1 is '{word}' — terminal rows are never re-taken"
+    assert str(caught.value) == f"todo #1 is {word} — terminal rows are never re-taken"
     assert snapshot(db) == before
 
 
@@ -149,7 +149,7 @@ def test_only_the_taker_finishes_a_todo_without_force(db, verb, call):
 
 def test_release_of_an_open_todo_is_refused(db):
     ledger.add_todo("t", actor="builder", db=db)
-    with pytest.raises(LifecycleError, match=r"todo #1 is 'open' — only a taken todo can be"):
+    with pytest.raises(LifecycleError, match=r"todo #1 is open — only a taken todo can be"):
         ledger.release_todo(1, actor="builder", reason="r", db=db)
 
 
@@ -178,7 +178,7 @@ def test_first_close_is_the_record_and_a_repeat_only_amends(db):
     )
     row = amended["todo"]
     assert amended["changed"] is True
-    assert amended["outbox_id"] is None
+    assert outbox_rows(db)[-1]["id"] == amended["outbox_id"]  # the Chief is told (issue 34)
     assert (row["closed_by"], row["closed_at"], row["status"]) == (
         first["closed_by"],
         first["closed_at"],
@@ -191,13 +191,14 @@ def test_first_close_is_the_record_and_a_repeat_only_amends(db):
         {
             "fields": ["commit_sha", "result_summary"],
             "previous": {"commit_sha": None, "result_summary": "first"},
+            "now": {"commit_sha": "beef", "result_summary": "better"},
         },
     )
     before = snapshot(db)
     repeat = ledger.done_todo(1, actor="builder", result_summary="better", commit_sha="beef", db=db)
     assert repeat["changed"] is False
     assert snapshot(db) == before
-    assert len(outbox_rows(db)) == 1
+    assert [r["kind"] for r in outbox_rows(db)] == ["todo_done", "todo_amended"]
 
 
 def test_a_stranger_cannot_amend_a_closed_row(db):
@@ -212,7 +213,7 @@ def test_a_stranger_cannot_amend_a_closed_row(db):
 def test_an_abandoned_todo_becomes_done_only_by_the_owner_with_force(db):
     ledger.add_todo("t", actor="builder", db=db)
     ledger.abandon_todo(1, actor="builder", reason="blocked upstream", db=db)
-    refusal = "todo #1 is 'abandoned' — only the owner (owner), with --force, may record it done"
+    refusal = "todo #1 is abandoned — only the owner (owner), with --force, may record it done"
     for actor, force in (("builder", False), ("builder", True), ("owner", False)):
         with pytest.raises(LifecycleError, match=re.escape(refusal)):
             ledger.done_todo(1, actor=actor, force=force, db=db)
@@ -243,7 +244,7 @@ def test_request_lifecycle_with_address_and_fast_close(db):
     fast = ledger.close_request(2, actor="owner", db=db)["request"]
     assert (fast["status"], fast["closed_by"]) == ("closed", "owner")
     assert [r["kind"] for r in outbox_rows(db)] == ["request_closed", "request_closed"]
-    with pytest.raises(LifecycleError, match="request #1 is 'closed' — terminal rows are never"):
+    with pytest.raises(LifecycleError, match="request #1 is closed — terminal rows are never"):
         ledger.take_request(1, actor="reviewer", db=db)
 
 

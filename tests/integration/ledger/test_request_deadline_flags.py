@@ -139,7 +139,7 @@ def test_the_options_are_stored_shown_and_carried_by_the_ask(
     human = coop("request", "show", "1")[1]
     clock = datetime.fromtimestamp(shown["deadline_at"]).strftime("%H:%M")
     assert f"  deadline: {clock} " in human
-    assert "(decline if no answer)" in human
+    assert "(if no answer: decline)" in human
     assert "  remind:   every 30 min, at most 5 times" in human
     assert "  urgent:   yes" in human
 
@@ -161,7 +161,7 @@ def test_a_deadline_alone_abandons_and_needs_no_owner(coop: Coop, db: str) -> No
     assert coop("request", "add", "anyone?", "--deadline", "90s")[0] == 0
     shown = json.loads(coop("request", "show", "1", "--json")[1])["request"]
     assert shown["default_choice"] is None
-    assert "(abandoned if no answer)" in coop("request", "show", "1")[1]
+    assert "(if no answer: abandoned)" in coop("request", "show", "1")[1]
 
 
 def test_notify_urgent_carries_urgent_true_and_a_plain_notify_does_not(coop: Coop, db: str) -> None:

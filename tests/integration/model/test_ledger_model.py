@@ -1,7 +1,8 @@
 """A model-based test of the ledger: Hypothesis drives random sequences of verbs by several
 actors against a real SQLite file and, after every step, checks the database against a simple
-model: states, holders, closers never rewritten, one event per transition, one outbox row per
-reportable transition."""
+model: states, holders, closers never rewritten, the owner's decided outcome never changed by
+another, one event per transition, one outbox row per reportable transition (an amendment and
+a note included)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class Item:
     closer: str | None = None
     summary: str | None = None
     sha: str | None = None
+    #: the owner closed it or amended its outcome: nobody else changes it (issue 34)
+    owner_decided: bool = False
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -131,9 +134,13 @@ class LedgerMachine(RuleBasedStateMachine):
             changed = (summary is not None and summary != item.summary) or (
                 sha is not None and sha != item.sha
             )
-            self._apply(call, moved=changed, reported=False)
+            # An amendment, or beside the owner's decision a note: each an event and a line.
+            self._apply(call, moved=changed, reported=changed)
+            if item.owner_decided and actor != OWNER:
+                return None  # a note: the owner's outcome stays
             item.summary = summary if summary is not None else item.summary
             item.sha = sha if sha is not None else item.sha
+            item.owner_decided = item.owner_decided or (changed and actor == OWNER)
             return None
         if item.status == "abandoned":
             if actor != OWNER or not force:
@@ -143,6 +150,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self._apply(call, moved=True, reported=True)
         item.holder = item.holder or actor
         item.status, item.closer, item.summary, item.sha = target, actor, summary, sha
+        item.owner_decided = actor == OWNER
         return None
 
     @rule(ref=items, actor=st.sampled_from(ACTORS), force=st.booleans())

@@ -187,7 +187,7 @@ async def test_refused_tries_do_not_grow_the_backoff_of_the_next_real_failure(
     [deferred] = [e for e in logs if e["event"] == "outbox.deferred"]
     assert deferred["attempt"] == 7
     assert 5.0 <= deferred["retry_in_s"] <= 10.0
-    assert deferred["error"] == "HTTP 503: chief_unavailable"
+    assert deferred["error"] == "HTTP 503 Service Unavailable: chief_unavailable"
 
 
 async def test_a_503_with_retry_after_3_is_honoured_and_an_operator_retry_makes_it_due(
@@ -242,9 +242,9 @@ async def test_other_statuses_a_malformed_answer_a_wrong_key_and_a_timeout_are_d
                 errors.append(str(row["last_error"]))
                 outbox.retry(only, actor="operator", db=str(db_path))
             await _drain_once(config)
-    assert errors[0] == "HTTP 500: boom"
+    assert errors[0] == "HTTP 500 Internal Server Error: boom"
     assert "malformed answer" in errors[1]
-    assert errors[2] == "HTTP 401: unauthorized"
+    assert errors[2] == "HTTP 401 Unauthorized: unauthorized"
     assert errors[3].startswith("timeout after 0.3s")
     row = outbox_row(db_path, only)
     assert row["state"] == "delivered"

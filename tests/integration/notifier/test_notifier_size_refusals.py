@@ -136,6 +136,6 @@ async def test_a_row_too_large_for_the_door_alone_is_its_own_refusal(
         *[(i, "pending", 0) for i in behind],
     ]
     error = str(outbox_row(db_path, big)["last_error"])
-    assert error == "HTTP 413: body_too_large"
+    assert error == "HTTP 413 Request Entity Too Large: body_too_large"
     deferred = [e for e in logs if e["event"] == "outbox.deferred"]
     assert [e["outbox_id"] for e in deferred] == [big]

@@ -35,11 +35,11 @@ def test_legal_moves_lead_where_the_table_says(kind, verb, status, target):
 def test_terminal_rows_are_never_retaken(kind, status):
     with pytest.raises(LifecycleError) as caught:
         lifecycle.check_move(kind, 7, "take", status)
-    assert str(caught.value) == f"{kind} #7 is {status!r} — terminal rows are never re-taken"
+    assert str(caught.value) == f"{kind} #7 is {status} — terminal rows are never re-taken"
 
 
 def test_releasing_an_open_row_names_what_can_be_released():
-    with pytest.raises(LifecycleError, match=r"todo #3 is 'open' — only a taken todo"):
+    with pytest.raises(LifecycleError, match=r"todo #3 is open — only a taken todo"):
         lifecycle.check_move("todo", 3, "release", "open")
 
 
@@ -82,3 +82,14 @@ def test_ago_speaks_in_the_largest_whole_unit():
     five_hours = (now - timedelta(hours=5, minutes=3)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     assert lifecycle.ago(five_hours, now) == "5h ago"
     assert lifecycle.ago("2026-11-29T11:58:00.000Z", now) == "2m ago"
+
+
+def test_a_deadline_decision_names_its_choice_without_a_clash() -> None:
+    """Issue 34: the choice after the words, so a default named `no` reads as the choice."""
+    at = datetime(2026, 12, 3, 18, 0).timestamp()  # local time, as the owner's clock says
+    assert lifecycle.deadline_text(5, "pay the plumber?", at, "no") == (
+        'request #5 "pay the plumber?": no answer by its deadline (18:00), so closed with: no'
+    )
+    assert lifecycle.deadline_text(5, "pay the plumber?", at, None) == (
+        'request #5 "pay the plumber?": no answer by its deadline (18:00), so abandoned'
+    )

@@ -50,7 +50,7 @@ async def test_the_request_carries_the_key_and_exactly_the_doors_fields() -> Non
     client = HttpDoorClient(URL, "k3y", 15.0, transport=httpx.MockTransport(answer))
     reply = await client.send(ROW)
     await client.aclose()
-    assert reply == DoorReply(status=200, body=b'{"delivered":true}', retry_after="1")
+    assert reply == DoorReply(status=200, body=b'{"delivered":true}', retry_after="1", phrase="OK")
     assert seen[0].headers[SERVICE_KEY_HEADER] == "k3y"
     assert json.loads(seen[0].content) == {
         "text": "todo #12 done",

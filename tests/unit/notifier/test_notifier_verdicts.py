@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from notifier.outcome import (
     classify_batch,
     smaller_batch,
 )
+from plumbing.statuses import status_phrase
 
 POLICY = BackoffPolicy(base_s=1.0, max_s=300.0)
 NOW = 1_800_000_000.0
@@ -258,3 +260,20 @@ def test_any_answer_is_a_run_of_deliveries_then_at_most_one_deferral_for_the_row
         if 200 <= status < 300 and answered and item in (_refused(rows[index]), _refused(None)):
             # The row's own refusal, in the door's words: never a place in a batch.
             assert last.error == "refused by the door (422): kind: String should have at most 100"
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 413, 422, 429, 500, 502, 503, 504])
+def test_a_refusal_names_its_http_status_in_words(status: int) -> None:
+    """Issue 34: an outbox row's last error says the door's status in words, as the client's
+    seam reads it (`plumbing.statuses`; the pure outcome imports no `http`)."""
+    reply = DoorReply(status=status, body=b"", phrase=status_phrase(status))
+    outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
+    assert isinstance(outcome, Deferred)
+    assert outcome.error == f"HTTP {status} {HTTPStatus(status).phrase}"
+
+
+def test_a_status_http_does_not_name_is_its_number() -> None:
+    reply = DoorReply(status=599, body=b"", phrase=status_phrase(599))
+    outcome = classify(reply, attempt=1, policy=POLICY, now_epoch=NOW, rand=0.0)
+    assert isinstance(outcome, Deferred)
+    assert outcome.error == "HTTP 599"

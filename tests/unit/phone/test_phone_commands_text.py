@@ -138,7 +138,7 @@ def test_status_shows_the_ledger_the_outbox_the_telegram_queue_and_quiet() -> No
     assert text.splitlines() == [
         "Open: 2 todos, 1 request.",
         "Oldest: todo #1 todo 1 (2h 1m old)",
-        "Engine outbox: 3 waiting, oldest 42s; last error: door down.",
+        "Notifications: 3 waiting to be sent, oldest 42s; last error: door down.",
         "Telegram queue: 2 waiting, oldest 1m.",
         "Quiet: on for 1h more.",
     ]
@@ -160,7 +160,7 @@ def test_an_empty_ledger_and_queue_read_plainly() -> None:
     summary = _summary(0, 0) | {"oldest": None, "outbox": {"pending": 0}}
     assert status_text(summary, {"depth": 0}, quiet_until=None, now=NOW).splitlines() == [
         "Open: 0 todos, 0 requests.",
-        "Engine outbox: empty.",
+        "Notifications: none waiting.",
         "Telegram queue: empty.",
     ]
 

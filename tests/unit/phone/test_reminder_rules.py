@@ -35,9 +35,11 @@ def test_the_deadline_is_said_in_local_time_with_its_day_when_not_today() -> Non
     assert clock_time(NOON + 24 * 3600, NOON, ROME) == "Fri 12:00"
     assert clock_time(NOON + 30 * 24 * 3600, NOON, ROME) == "Sat 2 Jan 12:00"
     deadline = Deadline(NOON + 6 * 3600, "decline")
-    assert deadline_line(deadline, NOON, ROME) == "decline at 18:00 if no answer"
-    assert deadline_line(Deadline(NOON + 60), NOON, ROME) == "abandoned at 12:01 if no answer"
-    assert with_deadline("pay?", deadline, NOON, ROME) == "pay?\ndecline at 18:00 if no answer"
+    assert deadline_line(deadline, NOON, ROME) == "if no answer by 18:00: decline"
+    assert deadline_line(Deadline(NOON + 60), NOON, ROME) == "if no answer by 12:01: abandoned"
+    assert with_deadline("pay?", deadline, NOON, ROME) == "pay?\nif no answer by 18:00: decline"
+    # A default named by its choice after the words, so a choice named "no" reads as one.
+    assert deadline_line(Deadline(NOON + 60, "no"), NOON, ROME) == "if no answer by 12:01: no"
     assert with_deadline("pay?", None, NOON, ROME) == "pay?"
 
 
@@ -55,7 +57,7 @@ def test_a_reminder_starts_with_reminder_and_says_how_long_it_waited() -> None:
     with_one = DueReminder(
         "q-1", 5, "pay", 1, 3, 60, NOON, NOON + 60, Deadline(NOON + 6 * 3600, "decline")
     )
-    assert reminder_text(with_one, NOON + 60, ROME).endswith("\ndecline at 18:00 if no answer")
+    assert reminder_text(with_one, NOON + 60, ROME).endswith("\nif no answer by 18:00: decline")
 
 
 @given(
