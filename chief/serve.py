@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -172,6 +173,7 @@ class _DoorParts:
                 telegram_chat=self.door_config.telegram_chat_id,
                 telegram_chat_from=self.door_config.telegram_chat_from,
                 posture_file=str(self.door_config.posture_file or ""),
+                **quiet_hours_fields(self.door_config),
             )
             try:
                 yield
@@ -251,6 +253,7 @@ class _DoorParts:
             # The nag task's nudge: reminders held by /quiet may ring now.
             quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
             urgent_lines=None if urgent is None else urgent.phone_lines,
+            quiet_hours=ringer.quiet_hours,
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -271,6 +274,18 @@ class _DoorParts:
     async def _telegram_queue(self) -> dict[str, Any]:
         queue: dict[str, Any] = (await self.service.status())["telegram_queue"]
         return queue
+
+
+def quiet_hours_fields(config: DoorConfig) -> dict[str, Any]:
+    """`door.started`'s quiet hours: the window, its zone, whether it holds now; `off`."""
+    hours = config.telegram_quiet_hours
+    if hours is None or not config.telegram_configured:
+        return {"quiet_hours": "off"}
+    return {
+        "quiet_hours": hours.window,
+        "quiet_hours_zone": hours.zone_name,
+        "quiet_hours_in_force": hours.in_force(time.time()),
+    }
 
 
 def say_telegram_setup(config: DoorConfig) -> None:

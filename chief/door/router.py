@@ -463,6 +463,14 @@ class TelegramQueueAnswer(BaseModel):
     in_doubt_events: int = 0
 
 
+class QuietHoursAnswer(BaseModel):
+    """TELEGRAM_QUIET_HOURS: messages go out silently inside the window."""
+
+    window: str  # "23:00-07:00"
+    zone: str  # an IANA name, or "local time"
+    in_force: bool  # whether the window holds now
+
+
 class StatusAnswer(BaseModel):
     undelivered_reports: int
     sent_count: int
@@ -474,6 +482,7 @@ class StatusAnswer(BaseModel):
     notify_locks: int
     notify_in_flight: int
     telegram_queue: TelegramQueueAnswer
+    telegram_quiet_hours: QuietHoursAnswer | None = None
 
 
 class Detail(BaseModel):

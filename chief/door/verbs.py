@@ -287,10 +287,17 @@ class DoorVerbs:
             "notify_locks": 0 if self.ringer is None else len(self.ringer.locks),
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
+            "telegram_quiet_hours": self._quiet_hours(),
             "answers_pending": answers_pending,
             "reminders": reminders,
             "urgent": urgent,
         }
+
+    def _quiet_hours(self) -> dict[str, Any] | None:
+        """TELEGRAM_QUIET_HOURS as the status says it (window, zone, in force now); None when
+        unset or without Telegram."""
+        hours = None if self.ringer is None else self.ringer.quiet_hours
+        return None if hours is None else hours.state(self._wall_clock().timestamp())
 
     async def _reminders(self) -> dict[str, Any]:
         """The reminders scheduled and the next one due (none without Telegram)."""

@@ -436,7 +436,18 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
                 f"telegram refused: {refusal.get('answer')} ({refusal.get('kind')})"
                 f" — {refusal.get('action')}"
             )
+    hours = door.get("telegram_quiet_hours")
+    if isinstance(hours, dict):
+        lines.append("telegram quiet hours: " + quiet_hours_words(hours))
     return lines
+
+
+def quiet_hours_words(hours: dict[str, Any]) -> str:
+    """`23:00-07:00 (Europe/Rome), in force now: messages arrive silently`, or `not now`."""
+    named = f"{hours.get('window')} ({hours.get('zone')})"
+    if hours.get("in_force") is True:
+        return f"{named}, in force now: messages arrive silently"
+    return f"{named}, not in force now: messages ring as usual"
 
 
 def queue_words(queue: dict[str, Any]) -> str:
