@@ -173,6 +173,8 @@ class PhoneLoop(DoorLoop):
         self._strangers = StrangerTally()
         self._polls_not_held = False
         self._commands_registered = False
+        #: the last poll's 409 (another reader, a webhook) in words, until a poll succeeds
+        self.conflict: str | None = None
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -260,6 +262,7 @@ class PhoneLoop(DoorLoop):
         pauses = self.pauses
         if isinstance(exc, TelegramConflict):
             kind, pause_s = "conflict", pauses.conflict_s
+            self.conflict = exc.message
         elif isinstance(exc, TelegramRefused):
             kind, pause_s = exc.kind, pauses.refused_s
         else:
@@ -292,6 +295,7 @@ class PhoneLoop(DoorLoop):
         return rest_s
 
     def _recovered(self) -> None:
+        self.conflict = None
         if self._outage is not None:
             log.info("door.phone_polling_again", after=self._outage)
         self._outage = None

@@ -436,10 +436,23 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
                 f"telegram refused: {refusal.get('answer')} ({refusal.get('kind')})"
                 f" — {refusal.get('action')}"
             )
+    moved = door.get("telegram_chat_moved")
+    if isinstance(moved, dict):
+        lines.append("telegram chat moved: " + chat_moved_words(moved))
+    conflict = door.get("telegram_poll_conflict")
+    if isinstance(conflict, str) and conflict:
+        lines.append(f"telegram polling: refused — {conflict}")
     hours = door.get("telegram_quiet_hours")
     if isinstance(hours, dict):
         lines.append("telegram quiet hours: " + quiet_hours_words(hours))
     return lines
+
+
+def chat_moved_words(moved: dict[str, Any]) -> str:
+    """`group -5 became supergroup -1005; the door rings it now — set TELEGRAM_CHAT_ID=...`."""
+    words = f"group {moved.get('from')} became supergroup {moved.get('to')}; the door rings it now"
+    action = moved.get("action")
+    return f"{words} — {action}" if action else f"{words} (the pairing names it)"
 
 
 def quiet_hours_words(hours: dict[str, Any]) -> str:
