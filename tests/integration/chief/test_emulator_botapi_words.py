@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 from telegram import Bot
 from telegram.error import ChatMigrated, Conflict
 
 from chief.telegram.emulator import EmulatorState, create_emulator
-from chief.telegram.sender import TransportRequest
+from chief.telegram.sender import BotSender, TransportRequest
 from tests.support.asgi import serve_asgi
 from tests.support.door import BOT_TOKEN
 
@@ -103,3 +104,20 @@ async def test_get_updates_is_refused_while_a_webhook_is_set_until_delete_webhoo
         await api.bot.get_updates(timeout=dtm.timedelta(seconds=0))
     assert (await api.call("deleteWebhook")).json() == {"ok": True, "result": True}
     assert await api.bot.get_updates(timeout=dtm.timedelta(seconds=0)) == ()
+
+
+async def test_the_senders_edit_of_a_message_left_in_the_old_group_is_moot(api: Api) -> None:
+    """A settle's edit of an ask that rang in the group before it moved: Telegram refuses it
+    with `migrate_to_chat_id`, and the supergroup never had it: nothing left to do, no retry."""
+    sender = BotSender(BOT_TOKEN, str(GROUP_ID), base_url=api.url + "/bot", timeout_s=5.0)
+    await sender.start()
+    try:
+        message_id = await sender.send("may I?")
+        assert message_id is not None
+        api.emulator.migrate(GROUP_ID)
+        with capture_logs() as logs:
+            await sender.edit(GROUP_ID, message_id, "may I? approved")
+        assert [entry["event"] for entry in logs] == ["telegram.edit_moot"]
+        assert sender.moved is None  # an edit follows nothing: only a send rings the chat
+    finally:
+        await sender.aclose()
