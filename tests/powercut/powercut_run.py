@@ -560,11 +560,9 @@ class PowerCutRun:
         for proc in self.producers.running.values():
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
-        self.file_unrung_nags()
-        wait_until_sync(
-            lambda: nags.nags_done(self.stack, self.stack.outbox()), timeout_s=SETTLE_S,
-            what=f"every deadline decided, every urgent report stopped (POWERCUT_SEED={self.seed})",
-        )  # fmt: skip
+        self.wait_nags_done()
+        if self.file_unrung_nags():
+            self.wait_nags_done()
         settle(
             self.stack, self.producers.acknowledged, timeout_s=SETTLE_S, read=nags.row_texts,
             silent=self.stack.silent_rows,
@@ -579,19 +577,26 @@ class PowerCutRun:
             outcome.receipts = self.receipt_figures(reconciled)
         return outcome
 
-    def file_unrung_nags(self) -> None:
-        """The cuts are over: one more nag of each kind whose ring Telegram has not received
-        (`nags.unrung`), filed now, in calm, so every run rings what it checks. In most runs
-        nothing is missing and nothing is filed; the run's length is otherwise unchanged."""
+    def wait_nags_done(self) -> None:
+        wait_until_sync(
+            lambda: nags.nags_done(self.stack, self.stack.outbox()), timeout_s=SETTLE_S,
+            what=f"every deadline decided, every urgent report stopped (POWERCUT_SEED={self.seed})",
+        )  # fmt: skip
+
+    def file_unrung_nags(self) -> bool:
+        """Every nag ended, the cuts long over: one more nag of each kind whose ring Telegram
+        never received (`nags.unrung`), filed now, in calm, so every run rings what it checks.
+        Whether any was filed (in most runs nothing is missing, and nothing is filed)."""
         missing = nags.unrung(self.stack.telegram_messages())
         self.late_nags = missing
         if not missing:
-            return
+            return False
         self.producers.nags, self.producers.calm = missing, True
         self.producers.start()
         for proc in self.producers.running.values():
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
+        return True
 
     def receipt_figures(self, reconciled: int) -> dict[str, int]:
         """The callers' receipts against the owner's command log, once every one is settled."""
