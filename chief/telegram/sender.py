@@ -513,7 +513,7 @@ class BotSender:
         """Tell the owner on the new chat, once; a failure is logged (the rows still ring)."""
         try:
             await self._send_to(self._chat_id, moved_words(move), False, None)
-        except TelegramError as exc:
+        except (TelegramError, TelegramUnavailable) as exc:  # ChatMigrated, or any other
             log.warning("telegram.chat_migrated_untold", to_chat=move.new, error=str(exc))
 
     async def _send_to(
