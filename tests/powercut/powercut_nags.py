@@ -103,6 +103,31 @@ def unrung(messages: list[dict[str, Any]]) -> list[str]:
     return missing
 
 
+def live_kinds(stack: Reads, rows: dict[int, dict[str, Any]]) -> set[str]:
+    """The kinds of `unrung` with a nag still alive, which may yet ring: a reminded request
+    still open, a `coop notify --urgent` report still ringing."""
+    live = set()
+    reminded = [one.request_id for one in asked_requests(rows).values() if one.remind_max]
+    if reminded:
+        marks = ", ".join("?" * len(reminded))
+        still = stack.read(
+            stack.coop_db,
+            f"SELECT COUNT(*) FROM requests WHERE id IN ({marks}) AND status IN ('open', 'taken')",
+            *reminded,
+        )
+        if still[0][0]:
+            live.add("remind")
+    shouts = {
+        str(r["delivery_key"]) for r in rows.values()
+        if (r["extra"] or {}).get("urgent") is True and r["kind"] != "request_added"
+    }  # fmt: skip
+    ringing = [key for key, one in urgent_reports(stack).items()
+               if one.acked_at is None and one.expired_at is None]  # fmt: skip
+    if shouts & set(ringing):
+        live.add("shout")
+    return live
+
+
 def row_texts(text: str, known: set[str] | dict[str, Any]) -> list[str]:
     """The ledger rows one Telegram message rings: none for a message the door made itself (a
     reminder, an urgent repeat, a line); an ask's or an urgent report's own row read past what

@@ -560,8 +560,9 @@ class PowerCutRun:
         for proc in self.producers.running.values():
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
+        self.file_unrung_nags()  # the kinds no nag alive can ring now: beside the others' end
         self.wait_nags_done()
-        if self.file_unrung_nags():
+        if self.file_unrung_nags():  # those whose last nags ended unrung
             self.wait_nags_done()
         settle(
             self.stack, self.producers.acknowledged, timeout_s=SETTLE_S, read=nags.row_texts,
@@ -584,11 +585,14 @@ class PowerCutRun:
         )  # fmt: skip
 
     def file_unrung_nags(self) -> bool:
-        """Every nag ended, the cuts long over: one more nag of each kind whose ring Telegram
-        never received (`nags.unrung`), filed now, in calm, so every run rings what it checks.
-        Whether any was filed (in most runs nothing is missing, and nothing is filed)."""
-        missing = nags.unrung(self.stack.telegram_messages())
-        self.late_nags = missing
+        """The cuts over: one more nag of each kind whose ring Telegram never received
+        (`nags.unrung`) and no nag alive may still ring (`nags.live_kinds`), filed now, in
+        calm, so every run rings what it checks. Whether any was filed."""
+        rows = self.stack.outbox()
+        live = nags.live_kinds(self.stack, rows)
+        unrung = nags.unrung(self.stack.telegram_messages())
+        missing = [kind for kind in unrung if kind not in live and kind not in self.late_nags]
+        self.late_nags += missing
         if not missing:
             return False
         self.producers.nags, self.producers.calm = missing, True
