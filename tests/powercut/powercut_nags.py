@@ -93,7 +93,8 @@ def unrung(messages: list[dict[str, Any]]) -> list[str]:
     """The kinds of nag whose ring the run must see and Telegram has not received yet: a
     `remind` (no `Reminder` yet), a `shout` (no `URGENT, again` yet). A cut can take the house
     down through every such nag's life; once the cuts are over, the run files one more of each
-    kind still missing, in calm (`PowerCutRun`), and a deadline applies across any cut."""
+    kind still missing that no live nag can ring (`PowerCutRun.file_unrung_nags`); a deadline
+    applies across any cut."""
     bodies = [str(m["text"]).removeprefix(REPEAT_MARKER) for m in messages]
     missing = []
     if not any(body.startswith(REMINDER) for body in bodies):

@@ -248,7 +248,7 @@ class ProbablyTaps(random.Random):
 
 
 def test_the_kinds_whose_ring_never_came_are_filed_again_after_the_cuts() -> None:
-    """`unrung`: what the run files once more, in calm, when the cuts took every ring of it."""
+    """`unrung`: what the run files once more after the cuts, when they took every ring of it."""
     asked = {"text": "request #5 from prover: nag nag.1-0 [remind]: may I (approve / decline)"}
     shout = {"text": "URGENT: nag nag.1-1 [shout]: the freezer is warm"}
     reminder = {"text": 'Reminder 1 of 2: request #5 "nag nag.1-0 [remind]: may I" has waited 2 s'}
