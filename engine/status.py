@@ -183,8 +183,8 @@ def telegram_problems(door: dict[str, Any], max_pending_age_s: float) -> list[st
 
 def _setup_problems(door: dict[str, Any]) -> list[str]:
     """What Telegram said of the setup, for a person to act on: the phone's poll refused 409
-    (until a poll succeeds), a group that became a supergroup the door follows only until it
-    restarts."""
+    (until Telegram accepts a poll again), a group that became a supergroup the door follows
+    only until it restarts."""
     found = []
     conflict = door.get("telegram_poll_conflict")
     if isinstance(conflict, str) and conflict:
