@@ -104,7 +104,7 @@ class TelegramRefused(TelegramUnavailable):
         action: str = "",
     ) -> None:
         super().__init__(message)
-        #: bad_token, chat_not_found, bot_blocked or forbidden
+        #: bad_token, chat_not_found, chat_migrated, bot_blocked or forbidden
         self.kind = kind
         #: Telegram's answer, as it gave it (status and description), never the bot token
         self.answer = answer

@@ -32,9 +32,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,7 @@ from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
 from chief.door.router import make_router
 from chief.door.verbs import DoorVerbs
-from chief.errors import ChiefError
+from chief.errors import ChiefConfigError, ChiefError
 from chief.phone.answers import Answers
 from chief.phone.asks import Asks
 from chief.phone.commands import Commands
@@ -66,6 +67,7 @@ from chief.phone.updater import PhoneLoop, UpdateHandlers
 from chief.phone.urgent import Urgent
 from chief.serve_lock import ServeLock
 from chief.telegram.inbound import BotPhone
+from chief.telegram.pairing import read_pairing, write_pairing
 from chief.telegram.sender import BotSender, build_sender
 from plumbing.terminal import shown
 
@@ -115,6 +117,8 @@ def create_app(
         base_url=door_config.telegram_api_base,
         timeout_s=door_config.telegram_timeout_s,
     )
+    if sender is not None and door_config.telegram_chat_from == "pairing":
+        sender.keep_chat = pairing_keeper(door_config)
     service = DoorVerbs(
         chief=None,
         ringer=None,
@@ -178,6 +182,7 @@ class _DoorParts:
                 telegram_chat=self.door_config.telegram_chat_id,
                 telegram_chat_from=self.door_config.telegram_chat_from,
                 posture_file=None if posture is None else str(posture),
+                **quiet_hours_fields(self.door_config),
             )
             try:
                 yield
@@ -274,6 +279,7 @@ class _DoorParts:
             # The nag task's nudge: reminders held by /quiet may ring now.
             quiet_changed=self.nags.nudge if self.nags is not None else lambda: None,
             urgent_lines=status_lines(urgent, self.service.fallback),
+            quiet_hours=ringer.quiet_hours,
         )
         if self.handlers is not None:
             handlers = self.handlers(parts)
@@ -293,10 +299,47 @@ class _DoorParts:
         )
         await stack.enter_async_context(running(poller, config))
         self.phone = poller
+        self.service.poll_conflict = lambda: poller.conflict
 
     async def _telegram_queue(self) -> dict[str, Any]:
         queue: dict[str, Any] = (await self.service.status())["telegram_queue"]
         return queue
+
+
+def pairing_keeper(config: DoorConfig) -> Callable[[int], None]:
+    """Where the door keeps the chat Telegram moved its group to, when the chat is the
+    pairing's: the pairing file, rewritten with the new chat (its user and the rest kept) while
+    it still names the chat the door started with; ChiefConfigError says what to do else."""
+    path, started = config.pairing_file, config.telegram_pairing
+
+    def keep(chat_id: int) -> None:
+        current = read_pairing(path)
+        if started is None or current is None or current.chat_id != started.chat_id:
+            raise ChiefConfigError(
+                f"the Telegram pairing file {path} no longer names chat {config.telegram_chat_id}"
+                f": set TELEGRAM_CHAT_ID={chat_id} or pair again"
+            )
+        try:
+            write_pairing(path, replace(current, chat_id=chat_id))
+        except OSError as exc:
+            raise ChiefConfigError(
+                f"the Telegram pairing file {path} could not be rewritten ({exc.strerror}): "
+                f"set TELEGRAM_CHAT_ID={chat_id} or pair again"
+            ) from exc
+
+    return keep
+
+
+def quiet_hours_fields(config: DoorConfig) -> dict[str, Any]:
+    """`door.started`'s quiet hours: the window, its zone, whether it holds now; `off`."""
+    hours = config.telegram_quiet_hours
+    if hours is None or not config.telegram_configured:
+        return {"quiet_hours": "off"}
+    return {
+        "quiet_hours": hours.window,
+        "quiet_hours_zone": hours.zone_name,
+        "quiet_hours_in_force": hours.in_force(time.time()),
+    }
 
 
 def say_telegram_setup(config: DoorConfig) -> None:

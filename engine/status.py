@@ -181,6 +181,27 @@ def telegram_problems(door: dict[str, Any], max_pending_age_s: float) -> list[st
     queue = door.get("telegram_queue")
     if door.get("telegram_configured") is not True or not isinstance(queue, dict):
         return []
+    return [*_setup_problems(door), *_queue_problems(queue, max_pending_age_s)]
+
+
+def _setup_problems(door: dict[str, Any]) -> list[str]:
+    """What Telegram said of the setup, for a person to act on: the phone's poll refused 409
+    (until Telegram accepts a poll again), a group that became a supergroup the door follows
+    only until it restarts."""
+    found = []
+    conflict = door.get("telegram_poll_conflict")
+    if isinstance(conflict, str) and conflict:
+        found.append(f"the door's phone cannot read Telegram: {conflict}")
+    moved = door.get("telegram_chat_moved")
+    if isinstance(moved, dict) and moved.get("action"):
+        found.append(
+            f"Telegram made group {moved.get('from')} a supergroup ({moved.get('to')}):"
+            f" {moved.get('action')}"
+        )
+    return found
+
+
+def _queue_problems(queue: dict[str, Any], max_pending_age_s: float) -> list[str]:
     depth = queue.get("depth")
     refusal = queue.get("refusal")
     if isinstance(refusal, dict):

@@ -463,7 +463,7 @@ class NotifyBatchAnswer(BaseModel):
 class TelegramRefusalAnswer(BaseModel):
     """Telegram refuses the bot or the chat until a person acts."""
 
-    kind: Literal["bad_token", "chat_not_found", "bot_blocked", "forbidden"]
+    kind: Literal["bad_token", "chat_not_found", "chat_migrated", "bot_blocked", "forbidden"]
     answer: str  # Telegram's answer: "401 Unauthorized", "403 Forbidden: bot was blocked ..."
     action: str  # what a person does about it
 
@@ -481,6 +481,22 @@ class TelegramQueueAnswer(BaseModel):
     in_doubt_events: int = 0
 
 
+class QuietHoursAnswer(BaseModel):
+    """TELEGRAM_QUIET_HOURS: messages go out silently inside the window."""
+
+    window: str  # "23:00-07:00"
+    zone: str  # an IANA name, or "local time"
+    in_force: bool  # whether the window holds now
+
+
+class ChatMovedAnswer(BaseModel):
+    """Telegram made the door's group a supergroup (`migrate_to_chat_id`); the door rings it."""
+
+    from_: str = Field(alias="from")  # the group's id, as configured
+    to: str  # the supergroup's id, rung now
+    action: str  # what a person does so a restart keeps it ("": the pairing names it)
+
+
 class StatusAnswer(BaseModel):
     undelivered_reports: int
     sent_count: int
@@ -492,6 +508,10 @@ class StatusAnswer(BaseModel):
     notify_locks: int
     notify_in_flight: int
     telegram_queue: TelegramQueueAnswer
+    telegram_quiet_hours: QuietHoursAnswer | None = None
+    telegram_chat_moved: ChatMovedAnswer | None = None
+    #: the phone's poll refused 409 (another reader, a webhook), while it lasts
+    telegram_poll_conflict: str | None = None
 
 
 class Detail(BaseModel):

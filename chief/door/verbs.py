@@ -123,6 +123,8 @@ class DoorVerbs:
         self.refusals = RefusalTally()
         #: what to do before Telegram rings (a token set and no chat: pair), for the status
         self.telegram_next_step: str | None = None
+        #: the phone's poll conflict while it lasts (another reader, a webhook), for the status
+        self.poll_conflict: Callable[[], str | None] = lambda: None
 
     @property
     def telegram_configured(self) -> bool:
@@ -293,6 +295,9 @@ class DoorVerbs:
             "notify_locks": 0 if self.ringer is None else len(self.ringer.locks),
             "notify_in_flight": self.in_flight,
             "telegram_queue": self._queue_status(queue),
+            "telegram_quiet_hours": self._quiet_hours(),
+            "telegram_chat_moved": self._chat_moved(),
+            "telegram_poll_conflict": self.poll_conflict(),
             "answers_pending": answers_pending,
             "reminders": reminders,
             "urgent": urgent,
@@ -305,6 +310,17 @@ class DoorVerbs:
         if self.fallback is None:
             return {"configured": False}
         return await self.fallback.status()
+
+    def _chat_moved(self) -> dict[str, Any] | None:
+        """The group Telegram made a supergroup, which the sender followed (None: none)."""
+        moved = None if self.ringer is None else self.ringer.chat_moved
+        return None if moved is None else moved.as_status()
+
+    def _quiet_hours(self) -> dict[str, Any] | None:
+        """TELEGRAM_QUIET_HOURS as the status says it (window, zone, in force now); None when
+        unset or without Telegram."""
+        hours = None if self.ringer is None else self.ringer.quiet_hours
+        return None if hours is None else hours.state(self._wall_clock().timestamp())
 
     async def _reminders(self) -> dict[str, Any]:
         """The reminders scheduled and the next one due (none without Telegram)."""

@@ -21,6 +21,7 @@ import structlog
 from chief.errors import ChiefError, EngineUnavailable, EngineUnreachable
 from chief.phone import commands_text as words
 from chief.phone.commands_text import QuietOverride
+from chief.phone.pacing import QuietHours
 from chief.telegram.inbound import TelegramPhone
 
 log = structlog.get_logger("chief.door")
@@ -59,6 +60,7 @@ class Commands:
         clock: Callable[[], float] = time.time,
         quiet_changed: Callable[[], None] = lambda: None,
         urgent_lines: Callable[[], Awaitable[list[str]]] | None = None,
+        quiet_hours: QuietHours | None = None,
     ) -> None:
         self.phone = phone
         self.engine = engine
@@ -71,6 +73,8 @@ class Commands:
         self.quiet_changed = quiet_changed
         #: /status's urgent lines (chief.phone.urgent): what rings or went unacknowledged
         self.urgent_lines = urgent_lines
+        #: TELEGRAM_QUIET_HOURS, named by /quiet and /status with whether they hold now
+        self.quiet_hours = quiet_hours
 
     async def run(self, chat_id: int, text: str, *, owner: bool = True) -> None:
         """Answer the command line `text` in `chat_id` (a '/' the door cannot read as a command
@@ -114,7 +118,13 @@ class Commands:
     async def _status(self) -> str:
         summary = await self._summary()
         queue = await self._queue()
-        text = words.status_text(summary, queue, quiet_until=self.quiet.until, now=self._clock())
+        text = words.status_text(
+            summary,
+            queue,
+            quiet_until=self.quiet.until,
+            now=self._clock(),
+            quiet_hours=self.quiet_hours,
+        )
         urgent = [] if self.urgent_lines is None else await self.urgent_lines()
         return "\n".join([text, *urgent])
 
@@ -157,7 +167,7 @@ class Commands:
             return ask.refusal
         now = self._clock()
         if ask.show:
-            return words.quiet_state(self.quiet.until, now)
+            return words.quiet_state(self.quiet.until, now, self.quiet_hours)
         until = None if ask.off else now + (ask.for_s or 0)
         try:
             await self.store.set_quiet_until(until)
@@ -167,7 +177,9 @@ class Commands:
         self.quiet.until = until
         self.quiet_changed()
         log.info("door.quiet", until=until)
-        return words.QUIET_OFF if ask.off else words.quiet_set(ask.for_s or 0)
+        if ask.off:
+            return words.quiet_off(now, self.quiet_hours)
+        return words.quiet_set(ask.for_s or 0)
 
     async def _summary(self) -> dict[str, Any] | str:
         """The ledger's summary, or the line that says why there is none."""

@@ -8,6 +8,7 @@ No I/O; the clock comes in as an argument (unix seconds).
     /requests    the open requests (those to the owner with choices are rung again, with their
                  buttons, where the door can)
     /quiet 2h    silent delivery for 1m..24h (30m, 2h, 90m); /quiet off; /quiet alone: the state
+                 (both name the quiet hours, TELEGRAM_QUIET_HOURS, and whether they hold now)
     /help        the commands
     /start       once paired: "already paired"
     anything else that starts with '/' (an unknown name, or no name: `/`, `/über`): the help's
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chief.model import span
+from chief.phone.pacing import QuietHours
 
 #: (command, description) as setMyCommands registers them (Telegram's menu)
 COMMANDS: tuple[tuple[str, str], ...] = (
@@ -119,18 +121,36 @@ class QuietOverride:
         return self.until is not None and now < self.until
 
 
-def quiet_state(until: float | None, now: float) -> str:
+def quiet_state(until: float | None, now: float, hours: QuietHours | None = None) -> str:
+    """/quiet alone: the owner's /quiet, then the quiet hours when they are set."""
     if until is None or now >= until:
-        return "Quiet is off: messages ring as usual (quiet hours aside)."
+        return quiet_off(now, hours)
     left = span(until - now)
-    return f"Quiet is on: messages arrive silently for {left} more. /quiet off ends it."
+    line = f"Quiet is on: messages arrive silently for {left} more. /quiet off ends it."
+    return line if hours is None else f"{line}\n{quiet_hours_line(hours, now)}"
 
 
 def quiet_set(seconds: int) -> str:
     return f"Quiet for {span(seconds)}: messages arrive silently. /quiet off ends it."
 
 
-QUIET_OFF = "Quiet is off: messages ring as usual (quiet hours aside)."
+def quiet_off(now: float, hours: QuietHours | None = None) -> str:
+    """/quiet off's answer (and /quiet alone's when off): what rings now, quiet hours named."""
+    if hours is None:
+        return "Quiet is off: messages ring as usual."
+    if hours.in_force(now):
+        return (
+            f"Quiet is off, but the quiet hours {hours.named()} are in force now: messages arrive"
+            f" silently until {hours.end:%H:%M}."
+        )
+    return f"Quiet is off: messages ring as usual. {quiet_hours_line(hours, now)}"
+
+
+def quiet_hours_line(hours: QuietHours, now: float) -> str:
+    """The quiet hours (TELEGRAM_QUIET_HOURS) and whether they hold now, in one line."""
+    if hours.in_force(now):
+        return f"Quiet hours: {hours.named()}, in force now (silent until {hours.end:%H:%M})."
+    return f"Quiet hours: {hours.named()}, not in force now (from {hours.start:%H:%M})."
 
 
 def _title(text: object) -> str:
@@ -175,13 +195,17 @@ def status_text(
     *,
     quiet_until: float | None,
     now: float,
+    quiet_hours: QuietHours | None = None,
 ) -> str:
     """/status: the ledger's part from its summary (None: the ledger service is not running; a
-    line: why it has none), then the door's Telegram queue and the quiet override."""
+    line: why it has none), then the door's Telegram queue, the quiet override and the quiet
+    hours."""
     lines = _ledger_lines(summary)
     lines.append(_telegram_line(queue))
     if quiet_until is not None and now < quiet_until:
         lines.append(f"Quiet: on for {span(quiet_until - now)} more.")
+    if quiet_hours is not None:
+        lines.append(quiet_hours_line(quiet_hours, now))
     return "\n".join(lines)
 
 

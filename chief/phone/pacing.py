@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from datetime import datetime, time, tzinfo
+from datetime import UTC, datetime, time, tzinfo
 
 from chief.errors import DoorError
 
@@ -153,6 +153,28 @@ class QuietHours:
         if self.start <= self.end:
             return self.start <= local < self.end
         return local >= self.start or local < self.end  # the window crosses midnight
+
+    @property
+    def window(self) -> str:
+        """The window as the setting reads: `23:00-07:00`."""
+        return f"{self.start:%H:%M}-{self.end:%H:%M}"
+
+    @property
+    def zone_name(self) -> str:
+        """The zone the window is read in: its IANA name, or `local time` (the machine's)."""
+        return "local time" if self.zone is None else str(self.zone)
+
+    def named(self) -> str:
+        """The window and its zone, as a person reads them: `23:00-07:00 (Europe/Rome)`."""
+        return f"{self.window} ({self.zone_name})"
+
+    def in_force(self, now_s: float) -> bool:
+        """Whether the window holds at unix time `now_s`."""
+        return self.is_quiet(datetime.fromtimestamp(now_s, UTC))
+
+    def state(self, now_s: float) -> dict[str, object]:
+        """The window as the door's status says it: `window`, `zone`, `in_force` now."""
+        return {"window": self.window, "zone": self.zone_name, "in_force": self.in_force(now_s)}
 
     @classmethod
     def parse(cls, raw: str, zone: tzinfo | None) -> QuietHours:

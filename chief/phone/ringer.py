@@ -72,7 +72,7 @@ from chief.phone.pacing import (
     keyboard_rows,
     pacing_for,
 )
-from chief.telegram.sender import TelegramSender, send_options
+from chief.telegram.sender import ChatMove, TelegramSender, send_options
 from chief.urgent_rules import GOT_IT
 from plumbing.faults import fault
 
@@ -203,6 +203,13 @@ class Ringer(DoorLoop):
         # Only the real sender (`BotSender.problem`) knows its getMe; a double has no problem.
         problem = getattr(self.sender, "problem", None)
         return problem if isinstance(problem, TelegramUnavailable) else None
+
+    @property
+    def chat_moved(self) -> ChatMove | None:
+        """The group Telegram made a supergroup, followed by the real sender
+        (`BotSender.moved`); a double never moves."""
+        moved = getattr(self.sender, "moved", None)
+        return moved if isinstance(moved, ChatMove) else None
 
     @property
     def refusal(self) -> TelegramRefused | None:

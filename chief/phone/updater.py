@@ -86,6 +86,8 @@ BACKOFF_FACTOR = 1.5
 BACKOFF_MAX_S = 30.0
 # Another reader polls this bot (409): ask again this often, quietly, until it is gone.
 CONFLICT_RETRY_S = 15.0
+# A 409 comes at once: a poll Telegram has held this long was accepted, the conflict is over.
+CONFLICT_OVER_AFTER_S = 2.0
 # Telegram refuses the token: no retry cures it until a person acts.
 REFUSED_RETRY_S = 60.0
 # A handler or chief.db failed on an update: poll it again after this long, this many times.
@@ -183,6 +185,20 @@ class PhoneLoop(DoorLoop):
         self._strangers = StrangerTally()
         self._polls_not_held = False
         self._commands_registered = False
+        # The last poll's 409 (another reader, a webhook) in words, until a poll succeeds or
+        # Telegram holds one (`conflict`); when the poll in flight began (None: none).
+        self._conflict: str | None = None
+        self._poll_began: float | None = None
+
+    @property
+    def conflict(self) -> str | None:
+        """Telegram's last 409 for the door's polls, in words, while it lasts: until a poll
+        succeeds, or Telegram has held one for `CONFLICT_OVER_AFTER_S` (a 409 comes at once,
+        so a held poll was accepted: the other reader or the webhook is gone)."""
+        began = self._poll_began
+        if began is not None and anyio.current_time() - began >= CONFLICT_OVER_AFTER_S:
+            return None
+        return self._conflict
 
     def stop(self) -> None:
         """End the loop: a poll in flight is cancelled now; an update being handled finishes."""
@@ -239,7 +255,7 @@ class PhoneLoop(DoorLoop):
             await self._register_commands(quiet=True)
         began_s = anyio.current_time()
         with anyio.CancelScope() as scope:
-            self._poll = scope
+            self._poll, self._poll_began = scope, began_s
             try:
                 updates = await self.phone.get_updates(self.offset, self.poll_timeout_s)
             except TelegramUnavailable as exc:
@@ -248,7 +264,7 @@ class PhoneLoop(DoorLoop):
                 self.offset = None
                 return self._failed(exc)
             finally:
-                self._poll = None
+                self._poll, self._poll_began = None, None
         if scope.cancelled_caught:
             return 0.0
         self._recovered()
@@ -270,6 +286,7 @@ class PhoneLoop(DoorLoop):
         pauses = self.pauses
         if isinstance(exc, TelegramConflict):
             kind, pause_s = "conflict", pauses.conflict_s
+            self._conflict = exc.message
         elif isinstance(exc, TelegramRefused):
             kind, pause_s = exc.kind, pauses.refused_s
         else:
@@ -302,6 +319,7 @@ class PhoneLoop(DoorLoop):
         return rest_s
 
     def _recovered(self) -> None:
+        self._conflict = None
         if self._outage is not None:
             log.info("door.phone_polling_again", after=self._outage)
         self._outage = None

@@ -119,6 +119,22 @@ def read_updates(result: object, bot: Bot) -> list[Update]:
     return found
 
 
+def conflict(method: str, exc: Conflict) -> TelegramConflict:
+    """Telegram's 409 in words that fit its cause: a webhook set for the bot (Telegram delivers
+    the updates there, so getUpdates is refused until deleteWebhook), or another reader."""
+    if "webhook" in exc.message.lower():
+        return TelegramConflict(
+            f"Telegram refused {method}: a webhook is set for this bot ({exc.message}); the door "
+            "reads the phone by polling: remove the webhook with the Bot API's deleteWebhook "
+            "(https://api.telegram.org/bot<TELEGRAM_BOT_TOKEN>/deleteWebhook) unless another "
+            "program should get the updates; the door polls again on its own"
+        )
+    return TelegramConflict(
+        f"Telegram refused {method}: another reader polls this bot's updates ({exc.message});"
+        " stop the other door or `chief telegram pair`"
+    )
+
+
 class BotPhone:
     """The real phone: python-telegram-bot's `Bot`, initialised once and kept open."""
 
@@ -209,10 +225,7 @@ class BotPhone:
             try:
                 return await call()
             except Conflict as exc:
-                raise TelegramConflict(
-                    f"Telegram refused {method}: another reader polls this bot's updates "
-                    f"({exc.message}); stop the other door or `chief telegram pair`"
-                ) from exc
+                raise conflict(method, exc) from exc
             except TelegramError as exc:
                 raise translate_error(exc) from exc
             except Exception as exc:  # whatever PTB raises on an answer it cannot read

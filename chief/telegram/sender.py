@@ -18,10 +18,22 @@ subclass `TelegramRefused`, named with what a person does about them:
     PTB error                          Telegram's answer                            kind
     InvalidToken                       401 Unauthorized (404 for a malformed token) bad_token
     BadRequest "Chat not found"        400 Bad Request: chat not found              chat_not_found
+    ChatMigrated (a group's id, not    400 Bad Request: group chat was upgraded     chat_migrated
+      followed: see below)             to a supergroup chat
     Forbidden "...blocked by the user" 403 Forbidden: bot was blocked by the user   bot_blocked
     Forbidden (any other)              403 Forbidden: bot was kicked ..., ...       forbidden
 
 PTB's own words for a rejected token carry the token; the translation never does.
+
+A group upgraded to a supergroup. The Bot API refuses every write to the old group with 400 and
+`parameters.migrate_to_chat_id` (PTB: `ChatMigrated`, `new_chat_id`). A send follows it: the
+door rings the supergroup from then on (`BotSender.moved`, logged once as
+`telegram.chat_migrated`), tells the owner there once, and sends the refused message there (it
+rang nothing, so nothing is lost or doubled). The door keeps the new chat for its next start
+where it owns the setting (`keep_chat`: the pairing file is rewritten); a `TELEGRAM_CHAT_ID` it
+cannot rewrite is named in the status with the value to set. An id that is not a supergroup's,
+or a move of a chat the call did not name (an edit of an old message: moot, nothing left to
+do), is not followed; elsewhere it is the refusal `chat_migrated`, naming what to set.
 
 Answers. The Bot API answers `{"ok": true, "result": ...}` when it took a request (its
 `result` the method's), else `{"ok": false, "error_code", "description"}` with an HTTP error
@@ -58,9 +70,11 @@ import functools
 import json
 import os
 import ssl
+import time
 import urllib.request
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -71,6 +85,7 @@ import structlog
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import (
     BadRequest,
+    ChatMigrated,
     Conflict,
     Forbidden,
     InvalidToken,
@@ -82,7 +97,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from chief.errors import TelegramRefused, TelegramUnavailable
+from chief.errors import ChiefError, TelegramRefused, TelegramUnavailable
 from chief.loopback_http import is_loopback_host
 from plumbing.statuses import status_words
 
@@ -111,6 +126,34 @@ class AnswerUnreadable(AnswerLost):
 
 
 MAX_TELEGRAM_UTF16_UNITS = 4096
+# Telegram's answer to a write to a group that became a supergroup (its parameters name the
+# supergroup: `migrate_to_chat_id`).
+MIGRATED_ANSWER = "400 Bad Request: group chat was upgraded to a supergroup chat"
+
+
+@dataclass(frozen=True)
+class ChatMove:
+    """Telegram upgraded the door's group to a supergroup, and the door followed it: the chat it
+    rang (`old`), the one it rings now (`new`, Telegram's `migrate_to_chat_id`), when (unix s),
+    and what a person must still do so a restart keeps it (`action`; "" when the pairing file
+    was rewritten)."""
+
+    old: str
+    new: str
+    at: float
+    action: str = ""
+
+    def as_status(self) -> dict[str, Any]:
+        return {"from": self.old, "to": self.new, "action": self.action}
+
+
+def moved_words(move: ChatMove) -> str:
+    """What the owner is told on the new chat, once, when the door follows it."""
+    words = (
+        f"This group became a supergroup, and Telegram gave it a new chat id ({move.new}): "
+        "Coop's messages come here from now on."
+    )
+    return f"{words} To keep it after a restart: {move.action}." if move.action else words
 
 
 # An inline keyboard: rows of (label, callback_data).
@@ -396,6 +439,11 @@ class BotSender:
         self.chat_id = chat_id
         #: why Telegram cannot be used (its getMe failed or could not be read), until it can
         self.problem: TelegramUnavailable | None = None
+        #: keeps the chat Telegram moved the group to for the next start (the pairing file);
+        #: None: it came from TELEGRAM_CHAT_ID, which the door cannot rewrite
+        self.keep_chat: Callable[[int], None] | None = None
+        #: the move the door followed (a group upgraded to a supergroup), for its status
+        self.moved: ChatMove | None = None
 
     async def start(self) -> None:
         """Open the connection pool and call getMe. A Bot API that is down at start, or whose
@@ -450,9 +498,79 @@ class BotSender:
         chat: int | str | None = None,
     ) -> int | None:
         """sendMessage; its message id, or None when Telegram took it (`ok: true`) and its
-        message cannot be read: the send is done either way, never repeated."""
+        message cannot be read: the send is done either way, never repeated. A group upgraded
+        to a supergroup is followed (`_follow`) and the message sent there: the refused send
+        rang nothing, so nothing is lost or doubled. `chat`: another chat than the owner's (the
+        second person's private chat, rung 2), which Telegram never upgrades: not followed."""
+        if chat is not None:
+            try:
+                return await self._send_to(chat, text, silent, markup, reply_to)
+            except ChatMigrated as exc:
+                raise TelegramRefused.named(
+                    "chat_migrated",
+                    MIGRATED_ANSWER,
+                    "pair the second person again: chief telegram pair --second",
+                ) from exc
+        try:
+            return await self._send_to(self._chat_id, text, silent, markup, reply_to)
+        except ChatMigrated as exc:
+            move = self._follow(exc.new_chat_id)
+        await self._tell_moved(move)
+        try:
+            return await self._send_to(self._chat_id, text, silent, markup, reply_to)
+        except ChatMigrated as exc:  # the supergroup moved again: Telegram never does this
+            raise unfollowable(exc.new_chat_id) from exc
+
+    def _follow(self, new_chat_id: object) -> ChatMove:
+        """Ring Telegram's `migrate_to_chat_id` from now on: logged once, kept for the next
+        start where the door can (the pairing file), else what to set says so. A new id that
+        is not a supergroup's is not followed: `TelegramRefused` names what to set."""
+        old = str(self._chat_id)
+        if (
+            not isinstance(new_chat_id, int)
+            or isinstance(new_chat_id, bool)
+            or new_chat_id >= 0
+            or str(new_chat_id) == old
+        ):
+            raise unfollowable(new_chat_id)
+        new = str(new_chat_id)
+        action = f"set TELEGRAM_CHAT_ID={new} (the door rings it until it restarts)"
+        if self.keep_chat is not None:
+            try:
+                self.keep_chat(new_chat_id)
+                action = ""
+            except ChiefError as exc:
+                action = f"{exc} (the door rings {new} until it restarts)"
+        self._chat_id, self.chat_id = new_chat_id, new
+        self.moved = ChatMove(old, new, time.time(), action)
+        log.warning(
+            "telegram.chat_migrated",
+            from_chat=old,
+            to_chat=new,
+            kept=not action,
+            action=action or "none: the pairing names the new chat",
+        )
+        return self.moved
+
+    async def _tell_moved(self, move: ChatMove) -> None:
+        """Tell the owner on the new chat, once; a failure is logged (the rows still ring)."""
+        try:
+            await self._send_to(self._chat_id, moved_words(move), False, None)
+        except (TelegramError, TelegramUnavailable) as exc:  # ChatMigrated, or any other
+            log.warning("telegram.chat_migrated_untold", to_chat=move.new, error=str(exc))
+
+    async def _send_to(
+        self,
+        chat_id: int | str,
+        text: str,
+        silent: bool,
+        markup: InlineKeyboardMarkup | None,
+        reply_to: int | None = None,
+    ) -> int | None:
+        """sendMessage to `chat_id`: its message id (None: unreadable); `ChatMigrated` passes
+        up to `_send`, every other failure is translated."""
         parameters: dict[str, Any] = {
-            "chat_id": self._chat_id if chat is None else chat,
+            "chat_id": chat_id,
             "text": fit_for_telegram(text),
             "disable_notification": silent,
             "reply_markup": markup,
@@ -477,6 +595,8 @@ class BotSender:
                 "repeats its rows once, marked",
                 in_doubt=True,
             ) from exc
+        except ChatMigrated:
+            raise
         except TelegramError as exc:
             raise translate_error(exc) from exc
         return sent_message_id(result, "sendMessage")
@@ -502,6 +622,11 @@ class BotSender:
         parameters = {"chat_id": chat_id, "message_id": message_id, "text": fit_for_telegram(text)}
         try:
             await call_api(self._bot, "editMessageText", parameters)
+        except ChatMigrated as exc:
+            # The message is in the group Telegram made a supergroup: it cannot be edited
+            # there any more, and the supergroup never had it. Nothing left to do.
+            log.info("telegram.edit_moot", message_id=message_id, answer=MIGRATED_ANSWER,
+                     to_chat=exc.new_chat_id)  # fmt: skip
         except BadRequest as exc:
             if not edit_is_moot(exc.message):
                 raise translate_error(exc) from exc
@@ -598,7 +723,11 @@ def _permanent_refusal(exc: TelegramError) -> TelegramRefused | None:
             "fix TELEGRAM_BOT_TOKEN (Telegram knows no bot by this token; use the one "
             "@BotFather gave) and restart the door",
         )
+    if isinstance(exc, ChatMigrated):
+        return unfollowable(exc.new_chat_id)
     description = exc.message.lower()
+    if isinstance(exc, BadRequest) and "upgraded to a supergroup" in description:
+        return unfollowable(None)  # the answer did not say the supergroup's id
     if isinstance(exc, BadRequest) and "chat not found" in description:
         return TelegramRefused.named(
             "chat_not_found",
@@ -617,6 +746,18 @@ def _permanent_refusal(exc: TelegramError) -> TelegramRefused | None:
             kind, f"403 {exc.message}", action + "; the door tries again at its backoff cap"
         )
     return None
+
+
+def unfollowable(new_chat_id: object) -> TelegramRefused:
+    """A group upgraded to a supergroup whose new id the door cannot ring: what to set."""
+    usable = isinstance(new_chat_id, int) and not isinstance(new_chat_id, bool) and new_chat_id < 0
+    target = f"TELEGRAM_CHAT_ID={new_chat_id}" if usable else "TELEGRAM_CHAT_ID to its id"
+    named = f" (migrate_to_chat_id {new_chat_id})" if new_chat_id is not None else ""
+    return TelegramRefused.named(
+        "chat_migrated",
+        MIGRATED_ANSWER + named,
+        f"set {target} (Telegram made the group a supergroup) and restart the door",
+    )
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:

@@ -528,6 +528,15 @@ def telegram_lines(door: dict[str, Any]) -> list[str]:
                 f"telegram refused: {refusal.get('answer')} ({refusal.get('kind')})"
                 f" — {refusal.get('action')}"
             )
+    moved = door.get("telegram_chat_moved")
+    if isinstance(moved, dict):
+        lines.append("telegram chat moved: " + chat_moved_words(moved))
+    conflict = door.get("telegram_poll_conflict")
+    if isinstance(conflict, str) and conflict:
+        lines.append(f"telegram polling: refused — {conflict}")
+    hours = door.get("telegram_quiet_hours")
+    if isinstance(hours, dict):
+        lines.append("telegram quiet hours: " + quiet_hours_words(hours))
     return lines
 
 
@@ -570,6 +579,21 @@ def fallback_lines(door: dict[str, Any]) -> list[str]:
     if fallback.get("last_error"):
         line += f"; last error: {fallback['last_error']}"
     return [line]
+
+
+def chat_moved_words(moved: dict[str, Any]) -> str:
+    """`group -5 became supergroup -1005; the door rings it now — set TELEGRAM_CHAT_ID=...`."""
+    words = f"group {moved.get('from')} became supergroup {moved.get('to')}; the door rings it now"
+    action = moved.get("action")
+    return f"{words} — {action}" if action else f"{words} (the pairing names it)"
+
+
+def quiet_hours_words(hours: dict[str, Any]) -> str:
+    """`23:00-07:00 (Europe/Rome), in force now: messages arrive silently`, or `not now`."""
+    named = f"{hours.get('window')} ({hours.get('zone')})"
+    if hours.get("in_force") is True:
+        return f"{named}, in force now: messages arrive silently"
+    return f"{named}, not in force now: messages ring as usual"
 
 
 def queue_words(queue: dict[str, Any]) -> str:

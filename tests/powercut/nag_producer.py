@@ -7,13 +7,15 @@ Each row is one seeded nag, filed with the real `coop` command (the flags are th
     deadline   `coop request add TITLE --to OWNER --choices approve,decline --deadline Ds`
                (4 to 7 s), with `--default CHOICE` or without (the deadline then abandons it)
     remind     the same with `--remind 1s` (COOP_REMIND_MAX, set by the run, bounds them), and
-               a deadline from 8 to 10 s
+               a deadline from 8 to 10 s (4 to 7 s with `--calm`: filed after the cuts, when
+               no backlog holds its reminders back)
     urgent     the same (a deadline, a default or not) with `--urgent`
     shout      `coop notify --urgent TEXT`
 
 `--kinds` is the run's plan for this producer (a restart after a cut gets what is left of it),
 so a small run still files each kind. Every title and text holds the nag's label
-(`nag <tag>-<i>`), which the run's owner and checks find it by. Each committed outbox id is
+(`nag <tag>-<i>`), which the run's owner and checks find it by, then its kind (`[remind]`), which
+the owner decides by (tests.powercut.powercut_owner). Each committed outbox id is
 printed the moment its command returned, as the proof's producers print theirs.
 """
 
@@ -54,12 +56,16 @@ def label(tag: str, index: int) -> str:
     return f"nag {tag}-{index}"
 
 
-def command(kind: str, name: str, rng: random.Random) -> list[str]:
-    """The `coop` arguments that file one nag of `kind` named `name`."""
+def command(kind: str, name: str, rng: random.Random, *, calm: bool = False) -> list[str]:
+    """The `coop` arguments that file one nag of `kind` named `name` (its text says its kind
+    after the label, `nag T-3 [remind]: may I`, which the run's owner reads)."""
     if kind == "shout":
-        return ["notify", "--urgent", f"{name}: the freezer is warm"]
-    args = ["request", "add", f"{name}: may I", "--to", OWNER, "--choices", ",".join(CHOICES)]
-    deadline_s = rng.choice(REMIND_DEADLINE_S if kind == "remind" else DEADLINE_S)
+        return ["notify", "--urgent", f"{name} [{kind}]: the freezer is warm"]
+    title = f"{name} [{kind}]: may I"
+    args = ["request", "add", title, "--to", OWNER, "--choices", ",".join(CHOICES)]
+    # In calm (`--calm`: filed after the cuts, the chat idle) reminders ring at once, one a
+    # second: the plain deadline leaves room for them.
+    deadline_s = rng.choice(REMIND_DEADLINE_S if kind == "remind" and not calm else DEADLINE_S)
     args += ["--deadline", f"{deadline_s}s"]
     if rng.random() < DEFAULT_SHARE:
         args += ["--default", rng.choice(CHOICES)]
@@ -76,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, required=True, help="nags a second")
     parser.add_argument("--tag", required=True)
     parser.add_argument("--kinds", required=True, help="comma-separated, one per nag, in order")
+    parser.add_argument("--calm", action="store_true", help="filed after the cuts: no backlog")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     kinds = [kind for kind in args.kinds.split(",") if kind]
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         ahead_s = started + (i + rng.random()) / args.rate - time.monotonic()
         if ahead_s > 0:
             time.sleep(ahead_s)
-        print(coop(*command(kind, label(args.tag, i), rng)), flush=True)
+        print(coop(*command(kind, label(args.tag, i), rng, calm=args.calm)), flush=True)
     return 0
 
 

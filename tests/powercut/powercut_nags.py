@@ -87,12 +87,58 @@ def nag_count(rows: int) -> int:
     return max(NAG_MIN, round(rows * NAG_SHARE))
 
 
+# Each run files at least these (when its count allows), the rest seeded: a cut can take the
+# house down through one nag's whole life, so the kinds whose rings the run must see (a reminder,
+# an urgent repeat) are filed twice; a deadline applies across any cut.
+PLANNED = ("deadline", "remind", "remind", "urgent", "shout", "shout")
+
+
 def plan_kinds(rng: random.Random, count: int) -> list[str]:
-    """The run's nags in filing order: each kind at least once (when `count` allows), the rest
-    seeded."""
-    kinds = list(KINDS)[:count] + [rng.choice(KINDS) for _ in range(count - len(KINDS))]
+    """The run's nags in filing order: `PLANNED` first (as far as `count` allows), the rest
+    seeded, all shuffled."""
+    kinds = list(PLANNED)[:count] + [rng.choice(KINDS) for _ in range(count - len(PLANNED))]
     rng.shuffle(kinds)
     return kinds
+
+
+def unrung(messages: list[dict[str, Any]]) -> list[str]:
+    """The kinds of nag whose ring the run must see and Telegram has not received yet: a
+    `remind` (no `Reminder` yet), a `shout` (no `URGENT, again` yet). A cut can take the house
+    down through every such nag's life; once the cuts are over, the run files one more of each
+    kind still missing that no live nag can ring (`PowerCutRun.file_unrung_nags`); a deadline
+    applies across any cut."""
+    bodies = [str(m["text"]).removeprefix(REPEAT_MARKER) for m in messages]
+    missing = []
+    if not any(body.startswith(REMINDER) for body in bodies):
+        missing.append("remind")
+    if not any(AGAIN.match(body) for body in bodies):
+        missing.append("shout")
+    return missing
+
+
+def live_kinds(stack: Reads, rows: dict[int, dict[str, Any]]) -> set[str]:
+    """The kinds of `unrung` with a nag still alive, which may yet ring: a reminded request
+    still open, a `coop notify --urgent` report still ringing."""
+    live = set()
+    reminded = [one.request_id for one in asked_requests(rows).values() if one.remind_max]
+    if reminded:
+        marks = ", ".join("?" * len(reminded))
+        still = stack.read(
+            stack.coop_db,
+            f"SELECT COUNT(*) FROM requests WHERE id IN ({marks}) AND status IN ('open', 'taken')",
+            *reminded,
+        )
+        if still[0][0]:
+            live.add("remind")
+    shouts = {
+        str(r["delivery_key"]) for r in rows.values()
+        if (r["extra"] or {}).get("urgent") is True and r["kind"] != "request_added"
+    }  # fmt: skip
+    ringing = [key for key, one in urgent_reports(stack).items()
+               if one.acked_at is None and one.expired_at is None]  # fmt: skip
+    if shouts & set(ringing):
+        live.add("shout")
+    return live
 
 
 def row_texts(text: str, known: set[str] | dict[str, Any]) -> list[str]:
@@ -463,6 +509,7 @@ class UrgentFigures:
     reports: int = 0
     stopped: Counter[str] = field(default_factory=Counter)  # acked via ..., expired, ringing
     rings: Counter[int] = field(default_factory=Counter)  # fresh rings: reports
+    repeats: int = 0  # fresh `URGENT, again` rings of every report
     after_stop: list[float] = field(default_factory=list)  # repeats after ack/expiry, seconds
     late: list[str] = field(default_factory=list)  # a repeat past one interval after the stop
     expired_after_ack: list[str] = field(default_factory=list)
@@ -509,6 +556,7 @@ class UrgentFigures:
                 self.over_bound.append(f"{report.key}: ringing past its expiry")
         fresh = sum(not ring.repeat for ring in [*firsts, *agains])
         self.rings[fresh] += 1
+        self.repeats += sum(not ring.repeat for ring in agains)
         if fresh > int(EXPIRE_S // RERING_S) + 1:
             self.over_bound.append(f"{report.key}: {fresh} rings")
         if stop is not None:
@@ -527,9 +575,9 @@ class UrgentFigures:
         return (
             f"urgent reports {self.reports}: {dict(sorted(self.stopped.items()))}; fresh rings:"
             f" reports {dict(sorted(self.rings.items()))} (bound {int(EXPIRE_S // RERING_S) + 1});"
-            f" repeats after the acknowledgement or expiry {len(self.after_stop)}{after}, bound"
-            f" {RERING_S:g} s; ladder: {self.climbed} climbed to rung 2, {self.rung_two_rings}"
-            " fresh rung 2 rings"
+            f" repeats {self.repeats}, after the acknowledgement or expiry"
+            f" {len(self.after_stop)}{after}, bound {RERING_S:g} s; ladder: {self.climbed}"
+            f" climbed to rung 2, {self.rung_two_rings} fresh rung 2 rings"
         )
 
     def check(self, where: str) -> None:
@@ -572,7 +620,25 @@ class NagFigures:
         self.deadlines.check(where)
         self.reminders.check(where)
         self.urgent.check(where)
-        assert self.urgent.climbed >= 1, f"no urgent report climbed to rung 2 {where}"
+        missing = self.unexercised()
+        assert not missing, (
+            f"the run never exercised {', '.join(missing)}, so its promises about them were not"
+            f" tested {where}"
+        )
+
+    def unexercised(self) -> list[str]:
+        """The kinds of nag the checks above speak of that never happened in the run: at least
+        one deadline applied, one reminder and one urgent repeat rung, or the checks of that
+        kind held over nothing."""
+        applied = sum(n for how, n in self.deadlines.decided.items() if how.startswith("deadline"))
+        fresh_reminders = sum(n * count for n, count in self.reminders.per_request.items())
+        happened = {
+            "a deadline applied": applied,
+            "a reminder rung": fresh_reminders,
+            "an urgent repeat rung": self.urgent.repeats,
+            "an urgent report climbing to rung 2": self.urgent.climbed,
+        }
+        return [kind for kind, count in happened.items() if not count]
 
 
 def filed_kinds(rows: dict[int, dict[str, Any]], asked: dict[int, Asked]) -> Counter[str]:

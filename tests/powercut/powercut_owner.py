@@ -7,10 +7,14 @@ The owner looks at the chat a few times a second. The first time a nag's message
 (an ask's choices, an urgent report's "Got it"), the owner decides, seeded, whether and when to
 tap it: an ask's choice at a moment that may fall before or after its deadline (they race), a
 "Got it" at a moment that may fall before or after a repeat or the expiry (sometimes twice, a
-double tap). When the moment comes the tap goes to the newest message of that nag that still
-shows the button (a reminder carries the ask's buttons; a repeat carries the live "Got it");
-none left (settled, acknowledged, expired) is counted, as is a tap the emulator refuses because
-an edit took the button in between.
+double tap). The nag's kind (its text says it: `nag T-3 [remind]: ...`) shapes that, so every run
+rings each thing the run checks (`NagFigures.unexercised`): a `deadline` request is never
+tapped (its deadline applies), a `remind` request is looked at only once a reminder of it
+showed, a `shout` only once it rang again (`URGENT, again`); an `urgent` request is decided at
+its first ring, so a tap still races every stop. When the moment comes the tap goes to the
+newest message of that nag that still shows the button (a reminder carries the ask's buttons;
+a repeat carries the live "Got it"); none left (settled, acknowledged, expired) is counted, as
+is a tap the emulator refuses because an edit took the button in between.
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ OWNER_ID = int(CHAT_ID)  # a private chat: its id is its user's, the obeyed user
 LOOK_S = 0.25  # how often the owner looks at the phone
 GOT_IT = "Got it"  # the contract's label (chief.urgent_rules.GOT_IT)
 LABEL = re.compile(r"nag [\w.]+-\d+")
+KIND = re.compile(r"nag [\w.]+-\d+ \[(\w+)\]")
+# What must show of a nag of this kind before the owner decides on it (None: never decided).
+WAIT_FOR: dict[str, re.Pattern[str] | None] = {
+    "deadline": None,  # its deadline applies: every run applies one
+    "remind": re.compile(r"(\(possible repeat\) )?Reminder"),  # every run rings a reminder
+    "shout": re.compile(r"(\(possible repeat\) )?URGENT, again"),  # and an urgent repeat
+}
 TAP_SHARE = 0.6  # of the asks, tapped (a choice)
 TAP_WITHIN_S = 4.0  # a choice, within this long of the ask's first ring: it races the deadline
 ACK_SHARE = 0.7  # of the urgent reports, acknowledged ("Got it")
@@ -88,12 +99,14 @@ class Owner:
             self._tap_due(messages)
 
     def _decide(self, messages: list[dict[str, Any]]) -> None:
-        """A seeded plan for each nag the first time its buttons show."""
+        """A seeded plan for each nag the first time its buttons show, once its kind allows
+        (`WAIT_FOR`)."""
         now = time.time()
         for message in messages:
-            found = LABEL.search(str(message.get("text", "")))
+            text = str(message.get("text", ""))
+            found = LABEL.search(text)
             shown = buttons(message)
-            if found is None or not shown:
+            if found is None or not shown or not ready(text, messages):
                 continue
             name = found.group(0)
             if set(shown) & set(CHOICES) and (name, "choice") not in self.seen:
@@ -131,3 +144,18 @@ class Owner:
                 self.taps[f"{kind}_refused"] += 1  # an edit took the button in between
                 continue
             self.taps[kind] += 1
+
+
+def ready(text: str, messages: list[dict[str, Any]]) -> bool:
+    """Whether the owner decides on the nag `text` belongs to now: its kind waits for nothing,
+    or what it waits for (`WAIT_FOR`) has shown in the chat."""
+    kind = KIND.search(text)
+    if kind is None or kind.group(1) not in WAIT_FOR:
+        return True
+    wanted = WAIT_FOR[kind.group(1)]
+    if wanted is None:
+        return False
+    label = kind.group(0)
+    return any(
+        label in str(m.get("text", "")) and wanted.match(str(m.get("text", ""))) for m in messages
+    )

@@ -415,6 +415,8 @@ class PowerCutRun:
         self.phone: Owner | None = None  # the owner at the phone, once the emulator is up
         self.door_started_at = 0.0
         self.began = 0.0
+        #: the nags filed after the cuts (`file_unrung_nags`): (kind, in calm)
+        self.late_nags: list[tuple[str, bool]] = []
 
     def _start_house(self) -> None:
         """The door and `coop serve` over the layer (the emulator, once up, runs throughout);
@@ -557,13 +559,15 @@ class PowerCutRun:
                 continue
             time.sleep(self.rng.uniform(0, CUT_JITTER_S))  # picks the moment; synchronises nothing
             self.cut()
+        # The cuts are over: what no nag alive can ring any more is filed now, beside the rest
+        # of the rows; then again once every nag has ended (`file_unrung_nags`).
+        self.file_unrung_nags(calm=False)
         for proc in self.producers.running.values():
             proc.wait(PRODUCER_TIMEOUT_S)
         self.producers.reap(killed=False)
-        wait_until_sync(
-            lambda: nags.nags_done(self.stack, self.stack.outbox()), timeout_s=SETTLE_S,
-            what=f"every deadline decided, every urgent report stopped (POWERCUT_SEED={self.seed})",
-        )  # fmt: skip
+        self.wait_nags_done()
+        if self.file_unrung_nags(calm=True):
+            self.wait_nags_done()
         settle(
             self.stack, self.producers.acknowledged, timeout_s=SETTLE_S, read=nags.row_texts,
             silent=self.stack.silent_rows,
@@ -577,6 +581,42 @@ class PowerCutRun:
         if self.owner:
             outcome.receipts = self.receipt_figures(reconciled)
         return outcome
+
+    def wait_nags_done(self) -> None:
+        wait_until_sync(
+            lambda: nags.nags_done(self.stack, self.stack.outbox()), timeout_s=SETTLE_S,
+            what=f"every deadline decided, every urgent report stopped (POWERCUT_SEED={self.seed})",
+        )  # fmt: skip
+
+    def file_unrung_nags(self, *, calm: bool) -> bool:
+        """The cuts over: one more nag of each kind whose ring Telegram never received
+        (`nags.unrung`) and no nag alive may still ring (`nags.live_kinds`), filed now, so
+        every run rings what it checks (`calm`: nothing else is left to ring, so the plain
+        deadline leaves room for the reminders). Whether any was filed."""
+        live = nags.live_kinds(self.stack, self.stack.outbox())
+        filing = self.producers.running.get("nag")
+        if filing is not None and filing.poll() is None:
+            live |= set(self.producers.nags)  # still to be filed, or just filed: alive
+        unrung = nags.unrung(self.stack.telegram_messages())
+        # Once each way: a nag filed beside the last rows may still be held back by them; one
+        # filed in calm rings (its owner waits for what the run must see).
+        filed = {kind for kind, was_calm in self.late_nags if was_calm == calm}
+        missing = [kind for kind in unrung if kind not in live and kind not in filed]
+        if not missing:
+            return False
+        self.late_nags += [(kind, calm) for kind in missing]
+        argv = [
+            sys.executable, "-m", "tests.powercut.nag_producer", "--kinds", ",".join(missing),
+            "--rate", "2", "--tag", f"late.{len(self.late_nags)}",
+            "--seed", str(self.rng.randrange(2**32)), *(["--calm"] if calm else []),
+        ]  # fmt: skip
+        done = subprocess.run(
+            argv, env=self.stack.env(), cwd=REPO, capture_output=True, text=True,
+            timeout=PRODUCER_TIMEOUT_S, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"the late nags failed ({done.returncode}): {done.stderr}"
+        self.producers.acknowledged.update(int(line) for line in done.stdout.split())
+        return True
 
     def receipt_figures(self, reconciled: int) -> dict[str, int]:
         """The callers' receipts against the owner's command log, once every one is settled."""
@@ -637,7 +677,13 @@ class PowerCutRun:
             wall_s=time.monotonic() - self.began,
             silent=len(silent),
             nags=nags.measure(stack, rows, messages, self.phone.taps, time.time()),
+            notes=[f"nags filed after the cuts: {late_words(self.late_nags)}"],
         )
+
+
+def late_words(late: list[tuple[str, bool]]) -> str:
+    """`remind, shout (in calm)`, or `none`."""
+    return ", ".join(kind + (" (in calm)" if calm else "") for kind, calm in late) or "none"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ FUSE: the run itself is tests/powercut/test_powercut_run.py."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
@@ -22,6 +23,7 @@ from tests.powercut.powercut_nags import (
     Ring,
     UrgentFigures,
 )
+from tests.powercut.powercut_owner import GOT_IT, Owner
 
 ASK = "request #5 from prover: nag nag.1-0: may I (approve / decline)"
 SHOUT = "nag nag.1-1: the freezer is warm"
@@ -188,3 +190,91 @@ def test_a_deadline_decided_twice_early_or_against_its_default_fails() -> None:
         broken.add(ASKED, decided)
         with pytest.raises(AssertionError, match=words):
             broken.check("")
+
+
+def figures(decided: Counter[str], reminders: int, repeats: int) -> nags.NagFigures:
+    deadlines = DeadlineFigures(requests=sum(decided.values()), decided=decided,
+                                per_request=Counter({1: sum(decided.values())}))  # fmt: skip
+    reminded = ReminderFigures(reminders=reminders, per_request=Counter({reminders: 1}))
+    urgent = UrgentFigures(reports=1, repeats=repeats)
+    return nags.NagFigures(Counter(), deadlines, reminded, urgent, Counter(), 0, 0)
+
+
+def test_a_run_that_never_rang_a_kind_it_checks_fails_naming_it() -> None:
+    """`reminders 0 from 0 requests` passed every reminder promise, held over nothing."""
+    figures(Counter({"deadline close": 1, "tap": 1}), reminders=1, repeats=1).check("")
+    cases = {
+        "a deadline applied": figures(Counter({"tap": 2}), reminders=1, repeats=1),
+        "a reminder rung": figures(Counter({"deadline abandon": 1}), reminders=0, repeats=1),
+        "an urgent repeat rung": figures(Counter({"deadline close": 1}), reminders=2, repeats=0),
+    }
+    for words, broken in cases.items():
+        with pytest.raises(AssertionError, match=f"never exercised {words}"):
+            broken.check("")
+
+
+def first_ring(name: str, kind: str, message_id: int) -> dict[str, object]:
+    """A nag's first message as the chat shows it: an ask's choices, or a shout's Got it."""
+    labels = [GOT_IT] if kind == "shout" else ["approve", "decline"]
+    text = f"{name} [{kind}]: " + ("the freezer is warm" if kind == "shout" else "may I")
+    keyboard = [[{"text": label} for label in labels]]
+    text = ("URGENT: " if kind == "shout" else "") + text
+    return {"message_id": message_id, "text": text, "reply_markup": {"inline_keyboard": keyboard}}
+
+
+def again(message: dict[str, object], kind: str, message_id: int) -> dict[str, object]:
+    """What rings a nag again: a reminder of an ask (with its buttons), a shout's repeat."""
+    text = str(message["text"]).removeprefix("URGENT: ")
+    head = f'Reminder 1 of 2: request #5 "{text}" has waited 2 s' if kind == "remind" else (
+        f"URGENT, again (ring 2, waiting 0 min): {text}")  # fmt: skip
+    return {**message, "message_id": message_id, "text": head}
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("rows", [80, 150, 1000])
+def test_every_seed_files_and_leaves_ringing_each_nag_the_run_checks(seed: int, rows: int) -> None:
+    """The seed sweep: whatever the seed, the plan files a deadline, two reminded requests and
+    two shouts, and the owner's taps never end one before what the run must see of it rang (a
+    deadline request is never tapped, a reminded one only after its reminder, a shout only
+    after its repeat). Pure: the owner is fed the chat as the emulator would show it."""
+    rng = random.Random(seed)
+    kinds = nags.plan_kinds(rng, nags.nag_count(rows))
+    counted = Counter(kinds)
+    assert counted["deadline"] >= 1, kinds
+    assert counted["remind"] >= 2, kinds
+    assert counted["shout"] >= 2, kinds
+    owner = Owner("http://127.0.0.1:9", random.Random(seed), ack_within_s=nags.EXPIRE_S / 2)
+    try:
+        owner.rng = ProbablyTaps(seed)  # every decision that may tap, taps
+        chat = [first_ring(f"nag nag.1-{i}", kind, i + 1) for i, kind in enumerate(kinds)]
+        owner._decide(chat)
+        decided = {tap.label for tap in owner.due}
+        for i, kind in enumerate(kinds):
+            name = f"nag nag.1-{i}"
+            assert (name in decided) is (kind == "urgent"), (kind, sorted(decided))
+        later = [again(chat[i], kind, 100 + i) for i, kind in enumerate(kinds)
+                 if kind in ("remind", "shout")]  # fmt: skip
+        owner._decide(chat + later)
+        decided = {tap.label for tap in owner.due}
+        for i, kind in enumerate(kinds):
+            assert (f"nag nag.1-{i}" in decided) is (kind != "deadline"), (kind, sorted(decided))
+    finally:
+        owner.phone.close()
+
+
+class ProbablyTaps(random.Random):
+    """The owner's seeded choices with every share met: each "whether" says yes."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+def test_the_kinds_whose_ring_never_came_are_filed_again_after_the_cuts() -> None:
+    """`unrung`: what the run files once more after the cuts, when they took every ring of it."""
+    asked = {"text": "request #5 from prover: nag nag.1-0 [remind]: may I (approve / decline)"}
+    shout = {"text": "URGENT: nag nag.1-1 [shout]: the freezer is warm"}
+    reminder = {"text": 'Reminder 1 of 2: request #5 "nag nag.1-0 [remind]: may I" has waited 2 s'}
+    repeat = {"text": f"{REPEAT_MARKER}URGENT, again (ring 2, waiting 0 min): {shout['text'][8:]}"}
+    assert nags.unrung([asked, shout]) == ["remind", "shout"]
+    assert nags.unrung([asked, shout, reminder]) == ["shout"]
+    assert nags.unrung([asked, shout, reminder, repeat]) == []

@@ -4,7 +4,15 @@ It answers the calls python-telegram-bot makes, the way the real Bot API does (`
 "result": ...}`, errors as `{"ok": false, "error_code": n, "description": ...}`), each checked
 as Telegram checks it (`methods`, `shapes`):
 
-- `getMe`, and harmless `close`/`logOut`/`deleteWebhook`/`deleteMyCommands`;
+- `getMe`, and harmless `close`/`logOut`/`deleteMyCommands`;
+- `setWebhook` (`url`), `deleteWebhook`, `getWebhookInfo`: while a webhook is set, getUpdates
+  answers `409 Conflict: can't use getUpdates method while webhook is active; use deleteWebhook
+  to delete the webhook first` (the emulator never calls the webhook);
+- a group upgraded to a supergroup (`POST /emulator/chats/migrate` below): every sendMessage,
+  editMessageText or editMessageReplyMarkup to the group's id answers `400 Bad Request: group
+  chat was upgraded to a supergroup chat` with `"parameters": {"migrate_to_chat_id": NEW}`, as
+  the Bot API answers (tdlib/telegram-bot-api, Client.cpp; python-telegram-bot raises
+  `ChatMigrated` with `new_chat_id`); the supergroup's id takes messages as any chat;
 - `sendMessage`, keeping `reply_markup` (an inline keyboard's `callback_data` is 1..64 bytes,
   else `400 Bad Request: BUTTON_DATA_INVALID`) and `reply_to_message_id`/`reply_parameters`;
   every message gets a `message_id` counted per chat (the bot's and the users' together);
@@ -67,14 +75,19 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
 - `POST /emulator/updates/next_id` `{"next_update_id": N}` -> `{"next_update_id", "was"}`: the
   next update is numbered N, below the last one if asked: Telegram's ids jump (at random after
   a week without updates), and a restarted emulator counts from 1 again;
+- `POST /emulator/chats/migrate` `{"chat_id": GROUP, "to_chat_id"?: SUPERGROUP}` -> `{"ok",
+  "chat_id", "to_chat_id"}`: the group (a negative id) becomes a supergroup (by default `-100`
+  and the group's digits, as Telegram numbers them); 400 for a private chat's id;
 - `POST /emulator/faults` `{"mode": "429" | "5xx" | "delay" | "unauthorized" |
-  "chat_not_found" | "bot_blocked", "count": N, "retry_after": s, "status": 5xx, "delay_s": s,
-  "methods": ["sendMessage"]}`: the next N matching calls answer 429 with
+  "chat_not_found" | "bot_blocked" | "conflict", "count": N, "retry_after": s, "status": 5xx,
+  "delay_s": s, "methods": ["sendMessage"]}`: the next N matching calls answer 429 with
   `parameters.retry_after` (nothing kept), a 5xx (nothing kept), or are kept and then answered
   only after `delay_s` (past the client's timeout, a message that was still received); the
   last three are Telegram's permanent refusals, as the Bot API answers them (nothing kept):
   `401 Unauthorized` (a bad token; arm it on getMe too, as Telegram refuses every method),
-  `400 Bad Request: chat not found`, `403 Forbidden: bot was blocked by the user`;
+  `400 Bad Request: chat not found`, `403 Forbidden: bot was blocked by the user`; `conflict`
+  (arm it on getUpdates) answers `409 Conflict: terminated by other getUpdates request; ...`,
+  another reader of the bot's updates;
   with `"replace": true` the armed faults are forgotten in the same step, so a test switching
   Telegram from one failure to another leaves no moment in which a send succeeds;
 - `POST /emulator/replies` `{"shape": "no_is_bot" | "date_ms" | "result_null" |
@@ -87,8 +100,8 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   chat with a burst of 3, 20/min per group chat (negative ids), 30/s overall; past them a
   sendMessage answers `429` with `parameters.retry_after` and `Too Many Requests: retry after N`;
 - `POST /emulator/reset`: forget messages, updates, callback queries and answers, commands,
-  calls and faults (the JSON lines file is kept; message and update ids keep counting, as
-  Telegram's do).
+  calls, faults, the webhook and the migrated groups (the JSON lines file is kept; message and
+  update ids keep counting, as Telegram's do).
 
 In-process: `create_emulator()` returns the ASGI app and its `EmulatorState`.
 """

@@ -85,6 +85,7 @@ def create_emulator(
             Route("/emulator/faults", controls.faults, methods=["GET", "POST"]),
             Route("/emulator/replies", controls.replies, methods=["GET", "POST"]),
             Route("/emulator/reset", controls.reset, methods=["POST"]),
+            Route("/emulator/chats/migrate", controls.migrate, methods=["POST"]),
             Route("/emulator/owner/text", controls.owner_text, methods=["POST"]),
             Route("/emulator/owner/press", controls.owner_press, methods=["POST"]),
             Route("/emulator/owner/replay", controls.owner_replay, methods=["POST"]),
@@ -147,9 +148,7 @@ class _Routes:
         try:
             result = await handler(params, request)
         except Refusal as exc:
-            if exc.retry_after_s is not None:
-                return _error(exc.status, exc.description, retry_after=exc.retry_after_s)
-            return _error(exc.status, exc.description)
+            return _error(exc.status, exc.description, **exc.parameters)
         answer = _ok(result)
         if method == "sendmessage":
             answer.background = BackgroundTask(self._after_send, self.state.messages[-1])
@@ -203,6 +202,10 @@ async def _document(request: Request) -> dict[str, Any]:
     return document
 
 
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _refused(reason: str) -> JSONResponse:
     return JSONResponse({"ok": False, "description": reason}, status_code=400)
 
@@ -248,6 +251,23 @@ class _Controls:
             except ValueError as exc:
                 return _refused(str(exc))
         return JSONResponse({"ok": True, "replies": [a.as_dict() for a in shapes.armed]})
+
+    async def migrate(self, request: Request) -> JSONResponse:
+        """`{"chat_id", "to_chat_id"?}`: the group becomes a supergroup (`state.migrate`)."""
+        try:
+            document = await _document(request)
+            chat_id, to_chat_id = document.get("chat_id"), document.get("to_chat_id")
+            if not isinstance(chat_id, int) or not _whole(chat_id):
+                raise ValueError("chat_id must be an integer")
+            if to_chat_id is not None and (
+                not isinstance(to_chat_id, int) or not _whole(to_chat_id)
+            ):
+                raise ValueError("to_chat_id must be an integer")
+            new = self.state.migrate(chat_id, to_chat_id)
+        except ValueError as exc:
+            return _refused(str(exc))
+        log.info("emulator.chat_migrated", chat_id=chat_id, to_chat_id=new)
+        return JSONResponse({"ok": True, "chat_id": chat_id, "to_chat_id": new})
 
     async def reset(self, _: Request) -> JSONResponse:
         self.state.reset()

@@ -1,7 +1,8 @@
 """The Bot API methods the emulator answers, each checked as Telegram checks it: `getMe`,
 `sendMessage`, `getUpdates` (long polling), `answerCallbackQuery`, `editMessageText`,
-`editMessageReplyMarkup`, `setMyCommands`, `getMyCommands`, and the harmless `close`, `logOut`,
-`deleteWebhook`, `deleteMyCommands`. A method returns its `result` or raises `Refusal`."""
+`editMessageReplyMarkup`, `setMyCommands`, `getMyCommands`, `setWebhook`, `deleteWebhook`,
+`getWebhookInfo`, and the harmless `close`, `logOut`, `deleteMyCommands`. A method returns its
+`result` or raises `Refusal`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from starlette.requests import Request
 
 from chief.telegram.emulator import shapes
 from chief.telegram.emulator.shapes import Refusal
-from chief.telegram.emulator.state import EmulatorState
+from chief.telegram.emulator.state import WEBHOOK_CONFLICT, EmulatorState
 
 log = structlog.get_logger("chief.telegram.emulator")
 
@@ -40,7 +41,9 @@ class BotMethods:
             "getme": self.get_me,
             "close": self.harmless,
             "logout": self.harmless,
-            "deletewebhook": self.harmless,
+            "setwebhook": self.set_webhook,
+            "deletewebhook": self.delete_webhook,
+            "getwebhookinfo": self.get_webhook_info,
             "deletemycommands": self.delete_my_commands,
             "sendmessage": self.send_message,
             "getupdates": self.get_updates,
@@ -57,6 +60,25 @@ class BotMethods:
     async def harmless(self, _: dict[str, Any], __: Request) -> Any:
         return True
 
+    async def set_webhook(self, params: dict[str, Any], _: Request) -> Any:
+        """Updates go to `url` from now on: getUpdates is refused 409 until deleteWebhook (the
+        emulator never calls the webhook; an empty url removes it, as in the Bot API)."""
+        url = str(params.get("url") or "").strip()
+        self.state.webhook_url = url or None
+        return True
+
+    async def delete_webhook(self, _: dict[str, Any], __: Request) -> Any:
+        self.state.webhook_url = None
+        return True
+
+    async def get_webhook_info(self, _: dict[str, Any], __: Request) -> Any:
+        pending = len(self.state.updates.pending_ids()) if self.state.webhook_url else 0
+        return {
+            "url": self.state.webhook_url or "",
+            "has_custom_certificate": False,
+            "pending_update_count": pending,
+        }
+
     async def send_message(self, params: dict[str, Any], _: Request) -> Any:
         """Check it as the Bot API does, apply the flood limits, keep the message with its
         keyboard and the message it replies to."""
@@ -66,6 +88,7 @@ class BotMethods:
         text = shapes.checked_text(params.get("text"))
         markup = shapes.reply_markup(params.get("reply_markup"))
         chat_id = shapes.chat_id_of(params["chat_id"])
+        state.writable(chat_id)
         replied = self._replied(chat_id, params)
         if state.flood is not None:
             retry_after = state.flood.admit(params["chat_id"])
@@ -113,6 +136,8 @@ class BotMethods:
         limit = shapes.int_param(params, "limit", required=False) or MAX_UPDATES_LIMIT
         timeout_s = shapes.int_param(params, "timeout", required=False) or 0
         allowed = _allowed_updates(params.get("allowed_updates"))
+        if self.state.webhook_url is not None:
+            raise Refusal(WEBHOOK_CONFLICT, status=409)
         if queue.polling:
             raise Refusal(CONFLICT, status=409)
         queue.confirm(offset)
@@ -162,6 +187,7 @@ class BotMethods:
             raise Refusal("Bad Request: chat_id is empty")
         message_id = shapes.int_param(params, "message_id")
         assert message_id is not None
+        self.state.writable(shapes.chat_id_of(chat_id))
         record = self.state.find(shapes.chat_id_of(chat_id), message_id)
         if record is None:
             raise Refusal("Bad Request: message to edit not found")

@@ -38,12 +38,21 @@ class Refusal(Exception):
     `retry_after_s`. Answered as the Bot API's JSON; never raised past the emulator."""
 
     def __init__(
-        self, description: str, status: int = 400, *, retry_after_s: int | None = None
+        self,
+        description: str,
+        status: int = 400,
+        *,
+        retry_after_s: int | None = None,
+        parameters: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(description)
         self.status = status
         self.description = description
         self.retry_after_s = retry_after_s
+        #: the Bot API's ResponseParameters (`migrate_to_chat_id`, `retry_after`)
+        self.parameters = dict(parameters or {})
+        if retry_after_s is not None:
+            self.parameters["retry_after"] = retry_after_s
 
 
 def json_param(value: Any, name: str) -> Any:

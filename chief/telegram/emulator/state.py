@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chief.telegram.emulator.replies import ReplyShapes
+from chief.telegram.emulator.shapes import Refusal
 from chief.telegram.emulator.updates import UpdateQueue
 from plumbing.files import private_file
 
@@ -24,7 +25,21 @@ REFUSALS = {
     "unauthorized": (401, "Unauthorized"),  # a token Telegram knows no bot by
     "chat_not_found": (400, "Bad Request: chat not found"),
     "bot_blocked": (403, "Forbidden: bot was blocked by the user"),
+    # another reader of the bot's updates (a getUpdates fault; the Bot API's words)
+    "conflict": (
+        409,
+        "Conflict: terminated by other getUpdates request; make sure that only one bot instance "
+        "is running",
+    ),
 }
+# The Bot API's answer to a call that writes to a group upgraded to a supergroup (its
+# `parameters.migrate_to_chat_id` names the supergroup), and to getUpdates while a webhook is
+# set: tdlib/telegram-bot-api's Client.cpp, word for word.
+MIGRATED = "Bad Request: group chat was upgraded to a supergroup chat"
+WEBHOOK_CONFLICT = (
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete "
+    "the webhook first"
+)
 FAULT_MODES = frozenset({"429", "5xx", "delay", *REFUSALS})
 # --flood-limits: Telegram's documented limits.
 PER_CHAT_BURST = 3.0
@@ -84,6 +99,10 @@ class EmulatorState:
     commands: list[dict[str, str]] = field(default_factory=list)
     #: answers a client cannot read, armed per method (`replies`)
     reply_shapes: ReplyShapes = field(default_factory=ReplyShapes)
+    #: groups upgraded to supergroups: the group's chat id (as text) -> the supergroup's
+    migrated: dict[str, int] = field(default_factory=dict)
+    #: the webhook setWebhook set (getUpdates is refused 409 while one is), None: none
+    webhook_url: str | None = None
     _next_message_ids: dict[str, int] = field(default_factory=dict)
     _by_chat: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     _log_file: TextIO | None = field(default=None, repr=False)
@@ -143,6 +162,25 @@ class EmulatorState:
         self._by_chat[(str(chat_id), record["message_id"])] = record
         return record
 
+    def migrate(self, chat_id: int, to_chat_id: int | None = None) -> int:
+        """Upgrade the group `chat_id` to a supergroup (`to_chat_id`, else `-100` and the
+        group's digits, as Telegram numbers supergroups); its id. From then on every call that
+        writes to the group is refused with `migrate_to_chat_id`, as the Bot API refuses it."""
+        if chat_id >= 0:
+            raise ValueError("only a group (a negative chat id) can become a supergroup")
+        new = to_chat_id if to_chat_id is not None else int(f"-100{-chat_id}")
+        if new >= 0 or new == chat_id:
+            raise ValueError("the supergroup's id must be negative and not the group's")
+        self.migrated[str(chat_id)] = new
+        return new
+
+    def writable(self, chat_id: int | str) -> None:
+        """Refuse a write to a group that became a supergroup, as the Bot API does: 400 with
+        `parameters.migrate_to_chat_id`."""
+        new = self.migrated.get(str(chat_id))
+        if new is not None:
+            raise Refusal(MIGRATED, parameters={"migrate_to_chat_id": new})
+
     def find(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
         """The kept message `message_id` of that chat (the bot's or a user's), or None."""
         return self._by_chat.get((str(chat_id), message_id))
@@ -193,6 +231,8 @@ class EmulatorState:
         self.faults.clear()
         self.reply_shapes.clear()
         self.too_many_requests = 0
+        self.migrated.clear()
+        self.webhook_url = None
         if self.flood is not None:
             self.flood = FloodLimits()
 

@@ -4,6 +4,7 @@ and every word the door answers, with the clock passed in."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, time
 
 import pytest
 from hypothesis import given
@@ -23,10 +24,12 @@ from chief.phone.commands_text import (
     item_list,
     parse_command,
     parse_quiet,
+    quiet_off,
     quiet_state,
     span,
     status_text,
 )
+from chief.phone.pacing import QuietHours
 
 NOW = 1_800_000_000.0
 
@@ -205,3 +208,32 @@ def test_the_commands_are_what_setmycommands_accepts() -> None:
     assert HELP.splitlines()[0] == HELP_FIRST_LINE
     for name, _ in COMMANDS:
         assert f"/{name}" in HELP
+
+
+@given(
+    start=st.times().map(lambda t: t.replace(second=0, microsecond=0)),
+    end=st.times().map(lambda t: t.replace(second=0, microsecond=0)),
+    now=st.floats(min_value=0, max_value=4_000_000_000),
+    override=st.sampled_from([None, -60.0, 600.0]),
+)
+def test_every_quiet_answer_names_the_quiet_hours_and_whether_they_hold(
+    start: time, end: time, now: float, override: float | None
+) -> None:
+    """/quiet alone, /quiet off and /status name TELEGRAM_QUIET_HOURS and say "in force now"
+    exactly when the window holds at `now`, whatever the window and the /quiet override."""
+    if start == end:
+        return
+    hours = QuietHours(start, end, UTC)
+    holds = hours.is_quiet(datetime.fromtimestamp(now, UTC))
+    until = None if override is None else now + override
+    answers = [
+        quiet_state(until, now, hours),
+        quiet_off(now, hours),
+        status_text(None, {"depth": 0}, quiet_until=until, now=now, quiet_hours=hours),
+    ]
+    for answer in answers:
+        assert hours.named() in answer
+        said_holds = "in force now" in answer.replace("not in force now", "")
+        assert said_holds is holds, answer
+        assert ("not in force now" in answer) is not holds, answer
+        assert "quiet hours aside" not in answer
