@@ -192,11 +192,13 @@ def test_a_deadline_decided_twice_early_or_against_its_default_fails() -> None:
             broken.check("")
 
 
-def figures(decided: Counter[str], reminders: int, repeats: int) -> nags.NagFigures:
+def figures(
+    decided: Counter[str], reminders: int, repeats: int, climbed: int = 1
+) -> nags.NagFigures:
     deadlines = DeadlineFigures(requests=sum(decided.values()), decided=decided,
                                 per_request=Counter({1: sum(decided.values())}))  # fmt: skip
     reminded = ReminderFigures(reminders=reminders, per_request=Counter({reminders: 1}))
-    urgent = UrgentFigures(reports=1, repeats=repeats)
+    urgent = UrgentFigures(reports=1, repeats=repeats, climbed=climbed)
     return nags.NagFigures(Counter(), deadlines, reminded, urgent, Counter(), 0, 0)
 
 
@@ -207,6 +209,9 @@ def test_a_run_that_never_rang_a_kind_it_checks_fails_naming_it() -> None:
         "a deadline applied": figures(Counter({"tap": 2}), reminders=1, repeats=1),
         "a reminder rung": figures(Counter({"deadline abandon": 1}), reminders=0, repeats=1),
         "an urgent repeat rung": figures(Counter({"deadline close": 1}), reminders=2, repeats=0),
+        "an urgent report climbing to rung 2": figures(
+            Counter({"deadline close": 1}), reminders=1, repeats=1, climbed=0
+        ),
     }
     for words, broken in cases.items():
         with pytest.raises(AssertionError, match=f"never exercised {words}"):
