@@ -16,7 +16,8 @@
 asked for, so `chief log` never pays for FastAPI). Bad input prints one line on stderr and
 exits 2 (an argument that is not UTF-8 text or holds a NUL too, named by its option: Python
 hands argv bytes that are not UTF-8 over as lone surrogates); a runtime failure prints one line
-and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothing paired.
+and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothing paired; a
+reader of the output that goes away (`chief log | head -1`) ends it quietly with 141.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from chief.args import OneLineParser
 from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
-from plumbing.terminal import shown, shown_json
+from plumbing.terminal import shown, shown_json, to_reader
 
 if TYPE_CHECKING:
     from chief.cron import DoorAddress
@@ -258,7 +259,12 @@ def _misnamed(args: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `chief` console script; returns the exit status."""
+    """Entry point of the `chief` console script; returns the exit status. A reader that goes
+    away ends it quietly (`plumbing.terminal.to_reader`)."""
+    return to_reader(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     refused = _refuse_as_root(args)
     if refused is not None:

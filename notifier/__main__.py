@@ -251,6 +251,13 @@ def _refuse_as_root(argv: Sequence[str] | None) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `coop-notifier` console script; a reader that goes away ends it quietly."""
+    from plumbing.terminal import to_reader
+
+    return to_reader(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     refused = _refuse_as_root(argv)
     if refused is not None:

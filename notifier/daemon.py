@@ -324,10 +324,11 @@ class Daemon:
 
     async def _rest(self, sleep_s: float) -> None:
         """Sleep until `sleep_s` has passed, a kick or a stop."""
-        if self._kicked or sleep_s <= 0:
+        wake = self._wake
+        if self._kicked or sleep_s <= 0 or wake is None:
             return
         with anyio.move_on_after(sleep_s):
-            await self._wake.wait()
+            await wake.wait()
 
     async def _steps_aside(self, db: Database) -> bool:
         """After a failed drain: whether the cutover's fence refused it, this daemon not being
