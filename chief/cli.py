@@ -38,7 +38,7 @@ from chief.model import BADGES, Message
 from plumbing.terminal import shown, shown_json, to_reader
 
 if TYPE_CHECKING:
-    from chief.cron import DoorAddress
+    from chief.cron import DoorAddress, DoorUnusable
 
 DISTRIBUTION = "coop-notifier"
 DEFAULT_LOG_LIMIT = 50
@@ -425,12 +425,21 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    elif outcome.how == "unreachable":
+        # Durable, but it cannot land by itself: the cause, named, and a failed exit for cron.
+        print(
+            shown(
+                f"chief report: queued as {key}, but {outcome.note}; it lands with the door's "
+                "next report or restart"
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     else:
-        why = f" ({outcome.note})" if outcome.note else ""
         print(
             shown(
                 f"chief report: queued as {key}; the Chief is busy, so the line will land when it "
-                f"is free{why}"
+                "is free"
             )
         )
     return EXIT_OK
@@ -473,14 +482,15 @@ def _quiet_logs() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
-def _door_address() -> DoorAddress | None:
-    """The running door's socket and its key, or None when the door's settings are not usable
-    here (then only this process can land the line, when no door holds the Chief). A retired
-    setting (`CHIEF_PORT`, ...) is refused before: `_refuse_retired`."""
-    from chief.cron import DoorAddress
+def _door_address() -> DoorAddress | DoorUnusable:
+    """The running door's socket and its key, or why the door's settings are not usable here
+    (then only this process can land the line, when no door holds the Chief; when one does, the
+    command says why it could not hand it the line). A retired setting (`CHIEF_PORT`, ...) is
+    refused before: `_refuse_retired`."""
+    from chief.cron import DoorAddress, DoorUnusable
     from chief.door.config import DoorConfig
     from chief.errors import ChiefConfigError, DoorError
-    from plumbing.door import retired_setting
+    from plumbing.door import SOCKET_SETTING, retired_setting
     from plumbing.wire import SERVICE_KEY_HEADER
 
     retired = retired_setting(os.environ)
@@ -490,10 +500,15 @@ def _door_address() -> DoorAddress | None:
         # The key as the door read it (`read_service_key`): a file not this user's alone is
         # refused there, never sent.
         door = DoorConfig.from_env()
+    except DoorError as exc:
+        return DoorUnusable(str(exc))
+    try:
         door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
-    except (DoorError, UnicodeEncodeError):
-        return None
-    return DoorAddress(str(door.socket_path), door.service_key, SERVICE_KEY_HEADER)
+    except UnicodeEncodeError:
+        return DoorUnusable("the service key is not UTF-8 text (COOP_SERVICE_KEY_FILE)")
+    named = os.environ.get(SOCKET_SETTING, "").strip()
+    socket_from = SOCKET_SETTING if named else f"{SOCKET_SETTING} is not set: the default"
+    return DoorAddress(str(door.socket_path), door.service_key, SERVICE_KEY_HEADER, socket_from)
 
 
 def _label(message: Message) -> str:
