@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.tree import COMMANDS
-from tests.support.procs import PROCESS_TIMEOUT_S, clean_env
+from tests.support.procs import PROCESS_TIMEOUT_S, clean_env, write_key
 
 
 def _filled(command_words: tuple[str, str | None]) -> list[str]:
@@ -46,14 +46,18 @@ READS = {
         ["status"],
         ["status", "--json"],
         ["status", "--check"],
+        ["backup", "backups"],  # a read of the ledger, into a folder it would create
     ]
 }
 
 
-def _coop(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _coop(
+    args: list[str], env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "engine", *args],
         env=env,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=PROCESS_TIMEOUT_S,
@@ -93,13 +97,36 @@ def test_a_read_on_a_folder_without_a_ledger_says_so_and_creates_nothing(
         ledger = data / "coop.db"
         origin = f"(COOP_HOME={data})"
     before = _tree(tmp_path)
-    done = _coop(READS[name], env)
+    done = _coop(READS[name], env, cwd=tmp_path)  # `backup backups`: a folder in tmp_path
     assert done.returncode != 0, done.stdout
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"coop: no ledger at {ledger} {origin}"), lines[0]
     assert done.stdout == ""
     assert _tree(tmp_path) == before, "a read created files or folders"
+
+
+def test_the_retry_timers_drain_on_a_folder_without_a_ledger_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    # `coop-notifier drain --no-wait` is what the retry timer runs every minute, from the first
+    # minute of a fresh install: nothing to drain, nothing made.
+    data = tmp_path / "data"
+    data.mkdir()
+    write_key(data / "service.key", "k" * 32)
+    env = clean_env(data)
+    before = _tree(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "notifier", "drain", "--no-wait"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"outcome": "no_ledger"' in done.stderr, done.stderr
+    assert _tree(tmp_path) == before, "a drain created files or folders"
 
 
 def test_only_a_write_creates_the_ledger_and_says_so_the_first_time(tmp_path: Path) -> None:
