@@ -490,7 +490,7 @@ def _door_address() -> DoorAddress | DoorUnusable:
     from chief.cron import DoorAddress, DoorUnusable
     from chief.door.config import DoorConfig
     from chief.errors import ChiefConfigError, DoorError
-    from plumbing.door import SOCKET_SETTING, retired_setting
+    from plumbing.door import retired_setting, socket_origin
     from plumbing.wire import SERVICE_KEY_HEADER
 
     retired = retired_setting(os.environ)
@@ -506,9 +506,9 @@ def _door_address() -> DoorAddress | DoorUnusable:
         door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
     except UnicodeEncodeError:
         return DoorUnusable("the service key is not UTF-8 text (COOP_SERVICE_KEY_FILE)")
-    named = os.environ.get(SOCKET_SETTING, "").strip()
-    socket_from = SOCKET_SETTING if named else f"{SOCKET_SETTING} is not set: the default"
-    return DoorAddress(str(door.socket_path), door.service_key, SERVICE_KEY_HEADER, socket_from)
+    return DoorAddress(
+        str(door.socket_path), door.service_key, SERVICE_KEY_HEADER, socket_origin(os.environ)
+    )
 
 
 def _label(message: Message) -> str:

@@ -70,8 +70,9 @@ class DoorAddress:
     socket_path: str
     service_key: str
     key_header: str
-    #: Which setting named the socket, for a person when nothing listens there.
-    socket_from: str = "COOP_DOOR_SOCKET"
+    #: Which setting named the socket, for a person when nothing listens there
+    #: (`plumbing.door.socket_origin`).
+    socket_from: str = "its setting"
 
 
 @dataclass(frozen=True)
