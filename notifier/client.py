@@ -163,8 +163,10 @@ class HttpDoorClient:
     async def listening(self) -> bool:
         """Whether something accepts a connection on the door's socket now: False only when
         nothing listens there (no socket, or one nobody holds); any other failure is the next
-        real request's to classify."""
+        real request's to classify (a socket that is not this user's alone is not even
+        connected to: the request's own check refuses it, sending nothing)."""
         try:
+            check_private(self._socket)
             stream = await anyio.connect_unix(self._socket)
         except (FileNotFoundError, ConnectionRefusedError):
             return False
