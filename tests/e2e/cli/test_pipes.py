@@ -23,7 +23,7 @@ from engine import store as engine_store
 from engine.cli.tree import COMMANDS, GROUP_VERBS
 from engine.outbox import enqueue
 from tests.support.door import OWNER
-from tests.support.procs import PROCESS_TIMEOUT_S, clean_env
+from tests.support.procs import PROCESS_TIMEOUT_S, Service, clean_env
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -193,3 +193,28 @@ def test_a_long_output_into_head_1_ends_quietly_every_time(
     # `coop outbox list | head -3` (`coop: Broken pipe`, exit 1), three runs each.
     for _ in range(3):
         assert_quiet(module, args, env, lines=1)
+
+
+def test_telegram_pair_ends_quietly_when_its_reader_goes_away(tmp_path: Path) -> None:
+    # `chief telegram pair` prints the bot's name and the code, flushed, then waits for the
+    # owner: its reader gone, it ends there quietly (it said "the pairing could not be saved
+    # ... Broken pipe", as though a file had failed).
+    token = "123456:pipes-token"
+    emulator = Service(
+        "emulator",
+        ["chief", "telegram-emulator", "--host", "127.0.0.1", "--token", token],
+        tmp_path,
+        "emulator.listening",
+        clean_env(tmp_path),
+    )
+    emulator.start()
+    try:
+        env = clean_env(
+            tmp_path / "home",
+            TELEGRAM_BOT_TOKEN=token,
+            TELEGRAM_API_BASE=f"{emulator.url}/bot",
+            CHIEF_OWNER=OWNER,
+        )
+        assert_quiet("chief", ["telegram", "pair", "--timeout", "5"], env)
+    finally:
+        emulator.kill()
