@@ -182,6 +182,17 @@ def test_chief_log_ends_quietly_when_its_reader_goes_away(
     assert_quiet("chief", args, env)
 
 
+def test_the_operators_copies_end_quietly_when_their_reader_goes_away(
+    env: dict[str, str], folder: Path, tmp_path: Path
+) -> None:
+    # `coop backup` prints what it wrote and each table's rows; `chief check-backup` its checks
+    # of a backup's chief.db (one self-contained file, as a backup's copy is).
+    backups = tmp_path / "backups"
+    assert_quiet("engine", ["backup", str(backups)], env)
+    [copy] = backups.glob("*/chief.db")
+    assert_quiet("chief", ["check-backup", str(copy)], env)
+
+
 @pytest.mark.parametrize(
     ("module", "args"),
     [("chief", ["log"]), ("engine", ["outbox", "list"]), ("engine", ["list", "--all"])],
