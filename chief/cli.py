@@ -38,7 +38,7 @@ from chief.model import BADGES, Message
 from plumbing.terminal import shown, shown_json, to_reader
 
 if TYPE_CHECKING:
-    from chief.cron import DoorAddress, DoorUnusable
+    from chief.cron import CronOutcome, DoorAddress, DoorUnusable
 
 DISTRIBUTION = "coop-notifier"
 DEFAULT_LOG_LIMIT = 50
@@ -403,6 +403,12 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         )
     except ChiefError as exc:
         return _failed("chief report", exc)
+    return _said(outcome)
+
+
+def _said(outcome: CronOutcome) -> int:
+    """Print what became of a cron line, one line (stderr when it cannot land by itself), and
+    answer the exit status."""
     key = outcome.source_key
     if outcome.how == "already":
         print(

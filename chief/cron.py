@@ -180,32 +180,41 @@ async def report_from_cron(
                 return CronOutcome("queued", key)
             return CronOutcome("landed", key, message_id, by="this process")
         holder = _holder(lock)
-        if holder is None:
-            pass  # another `chief report` lands its line: milliseconds; the Chief is busy
-        elif not isinstance(door, DoorAddress):
-            why = door.reason if door is not None else "no door address was given"
-            return CronOutcome(
-                "unreachable", key, note=f"{holder} holds the Chief and this process cannot "
-                f"hand it the line: {why}"
-            )  # fmt: skip
-        else:
-            answer = await _ask_door(door, source_id, text, remaining)
-            if isinstance(answer, int):
-                return CronOutcome("landed", key, answer, by="the running door")
-            if answer == "queued":
-                return CronOutcome("queued", key)
-            if answer == "unreachable":
-                unanswered = (
-                    f"{not_running(door.socket_path).removeprefix('the door is not running: ')}"
-                    f" ({door.socket_from}) while {holder} holds the Chief"
-                )
-            else:
-                return CronOutcome("refused", key, note=answer)
+        if holder is not None:  # None: another `chief report` lands its line (milliseconds)
+            handed = await _hand_to_holder(holder, door, key, source_id, text, remaining)
+            if isinstance(handed, CronOutcome):
+                return handed
+            unanswered = handed
         if time.monotonic() >= deadline:
             if unanswered:
                 return CronOutcome("unreachable", key, note=unanswered)
             return CronOutcome("queued", key)
         await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
+
+
+async def _hand_to_holder(
+    holder: str,
+    door: DoorAddress | DoorUnusable | None,
+    key: str,
+    source_id: str,
+    text: str,
+    wait_s: float,
+) -> CronOutcome | str:
+    """Hand the line to the Chief's `holder` through its door: the outcome, or (nothing listens
+    at the socket yet: a door that is starting) the words of why, to ask again meanwhile."""
+    if not isinstance(door, DoorAddress):
+        why = door.reason if door is not None else "no door address was given"
+        note = f"{holder} holds the Chief and this process cannot hand it the line: {why}"
+        return CronOutcome("unreachable", key, note=note)
+    answer = await _ask_door(door, source_id, text, wait_s)
+    if isinstance(answer, int):
+        return CronOutcome("landed", key, answer, by="the running door")
+    if answer == "queued":
+        return CronOutcome("queued", key)
+    if answer != "unreachable":
+        return CronOutcome("refused", key, note=answer)
+    where = not_running(door.socket_path).removeprefix("the door is not running: ")
+    return f"{where} ({door.socket_from}) while {holder} holds the Chief"
 
 
 def _holder(lock: Any) -> str | None:
