@@ -20,7 +20,8 @@
 asked for, so `chief log` never pays for FastAPI). Bad input prints one line on stderr and
 exits 2 (an argument that is not UTF-8 text or holds a NUL too, named by its option: Python
 hands argv bytes that are not UTF-8 over as lone surrogates); a runtime failure prints one line
-and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothing paired.
+and exits 1; Ctrl-C during `telegram pair` prints one line and exits 130, nothing paired; a
+reader of the output that goes away (`chief log | head -1`) ends it quietly with 141.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 from chief.args import OneLineParser
 from chief.errors import ChiefInputError
 from chief.model import BADGES, Message
-from plumbing.terminal import shown, shown_json
+from plumbing.terminal import shown, shown_json, to_reader
 
 if TYPE_CHECKING:
-    from chief.cron import DoorAddress
+    from chief.cron import CronOutcome, DoorAddress, DoorUnusable
 
 DISTRIBUTION = "coop-notifier"
 DEFAULT_LOG_LIMIT = 50
@@ -283,7 +284,12 @@ def _misnamed(args: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `chief` console script; returns the exit status."""
+    """Entry point of the `chief` console script; returns the exit status. A reader that goes
+    away ends it quietly (`plumbing.terminal.to_reader`)."""
+    return to_reader(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     refused = _refuse_as_root(args)
     if refused is not None:
@@ -426,6 +432,12 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         )
     except ChiefError as exc:
         return _failed("chief report", exc)
+    return _said(outcome)
+
+
+def _said(outcome: CronOutcome) -> int:
+    """Print what became of a cron line, one line (stderr when it cannot land by itself), and
+    answer the exit status."""
     key = outcome.source_key
     if outcome.how == "already":
         print(
@@ -448,12 +460,21 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    elif outcome.how == "unreachable":
+        # Durable, but it cannot land by itself: the cause, named, and a failed exit for cron.
+        print(
+            shown(
+                f"chief report: queued as {key}, but {outcome.note}; it lands with the door's "
+                "next report or restart"
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     else:
-        why = f" ({outcome.note})" if outcome.note else ""
         print(
             shown(
                 f"chief report: queued as {key}; the Chief is busy, so the line will land when it "
-                f"is free{why}"
+                "is free"
             )
         )
     return EXIT_OK
@@ -496,14 +517,15 @@ def _quiet_logs() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 
-def _door_address() -> DoorAddress | None:
-    """The running door's socket and its key, or None when the door's settings are not usable
-    here (then only this process can land the line, when no door holds the Chief). A retired
-    setting (`CHIEF_PORT`, ...) is refused before: `_refuse_retired`."""
-    from chief.cron import DoorAddress
+def _door_address() -> DoorAddress | DoorUnusable:
+    """The running door's socket and its key, or why the door's settings are not usable here
+    (then only this process can land the line, when no door holds the Chief; when one does, the
+    command says why it could not hand it the line). A retired setting (`CHIEF_PORT`, ...) is
+    refused before: `_refuse_retired`."""
+    from chief.cron import DoorAddress, DoorUnusable
     from chief.door.config import DoorConfig
     from chief.errors import ChiefConfigError, DoorError
-    from plumbing.door import retired_setting
+    from plumbing.door import retired_setting, socket_origin
     from plumbing.wire import SERVICE_KEY_HEADER
 
     retired = retired_setting(os.environ)
@@ -513,10 +535,15 @@ def _door_address() -> DoorAddress | None:
         # The key as the door read it (`read_service_key`): a file not this user's alone is
         # refused there, never sent.
         door = DoorConfig.from_env()
+    except DoorError as exc:
+        return DoorUnusable(str(exc))
+    try:
         door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
-    except (DoorError, UnicodeEncodeError):
-        return None
-    return DoorAddress(str(door.socket_path), door.service_key, SERVICE_KEY_HEADER)
+    except UnicodeEncodeError:
+        return DoorUnusable("the service key is not UTF-8 text (COOP_SERVICE_KEY_FILE)")
+    return DoorAddress(
+        str(door.socket_path), door.service_key, SERVICE_KEY_HEADER, socket_origin(os.environ)
+    )
 
 
 def _label(message: Message) -> str:

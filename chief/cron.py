@@ -15,8 +15,14 @@
      the door lands it under its turn lock, after any turn in progress.
 3. The wait is bounded by `wait_s`, all of it: past it the call answers `queued` and the line
    lands when the Chief is free (the door's next report or its next start drains it). A door
-   that is starting (lock held, socket not yet there) is asked again until the wait runs out;
-   the outcome's note then says the door is not running.
+   that is starting (lock held, socket not yet there) is asked again until the wait runs out.
+4. "Busy" is said only of a busy Chief: the door answered that its wait ran out (a turn in
+   progress), or another `chief report` held the Chief all along. When the holder cannot be
+   handed the line, the answer is `unreachable` with the cause in its note, so the command can
+   say it and fail: this process cannot knock (`DoorUnusable`: the key file is missing or
+   others can read it, named with its path and mode), at once; or nothing listens at the
+   socket it was told to use (named with the setting that named it, and who holds the Chief),
+   once the wait has run out. The line stays queued either way.
 
 No Telegram ring: a cron line is for the conversation only.
 """
@@ -54,7 +60,7 @@ DOOR_RETRY_S = 0.1
 DOOR_MARGIN_S = 2.0
 REPORT_PATH = "/api/chief/report"
 
-How = Literal["already", "landed", "queued", "refused"]
+How = Literal["already", "landed", "queued", "refused", "unreachable"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,24 @@ class DoorAddress:
     socket_path: str
     service_key: str
     key_header: str
+    #: Which setting named the socket, for a person when nothing listens there
+    #: (`plumbing.door.socket_origin`).
+    socket_from: str = "its setting"
+
+
+@dataclass(frozen=True)
+class DoorUnusable:
+    """Why this process cannot knock at a running door: its own settings (the key file missing,
+    or others can read it), in the words that name the file and what to do."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
 class CronOutcome:
     """What became of a cron line: landed (here or by the door), already there, queued (it
-    lands when the Chief is free), or refused (queued, but the running door turned it away)."""
+    lands when the Chief is free), refused (queued, but the running door turned it away), or
+    unreachable (queued, but the Chief's holder could not be handed it: `note` says why)."""
 
     how: How
     source_key: str
@@ -130,7 +148,7 @@ async def report_from_cron(
     text: str,
     *,
     wait_s: float = DEFAULT_WAIT_S,
-    door: DoorAddress | None = None,
+    door: DoorAddress | DoorUnusable | None = None,
 ) -> CronOutcome:
     """Queue the line durably, then have it landed under the turn lock within `wait_s`."""
     from chief.conversation import Chief
@@ -148,7 +166,7 @@ async def report_from_cron(
     if queued.message_id is not None:
         return CronOutcome("already", key, queued.message_id)
     lock = ServeLock(config.db_path, holder=REPORT_HOLDER)
-    unanswered = "the Chief's holder did not answer"
+    unanswered = ""
     while True:
         remaining = max(deadline - time.monotonic(), 0.0)
         if _try_lock(lock):
@@ -161,19 +179,55 @@ async def report_from_cron(
             if message_id is None:
                 return CronOutcome("queued", key)
             return CronOutcome("landed", key, message_id, by="this process")
-        if door is not None:
-            answer = await _ask_door(door, source_id, text, remaining)
-            if isinstance(answer, int):
-                return CronOutcome("landed", key, answer, by="the running door")
-            if answer == "queued":
-                return CronOutcome("queued", key)
-            if answer == "unreachable":
-                unanswered = not_running(door.socket_path)
-            else:
-                return CronOutcome("refused", key, note=answer)
+        holder = _holder(lock)
+        if holder is not None:  # None: another `chief report` lands its line (milliseconds)
+            handed = await _hand_to_holder(holder, door, key, source_id, text, remaining)
+            if isinstance(handed, CronOutcome):
+                return handed
+            unanswered = handed
         if time.monotonic() >= deadline:
-            return CronOutcome("queued", key, note=unanswered)
+            if unanswered:
+                return CronOutcome("unreachable", key, note=unanswered)
+            return CronOutcome("queued", key)
         await anyio.sleep(min(DOOR_RETRY_S, max(deadline - time.monotonic(), 0.0)))
+
+
+async def _hand_to_holder(
+    holder: str,
+    door: DoorAddress | DoorUnusable | None,
+    key: str,
+    source_id: str,
+    text: str,
+    wait_s: float,
+) -> CronOutcome | str:
+    """Hand the line to the Chief's `holder` through its door: the outcome, or (nothing listens
+    at the socket yet: a door that is starting) the words of why, to ask again meanwhile."""
+    if not isinstance(door, DoorAddress):
+        why = door.reason if door is not None else "no door address was given"
+        note = f"{holder} holds the Chief and this process cannot hand it the line: {why}"
+        return CronOutcome("unreachable", key, note=note)
+    answer = await _ask_door(door, source_id, text, wait_s)
+    if isinstance(answer, int):
+        return CronOutcome("landed", key, answer, by="the running door")
+    if answer == "queued":
+        return CronOutcome("queued", key)
+    if answer != "unreachable":
+        return CronOutcome("refused", key, note=answer)
+    where = not_running(door.socket_path).removeprefix("the door is not running: ")
+    return f"{where} ({door.socket_from}) while {holder} holds the Chief"
+
+
+def _holder(lock: Any) -> str | None:
+    """Who holds the Chief, in a person's words (`chief serve` (pid 41)); None when it is
+    another `chief report` landing its own line."""
+    from chief.serve_lock import REPORT_HOLDER
+
+    pid, _, what = str(lock.current_holder()).partition(" ")
+    if what == REPORT_HOLDER:
+        return None
+    if not what or not pid.isdigit():
+        return "another process"
+    return f"`{what}` (pid {pid})"
 
 
 def _try_lock(lock: Any) -> bool:

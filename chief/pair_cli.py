@@ -75,6 +75,8 @@ def pair(timeout_s: float, *, second: bool = False) -> int:
         return _fail(PAIR, "interrupted; nothing paired", EXIT_INTERRUPTED)
     except TelegramUnavailable as exc:
         return _fail(PAIR, f"{exc}; nothing paired")
+    except BrokenPipeError:
+        raise  # the reader of the output went away: the entry point ends quietly (to_reader)
     except OSError as exc:
         return _fail(PAIR, f"the pairing could not be saved in {settings.pairing_file} ({exc})")
     finally:

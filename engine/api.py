@@ -27,12 +27,13 @@ side effect of imports, no owner-file read inside the store) decides where code 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from engine import kick, store
-from engine.config import EngineConfig
-from engine.errors import TimedOut, UsageError
+from engine.config import EngineConfig, ledger_origin
+from engine.errors import NoLedger, TimedOut, UsageError
 from engine.owner_file import owner_config
 from engine.verbs.ledger import wait_timeout
 from engine.verbs.unit import Unit
@@ -62,6 +63,8 @@ def _run(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 
         return compat.remote(verb.__name__, list(args), shipped, route)
     writing = not verb.__dict__.get("reads")
+    if not writing:
+        require_ledger(path, db)
     mode = None
     if writing:
         # A wrong COOP_KICK is refused before the verb runs, so nothing is written.
@@ -75,6 +78,17 @@ def _run(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     if mode is not None:
         _kick(path, result, mode)
     return result
+
+
+def require_ledger(path: str, db: str | None) -> None:
+    """A read opens an existing ledger or none: `NoLedger`, naming the path and the setting
+    that named it, before anything is opened (opening would create the file and its folders,
+    and a person with the wrong COOP_HOME would read an empty ledger as their todos gone)."""
+    if not os.path.exists(path):
+        raise NoLedger(
+            f"no ledger at {path} ({ledger_origin(db)}): a read creates none; point COOP_HOME"
+            " (or COOP_DB, --db) at the ledger, or start one with a command that writes"
+        )
 
 
 def _kick(path: str, result: Any, mode: str) -> None:
@@ -100,7 +114,10 @@ def _wait(verb: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any
     if not isinstance(request_id, int) or isinstance(request_id, bool):
         raise UsageError(f"request id {request_id!r} is not a whole number")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    with kick.Waiter(store.locate(kwargs.get("db")), request_id) as waiter:
+    path = store.locate(kwargs.get("db"))
+    if owner_config(path) is None:
+        require_ledger(path, kwargs.get("db"))  # before the waiter's socket folder is made
+    with kick.Waiter(path, request_id) as waiter:
         fault("engine.wait.bound")  # test-only seam: a close between the bind and the look
         while True:
             answer = _run(verb, args, kwargs)

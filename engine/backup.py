@@ -27,6 +27,7 @@ import os
 import time
 
 from engine import store
+from engine.config import ledger_origin
 from engine.daemon_lock import DAEMON_LOCK_SUFFIX, SERVE_LOCK_SUFFIX
 from engine.errors import BackupError, UsageError
 from engine.store import copies
@@ -119,7 +120,8 @@ def backup(target: str, *, db: str | None = None) -> list[str]:
     ledger = store.locate(db)
     if not os.path.isfile(ledger):
         raise BackupError(
-            f"no ledger at {ledger}: nothing to back up (set COOP_HOME or --db to the ledger)"
+            f"no ledger at {ledger} ({ledger_origin(db)}): nothing to back up"
+            " (set COOP_HOME or --db to the ledger)"
         )
     sources = [(COOP_DB, ledger)]
     chief = chief_db_file()

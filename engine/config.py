@@ -54,6 +54,19 @@ def db_file(environ: Mapping[str, str] | None = None) -> str:
     return pure_path(os.path.join(data_folder(env), "coop.db"))
 
 
+def ledger_origin(db: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Which setting named the ledger's path, for a person who may have the wrong folder:
+    `--db`, `COOP_DB=...`, `COOP_HOME=...`, or the default that applies when neither is set."""
+    env = os.environ if environ is None else environ
+    if db is not None:
+        return "--db"
+    if env.get("COOP_DB"):
+        return f"COOP_DB={env['COOP_DB']}"
+    if env.get("COOP_HOME", "").strip():
+        return f"COOP_HOME={env['COOP_HOME']}"
+    return f"COOP_HOME is not set: the default folder {data_folder(env)}"
+
+
 def db_path(environ: Mapping[str, str] | None = None) -> Path:
     """The ledger database: `COOP_DB`, else `coop.db` under the data folder."""
     from pathlib import Path

@@ -10,6 +10,8 @@
     ├── LifecycleError              a verb refused by the lifecycle (terminal row, foreign holder,
     │                               changed under this take); exit 1
     ├── StoreError                  the database failed (sqlite3 errors translated in engine.store)
+    ├── NoLedger                    a read found no ledger at the path it names (and created
+    │                               none); exit 1
     ├── OwnerUnavailable            the owner service could not be used (owner file, credential,
     │   │                           transport); the compatibility client's fail-closed answers
     │   ├── OwnerFileOutdated       the owner file names a TCP address (an older build's):
@@ -87,6 +89,11 @@ class LifecycleError(CoopError):
 
 class StoreError(CoopError):
     """The Coop database failed; check the file and its disk, then retry."""
+
+
+class NoLedger(CoopError):
+    """There is no ledger there; a read creates none: point COOP_HOME (or COOP_DB, --db) at the
+    ledger, or start one with a command that writes."""
 
 
 class OwnerUnavailable(CoopError):

@@ -153,6 +153,15 @@ def _drain_command(max_runs: int | None, wait: bool) -> None:
     from plumbing.logs import configure_logging, emit_plain
 
     config = NotifierConfig.from_env()
+    if not config.db_path.exists():
+        # Nothing to drain, and a drain is no write of the ledger's: the retry timer of a
+        # fresh install (or a wrong COOP_HOME) must not leave an empty ledger behind.
+        emit_plain(
+            "notifier.exit",
+            outcome="no_ledger",
+            note=f"no ledger at {config.db_path}: nothing to drain",
+        )
+        return
     if owner_service_drains(config.db_path):
         # After a cutover the owner service's daemon drains; a drainer would only be fenced out
         # (say, the retry timer left enabled beside `coop serve`).
@@ -251,6 +260,13 @@ def _refuse_as_root(argv: Sequence[str] | None) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `coop-notifier` console script; a reader that goes away ends it quietly."""
+    from plumbing.terminal import to_reader
+
+    return to_reader(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     refused = _refuse_as_root(argv)
     if refused is not None:

@@ -25,6 +25,10 @@ apart:
                          more first, on a new connection: it may be a kept-alive one the door
                          let go just as the request went out)
 
+`listening()` asks only whether something accepts a connection on the socket (a connect, no
+request, no key): while the door is not running, a waiting worker asks that every retry
+interval instead of trying its row, so an outage costs neither CPU nor a database write.
+
 `FakeDoorClient` stands in for the door in unit tests: it answers from a script and records
 what it was sent.
 """
@@ -35,6 +39,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import anyio
 import httpx
 
 from notifier.delivery import OutboxRow
@@ -51,6 +56,8 @@ class DoorClient(Protocol):
     async def send(self, row: OutboxRow) -> DoorReply: ...
 
     async def send_batch(self, rows: list[OutboxRow]) -> DoorReply: ...
+
+    async def listening(self) -> bool: ...
 
     async def aclose(self) -> None: ...
 
@@ -155,6 +162,21 @@ class HttpDoorClient:
             phrase=status_phrase(response.status_code),
         )
 
+    async def listening(self) -> bool:
+        """Whether something accepts a connection on the door's socket now: False only when
+        nothing listens there (no socket, or one nobody holds); any other failure is the next
+        real request's to classify (a socket that is not this user's alone is not even
+        connected to: the request's own check refuses it, sending nothing)."""
+        try:
+            check_private(self._socket)
+            stream = await anyio.connect_unix(self._socket)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except OSError:
+            return True
+        await stream.aclose()
+        return True
+
     async def _exchange(self, request: httpx.Request) -> tuple[httpx.Response, bytes]:
         response = await self._transport.handle_async_request(request)
         try:
@@ -196,6 +218,10 @@ class FakeDoorClient:
         self.sent: list[dict[str, Any]] = []
         self.batches: list[list[dict[str, Any]]] = []
         self.closed = False
+        self.up = True  # what `listening()` answers
+
+    async def listening(self) -> bool:
+        return self.up
 
     async def send(self, row: OutboxRow) -> DoorReply:
         self.sent.append(payload(row))

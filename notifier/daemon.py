@@ -285,12 +285,20 @@ class Daemon:
         busy_retry_s = LOCK_BUSY_RETRY_S
         failures = 0
         while not self._stopping:
-            self._kicked = False
+            kicked, self._kicked = self._kicked, False
             self._wake = anyio.Event()
             try:
                 fault("notifier.daemon.before_drain")  # test-only seam: a daemon held asleep
                 # Deadlines first: a close they make is drained in this same pass.
                 next_deadline = await self._deadlines.apply_due(db)
+                if not kicked and not await worker.door_listening():
+                    # The door is still not running and nothing changed: no drain (it would
+                    # write a try), just look again after the retry interval.
+                    sleep_s = worker.retry_interval_s
+                    if next_deadline is not None:
+                        sleep_s = min(sleep_s, max(next_deadline - self._clock(), 0.0))
+                    await self._rest(sleep_s)
+                    continue
                 report = await worker.drain()
                 if report.outcome is DrainOutcome.STOPPED:
                     return True
@@ -318,9 +326,16 @@ class Daemon:
                 sleep_s = self._failed(exc, failures)
             if self._kicked or sleep_s <= 0:
                 continue
-            with anyio.move_on_after(sleep_s):
-                await self._wake.wait()
+            await self._rest(sleep_s)
         return False
+
+    async def _rest(self, sleep_s: float) -> None:
+        """Sleep until `sleep_s` has passed, a kick or a stop."""
+        wake = self._wake
+        if self._kicked or sleep_s <= 0 or wake is None:
+            return
+        with anyio.move_on_after(sleep_s):
+            await wake.wait()
 
     async def _steps_aside(self, db: Database) -> bool:
         """After a failed drain: whether the cutover's fence refused it, this daemon not being

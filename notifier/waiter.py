@@ -8,9 +8,11 @@ deferred that briefly. It exits when the queue is empty or the head is deferred 
 row is left to the daemon, to the systemd timer of CLI-only installs
 (`ops/systemd/coop-notifier-retry.timer` runs `coop-notifier drain --no-wait` every minute), or
 to the next kick. Either way a deferred head is tried again by its due time plus at most 60 s.
-A door whose port refuses connections defers the head by a second at a time (notifier.outcome):
-the drainer waits that out while the outage is younger than `DRAIN_WAIT_MAX_S`, then leaves the
-row the same way (its worker logs the outage, not this module a line per second).
+A door whose socket refuses connections defers the head by a second at a time (notifier.outcome):
+the drainer then looks at the socket once a second (`Worker.door_listening`, which writes
+nothing) and drains again once something listens, while the outage is younger than
+`DRAIN_WAIT_MAX_S`; then it leaves the row the same way (its worker logs the outage, not this
+module a line per second). Waiting costs no database write and next to no CPU.
 
 One waiter per store, so a burst of kicks during an outage leaves one process waiting, not one
 per kick: the wait is held under an exclusive `flock` on `<db>.drain-wait.lock`. A drainer that
@@ -129,7 +131,15 @@ class Waiter:
                 return False
             assert head is not None
             due_in_s = head.next_attempt_at - self.clock()
-            if due_in_s > 0 and not self.worker.unreachable_s:  # the worker tells an outage
+            if self.worker.unreachable_s:  # the worker tells an outage, not this loop
+                # Rest a retry interval, then drain only if something listens now: a drain
+                # writes its try, a look at the socket writes nothing.
+                await self._sleep(self.worker.retry_interval_s)
+                if self.worker.stopping:
+                    return False
+                if not await self.worker.door_listening():
+                    continue
+            elif due_in_s > 0:
                 self.log.info(
                     "notifier.drain.waiting",
                     outbox_id=head.id,

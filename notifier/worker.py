@@ -24,6 +24,10 @@ A door without the batch route (404) is remembered for the process's life, said 
 
 While nothing listens on the door's socket, the head is deferred by COOP_UNREACHABLE_RETRY_S (1 s)
 at a time, not backed off, and the outage is told in a few lines (`Outage`), not one per try.
+A waiter (the daemon, a one-shot drainer's `notifier.waiter`) then looks every interval whether
+anything listens (`door_listening`: a connect, nothing written) and drains again only when
+something does, or when a kick says something changed: an outage costs no database write and
+next to no CPU, however long it lasts.
 
 The handoff predicate ("is there work?") is exactly the drain's own: *the head pending row
 (lowest id) exists and is due* (never attempted, or `next_attempt_at <= now`, with `now` read
@@ -139,6 +143,14 @@ class Outage:
             return True
         return False
 
+    def probed(self, now: float) -> bool:
+        """Count one refused probe (a connect, no row tried); True when the log should say so."""
+        self.tries += 1
+        if now - self._said_at >= OUTAGE_LOG_EVERY_S:
+            self._said_at = now
+            return True
+        return False
+
     def end(self, now: float) -> tuple[float, int] | None:
         """The door answered: (how long it was down, its refused tries), or None if it was not."""
         if self._since is None:
@@ -202,6 +214,35 @@ class Worker:
     def unreachable_s(self) -> float:
         """How long the door's port has refused this worker's connections (0: it has not)."""
         return self._outage.down_s(self._clock())
+
+    @property
+    def retry_interval_s(self) -> float:
+        """How often a door that is not running is asked again (COOP_UNREACHABLE_RETRY_S)."""
+        return min(self._policy.unreachable_retry_s, self._policy.max_s)
+
+    async def door_listening(self) -> bool:
+        """Whether a drain is worth its writes now: True unless this worker saw the door not
+        running and nothing listens at its socket yet. The look is a connect, no row is tried
+        and nothing is written: a waiter asks this every retry interval during an outage, and
+        drains (which counts and writes a try) only once the door is back or something changed.
+        A refused look counts as a try of the outage and is told as rarely as one."""
+        if not self._outage.active:
+            return True
+        if self._client is None:
+            self._client = self._client_factory()
+        if await self._client.listening():
+            return True
+        now = self._clock()
+        if self._outage.probed(now):
+            self.log.warning(
+                "notifier.door.unreachable",
+                socket=str(self.config.door_socket),
+                tries=self._outage.tries,
+                down_s=round(self._outage.down_s(now), 3),
+                note=f"nothing listens: looked again every {self.retry_interval_s:g} s;"
+                f" said again every {OUTAGE_LOG_EVERY_S:g} s while it lasts",
+            )
+        return False
 
     async def aclose(self) -> None:
         client, self._client = self._client, None

@@ -64,6 +64,14 @@ def socket_path(env: Mapping[str, str]) -> str:
     )
 
 
+def socket_origin(env: Mapping[str, str]) -> str:
+    """Which setting named the door's socket (`socket_path`), for a line that says nothing
+    listens there: `COOP_DOOR_SOCKET`, or the default that applies without it."""
+    if env.get("COOP_DOOR_SOCKET", "").strip():
+        return "COOP_DOOR_SOCKET"
+    return "COOP_DOOR_SOCKET is not set: the default, door.sock in COOP_HOME"
+
+
 def not_running(path: str) -> str:
     """What a client says when nothing answers at the door's socket."""
     return f"the door is not running: nothing listens at {path}"

@@ -21,6 +21,7 @@ Exit statuses, for every command:
     3  `request wait --timeout S`: S seconds passed and the request is still open
   130  interrupted (Ctrl-C); 143 a `request wait` stopped by SIGTERM. A wait's socket is
        removed on the way out either way
+  141  the reader of the output went away (`coop list | head -1`): quietly, no message
 
 Every refusal prints one line on stderr (two when the error has a detail) and changes nothing.
 """
@@ -32,7 +33,7 @@ import sys
 
 from engine.cli.tree import PROG, misnamed, quick_parse, refusal
 from engine.errors import CoopError, UsageError
-from plumbing.terminal import shown
+from plumbing.terminal import reader_gone, shown, to_reader
 
 TYPE_CHECKING = False  # mypy reads any `TYPE_CHECKING` as true; `typing` stays unloaded
 if TYPE_CHECKING:
@@ -106,6 +107,11 @@ def _refuse_as_root(args: Args, words: list[str]) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `coop` console script; a reader that goes away ends it quietly (`to_reader`)."""
+    return to_reader(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = _parse(words)
     problem = refusal(args)
@@ -131,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
+        if isinstance(exc, BrokenPipeError) and reader_gone():
+            raise  # the reader of the output went away: `to_reader` ends quietly
         # A folder or file the command needs (the data folder, the receipts) is not usable.
         where = f": {exc.filename}" if exc.filename else ""
         print(shown(f"{PROG}: {exc.strerror or exc}{where}"), file=sys.stderr)

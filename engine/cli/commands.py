@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
-from engine import api, lifecycle
+from engine import api, lifecycle, store
 from engine.cli import render, tree
+from engine.config import ledger_origin
 from engine.errors import NeedsAPerson, UsageError
 from engine.verbs.declare import cli_of
 from plumbing import terminal
@@ -223,6 +225,19 @@ def run(args: Args, emit: Emit) -> Any:
     emit = printer(args, emit)
     words = (args.group, getattr(args, "verb", None))
     command = tree.COMMANDS[words]
-    if command.verb is not None:
-        return run_verb(command, args, emit)
-    return COMMANDS[words](args, emit)
+    ledger = store.locate(_db(args))
+    existed = os.path.exists(ledger)
+    try:
+        if command.verb is not None:
+            return run_verb(command, args, emit)
+        return COMMANDS[words](args, emit)
+    finally:
+        if not existed and os.path.exists(ledger):
+            # Only a command that writes gets here (a read refuses first, creating nothing):
+            # one line, the first time, so a wrong COOP_HOME is seen at once, not weeks later.
+            print(
+                terminal.shown(
+                    f"coop: started a new ledger at {ledger} ({ledger_origin(_db(args))})"
+                ),
+                file=sys.stderr,
+            )

@@ -85,10 +85,11 @@ VERBS: dict[str, tuple[list[str], list[list[str]]]] = {
     # A close wakes the waiters of `coop request wait`: with nobody waiting that is one failed
     # listdir, and no `socket` import.
     "request close": (["request", "close", "1", "--summary", "ok"], [["request", "add", "x"]]),
-    "list": (["list", "--all"], []),
+    # A read needs a ledger (one it does not find is refused, never created): a write first.
+    "list": (["list", "--all"], [["todo", "add", "x"]]),
     "history": (["history", "todo", "1"], [["todo", "add", "x"]]),
     "notify": (["notify", "hello"], []),
-    "outbox list": (["outbox", "list"], []),
+    "outbox list": (["outbox", "list"], [["notify", "hello"]]),
 }
 
 

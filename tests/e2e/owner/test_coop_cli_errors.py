@@ -89,7 +89,7 @@ def test_an_owner_socket_that_is_not_an_absolute_path_is_the_same_sentence(
 def test_an_older_builds_owner_file_naming_a_tcp_address_is_one_line_until_cutover_again(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    assert coop("list", env=env).returncode == 0  # the ledger exists, in local mode
+    assert coop("todo", "add", "first", env=env).returncode == 0  # a ledger, in local mode
     path = _owner_file(tmp_path, socket=None, url="http://127.0.0.1:8764")
     body = json.loads(path.read_text())
     del body["socket"]

@@ -79,7 +79,12 @@ def test_a_token_alone_starts_the_door_which_says_to_pair_and_rings_nothing(
         assert answer.status_code == 200, answer.text
         assert answer.json()["telegram"] == "not_configured"
         status = door_status(door_sock)
-        result = coop("status", env={"COOP_HOME": str(tmp_path), "COOP_DOOR_SOCKET": door_sock})
+        env = {"COOP_HOME": str(tmp_path), "COOP_DOOR_SOCKET": door_sock, "COOP_KICK": "off"}
+        made = coop(
+            "todo", "add", "a ledger for status", "--as", "me", env=env
+        )  # a read makes none
+        assert made.returncode == 0, made.stderr
+        result = coop("status", env=env)
     assert emulator.messages == []
     assert status["telegram_configured"] is False
     assert "chief telegram pair" in status["telegram_next_step"]

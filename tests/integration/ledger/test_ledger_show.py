@@ -71,7 +71,9 @@ def test_show_json_is_the_item_and_its_last_events(coop: Coop) -> None:
 
 @pytest.mark.parametrize("kind", ["todo", "request"])
 def test_an_unknown_id_is_one_line_and_exit_2(coop: Coop, kind: str) -> None:
-    # docs/cli.md, exit statuses: an unknown id is a usage refusal, 2.
+    # docs/cli.md, exit statuses: an unknown id is a usage refusal, 2 (in a ledger a write
+    # made: a read finds none otherwise, and says that instead).
+    assert coop("todo", "add", "x")[0] == 0
     assert coop(kind, "show", "7") == (
         2,
         "",

@@ -20,6 +20,16 @@ from tests.support.procs import write_key
 KEY = "status-test-key-0123456789"
 
 
+def made_ledger(home: Path) -> Path:
+    """The empty ledger a first write makes in `home` (`coop status`, a read, refuses a folder
+    without one and creates none)."""
+    from engine import store
+
+    path = home / "coop.db"
+    store.open_connection(path).close()
+    return path
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("COOP_HOME", str(tmp_path))

@@ -109,7 +109,7 @@ def test_a_backup_without_a_ledger_refuses_and_creates_nothing(tmp_path: Path) -
     home.mkdir()
     target = tmp_path / "backups"
     line = one_line(run(home, "backup", str(target)))
-    assert line == f"coop: no ledger at {home}/coop.db: nothing to back up" + (
+    assert line == f"coop: no ledger at {home}/coop.db (COOP_HOME={home}): nothing to back up" + (
         " (set COOP_HOME or --db to the ledger)"
     )
     assert not target.exists()

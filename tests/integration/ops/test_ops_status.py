@@ -17,7 +17,7 @@ from chief.door.config import DoorConfig
 from chief.serve import create_app
 from engine import ledger, outbox
 from engine.owner import receipts
-from tests.integration.ops.conftest import closed_socket, door_on_socket
+from tests.integration.ops.conftest import closed_socket, door_on_socket, made_ledger
 from tests.support.procs import coop, write_key
 
 
@@ -41,6 +41,7 @@ def door(home: Path) -> Iterator[str]:
 
 
 def status(home: Path, door_socket: str, *args: str):
+    made_ledger(home)
     return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door_socket})
 
 

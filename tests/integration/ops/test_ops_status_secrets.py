@@ -14,7 +14,7 @@ from chief.config import ChiefConfig
 from chief.door.config import DoorConfig
 from chief.serve import create_app
 from plumbing.unix import bind_private
-from tests.integration.ops.conftest import door_on_socket
+from tests.integration.ops.conftest import door_on_socket, made_ledger
 from tests.support.procs import coop
 from tests.support.proxy import ProxyTrap, proxy_trap
 
@@ -43,6 +43,7 @@ def test_status_asks_the_door_directly_whatever_proxy_the_environment_names(
 ) -> None:
     env = {"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door, **trap.environ()}
 
+    made_ledger(home)
     result = coop("status", "--check", env=env)
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -59,6 +60,7 @@ def test_status_refuses_a_service_key_others_can_read_and_sends_nothing(
     with contextlib.closing(bind_private(str(home / "door.sock"))) as door_spot:
         door_spot.setblocking(False)
 
+        made_ledger(home)
         result = coop("status", "--check", env={"COOP_HOME": str(home)})
 
         with pytest.raises(BlockingIOError):  # no connection queued: nothing was sent

@@ -27,7 +27,7 @@ from chief.door.config import DoorConfig
 from chief.door.metrics import metrics_app
 from chief.serve import create_app
 from chief.telegram.emulator import create_emulator, parse_fault
-from tests.integration.ops.conftest import KEY, door_on_socket
+from tests.integration.ops.conftest import KEY, door_on_socket, made_ledger
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.procs import coop, socket_client
 from tests.support.waiting import wait_until_sync
@@ -127,6 +127,7 @@ def door_metrics(door: Door) -> dict[str, float]:
 
 
 def coop_status(home: Path, door: Door, *args: str):
+    made_ledger(home)
     return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door.socket_path})
 
 
