@@ -46,8 +46,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 #: Each kind of raw update (`raw_kinds`: 17) and of misshapen one (3) is drawn on its own.
 RAW_EXAMPLES_PER_KIND = 3
-#: The owner's acts, each drawn on its own, and how many of each: the replies to an open ask
-#: and the presses decide, so they are as many as the asks the test files.
+#: The owner's acts, each drawn on its own, and how many of each: a press or a reply to an open
+#: ask may decide it, so those are few (the test files five asks; `OWNER_KINDS` is the check).
 OWNER_ACTS = {"text": 20, "reply": 12, "reply to an ask": 3, "press": 3}
 MISSHAPEN_EXAMPLES_PER_KIND = 4
 TOAST_MAX_CHARS = 200
