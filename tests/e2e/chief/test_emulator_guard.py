@@ -11,7 +11,6 @@ import json
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,8 +21,10 @@ TOKEN = "123:emulator-guard"
 CHAT = 4242
 
 
-@pytest.fixture
-def emulator(tmp_path: Path) -> Iterator[Service]:
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """One emulator process for the module (each start is ~0.7 s of CPU in imports)."""
+    folder = tmp_path_factory.mktemp("emulator")
     service = Service(
         "emulator",
         [
@@ -34,11 +35,11 @@ def emulator(tmp_path: Path) -> Iterator[Service]:
             "--token",
             TOKEN,
             "--log",
-            str(tmp_path / "receipts.jsonl"),
+            str(folder / "receipts.jsonl"),
         ],
-        tmp_path,
+        folder,
         "emulator.listening",
-        clean_env(tmp_path),
+        clean_env(folder),
         keep_port=False,
     )
     old_umask = os.umask(0o022)  # a loose umask, as a login shell has: the log must not follow it
@@ -50,6 +51,15 @@ def emulator(tmp_path: Path) -> Iterator[Service]:
         yield service
     finally:
         service.terminate()
+
+
+@pytest.fixture
+def emulator(started: Service) -> Service:
+    """The module's emulator with its messages, updates and faults forgotten
+    (`/emulator/reset`, a JSON control call from a loopback client: allowed)."""
+    answer = httpx.post(f"{started.url}/emulator/reset", json={})
+    assert answer.status_code == 200, answer.text
+    return started
 
 
 def _send_as_the_bot(url: str) -> None:
@@ -122,8 +132,8 @@ def test_the_bot_and_a_json_control_call_still_work(emulator: Service) -> None:
     assert [m["text"] for m in messages] == ["may I?"]
 
 
-def test_the_receipt_log_is_private(emulator: Service, tmp_path: Path) -> None:
+def test_the_receipt_log_is_private(emulator: Service) -> None:
     _send_as_the_bot(emulator.url)
-    log = tmp_path / "receipts.jsonl"
+    log = emulator.folder / "receipts.jsonl"
     emulator.wait_for(log.exists, "the receipt log")
     assert stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -1,8 +1,8 @@
-"""A late Telegram reply is not a lost one: with the door's deadline at 2 s and Telegram
-answering its next three sends only after 4 s while 30 rows queue (the real stack: engine
+"""A late Telegram reply is not a lost one: with the door's deadline at 1 s and Telegram
+answering its next three sends only after 1.5 s while 30 rows queue (the real stack: engine
 service, door, emulator processes; the door's real python-telegram-bot client), every row rings,
-and no row rings again: each late send is still awaited (up to the door's hard bound, well past
-4 s) and its answer marks its rows sent. Repeats are counted per row, never per message, and
+and no row rings again: each late send is still awaited (up to the door's hard bound, 6 x the
+deadline) and its answer marks its rows sent. Repeats are counted per row, never per message, and
 bounded by the in-doubt events the door recorded (none here: nothing was in doubt)."""
 
 from __future__ import annotations
@@ -20,9 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 ROWS = 30
 LATE_REPLIES = 3
-TELEGRAM_TIMEOUT_S = "2"
-LATE_S = 4.0
-PRODUCE_S = 10.0  # rows keep arriving through the three late sends (about 4 s each)
+# The deadline test_proof_telegram.py gives the door and a reply half as late again, as it arms
+# its delays: a reply is late for coming past the deadline and inside the hard bound, not for
+# how long it takes (at 2 s and 4 s the three replies alone held the run for 12 s).
+TELEGRAM_TIMEOUT_S = "1"
+LATE_S = 1.5
+PRODUCE_S = 5.0  # rows keep arriving through the three late sends (about 1.5 s each)
 SETTLE_S = 60.0
 
 
@@ -36,7 +39,7 @@ def test_three_late_telegram_replies_ring_every_row_and_repeat_none(
     stack = make_stack(door_env={"TELEGRAM_TIMEOUT_S": TELEGRAM_TIMEOUT_S})
     stack.start()
     # Each of the next three sendMessage calls is kept (the message is delivered) and answered
-    # 4 s later: past the door's deadline, inside its hard bound.
+    # 1.5 s later: past the door's deadline, inside its hard bound.
     stack.arm_telegram_fault(mode="delay", count=LATE_REPLIES, delay_s=LATE_S, replace=True)
     group = Producers(stack)
     producers.append(group)
