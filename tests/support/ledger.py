@@ -66,3 +66,11 @@ def e2e_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COOP_CHIEF_ACTOR", "chief")
     monkeypatch.delenv("COOP_OWNER_FILE", raising=False)
     monkeypatch.delenv("COOP_TEST_FAULTS", raising=False)
+
+
+def made_ledger(home: Path) -> Path:
+    """The empty ledger a first write makes in `home` (`coop status`, a read, refuses a folder
+    without one and creates none)."""
+    path = home / "coop.db"
+    store.open_connection(path).close()
+    return path

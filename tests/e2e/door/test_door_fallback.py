@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from chief.fallback_rules import NOTICE_SUBJECT, POSSIBLE_REPEAT
 from tests.support.fallback_stack import WAIT_S, FallbackStack, fallback_stack, subjects
+from tests.support.ledger import made_ledger
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop
 from tests.support.stack import CHAT_ID
@@ -84,6 +86,7 @@ def test_a_blocked_bot_sends_each_urgent_report_once_by_mail_and_one_notice_then
     rungs = {row["text"].removeprefix("URGENT: "): row["rung"]
              for row in fallback.stack.door_status()["urgent"]["ringing"]}  # fmt: skip
     assert (rungs[first], rungs[second]) == (3, 3), rungs
+    made_ledger(Path(fallback.stack.env()["COOP_DB"]).parent)  # a read creates none
     shown = coop("status", env=fallback.stack.env())
     assert "fallback: Telegram failing since" in shown.stdout, shown.stdout
     assert "3 sent" in shown.stdout, shown.stdout

@@ -21,6 +21,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,6 +33,7 @@ from chief.telegram.pairing import Pairing, write_pairing
 from chief.urgent_rules import SECOND_MAY_NOT_DECIDE
 from plumbing.faults import FAULT_EXIT_STATUS
 from tests.e2e.door.test_door_urgent import GOT_IT, OWNER_ID, WAIT_S, Urgent, labels, text_of
+from tests.support.ledger import made_ledger
 from tests.support.procs import coop
 from tests.support.stack import Stack
 
@@ -189,6 +191,7 @@ def test_chief_ack_on_the_machine_stops_every_rung(ladder: Ladder) -> None:
     key = ladder.post(text, urgent=True)
     ladder.wait_second(text)
     number = ladder.row(key)["number"]
+    made_ledger(Path(ladder.stack.env()["COOP_DB"]).parent)  # a read creates none
     status = coop("status", env=ladder.stack.env())
     assert f"urgent: #{number} ringing at rung 2 (ring " in status.stdout, status.stdout
     assert f"(chief ack {number} stops it)" in status.stdout

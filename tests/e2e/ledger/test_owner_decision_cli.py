@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ledger import made_ledger
 from tests.support.procs import clean_env, coop
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,6 +27,7 @@ def said(env: dict[str, str], *args: str) -> str:
 
 def test_the_owners_answer_stays_and_every_later_word_says_what_it_did(tmp_path: Path) -> None:
     env = clean_env(tmp_path, COOP_KICK="off", COOP_OWNER="owner")
+    made_ledger(tmp_path)  # every word below is on stdout; a first write also says it made one
     said(env, "--as", "agent", "request", "add", "order the bag?", "--to", "owner",
          "--choices", "approve,decline")  # fmt: skip
     assert said(env, "--as", "owner", "request", "close", "1", "--summary", "approve") == (

@@ -15,19 +15,10 @@ from starlette.types import ASGIApp
 
 from plumbing.unix import bind_private
 from tests.support.asgi import serve_asgi_in_thread
+from tests.support.ledger import made_ledger  # noqa: F401 (the ops tests import it from here)
 from tests.support.procs import write_key
 
 KEY = "status-test-key-0123456789"
-
-
-def made_ledger(home: Path) -> Path:
-    """The empty ledger a first write makes in `home` (`coop status`, a read, refuses a folder
-    without one and creates none)."""
-    from engine import store
-
-    path = home / "coop.db"
-    store.open_connection(path).close()
-    return path
 
 
 @pytest.fixture

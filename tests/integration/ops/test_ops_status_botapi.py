@@ -29,7 +29,7 @@ from chief.door.config import DoorConfig
 from chief.serve import create_app
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing, write_pairing
-from tests.integration.ops.conftest import KEY, door_on_socket
+from tests.integration.ops.conftest import KEY, door_on_socket, made_ledger
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop, socket_client
@@ -88,6 +88,9 @@ def door_status(door: Door) -> dict[str, Any]:
 
 
 def coop_status(home: Path, door: Door, *args: str) -> Any:
+    """`coop status` on `home`'s ledger (made first: a read creates none) and `door`'s socket."""
+    if not (home / "coop.db").exists():
+        made_ledger(home)
     return coop("status", *args, env={"COOP_HOME": str(home), "COOP_DOOR_SOCKET": door.socket_path})
 
 
