@@ -30,7 +30,7 @@ TEXT_WIDTH = 60
 _INTERNAL = frozenset({"ask_key", "answer_key", "fast_path", "stale", "delivery_key", "extra"})
 _HEADLINE = frozenset({"id", "kind", "title", "status", "addressed_to"})
 #: What `show` answers beside a row, shown under its close (`row_lines`).
-_BESIDE = ("amendments", "notes")
+_BESIDE = ("amendments", "notes", "takes")
 #: A row's fields as a person reads them, in this order: (label, value field, by field).
 _ROW_FIELDS = (
     ("body", "body", None),
@@ -240,7 +240,11 @@ def row_lines(item: dict[str, Any]) -> list[str]:
 
 def _fast_path(item: dict[str, Any]) -> bool:
     """A row closed (or done) straight from open: the close wrote its closer as its taker too,
-    at the same moment."""
+    at the same moment. `show` says so by its `takes` (none); a row without them, by the same
+    moment and actor (a take and a close in one millisecond would read as one)."""
+    takes = item.get("takes")
+    if isinstance(takes, list):
+        return bool(item.get("closed_at")) and not takes
     return bool(item.get("closed_at")) and (item.get("taken_at"), item.get("taken_by")) == (
         item.get("closed_at"),
         item.get("closed_by"),

@@ -575,10 +575,15 @@ def _show(kind: str, item_id: int, last: int, unit: Unit) -> Row:
 def _afterwards(events: list[Row]) -> Row:
     """What came after a row's close, for `show` to put beside it: each amendment of its
     outcome (`amendments`: when, by whom, each field from and to) and each note (`notes`: when,
-    by whom, the words), oldest first; empty lists when there are none."""
+    by whom, the words), oldest first; empty lists when there are none. `takes`: when and by
+    whom it was taken apart from its close (a close straight from open takes it in the same
+    write, with no take of its own: `show` then names the closer once)."""
     amendments: list[Row] = []
     notes: list[Row] = []
+    takes: list[Row] = []
     for event in events:
+        if event["event"] == "take":
+            takes.append({"at": event["at"], "by": event["actor"]})
         if event["event"] not in ("edit", "note"):
             continue
         payload = _decoded(event["payload"])
@@ -588,7 +593,7 @@ def _afterwards(events: list[Row]) -> Row:
         else:
             words = {name: value for name, value in payload.items() if name != "via"}
             notes.append({"at": event["at"], "by": event["actor"], "note": words})
-    return {"amendments": amendments, "notes": notes}
+    return {"amendments": amendments, "notes": notes, "takes": takes}
 
 
 def _decoded(payload: str | None) -> dict[str, Any]:

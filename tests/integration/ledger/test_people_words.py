@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from engine import store, verbs
 from engine.cli import render
 from engine.verbs.deadline import apply_deadline
@@ -73,6 +75,21 @@ def test_a_fast_close_shows_its_closer_once_not_as_a_taker(db: str) -> None:
     ledger.take_request(2, actor="builder", db=db)
     ledger.close_request(2, actor="builder", db=db)
     assert any(line.startswith("  taken:") for line in shown(db, 2))
+
+
+def test_a_take_and_a_close_in_one_millisecond_still_show_the_take(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's clock has millisecond steps: a script's take and close can share one. The
+    take is still named (its own event says so), not read as a close straight from open."""
+    monkeypatch.setattr(store, "now_iso", lambda: "2026-12-06T04:00:00.000Z")
+    ledger.add_request("a quick one", actor="agent", db=db)
+    ledger.take_request(1, actor="builder", db=db)
+    ledger.close_request(1, actor="builder", db=db)
+    assert any(line.startswith("  taken:") for line in shown(db, 1)), shown(db, 1)
+    ledger.add_request("straight to closed", actor="agent", db=db)
+    ledger.close_request(2, actor="builder", db=db)
+    assert not any(line.startswith("  taken:") for line in shown(db, 2)), shown(db, 2)
 
 
 def test_an_amendment_in_the_history_reads_as_one(db: str) -> None:
