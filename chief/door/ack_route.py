@@ -22,16 +22,15 @@ from typing import Annotated
 
 import structlog
 from fastapi import APIRouter, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from chief.door.admit import parsed_body, refuser
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, read_body, say_refused
+from chief.door.guard import Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError
 from chief.urgent_rules import ACK_PATH, MACHINE, MAX_REFERENCE_CHARS
-from plumbing.loopback import on_unix_socket
 
 log = structlog.get_logger("chief.door")
 
@@ -50,30 +49,14 @@ class AckBody(BaseModel):
 
 def make_ack_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     """The acknowledgement route over the door's urgent reports; mount it beside `make_router`."""
-    guard = Guard(config, service.posture)
+    refused = refuser(Guard(config, service.posture), service)
     router = APIRouter(tags=["chief urgent reports"])
 
     @router.post(ACK_PATH, include_in_schema=False)
     async def acknowledge(request: Request) -> JSONResponse:
-        client = request.scope.get("client")
-        peer = client[0] if client else None
-        refusal = guard.check(
-            peer,
-            request.scope.get("headers", []),
-            owner_configured=service.chief is not None,
-            unix_socket=on_unix_socket(request.scope),
-        )
-        if refusal is not None:
-            say_refused(service.refusals, refusal.reason, path=ACK_PATH, peer=peer)
-            return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
-        raw = await read_body(request, MAX_BODY_BYTES)
-        if raw is None:
-            return JSONResponse({"detail": "body_too_large"}, status_code=413)
-        try:
-            body = AckBody.model_validate_json(raw)
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+        body = await parsed_body(request, refused, MAX_BODY_BYTES, AckBody)
+        if isinstance(body, JSONResponse):
+            return body
         urgent = service.urgent
         if urgent is None:
             return JSONResponse({"detail": "urgent_unavailable"}, status_code=503)

@@ -24,15 +24,14 @@ from typing import Annotated, Protocol, runtime_checkable
 
 import structlog
 from fastapi import APIRouter, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from chief.door.admit import parsed_body, refuser
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, read_body, say_refused
+from chief.door.guard import Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChiefError, ChiefInputError
-from plumbing.loopback import on_unix_socket
 from plumbing.wire import MAX_TEXT_CHARS
 
 log = structlog.get_logger("chief.door")
@@ -68,30 +67,14 @@ class ReportBody(BaseModel):
 
 def make_report_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     """The report route over the door's Chief; mount it beside `make_router`."""
-    guard = Guard(config, service.posture)
+    refused = refuser(Guard(config, service.posture), service)
     router = APIRouter(tags=["chief reports"])
 
     @router.post(REPORT_PATH, include_in_schema=False)
     async def report(request: Request) -> JSONResponse:
-        client = request.scope.get("client")
-        peer = client[0] if client else None
-        refusal = guard.check(
-            peer,
-            request.scope.get("headers", []),
-            owner_configured=service.chief is not None,
-            unix_socket=on_unix_socket(request.scope),
-        )
-        if refusal is not None:
-            say_refused(service.refusals, refusal.reason, path=REPORT_PATH, peer=peer)
-            return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
-        raw = await read_body(request, MAX_BODY_BYTES)
-        if raw is None:
-            return JSONResponse({"detail": "body_too_large"}, status_code=413)
-        try:
-            body = ReportBody.model_validate_json(raw)
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False, include_input=False)
-            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+        body = await parsed_body(request, refused, MAX_BODY_BYTES, ReportBody)
+        if isinstance(body, JSONResponse):
+            return body
         chief = service.chief
         if not isinstance(chief, Reporting):
             return JSONResponse({"detail": "chief_unavailable"}, status_code=503)

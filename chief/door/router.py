@@ -82,8 +82,9 @@ from pydantic import (
     model_validator,
 )
 
+from chief.door.admit import Refuser, admitted_body, invalid, refuser
 from chief.door.config import DoorConfig
-from chief.door.guard import Guard, read_body, say_refused
+from chief.door.guard import Guard
 from chief.door.verbs import DoorVerbs
 from chief.errors import ChannelUnavailable, ChiefUnavailable
 from chief.model import (
@@ -101,7 +102,6 @@ from chief.model import (
 )
 from chief.urgent_rules import marked
 from plumbing.bounds import MAX_REMIND_MAX, MAX_WAIT_S, MIN_REMIND_S
-from plumbing.loopback import on_unix_socket
 from plumbing.wire import (
     MAX_TEXT_CHARS,
     NOTIFY_BATCH_PATH,
@@ -533,13 +533,12 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 }
 
 
-Refuser = Callable[[Request], JSONResponse | None]
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 
 
 def make_router(config: DoorConfig, service: DoorVerbs) -> APIRouter:
     """The door's routes over `service`; mount with `app.include_router(...)`."""
-    refused = _refuser(Guard(config, service.posture), service)
+    refused = refuser(Guard(config, service.posture), service)
     router = APIRouter(tags=["coop engine door"])
     router.add_api_route(
         NOTIFY_PATH,
@@ -581,59 +580,16 @@ def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _refuser(guard: Guard, service: DoorVerbs) -> Refuser:
-    """The guard as a route's first step: None to go on, else the refusal to answer."""
-
-    def refused(request: Request) -> JSONResponse | None:
-        client = request.scope.get("client")
-        peer = client[0] if client else None
-        refusal = guard.check(
-            peer,
-            request.scope.get("headers", []),
-            owner_configured=service.chief is not None,
-            unix_socket=on_unix_socket(request.scope),
-        )
-        if refusal is None:
-            return None
-        say_refused(service.refusals, refusal.reason, path=request.url.path, peer=peer)
-        return JSONResponse({"detail": refusal.reason}, status_code=refusal.status)
-
-    return refused
-
-
-def _invalid(request: Request, exc: ValidationError) -> JSONResponse:
-    log.warning("door.refused", reason="invalid_body", path=request.url.path)
-    errors = exc.errors(include_url=False, include_context=False, include_input=False)
-    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
-
-
-def _too_large(request: Request) -> JSONResponse:
-    log.warning("door.refused", reason="body_too_large", path=request.url.path)
-    return JSONResponse({"detail": "body_too_large"}, status_code=413)
-
-
-async def _admitted_body(
-    request: Request, refused: Refuser, body_bytes: int
-) -> bytes | JSONResponse:
-    """The raw body of a request the guard admits, read up to `body_bytes`; else the answer:
-    the guard's refusal, or 413 for a larger body."""
-    refusal = refused(request)
-    if refusal is not None:
-        return refusal
-    raw = await read_body(request, body_bytes)
-    return _too_large(request) if raw is None else raw
-
-
 def _notify_endpoint(refused: Refuser, service: DoorVerbs, body_bytes: int) -> Endpoint:
     async def notify(request: Request) -> JSONResponse:
         """Land a line in the Master Chief and queue its Telegram ring, once per outbox row."""
-        raw = await _admitted_body(request, refused, body_bytes)
+        raw = await admitted_body(request, refused, body_bytes)
         if isinstance(raw, JSONResponse):
             return raw
         try:
             body = NotifyBody.model_validate_json(raw)
         except ValidationError as exc:
-            return _invalid(request, exc)
+            return invalid(request, exc)
         try:
             answer = await service.notify(body.line(), body.kind, body.outbox_id, body.extras())
         except ChannelUnavailable as exc:
@@ -659,13 +615,13 @@ def _notify_batch_endpoint(refused: Refuser, service: DoorVerbs, config: DoorCon
     async def notify_batch(request: Request) -> JSONResponse:
         """Each item judged on its own; the items before the first refused one accepted in one
         chief.db transaction; one answer per item, in body order."""
-        raw = await _admitted_body(request, refused, body_bytes)
+        raw = await admitted_body(request, refused, body_bytes)
         if isinstance(raw, JSONResponse):
             return raw
         try:
             accepted, rest = judge_batch(raw, batch_max)
         except ValidationError as exc:
-            return _invalid(request, exc)
+            return invalid(request, exc)
         if rest:
             log.warning(
                 "door.refused",
