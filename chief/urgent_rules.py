@@ -20,7 +20,8 @@ messages) or `expire_s` has passed since it was accepted. Its bounds:
                                    repeats, rungs and expiries in seconds; never set it in
                                    production (the door logs `door.urgent_test_bounds` at start)
 
-So one report rings the owner at most `expire_s / rering_s + 1` times (61 at the defaults), and
+So one report rings the owner at most `floor(expire_s / rering_s) + 1` times (60 at the defaults,
+where the ring due at the expiry itself does not ring: the expiry comes first), and
 the second person once (rung 2), when one is paired and nobody acknowledged it within
 `escalate_s`.
 
@@ -192,7 +193,7 @@ def acknowledged_line(
 
 
 def expired_line(rings: int, created_at: float, now: float, text: str, why: str = "") -> str:
-    """The Chief line of an expiry: `went unacknowledged after 61 rings in 60 min: ...`, `why`
+    """The Chief line of an expiry: `went unacknowledged after 60 rings in 60 min: ...`, `why`
     after the report's first line when it stopped for a reason (`DEADLINE_DECIDED`)."""
     minutes = waited_min(created_at, now)
     line = f"went unacknowledged after {rings} rings in {minutes} min: {first_line(text)}"
