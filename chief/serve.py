@@ -294,6 +294,7 @@ class _DoorParts:
             commands=commands,
             handlers=handlers,
             on_stranger=self.metrics.count_stranger,
+            on_member_again=ringer.owner_back,
             second=None if second is None else (second.user_id, second.chat_id),
             second_handlers=None if urgent is None else SecondPerson(urgent, phone),
         )

@@ -31,6 +31,9 @@
       on a permanent refusal       (a bad token, an unknown chat, a bot the owner blocked) the
                                    same, at the backoff cap, logged once until a send goes
                                    through (`door.telegram_refused`, with what to do)
+      the owner unblocked the bot  (their chat's `my_chat_member` says member again:
+                                   chief.phone.updater calls `owner_back`) the owner's chat
+                                   rings at once, not at its backoff (a token still needed)
 
 The queue is durable, so a restart resumes it. A late reply is not a lost one: a send past the
 door's deadline (`TELEGRAM_TIMEOUT_S`, `slow_after_s` here) shows as slow in the status and is
@@ -187,6 +190,9 @@ class Ringer(DoorLoop):
         self._sending_since: float | None = None
         #: called once an urgent ring is marked sent (`chief.phone.urgent.Urgent.rung`)
         self.urgent_rung: Callable[[], None] = lambda: None
+        # The owner's chat said the bot is a member again: its head rings without waiting out
+        # its backoff (`owner_back`), once.
+        self._owner_back = False
         # When an idle sender next asks again whether Telegram can be used (its getMe).
         self._probe_at = monotonic() + UNUSABLE_RETRY_S
 
@@ -272,6 +278,12 @@ class Ringer(DoorLoop):
                 if ring.waiters == 0 and self._rings.get(seq) is ring:
                     del self._rings[seq]
 
+    def owner_back(self) -> None:
+        """The owner let the bot back into their chat (they unblocked it): the owner's chat
+        is tried at once, not at the backoff a refused send left it at."""
+        self._owner_back = True
+        self.nudge()
+
     # -- the task --------------------------------------------------------------------------
 
     def _retry_s(self) -> float:
@@ -290,6 +302,7 @@ class Ringer(DoorLoop):
             return READ_RETRY_S
         if not head:
             self._backing_off = False
+            self._owner_back = False
             return await self._ask_again_if_unusable()
         # Each chat's queue in its own order: a ladder's ring in the second person's chat (rung
         # 2, at the head: `chief.store.telegram.head`) never waits behind the owner's chat
@@ -298,6 +311,8 @@ class Ringer(DoorLoop):
         for first in chat_heads(head):
             chat = first.chat or self.chat_id
             due_in_s = first.next_attempt_at - self._wall_clock().timestamp()
+            if first.chat is None and self._owner_back:
+                due_in_s = 0.0
             bucket = self._bucket(chat)
             ready_in_s = max(due_in_s, bucket.wait_s(self._monotonic()))
             if ready_in_s > 0:
@@ -305,6 +320,7 @@ class Ringer(DoorLoop):
                 continue
             if first.chat is None:
                 self._backing_off = False
+                self._owner_back = False
             bucket.take(self._monotonic())
             owners = [entry for entry in head if entry.chat is None]
             return await self._ring(owners if first.chat is None else [first])

@@ -28,6 +28,10 @@
         a reply      a message replying to a message: `handlers.on_reply(update)`
         a command    `/status` `/todos` `/requests` `/quiet` `/help` `/start`
                      (`chief.phone.commands`)
+        unblocked    the owner's own chat says the bot is a member again (a `my_chat_member`
+                     update: the owner unblocked the bot): `on_member_again()`, so the
+                     sender tries the owner's chat at once instead of at its backoff; the
+                     second person's or a stranger's says nothing about the owner's chat
         then         its key recorded in chief.db as handled
       the offset     the next poll confirms the batch just handled (its highest id + 1) and
                      nothing else; after an empty poll, a failed one or the start there is
@@ -62,7 +66,8 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import anyio.abc
 import structlog
-from telegram import Update
+from telegram import ChatMemberUpdated, Update
+from telegram.constants import ChatMemberStatus
 
 from chief.errors import ChiefError, TelegramConflict, TelegramRefused, TelegramUnavailable
 from chief.phone.commands import Commands
@@ -152,6 +157,7 @@ class PhoneLoop(DoorLoop):
         commands: Commands,
         handlers: UpdateHandlers | None = None,
         on_stranger: Callable[[], None] = lambda: None,
+        on_member_again: Callable[[], None] = lambda: None,
         second: tuple[int, int] | None = None,
         second_handlers: UpdateHandlers | None = None,
         poll_timeout_s: float = POLL_TIMEOUT_S,
@@ -165,6 +171,8 @@ class PhoneLoop(DoorLoop):
         self.commands = commands
         self.handlers = handlers
         self.on_stranger = on_stranger
+        #: the owner's chat says the bot is a member again (the ringer's `owner_back`)
+        self.on_member_again = on_member_again
         #: the second person's (user id, chat id), and what their taps and replies do
         self.second = second
         self.second_handlers = second_handlers
@@ -386,8 +394,18 @@ class PhoneLoop(DoorLoop):
             await self._to_handlers("on_reply", update, owner)
         elif message is not None and (message.text or "").startswith("/"):
             await self.commands.run(chat_id, message.text or "", owner=owner)
+        elif update.my_chat_member is not None:
+            self._member_changed(update.my_chat_member, owner)
         else:
             log.info("door.phone_ignored", update_id=update.update_id)
+
+    def _member_changed(self, changed: ChatMemberUpdated, owner: bool) -> None:
+        """The bot's own status changed in a chat: a blocked bot the owner let back in (a
+        private chat's `kicked` -> `member`) is worth a send at once."""
+        old, new = changed.old_chat_member.status, changed.new_chat_member.status
+        log.info("door.phone_bot_status", old=old, new=new, owner=owner)
+        if owner and new == ChatMemberStatus.MEMBER and old != ChatMemberStatus.MEMBER:
+            self.on_member_again()
 
     async def _to_handlers(self, method: str, update: Update, owner: bool = True) -> None:
         handlers = self.handlers if owner else self.second_handlers

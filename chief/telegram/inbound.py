@@ -67,7 +67,7 @@ Buttons = Sequence[Sequence[tuple[str, str]]]
 CONNECTION_POOL_SIZE = 4
 # The kinds of update the door reads; anything else (edits, reactions, channel posts) is not
 # asked for, so Telegram never wakes the poll for it.
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "callback_query", "my_chat_member")
 
 T = TypeVar("T")
 log = structlog.get_logger("chief.telegram")

@@ -4,7 +4,7 @@ real SMTP server in the test process (tests.support.smtp), the delay compressed 
 test-only CHIEF_TEST_URGENT_SHORT.
 
     with fallback_stack(folder, CHIEF_FALLBACK_MAX_PER_HOUR="2") as fb:
-        fb.block_telegram()                # every sendMessage refused 403 (a blocked bot)
+        fb.block_telegram()                # the owner blocks the bot: every send refused 403
         fb.post("the freezer is warm", urgent=True)
         fb.mail.wait_for(...)              # the mail server's messages
         fb.status()                        # the door status's `fallback` part
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from tests.support.smtp import Mail, SmtpServer, smtp_server
-from tests.support.stack import NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
+from tests.support.stack import CHAT_ID, NOTIFY_PATH, SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 
 AFTER_S = 2.0
 WAIT_S = 30.0
@@ -33,12 +33,21 @@ class FallbackStack:
         self.mail = mail
 
     def block_telegram(self) -> None:
-        """Every sendMessage refused as Telegram refuses a bot the owner blocked (403)."""
-        self.stack.arm_telegram_fault(mode="bot_blocked", count=10_000, replace=True)
+        """The owner blocks the bot: every send to their chat refused 403, as Telegram refuses
+        a blocked bot, and the `my_chat_member` update saying so (status `kicked`)."""
+        self._owner_blocks(True)
 
     def unblock_telegram(self) -> None:
-        """The armed faults swapped for one on a method the door never calls."""
-        self.stack.arm_telegram_fault(mode="5xx", methods=["logOut"], replace=True)
+        """The owner unblocks the bot: sends go through again, and the `my_chat_member` update
+        saying the bot is a member again wakes the door's sender."""
+        self._owner_blocks(False)
+
+    def _owner_blocks(self, blocked: bool) -> None:
+        url = f"{self.stack.emulator.url}/emulator/owner/block"
+        body = {"chat_id": int(CHAT_ID), "user_id": int(CHAT_ID), "blocked": blocked}
+        with httpx.Client(timeout=WAIT_S, trust_env=False) as client:
+            answer = client.post(url, json=body)
+        assert answer.status_code == 200, answer.text
 
     def post(self, text: str, **extras: Any) -> str:
         """A notify row to the door, as the notifier posts one; its outbox id."""

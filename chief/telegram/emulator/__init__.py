@@ -62,6 +62,10 @@ Control endpoints, for tests and demos (JSON in, JSON out; a request that cannot
   row) on a bot message as it is now; without `message_id`, on the chat's newest bot message
   that has such a button (none: 400 `chat 1 has no bot message with a button 'approve'`);
 - `POST /emulator/owner/replay` `{"update_id"}`: deliver that update again, the same object;
+- `POST /emulator/owner/block` `{"chat_id", "user_id", "blocked": true | false}` ->
+  `{"update_id"}`: the user blocks (unblocks) the bot in that chat: while blocked every write
+  to it answers `403 Forbidden: bot was blocked by the user`; each change queues the
+  `my_chat_member` update Telegram sends (the bot's status `kicked` or `member`);
 - `POST /emulator/owner/raw` `{"update": {...}}` -> `{"update_id"}`: deliver any update object
   as is, under the next update id (one it carries is replaced) and past the `allowed_updates`
   filter: what the Bot API can deliver and the endpoints above never make (forged

@@ -90,6 +90,7 @@ def create_emulator(
             Route("/emulator/owner/press", controls.owner_press, methods=["POST"]),
             Route("/emulator/owner/replay", controls.owner_replay, methods=["POST"]),
             Route("/emulator/owner/raw", controls.owner_raw, methods=["POST"]),
+            Route("/emulator/owner/block", controls.owner_block, methods=["POST"]),
             Route("/emulator/callback_answers", controls.callback_answers, methods=["GET"]),
             Route("/emulator/commands", controls.commands, methods=["GET"]),
             Route("/emulator/updates", controls.updates, methods=["GET"]),
@@ -281,6 +282,9 @@ class _Controls:
 
     async def owner_replay(self, request: Request) -> JSONResponse:
         return await self._play(request, owner.replay)
+
+    async def owner_block(self, request: Request) -> JSONResponse:
+        return await self._play(request, owner.block)
 
     async def owner_raw(self, request: Request) -> JSONResponse:
         return await self._play(request, raw.raw)

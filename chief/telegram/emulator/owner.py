@@ -73,6 +73,35 @@ def text(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
     return {"update_id": update["update_id"], "message_id": record["message_id"]}
 
 
+def block(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
+    """`{"chat_id", "user_id", "blocked": true | false}`: the user blocks (or unblocks) the bot
+    in that chat, as Telegram tells the bot: every write to the chat refused `403 Forbidden: bot
+    was blocked by the user` while blocked, and a `my_chat_member` update (the bot's status
+    `kicked` or `member`, the old one the other)."""
+    chat_id, user_id = _whole(document, "chat_id"), _whole(document, "user_id")
+    blocked = document.get("blocked")
+    if not isinstance(blocked, bool):
+        raise ValueError("blocked must be true or false")
+    if blocked:
+        state.blocked.add(str(chat_id))
+    else:
+        state.blocked.discard(str(chat_id))
+    old, new = ("member", "kicked") if blocked else ("kicked", "member")
+    user = shapes.user_json(user_id, None, None)
+    bot = {key: shapes.BOT_USER[key] for key in ("id", "is_bot", "first_name", "username")}
+    changed = {
+        "chat": shapes.chat_json(chat_id, user),
+        "from": user,
+        "date": shapes.now_s(),
+        # A `kicked` member says until when: 0, for ever (until the user unblocks the bot).
+        "old_chat_member": {"status": old, "user": bot} | ({} if blocked else {"until_date": 0}),
+        "new_chat_member": {"status": new, "user": bot} | ({"until_date": 0} if blocked else {}),
+    }
+    update = state.updates.add({"my_chat_member": changed})
+    log.info("emulator.owner_block", chat_id=chat_id, user_id=user_id, blocked=blocked)
+    return {"update_id": update["update_id"]}
+
+
 def press(state: EmulatorState, document: dict[str, Any]) -> dict[str, Any]:
     """`{"chat_id", "user_id", "message_id"?, "text"? | "index"?}`: press a button (by label,
     or by its index counted row by row; the first button when neither is given) on a bot

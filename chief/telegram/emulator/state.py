@@ -101,6 +101,8 @@ class EmulatorState:
     reply_shapes: ReplyShapes = field(default_factory=ReplyShapes)
     #: groups upgraded to supergroups: the group's chat id (as text) -> the supergroup's
     migrated: dict[str, int] = field(default_factory=dict)
+    #: the chats whose user blocked the bot (`owner.block`): every write refused 403
+    blocked: set[str] = field(default_factory=set)
     #: the webhook setWebhook set (getUpdates is refused 409 while one is), None: none
     webhook_url: str | None = None
     _next_message_ids: dict[str, int] = field(default_factory=dict)
@@ -180,6 +182,9 @@ class EmulatorState:
         new = self.migrated.get(str(chat_id))
         if new is not None:
             raise Refusal(MIGRATED, parameters={"migrate_to_chat_id": new})
+        if str(chat_id) in self.blocked:
+            status, description = REFUSALS["bot_blocked"]
+            raise Refusal(description, status=status)
 
     def find(self, chat_id: int | str, message_id: int) -> dict[str, Any] | None:
         """The kept message `message_id` of that chat (the bot's or a user's), or None."""
@@ -232,6 +237,7 @@ class EmulatorState:
         self.reply_shapes.clear()
         self.too_many_requests = 0
         self.migrated.clear()
+        self.blocked.clear()
         self.webhook_url = None
         if self.flood is not None:
             self.flood = FloodLimits()

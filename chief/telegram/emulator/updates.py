@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 #: the kinds of update the emulator makes (`allowed_updates` filters on them)
-UPDATE_KINDS = ("message", "callback_query")
+UPDATE_KINDS = ("message", "callback_query", "my_chat_member")
 
 
 @dataclass
