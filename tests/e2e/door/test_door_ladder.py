@@ -8,13 +8,16 @@ rings the second chat on time (measured on the emulator's own clock); the second
 it" stops every rung and both chats' messages say who, with one Chief line; `chief ack N` does
 the same from the machine; the second person decides no request and runs /status and /help
 only; a stranger acknowledges nothing; a SIGKILL of the door before rung 2's send, inside it, or
-after it neither skips it nor doubles it beyond the marked in-doubt repeat.
+after it neither skips it nor doubles it beyond the marked in-doubt repeat. Those three points
+are armed on the module's door from its start, each held (`pause-while`) only while its file
+exists: a test holds the door at its point and SIGKILLs it there, one restart per point.
 
 Absence (no ring after a stop) is read behind a marker, as tests/e2e/door/test_door_urgent.py
 does: an urgent report filed after the stop rings twice, which takes at least one interval."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,22 +34,24 @@ from chief.phone.commands_text import HELP_FIRST_LINE, OWNERS_ONLY
 from chief.phone.pacing import REPEAT_MARKER
 from chief.telegram.pairing import Pairing, write_pairing
 from chief.urgent_rules import SECOND_MAY_NOT_DECIDE
-from plumbing.faults import FAULT_EXIT_STATUS
 from tests.e2e.door.test_door_urgent import GOT_IT, OWNER_ID, WAIT_S, Urgent, labels, text_of
 from tests.support.ledger import made_ledger
 from tests.support.procs import coop
 from tests.support.stack import Stack
+from tests.support.waiting import wait_until_sync
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 SECOND_ID = 5151
 STRANGER_ID = 777
 RERING_S = 1.0
-ESCALATE_S = 3.0
+ESCALATE_S = 2.0
 EXPIRE_S = 300.0  # no report expires while a test runs
 # Rung 2 rings within this of its delay after the first ring (the issue's bound).
 ON_TIME_S = 1.0
 RUNG_TWO = "URGENT, nobody acknowledged it for"
+# Where a test SIGKILLs the door: before rung 2's send, between its send and its mark, after it.
+KILL_POINTS = ["door.ladder_rung_queued", "door.after_ladder_send", "door.after_ladder_mark"]
 
 
 class Ladder(Urgent):
@@ -101,9 +106,14 @@ class Ladder(Urgent):
         [found] = [r for r in self.stack.door_status()["urgent"]["ringing"] if r["key"] == key]
         return found
 
-    def restart(self, faults: str = "") -> None:
-        self.stack.door.start(faults=faults)
+    def restart(self) -> None:
+        self.stack.door.start()
         self.stack.door.wait_event("door.phone_commands_registered", "the door's phone again")
+
+
+def hold_file(folder: Path, point: str) -> Path:
+    """The file that holds the module's door at `point` while it exists."""
+    return folder / f"hold-{point}"
 
 
 def token_of(message: dict[str, Any], label: str) -> str:
@@ -122,6 +132,9 @@ def ladder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ladder]:
         "CHIEF_URGENT_RERING_S": str(RERING_S),
         "CHIEF_URGENT_EXPIRE_S": str(EXPIRE_S),
         "CHIEF_ESCALATE_AFTER_S": str(ESCALATE_S),
+        "COOP_TEST_FAULTS": ",".join(
+            f"{point}:pause-while={hold_file(folder, point)}" for point in KILL_POINTS
+        ),
     }
     stack = Stack(folder, door_env=settings)
     try:
@@ -295,17 +308,23 @@ def test_a_stranger_cannot_acknowledge(ladder: Ladder) -> None:
     ladder.wait_line(rf"^acknowledged at .* by the owner \(after .*: {text}$")
 
 
-@pytest.mark.parametrize(
-    "point",
-    ["door.ladder_rung_queued", "door.after_ladder_send", "door.after_ladder_mark"],
-)
+@pytest.mark.parametrize("point", KILL_POINTS)
 def test_a_door_killed_at_rung_two_neither_skips_nor_doubles_it(ladder: Ladder, point: str) -> None:
     doubts = ladder.stack.door_status()["telegram_queue"]["in_doubt_events"]
-    ladder.stack.door.kill()
-    ladder.restart(faults=point)
-    text = text_of(f"pump stopped {point}")
-    ladder.post(text, urgent=True)
-    assert ladder.stack.door.wait_exit(WAIT_S + ESCALATE_S) == FAULT_EXIT_STATUS
+    hold = hold_file(ladder.stack.folder, point)
+    hold.touch()
+    try:
+        text = text_of(f"pump stopped {point}")
+        ladder.post(text, urgent=True)
+        wait_until_sync(
+            Path(f"{hold}.reached").exists,
+            timeout_s=WAIT_S + ESCALATE_S,
+            what=f"the door held at {point}",
+        )
+        assert ladder.stack.door.kill() == -signal.SIGKILL  # killed at the point
+    finally:
+        hold.unlink()
+        Path(f"{hold}.reached").unlink(missing_ok=True)
     ladder.restart()
     ladder.wait_second(text)
     ladder.got_it(text)

@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 WAIT_S = 20.0
 # How long the poll rate is watched, and the most polls allowed in it (about 1 a second, with
-# room for a loaded machine: a hot loop makes hundreds a second).
-POLL_WINDOW_S = 3.0
-MAX_POLLS_IN_WINDOW = 10
+# room for a loaded machine: a hot loop makes hundreds a second, so two seconds decide).
+POLL_WINDOW_S = 2.0
+MAX_POLLS_IN_WINDOW = 7
 ACCEPTED = ["date_ms", "result_null", "no_message_id", "no_is_bot"]
 UNKNOWN = ["empty", "html"]
 
@@ -150,17 +150,18 @@ def test_a_send_whose_answer_cannot_be_read_rings_at_most_once_more_marked(
 def test_an_empty_poll_answered_at_once_is_not_repeated_hot(phone: PhoneStack) -> None:
     polled = calls(phone, "getUpdates")
     shape(phone, shape="at_once", methods=["getUpdates"], count=1_000_000, replace=True)
-    # The poll Telegram holds open now ends with the owner's /help: the next ones answer at once.
+    # The poll Telegram holds open now ends with the owner's /help: the next ones answer at once
+    # (the first of them made, the window then sees at least one more).
     phone.owner.text(OWNER_ID, OWNER_ID, "/help")
     phone.owner.wait_for(
-        lambda _: calls(phone, "getUpdates") > polled + 2, WAIT_S, "polls answered at once"
+        lambda _: calls(phone, "getUpdates") > polled + 1, WAIT_S, "a poll answered at once"
     )
     before, began = calls(phone, "getUpdates"), time.monotonic()
     time.sleep(POLL_WINDOW_S)  # a rate is measured over a window: nothing to wait on
     polls, window_s = calls(phone, "getUpdates") - before, time.monotonic() - began
     shape(phone, clear=True)
     print(f"getUpdates answered at once: {polls} polls in {window_s:.1f} s")
-    assert polls <= MAX_POLLS_IN_WINDOW, f"{polls} polls in {window_s:.1f} s"
+    assert 1 <= polls <= MAX_POLLS_IN_WINDOW, f"{polls} polls in {window_s:.1f} s"
     # The phone still hears the owner once Telegram holds its polls again.
     helped = len([m for m in phone.owner.messages() if "/status" in str(m["text"])])
     phone.owner.text(OWNER_ID, OWNER_ID, "/help")

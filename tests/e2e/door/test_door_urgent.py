@@ -3,7 +3,7 @@ processes (tests.support.stack), rows posted to the door as the engine sends the
 true`, and beside `ask`), the owner played through the emulator. One door for the module, its
 interval compressed through the test-only CHIEF_TEST_URGENT_SHORT (1 s between rings), its
 expiry far past anything a test waits for (a restart on a loaded machine takes seconds: a
-report of another test must not expire under it); the expiry itself has a door of its own, 6 s
+report of another test must not expire under it); the expiry itself has a door of its own, 3 s
 to expiry. The owner's /quiet is on for every door: an urgent report rings with sound through
 it, rings again each interval with one live "Got it" on the phone, stops at "Got it" (a double
 tap acknowledging once), at a reply, at its request's settle, and after its expiry (each with
@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 OWNER_ID = int(CHAT_ID)
 WAIT_S = 15.0
 RERING_S = 1.0
-EXPIRE_S = 6.0  # the expiry test's door
+EXPIRE_S = 3.0  # the expiry test's door
 LONG_EXPIRE_S = 300.0  # the module's door: no report expires while a test runs
 GOT_IT = "Got it"
 
