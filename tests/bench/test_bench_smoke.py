@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 
 # script -> the arguments of its smoke run: the smallest sizes that still run every phase. An
-# idle bench's settling pause (`--settle-s`, 3 s) is 0: it waits for nothing a smoke run reads.
+# idle bench's settling pause (`--settle-s`, 3 s) is 0 and its window 0.2 s: a smoke run reads
+# no figure, so nothing needs to settle or add up. One quiet row, ask or tap where more would
+# wait out pacing (the door rings about one a second, the quiet producer at most one a second).
 SMOKE_ARGS: dict[str, list[str]] = {
     "bench_cli.py": ["--runs", "1"],
     "bench_owner.py": ["--calls", "5", "--cold", "1"],
@@ -34,17 +36,18 @@ SMOKE_ARGS: dict[str, list[str]] = {
         "--sizes", "20", "--full-stack-rows", "5", "--time-limit-s", "30",
     ],
     "bench_memory.py": ["--rows", "20", "--batch", "10", "--time-limit-s", "30"],
-    "bench_flood.py": ["--backlog", "10", "--quiet-rows", "2", "--quiet-rate", "1"],
+    "bench_flood.py": ["--backlog", "10", "--quiet-rows", "1", "--quiet-rate", "1"],
     "bench_door_batch.py": ["--rows", "8", "--batch", "4", "--rounds", "1"],
     "bench_wait.py": ["--rounds", "2"],
-    "bench_phone_idle.py": ["--window-s", "1", "--settle-s", "0"],
-    "bench_phone_taps.py": ["--taps", "2"],
-    "bench_idle_wakeups.py": ["--window-s", "1", "--settle-s", "0"],
+    "bench_phone_idle.py": ["--window-s", "0.2", "--settle-s", "0"],
+    "bench_phone_taps.py": ["--taps", "1"],
+    "bench_idle_wakeups.py": ["--window-s", "0.2", "--settle-s", "0"],
     "bench_http_bounds.py": ["--idle", "5", "--wait-s", "5"],
     "bench_deadlines.py": [
-        "--count", "2", "--spacing-s", "0", "--pending", "3", "--window-s", "1", "--settle-s", "0",
+        "--count", "2", "--spacing-s", "0", "--pending", "3",
+        "--window-s", "0.2", "--settle-s", "0",
     ],
-    "bench_reminders_idle.py": ["--asks", "3", "--window-s", "1", "--settle-s", "0"],
+    "bench_reminders_idle.py": ["--asks", "1", "--window-s", "0.2", "--settle-s", "0"],
     "bench_fallback_memory.py": ["--rounds", "1", "--settle-s", "0"],
 }  # fmt: skip
 # A bound per script, far above a smoke run's few seconds: a loaded 2-core machine is slow.
