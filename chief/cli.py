@@ -13,7 +13,7 @@
     chief check-backup FILE                         check a chief.db from a backup against
                                                     this build's migrations (`coop restore
                                                     --with-chief` runs it)
-    chief serve ...                                 the notify door (chief.serve.main)
+    chief serve ...                                 the notify door (chief.serve_cli.main)
     chief telegram-emulator ...                     a local Bot API (chief.telegram.emulator.main)
 
 `serve` and `telegram-emulator` are only dispatched from here (their modules are imported when
@@ -51,7 +51,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 # Subcommands owned by other modules: name -> module whose main(argv) -> int runs it.
-DISPATCHED = {"serve": "chief.serve", "telegram-emulator": "chief.telegram.emulator"}
+DISPATCHED = {"serve": "chief.serve_cli", "telegram-emulator": "chief.telegram.emulator"}
 LABEL_WIDTH = 9
 #: chief.db's integers are SQLite's: a count past 64 bits cannot reach a query.
 MAX_WHOLE_NUMBER = 2**63 - 1

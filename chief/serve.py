@@ -43,7 +43,6 @@ import anyio
 import structlog
 from fastapi import FastAPI
 
-from chief.args import OneLineParser
 from chief.config import ChiefConfig
 from chief.door.ack_route import make_ack_router
 from chief.door.config import METRICS_HOST, DoorConfig
@@ -65,7 +64,6 @@ from chief.phone.ringer import Ringer
 from chief.phone.second import SecondPerson
 from chief.phone.updater import PhoneLoop, UpdateHandlers
 from chief.phone.urgent import Urgent
-from chief.serve_lock import ServeLock
 from chief.telegram.inbound import BotPhone
 from chief.telegram.pairing import read_pairing, write_pairing
 from chief.telegram.sender import BotSender, build_sender
@@ -543,39 +541,10 @@ def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]
     return running_task(task, config.telegram_timeout_s + STOP_MARGIN_S)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`chief serve`: run the door on its Unix socket (and `/metrics` on TCP) until SIGTERM."""
-    from plumbing.logs import configure_logging
-
-    parser = OneLineParser(
-        prog="chief serve",
-        description="Run the Coop notify door on its Unix socket (COOP_DOOR_SOCKET; /metrics "
-        "alone on 127.0.0.1:CHIEF_METRICS_PORT).",
-    )
-    parser.checked(parser.parse_args(argv))
-    configure_logging()
-    try:
-        chief_config = ChiefConfig.from_env()
-        door_config = DoorConfig.from_env()
-    except ChiefError as exc:
-        print(shown(f"chief serve: {exc}"), file=sys.stderr)
-        return 2
-    lock = ServeLock(chief_config.db_path)
-    try:
-        lock.acquire()
-    except ChiefError as exc:
-        print(shown(f"chief serve: {exc}"), file=sys.stderr)
-        return 1
-    try:
-        return _serve(door_config, chief_config)
-    finally:
-        lock.release()
-
-
-def _serve(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
-    """Bind the door's sockets (under the serve lock), serve, and remove the Unix socket after.
-    A socket or a port it cannot take, or a Chief it cannot open, is one line
-    (`plumbing.listening`'s shape), before any line saying it started."""
+def serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
+    """Bind the door's sockets (under the serve lock `chief.serve_cli` took), serve, and remove
+    the Unix socket after. A socket or a port it cannot take, or a Chief it cannot open, is one
+    line (`plumbing.listening`'s shape), before any line saying it started."""
     from chief.door.metrics import metrics_app
     from chief.loopback_http import Listener, run_servers
     from plumbing import door as door_address
