@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from chief.answer_rules import cut
+
 DEFAULT_AFTER_S = 300.0
 # The sender retries a refused send (403, 401, 400) only at its backoff cap, a minute: a shorter
 # delay could not tell a refusal from one unlucky try.
@@ -116,8 +118,8 @@ def clock(at: float) -> str:
 
 
 def short(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """`text` on one line, within `limit` characters (`answer_rules.cut`)."""
+    return cut(" ".join(text.split()), limit)
 
 
 def how_to_acknowledge(number: int) -> str:
