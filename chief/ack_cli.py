@@ -36,16 +36,19 @@ def _fail(words: str, code: int = EXIT_FAILED) -> int:
 
 
 def ack(reference: str) -> int:
-    from chief.door.config import DoorConfig
+    from chief.cron import DoorUnusable
+    from chief.door_address import door_address
 
     if not _readable(reference):
         return _fail(f"{reference!r} is no report number (see `coop status`)", EXIT_USAGE)
     try:
-        door = DoorConfig.from_env()
+        door = door_address()
     except (DoorError, ChiefConfigError) as exc:
         return _fail(str(exc), EXIT_USAGE)
+    if isinstance(door, DoorUnusable):
+        return _fail(door.reason, EXIT_USAGE)
     try:
-        status, payload = _post(str(door.socket_path), door.service_key, reference)
+        status, payload = _post(door.socket_path, door.service_key, reference)
     except FileNotFoundError:
         return _fail("the door (`chief serve`) is not running: start it, then ack again")
     except PermissionError as exc:

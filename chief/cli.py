@@ -42,7 +42,7 @@ from chief.model import BADGES, Message
 from plumbing.terminal import shown, shown_json, to_reader
 
 if TYPE_CHECKING:
-    from chief.cron import CronOutcome, DoorAddress, DoorUnusable
+    from chief.cron import CronOutcome
 
 DISTRIBUTION = "coop-notifier"
 DEFAULT_LOG_LIMIT = 50
@@ -422,7 +422,9 @@ def _report(source: str, fire: str | None, raw_wait: str, raw_text: str) -> int:
         text = _stdin_text(MAX_TEXT_CHARS) if raw_text == "-" else raw_text
         check_cron_text(text)
         config = ChiefConfig.from_env()
-        door = _door_address()
+        from chief.door_address import door_address
+
+        door = door_address()
     except (ChiefConfigError, ChiefInputError) as exc:
         return _failed("chief report", exc)
     _quiet_logs()
@@ -515,35 +517,6 @@ def _quiet_logs() -> None:
 
     configure_logging()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-
-
-def _door_address() -> DoorAddress | DoorUnusable:
-    """The running door's socket and its key, or why the door's settings are not usable here
-    (then only this process can land the line, when no door holds the Chief; when one does, the
-    command says why it could not hand it the line). A retired setting (`CHIEF_PORT`, ...) is
-    refused before: `_refuse_retired`."""
-    from chief.cron import DoorAddress, DoorUnusable
-    from chief.door.config import DoorConfig
-    from chief.errors import ChiefConfigError, DoorError
-    from plumbing.door import retired_setting, socket_origin
-    from plumbing.wire import SERVICE_KEY_HEADER
-
-    retired = retired_setting(os.environ)
-    if retired is not None:
-        raise ChiefConfigError(retired)
-    try:
-        # The key as the door read it (`read_service_key`): a file not this user's alone is
-        # refused there, never sent.
-        door = DoorConfig.from_env()
-    except DoorError as exc:
-        return DoorUnusable(str(exc))
-    try:
-        door.service_key.encode("utf-8")  # a key that is not UTF-8 is no header to send
-    except UnicodeEncodeError:
-        return DoorUnusable("the service key is not UTF-8 text (COOP_SERVICE_KEY_FILE)")
-    return DoorAddress(
-        str(door.socket_path), door.service_key, SERVICE_KEY_HEADER, socket_origin(os.environ)
-    )
 
 
 def _label(message: Message) -> str:
