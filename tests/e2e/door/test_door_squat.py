@@ -2,8 +2,9 @@
 (127.0.0.1:8765, the old default) and tries to create the door's socket. Every client of the
 door runs as an install would run it (no door setting, the defaults): `coop notify` then the
 notifier as a drainer, `coop status`, and `chief report` while the Chief's lock is held (a door
-that is starting). The squatter receives no byte, no row is marked delivered, and each client
-says in one line that the door is not running. Real processes, a real second account."""
+that is starting), and `chief ack` (an urgent report acknowledged on the machine). The squatter
+receives no byte, no row is marked delivered, and each client says in one line that the door is
+not running. Real processes, a real second account."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def test_a_squatter_on_the_old_port_receives_no_byte_and_no_row_is_delivered(hom
                 )
             finally:
                 lock.release()
+            acked = run("chief", "ack", "1", env=env)
         received = squatter.received()
     assert squatter.socket_attempt.startswith("refused"), squatter.socket_attempt
     assert not (home / "door.sock").exists()
@@ -86,6 +88,9 @@ def test_a_squatter_on_the_old_port_receives_no_byte_and_no_row_is_delivered(hom
     assert _lines_saying(reported.stdout + reported.stderr, "nothing listens at") == 1, (
         reported.stdout + reported.stderr
     )
+    assert acked.returncode == 1, acked.stderr
+    assert _lines_saying(acked.stderr, "is not running") == 1, acked.stderr
+    assert "Traceback" not in acked.stderr
 
 
 def _lines_saying(text: str, words: str) -> int:
