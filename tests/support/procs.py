@@ -144,6 +144,20 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def fd_targets(pid: int | str = "self") -> list[str]:
+    """What each open file descriptor of `pid` points at (/proc/PID/fd), e.g. `socket:[123]`. The
+    process runs on meanwhile: a descriptor it closed between the listing and the read is not
+    counted (reading it would raise FileNotFoundError)."""
+    folder = f"/proc/{pid}/fd"
+    targets = []
+    for name in os.listdir(folder):
+        try:
+            targets.append(os.readlink(f"{folder}/{name}"))
+        except FileNotFoundError:
+            continue
+    return targets
+
+
 def memory_kb(pid: int) -> dict[str, int]:
     """VmHWM (peak resident set) and VmRSS of `pid`, in kB, from /proc/PID/status."""
     found: dict[str, int] = {}

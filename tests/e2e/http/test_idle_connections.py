@@ -11,7 +11,6 @@ emulator, the door (`chief serve`) and `coop serve` with its notifier daemon.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sqlite3
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import pytest
 from engine import direct, kick
 from engine import store as engine_store
 from engine.outbox import enqueue
-from tests.support.procs import coop
+from tests.support.procs import coop, fd_targets
 from tests.support.raw_http import IdleSockets
 from tests.support.stack import SERVICE_KEY, SERVICE_KEY_HEADER, Stack
 from tests.support.waiting import wait_until_sync
@@ -82,8 +81,7 @@ def _coop_status_reads_the_door(stack: Stack) -> None:
 
 
 def _socket_fds(pid: int) -> int:
-    fds = Path(f"/proc/{pid}/fd")
-    return sum(os.readlink(fds / name).startswith("socket:") for name in os.listdir(fds))
+    return sum(target.startswith("socket:") for target in fd_targets(pid))
 
 
 def test_idle_connections_on_both_services_lock_nobody_out(stack: Stack) -> None:

@@ -5,13 +5,13 @@ everything else is on its Unix socket."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
 
 from engine.owner import compat, phone
 from tests.e2e.owner.conftest import ServeProcess
+from tests.support.procs import fd_targets
 
 TIMEOUT_S = 10.0
 #: Every route of the service's app, each as a client of the socket sends it.
@@ -36,11 +36,9 @@ def _tcp_listening_inodes() -> set[str]:
 
 
 def _tcp_listeners_of(pid: int) -> int:
-    mine = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
-        if target.startswith("socket:["):
-            mine.add(target[len("socket:[") : -1])
+    mine = {
+        target[len("socket:[") : -1] for target in fd_targets(pid) if target.startswith("socket:[")
+    }
     return len(mine & _tcp_listening_inodes())
 
 

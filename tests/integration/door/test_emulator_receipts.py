@@ -15,6 +15,7 @@ from chief.telegram.emulator import create_emulator
 from chief.telegram.sender import BotSender
 from tests.support.asgi import serve_asgi
 from tests.support.door import BOT_TOKEN, CHAT_ID
+from tests.support.procs import fd_targets
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,14 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 def open_handles(path: Path) -> int:
     """How many of this process's file descriptors point at `path`."""
     target = os.path.realpath(path)
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}") == target:
-                count += 1
-        except OSError:
-            continue  # closed between the listing and the read
-    return count
+    return fd_targets().count(target)
 
 
 def lines(path: Path) -> list[str]:
