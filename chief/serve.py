@@ -29,8 +29,7 @@ unusable), 2 for a wrong setting.
 
 from __future__ import annotations
 
-import contextlib
-import os
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,7 +44,7 @@ from fastapi import FastAPI
 
 from chief.config import ChiefConfig
 from chief.door.ack_route import make_ack_router
-from chief.door.config import METRICS_HOST, DoorConfig
+from chief.door.config import DoorConfig
 from chief.door.metrics import DoorMetrics, instrument_door, metered
 from chief.door.posture import posture_source
 from chief.door.report_route import make_report_router
@@ -541,44 +540,23 @@ def running(task: Loop, config: DoorConfig) -> AbstractAsyncContextManager[Loop]
     return running_task(task, config.telegram_timeout_s + STOP_MARGIN_S)
 
 
-def serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
-    """Bind the door's sockets (under the serve lock `chief.serve_cli` took), serve, and remove
-    the Unix socket after. A socket or a port it cannot take, or a Chief it cannot open, is one
-    line (`plumbing.listening`'s shape), before any line saying it started."""
+def serve_bound(
+    door_config: DoorConfig, chief_config: ChiefConfig, sockets: list[socket.socket]
+) -> int:
+    """Serve the door on the sockets `chief.serve_cli` bound under the serve lock (the Unix
+    socket, then `/metrics`' when there is one) until stopped. A Chief it cannot open is one line
+    (`plumbing.listening`'s shape), before any line saying it started."""
     from chief.door.metrics import metrics_app
     from chief.loopback_http import Listener, run_servers
-    from plumbing import door as door_address
-    from plumbing.listening import CannotListen, bind_socket, bind_tcp
 
-    path = str(door_config.socket_path)
-    sockets = []
-    try:
-        try:
-            sockets.append(bind_socket(path, door_address.SOCKET_SETTING))
-            if door_config.metrics_port is not None:
-                advice = "set CHIEF_METRICS_PORT to a free port, 0 for any, or off"
-                sockets.append(
-                    bind_tcp(METRICS_HOST, door_config.metrics_port, "CHIEF_METRICS_PORT", advice)
-                )
-        except CannotListen as exc:
-            print(shown(f"chief serve: {exc.message}"), file=sys.stderr)
-            return 1
-        app = create_app(door_config, chief_config)
-        listeners = [Listener(app, "door.listening", sockets=sockets[:1])]
-        if door_config.metrics_port is not None:
-            scrape = metrics_app(door_config, app.state.door, app.state.metrics)
-            listeners.append(
-                Listener(scrape, "door.metrics_listening", sockets=sockets[1:], lifespan="off")
-            )
-        started = run_servers(listeners)
-    finally:
-        for sock in sockets:
-            sock.close()
-        # Still under the serve lock: no other door of this chief.db has bound it since.
-        if sockets:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-    if not started:
+    app = create_app(door_config, chief_config)
+    listeners = [Listener(app, "door.listening", sockets=sockets[:1])]
+    if door_config.metrics_port is not None:
+        scrape = metrics_app(door_config, app.state.door, app.state.metrics)
+        listeners.append(
+            Listener(scrape, "door.metrics_listening", sockets=sockets[1:], lifespan="off")
+        )
+    if not run_servers(listeners):
         failed = app.state.parts.start_failed
         said = failed or "the door did not start; see the log above"
         print(shown(f"chief serve: {said}"), file=sys.stderr)

@@ -1,16 +1,19 @@
-"""`chief serve`'s entry (dispatched by `chief.cli`): its arguments, its settings and the serve
-lock, all before the door's libraries load. FastAPI, python-telegram-bot and the door's modules
-cost about half a second of CPU to import (`chief.serve`); a start refused for a setting or a
-lock another door holds answers without them, and the tests that start doors to see them refused
-pay for none of it."""
+"""`chief serve`'s entry (dispatched by `chief.cli`): its arguments, its settings, the serve
+lock and its sockets, all before the door's libraries load. FastAPI, python-telegram-bot and the
+door's modules cost about half a second of CPU to import (`chief.serve`); a start refused for a
+setting, a lock another door holds, or a socket or port it cannot take answers without them,
+and the tests that start doors to see them refused pay for none of it. (A Chief it cannot open
+is found by the door's lifespan, with the libraries loaded.)"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
-from chief.door.config import DoorConfig
+from chief.door.config import METRICS_HOST, DoorConfig
 from chief.errors import ChiefError
 from chief.serve_lock import ServeLock
 from plumbing.terminal import shown
@@ -40,8 +43,37 @@ def main(argv: list[str] | None = None) -> int:
         print(shown(f"chief serve: {exc}"), file=sys.stderr)
         return 1
     try:
-        from chief.serve import serve_locked  # the door's libraries, once it may run
-
-        return serve_locked(door_config, chief_config)
+        return _serve_locked(door_config, chief_config)
     finally:
         lock.release()
+
+
+def _serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
+    """Bind the door's sockets under the serve lock, serve, and remove the Unix socket after. A
+    socket or a port it cannot take is one line (`plumbing.listening`'s shape)."""
+    from plumbing import door as door_address
+    from plumbing.listening import CannotListen, bind_socket, bind_tcp
+
+    path = str(door_config.socket_path)
+    sockets = []
+    try:
+        try:
+            sockets.append(bind_socket(path, door_address.SOCKET_SETTING))
+            if door_config.metrics_port is not None:
+                advice = "set CHIEF_METRICS_PORT to a free port, 0 for any, or off"
+                sockets.append(
+                    bind_tcp(METRICS_HOST, door_config.metrics_port, "CHIEF_METRICS_PORT", advice)
+                )
+        except CannotListen as exc:
+            print(shown(f"chief serve: {exc.message}"), file=sys.stderr)
+            return 1
+        from chief.serve import serve_bound  # the door's libraries, once it may run
+
+        return serve_bound(door_config, chief_config, sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+        # Still under the serve lock: no other door of this chief.db has bound it since.
+        if sockets:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

@@ -18,6 +18,7 @@ Layers, pointing inward:
 - `metrics`  the worker's in-process counters, exposed by `coop serve`'s `/metrics`.
 - `engine_service` the engine service's process (`coop serve`): the engine's owner endpoint
              and this package's daemon in one process. It lives here because it embeds the
-             daemon: the engine never imports the notifier.
+             daemon: the engine never imports the notifier. Its start (settings, ledger, lock,
+             sockets) comes before `service_parts`, the apps, the daemon part and the servers.
 - `__main__` `coop-notifier serve | run | drain [--max-runs N] [--no-wait]`.
 """

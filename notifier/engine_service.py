@@ -7,6 +7,11 @@ is assembled on the notifier's side, named for what it serves.
 `coop serve` replaces itself with `python -m notifier serve` (same pid, same environment), so
 operators, the Procfile and the systemd unit keep calling it `coop serve`.
 
+This module is the start: the settings, the ledger opened once, the serve lock, the socket and
+the metrics port, each of which may refuse the start in one line, before the service's libraries
+load. `notifier.service_parts` then builds the owner's app, `/metrics` and the daemon on those
+sockets and serves (FastAPI and uvicorn: about 0.3 s of CPU that a refused start never pays).
+
 Settings, read once at start (a wrong value stops the service naming the setting):
 
 - `COOP_SERVICE_SOCKET`: the Unix socket the whole app listens on; default
@@ -37,7 +42,7 @@ coop.db refuses in one line naming the first one's pid and answers nothing.
 The notifier daemon is one supervised part (`DaemonPart`). Beside a standalone daemon
 (`coop-notifier run`) it logs once that the service serves the owner endpoint and leaves
 delivery to that daemon (`service.delivery_left_to_daemon`), tries the daemon's lock again every
-`TAKEOVER_RETRY_S`, and takes delivery over when that daemon stops
+`TAKEOVER_RETRY_S` (`notifier.service_parts`), and takes delivery over when that daemon stops
 (`service.delivery_taken_over`). If it fails otherwise, `service.daemon_failed` says why;
 `/status` shows `daemon: false` whenever this process's daemon does not deliver, and the owner
 endpoint goes on answering. An error at start (a wrong setting, the socket or the metrics
@@ -53,36 +58,31 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import structlog
 
-from engine import kick, service_socket, store
+from engine import owner, service_socket, store
 from engine.daemon_lock import serve_lock_file
 from engine.errors import CoopError, ServiceError, UsageError
-from engine.metrics import create_metrics_app
-from engine.owner.app import Owner, create_app
-from notifier import metrics
 from notifier.config import NotifierConfig, whole_number
-from notifier.daemon import Daemon, InstanceLock, backend_options
-from notifier.errors import DaemonAlreadyRunning, NotifierError
+from notifier.daemon import backend_options
+from notifier.errors import NotifierError
 from notifier.pidlock import PidLock
 from plumbing import holders, listening
-from plumbing.http.server import QuietServer, loopback_config
 from plumbing.logs import configure_logging
 from plumbing.service import SOCKET_SETTING
 from plumbing.terminal import shown
 
+if TYPE_CHECKING:
+    from plumbing.http.server import QuietServer
+
 METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 8764
 METRICS_OFF = "off"
-SHUTDOWN_TIMEOUT_S = 10
-# Beside a standalone daemon: how often the service tries that daemon's lock again (one
-# non-blocking flock, no database read), so it takes delivery over about this soon after.
-TAKEOVER_RETRY_S = 1.0
 
 # The logger keeps the name it had in the engine: operators' log queries look for it.
 log = structlog.get_logger("engine.server")
@@ -111,25 +111,6 @@ class ServiceConfig(NamedTuple):
             metrics_port=port,
             db_path=store.resolve(None).resolve(),
         )
-
-
-def build_daemon(service: Owner) -> Daemon:
-    """The notifier daemon on the owner's connections (fence function registered), with
-    `synchronous=NORMAL` as the standalone daemon's own: a lost delivery mark only re-posts a
-    row the door deduplicates, and FULL cost one fdatasync per row."""
-    return Daemon(NotifierConfig.from_env(), connect=lambda: service.connect(synchronous="NORMAL"))
-
-
-class _Server(QuietServer):
-    """The shared loopback server (`plumbing.http`) without uvicorn's signal handling:
-    `StopSignals` owns SIGTERM and SIGINT, so the daemon stops after the last request and the
-    process exits 0 (uvicorn would re-raise the signal, and restore the default action that a
-    second signal then dies of)."""
-
-    def capture_signals(self) -> Any:
-        from contextlib import nullcontext
-
-        return nullcontext()
 
 
 class StopSignals:
@@ -228,94 +209,6 @@ def _remove_socket(path: str, identity: tuple[int, int]) -> None:
             os.unlink(path)
 
 
-class DaemonPart:
-    """The embedded notifier daemon as one supervised part of the service.
-
-    Beside a standalone daemon (`coop-notifier run` holds the store's daemon lock) the service
-    says once that it serves the owner endpoint and leaves delivery to that daemon, then tries
-    the lock again every `retry_s` (one non-blocking `flock`, no database read): when that
-    daemon stops (after a cutover it steps aside at its next drain: the fence refuses it),
-    this one takes delivery over within about a second. Any other failure is
-    logged (`service.daemon_failed`) and the owner endpoint goes on answering. Kicks go to
-    this daemon while it delivers, else to whichever daemon listens on the store's socket."""
-
-    def __init__(
-        self, daemon: Daemon | None, db_path: Path, retry_s: float = TAKEOVER_RETRY_S
-    ) -> None:
-        self.daemon = daemon
-        self.db_path = db_path
-        self.retry_s = retry_s
-        self.running = False  # this process's daemon claimed the store and delivers
-        self.done = anyio.Event()
-        self._left_to: str | None = None  # the standalone daemon's pid while it delivers
-        self._stop_asked = anyio.Event()
-        #: Called with `running` whenever it changes (the app's `/status`).
-        self.on_running: Callable[[bool], None] = lambda running: None
-        #: Called with the pid of the daemon delivery is left to, and None once this one
-        #: delivers (the app's `/status`: `coop status --check` names it).
-        self.on_left_to: Callable[[int | str | None], None] = lambda pid: None
-        if daemon is not None:
-            daemon.on_started = self._started
-
-    def kick(self) -> None:
-        if self.running and self.daemon is not None:
-            self.daemon.kick()
-        else:
-            kick.send_datagram(self.db_path)
-
-    def _started(self) -> None:
-        if self._left_to is not None:
-            log.info("service.delivery_taken_over", stopped_daemon_pid=_pid(self._left_to))
-            self._left_to = None
-            self.on_left_to(None)
-        self._set_running(True)
-
-    def _set_running(self, running: bool) -> None:
-        self.running = running
-        self.on_running(running)
-
-    async def run(self) -> None:
-        try:
-            await self._deliver_when_free()
-        except (NotifierError, CoopError) as exc:
-            log.error("service.daemon_failed", error=exc.message, owner_endpoint="answering")
-        except Exception as exc:  # one failed part must not take down the owner endpoint
-            log.error("service.daemon_failed", error=str(exc), exc_info=exc)
-        finally:
-            self._set_running(False)
-            self.done.set()
-
-    async def _deliver_when_free(self) -> None:
-        daemon = self.daemon
-        while daemon is not None and not self._stop_asked.is_set():
-            try:
-                await daemon.run()
-                return
-            except DaemonAlreadyRunning:
-                holder = InstanceLock(self.db_path).holder()
-                if self._left_to is None:
-                    log.info(
-                        "service.delivery_left_to_daemon",
-                        daemon_pid=_pid(holder),
-                        note="serving the owner endpoint and leaving delivery to the notifier"
-                        " daemon already running for this ledger; taking delivery over when"
-                        f" that daemon stops (its lock is tried every {self.retry_s:g} s)",
-                    )
-                self._left_to = holder
-                self.on_left_to(_pid(holder))
-            with anyio.move_on_after(self.retry_s):
-                await self._stop_asked.wait()
-
-    def stop(self) -> None:
-        self._stop_asked.set()
-        if self.daemon is not None:
-            self.daemon.stop()
-
-
-def _pid(holder: str) -> int | str:
-    return int(holder) if holder.isdigit() else holder
-
-
 def claim_ledger(db_path: Path) -> PidLock:
     """The one owner service per ledger: an exclusive `flock` on `<coop.db>.serve.lock` for the
     life of the process (the kernel drops it however the process ends). A second `coop serve`
@@ -335,82 +228,37 @@ def serve_lock_path(db_path: Path) -> Path:
 
 
 async def serve(config: ServiceConfig, signals: StopSignals | None = None) -> None:
+    """Everything that may refuse the start (the ledger, the lock, the notifier's settings, the
+    socket and the metrics port) before the service's libraries load; then serve until stopped."""
     signals = signals or StopSignals()
-    service = Owner(config.db_path)
-    service.connect().close()  # open once: migrate now, fail at start rather than at a call
+    open_ledger(config.db_path)  # migrate now, fail at start rather than at a call
     claim = claim_ledger(config.db_path)  # before the socket: a second one answers nothing
     try:
-        await _serve_claimed(config, signals, service)
+        notifier_config = NotifierConfig.from_env()
+        sock = _bind_socket(config.socket_path)
+        identity = _socket_identity(config.socket_path)
+        sockets = [sock]
+        try:
+            if config.metrics_port is not None:
+                sockets.append(_bind_metrics(config.metrics_port))
+            from notifier.service_parts import serve_bound  # FastAPI and uvicorn, once it may run
+
+            await serve_bound(config.db_path, config.socket_path, notifier_config, signals, sockets)
+        finally:
+            _remove_socket(config.socket_path, identity)
+            for each in sockets:
+                each.close()
     finally:
         claim.release()
-
-
-async def _serve_claimed(config: ServiceConfig, signals: StopSignals, service: Owner) -> None:
-    part = DaemonPart(build_daemon(service), config.db_path)
-    app = create_app(service, kick=part.kick)
-    app.state.daemon_running = part.running
-    part.on_running = lambda running: setattr(app.state, "daemon_running", running)
-    part.on_left_to = lambda pid: setattr(app.state, "daemon_lock_holder", pid)
-    servers = [_server(app)]
-    sock = _bind_socket(config.socket_path)
-    identity = _socket_identity(config.socket_path)
-    sockets = [sock]
-    metrics_url = None
-    try:
-        if config.metrics_port is not None:
-            # GET /metrics alone on TCP (engine.metrics), the embedded worker's counters beside
-            # the ledger's; its own gate, so a scraper never takes a place from a real client.
-            metrics_sock = _bind_metrics(config.metrics_port)
-            sockets.append(metrics_sock)
-            metrics_app = create_metrics_app(
-                config.db_path, extra=[metrics.enable()], refusals=app.state.refusals
-            )
-            servers.append(_server(metrics_app))
-            metrics_url = f"http://{METRICS_HOST}:{metrics_sock.getsockname()[1]}"
-        log.info(
-            "service.listening",
-            socket=config.socket_path,
-            metrics_url=metrics_url,
-            database=str(config.db_path),
-            pid=os.getpid(),
-        )
-        for server in servers:
-            signals.attach(server)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(signals.watch)
-            tg.start_soon(part.run)
-            async with anyio.create_task_group() as serving:
-                for server, listener in zip(servers, sockets, strict=True):
-                    serving.start_soon(_serve_until_stopped, server, listener, servers)
-            # The last compat call has answered: now the daemon finishes its row and returns.
-            part.stop()
-            await part.done.wait()
-            tg.cancel_scope.cancel()
-    finally:
-        _remove_socket(config.socket_path, identity)
-        for each in sockets:
-            each.close()
-        service.close()
-        signals.log_pending()
-        app.state.refusals.say_pending()  # what the last minute had not said yet
     log.info("service.stopped")
 
 
-def _server(app: Any) -> _Server:
-    return _Server(
-        loopback_config(app, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_TIMEOUT_S)
-    )
-
-
-async def _serve_until_stopped(
-    server: _Server, listener: socket.socket, servers: list[_Server]
-) -> None:
-    """Serve on `listener` until stopped; then stop the others too (one stops, all stop)."""
-    try:
-        await server.serve(sockets=[listener])
-    finally:
-        for other in servers:
-            other.request_stop()
+def open_ledger(db_path: Path) -> None:
+    """Open the ledger once as the owner service will (fence function registered), so an
+    unusable or unmigratable database stops the start in one line."""
+    owner.register_fence_function(
+        store.open_connection(db_path, check_same_thread=False, synchronous="FULL")
+    ).close()
 
 
 def main() -> int:

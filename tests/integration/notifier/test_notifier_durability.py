@@ -11,7 +11,7 @@ import pytest
 
 from engine.owner.app import Owner
 from notifier.daemon import Daemon
-from notifier.engine_service import build_daemon
+from notifier.service_parts import build_daemon
 
 NORMAL = 1  # PRAGMA synchronous answers 1 for NORMAL, 2 for FULL
 
