@@ -1,4 +1,4 @@
-"""Suite-wide: the long poles start first.
+"""Suite-wide: the long poles start first, and Ctrl-C reaches the children (below).
 
 The suite runs in worker processes (pytest-xdist, `ops/test`), which take whole test files in
 collection order (`--dist loadfile --no-loadscope-reorder`). A file that runs for a minute and
@@ -12,7 +12,20 @@ when, never what a test does.
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a person's terminal sends it: the tests press it on their children (`chief
+    telegram pair`, `coop request wait`) and expect its default action. A non-interactive shell
+    starts a background job with SIGINT ignored, an ignored signal is inherited across exec, and
+    Python then leaves it ignored: a suite started that way (`ops/test ... &` from a script) ran
+    each child deaf to Ctrl-C and failed those tests after their 30 s bound. A Python handler
+    here becomes the default action in every child this process starts."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
