@@ -1,15 +1,17 @@
 """`chief serve`'s entry (dispatched by `chief.cli`): its arguments, its settings, the serve
-lock and its sockets, all before the door's libraries load. FastAPI, python-telegram-bot and the
-door's modules cost about half a second of CPU to import (`chief.serve`); a start refused for a
-setting, a lock another door holds, or a socket or port it cannot take answers without them,
-and the tests that start doors to see them refused pay for none of it. (A Chief it cannot open
-is found by the door's lifespan, with the libraries loaded.)"""
+lock, its sockets and chief.db, all before the door's libraries load. FastAPI,
+python-telegram-bot and the door's modules cost about half a second of CPU to import
+(`chief.serve`); a start refused for a setting, a lock another door holds, a socket or port it
+cannot take, or a chief.db it cannot open answers without them, and the tests that start doors
+to see them refused pay for none of it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+
+import anyio
 
 from chief.args import OneLineParser
 from chief.config import ChiefConfig
@@ -67,6 +69,12 @@ def _serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
         except CannotListen as exc:
             print(shown(f"chief serve: {exc.message}"), file=sys.stderr)
             return 1
+        if chief_config.owner is not None:  # the door opens the Chief only for an owner
+            try:
+                anyio.run(_open_chief, chief_config)
+            except ChiefError as exc:
+                print(shown(f"chief serve: {exc}"), file=sys.stderr)
+                return 1
         from chief.serve import serve_bound  # the door's libraries, once it may run
 
         return serve_bound(door_config, chief_config, sockets)
@@ -77,3 +85,12 @@ def _serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
         if sockets:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+
+
+async def _open_chief(chief_config: ChiefConfig) -> None:
+    """Open and migrate chief.db once, as the door's lifespan will: an unusable one is one line
+    before the door's libraries load."""
+    from chief.store import ChiefStore
+
+    async with ChiefStore.open(chief_config.db_path):
+        pass

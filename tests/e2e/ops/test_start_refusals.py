@@ -15,8 +15,7 @@ else on stdout or stderr (no traceback, no `[Errno 98]`, no log event, no "see t
 And the door, the engine service and the notifier refuse before their web and Bot API libraries
 load (FastAPI, Starlette, uvicorn, python-telegram-bot: about 0.3-0.5 s of CPU a start, which the
 suite's hundreds of refused starts paid; read from the child's own import log,
-PYTHONPROFILEIMPORTTIME). The emulator, a test tool, builds its app before it binds; the door
-finds an unusable chief.db in its lifespan, once those libraries are loaded (left so).
+PYTHONPROFILEIMPORTTIME). The emulator, a test tool, builds its app before it binds.
 The notifier has no port; its socket is its kick datagram beside the ledger. It does not refuse a
 data folder others can write (its kick socket may fall back to /tmp, which everyone can).
 
@@ -234,7 +233,7 @@ def test_a_start_that_cannot_be_made_is_one_line_and_a_non_zero_exit(
     setup: Setup, service: Service, arrange: Arrange
 ) -> None:
     words = arrange(setup)
-    if service is not EMULATOR and arrange is not door_database:
+    if service is not EMULATOR:
         setup.env["PYTHONPROFILEIMPORTTIME"] = "1"
     try:
         done = run_module(
