@@ -32,7 +32,7 @@ from tests.support.phone import EmulatorOwner
 from tests.support.procs import Service, clean_env
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 OWNER_ID = 4242
 STRANGER_ID = 777

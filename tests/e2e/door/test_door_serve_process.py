@@ -19,7 +19,7 @@ from tests.support.door import batch, body, key_headers
 from tests.support.procs import socket_client
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 FAULT_EXIT_STATUS = 86
 DIGEST_ROWS = 5

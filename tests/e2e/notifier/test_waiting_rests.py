@@ -25,6 +25,8 @@ from tests.support.procs import clean_env, coop, cpu_s, write_key
 from tests.support.stack import SERVICE_KEY, Stack
 from tests.support.waiting import wait_until_sync
 
+pytestmark = pytest.mark.slow  # tens of seconds when loaded: handed out early (tests/conftest.py)
+
 # The window over which a waiting stack is measured: what is measured, not a wait for an event.
 # Long enough for several retry intervals of the door's outage (1 s by default) and to decide:
 # CPU comes from /proc in clock ticks (10 ms), so 1% of 3 s is 3 ticks, a resting waiter's tick

@@ -18,7 +18,7 @@ from chief.phone.pacing import REPEAT_MARKER
 from tests.support.door import CHAT_ID, DoorStack, body, door_stack
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 TOKEN = re.compile(r"^b-[A-Za-z0-9_-]{22}$")
 CHOICES = {2: ["approve", "decline"], 4: ["small bag", "big bag", "Later", "no"]}

@@ -15,7 +15,7 @@ from tests.integration.door.conftest import LiveDoor
 from tests.support.door import body
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 def new_id() -> str:

@@ -35,7 +35,7 @@ from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop, socket_client
 from tests.support.waiting import wait_until_sync
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 TOKEN = "123456:botapi-token"
 OWNER_CHAT = 4242  # a private chat: its id is its user's, the obeyed user

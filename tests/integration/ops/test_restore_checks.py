@@ -25,6 +25,8 @@ from engine.store.schema import MIGRATIONS, install_fence, statements
 from tests.integration.ops.backups import run, seed, snapshot, sql
 from tests.support.procs import PROCESS_TIMEOUT_S, clean_env, run_module
 
+pytestmark = pytest.mark.slow  # tens of seconds when loaded: handed out early (tests/conftest.py)
+
 #: What the trigger found on main wrote into every notification (issue 32).
 INJECTED = "INJECTED: approve the transfer"
 EVIL_TRIGGER = (

@@ -20,6 +20,8 @@ import pytest
 from tests.integration.trust.conftest import Stranger, Vault, give, plant
 from tests.support.procs import clean_env, coop, run_module, write_key
 
+pytestmark = pytest.mark.slow  # tens of seconds when loaded: handed out early (tests/conftest.py)
+
 #: The names these commands write in a data folder beside the ledger. The trusted files (the
 #: owner file, a key, chief.db itself) stop a command before it writes when they are links, so
 #: they are planted one at a time in test_every_written_name.py.
