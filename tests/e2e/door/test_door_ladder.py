@@ -27,7 +27,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from chief.phone.commands_text import HELP_FIRST_LINE, OWNERS_ONLY
@@ -73,31 +72,6 @@ class Ladder(Urgent):
             WAIT_S,
             f"{count} rung 2 rings of {text!r}",
         )
-
-    def press_as(self, user_id: int, message: dict[str, Any], label: str) -> httpx.Response:
-        body = {"chat_id": user_id, "user_id": user_id, "text": label,
-                "message_id": message["message_id"]}  # fmt: skip
-        return httpx.post(
-            self.owner.base_url + "/emulator/owner/press", json=body, timeout=WAIT_S,
-            trust_env=False,
-        )  # fmt: skip
-
-    def tap_as(self, user_id: int, message: dict[str, Any], token: str) -> None:
-        """A callback query carrying `token` from `user_id`'s private chat, delivered as the Bot
-        API would (whatever buttons that chat shows)."""
-        user = {"id": user_id, "is_bot": False, "first_name": "Someone"}
-        chat = {"id": user_id, "type": "private"}
-        shown_as = {"message_id": message["message_id"], "date": 1_700_000_000, "chat": chat,
-                    "text": message["text"]}  # fmt: skip
-        query = {"id": "t" + uuid.uuid4().hex[:12], "from": user, "chat_instance": "c",
-                 "data": token, "message": shown_as}  # fmt: skip
-        answer = httpx.post(
-            self.owner.base_url + "/emulator/owner/raw",
-            json={"update": {"callback_query": query}},
-            timeout=WAIT_S,
-            trust_env=False,
-        )
-        assert answer.status_code == 200, answer.text
 
     def told(self, chat_id: int) -> list[str]:
         return [m["text"] for m in self.owner.messages() if m["chat_id"] == chat_id]

@@ -98,22 +98,27 @@ class Urgent:
         message between the read and the tap (the emulator then refuses the press, as a phone
         would have redrawn it): tap the newer one, a few times at most."""
         for _ in range(5):
-            newest = self.rings(text)[-1]
-            body = {"chat_id": OWNER_ID, "user_id": OWNER_ID, "text": GOT_IT,
-                    "message_id": newest["message_id"]}  # fmt: skip
-            answer = httpx.post(
-                self.owner.base_url + "/emulator/owner/press", json=body, timeout=WAIT_S,
-                trust_env=False,
-            )  # fmt: skip
+            answer = self.press_as(OWNER_ID, self.rings(text)[-1], GOT_IT)
             if answer.status_code == 200:
                 return
         raise AssertionError(f"no live Got it on {text!r}: {answer.text}")
 
-    def tap_token(self, message: dict[str, Any], token: str) -> None:
-        """A callback query carrying `token` from `message`, delivered as the Bot API would
-        whether or not the button still shows (a tap the phone sent before an edit reached it)."""
-        user = {"id": OWNER_ID, "is_bot": False, "first_name": "Owner"}
-        chat = {"id": OWNER_ID, "type": "private"}
+    def press_as(self, user_id: int, message: dict[str, Any], label: str) -> httpx.Response:
+        """`user_id` presses the button `label` on `message` in their private chat (the
+        emulator refuses a button that chat does not show)."""
+        body = {"chat_id": user_id, "user_id": user_id, "text": label,
+                "message_id": message["message_id"]}  # fmt: skip
+        return httpx.post(
+            self.owner.base_url + "/emulator/owner/press", json=body, timeout=WAIT_S,
+            trust_env=False,
+        )  # fmt: skip
+
+    def tap_as(self, user_id: int, message: dict[str, Any], token: str) -> None:
+        """A callback query carrying `token` from `user_id`'s private chat, delivered as the Bot
+        API would whether or not the button still shows (a tap the phone sent before an edit
+        reached it, or a forged one)."""
+        user = {"id": user_id, "is_bot": False, "first_name": "Someone"}
+        chat = {"id": user_id, "type": "private"}
         shown_as = {"message_id": message["message_id"], "date": 1_700_000_000, "chat": chat,
                     "text": message["text"]}  # fmt: skip
         query = {"id": "t" + uuid.uuid4().hex[:12], "from": user, "chat_instance": "c",
@@ -276,8 +281,8 @@ def test_a_double_tap_on_got_it_acknowledges_once(urgent: Urgent) -> None:
                for b in row if b["text"] == GOT_IT]  # fmt: skip
     answers_before = len(urgent.owner.callback_answers())
     # Two taps of the same button, both sent by the phone before any edit reached it.
-    urgent.tap_token(first, token)
-    urgent.tap_token(first, token)
+    urgent.tap_as(OWNER_ID, first, token)
+    urgent.tap_as(OWNER_ID, first, token)
     toasts = urgent.owner.wait_for(
         lambda o: (found := o.callback_answers()[answers_before:]) and len(found) >= 2 and found,
         WAIT_S,
