@@ -135,8 +135,13 @@ class RecordingHandlers:
 
 @asynccontextmanager
 async def running_loop(
-    tmp_path: Path, telegram: ScriptedTelegram, handlers: RecordingHandlers | None = None
+    tmp_path: Path,
+    telegram: ScriptedTelegram,
+    handlers: RecordingHandlers | None = None,
+    **options: Any,
 ) -> AsyncIterator[tuple[PhoneLoop, ChiefStore, list[int]]]:
+    """The owner's phone loop on a real chief.db, polling `telegram`; `options` go to
+    `PhoneLoop` (e.g. `on_member_again`, `second`)."""
     strangers: list[int] = []
     async with ChiefStore.open(tmp_path / "chief.db") as store, anyio.create_task_group() as tg:
 
@@ -155,6 +160,7 @@ async def running_loop(
             handlers=handlers,
             on_stranger=lambda: strangers.append(1),
             pauses=FAST,
+            **options,
         )
         await tg.start(loop.run)
         try:

@@ -13,16 +13,12 @@ import anyio
 import pytest
 from telegram import Update
 
-from chief.phone.commands import Commands
-from chief.phone.commands_text import QuietOverride
-from chief.phone.updater import PhoneLoop
-from chief.store import ChiefStore
 from tests.unit.phone.test_phone_routing import (
-    FAST,
     OWNER_ID,
     STRANGER_ID,
     WAIT_S,
     ScriptedTelegram,
+    running_loop,
 )
 
 SECOND_ID = 5151
@@ -52,33 +48,12 @@ async def woken_by(tmp_path: Any, *updates: Update) -> int:
     """How many times the loop called `on_member_again` for these updates, in one batch."""
     telegram = ScriptedTelegram(list(updates))
     woken: list[int] = []
-    async with ChiefStore.open(tmp_path / "chief.db") as store, anyio.create_task_group() as tg:
-
-        async def queue() -> dict[str, Any]:
-            return {"depth": 0}
-
-        commands = Commands(
-            telegram, engine=None, store=store, quiet=QuietOverride(), telegram_queue=queue
-        )
-        loop = PhoneLoop(
-            telegram,
-            store,
-            chat_id=OWNER_ID,
-            user_id=OWNER_ID,
-            commands=commands,
-            on_member_again=lambda: woken.append(1),
-            second=(SECOND_ID, SECOND_ID),
-            pauses=FAST,
-        )
-        await tg.start(loop.run)
-        try:
-            with anyio.fail_after(WAIT_S):
-                await telegram.idle.wait()
-            assert loop.handled == len(updates)
-        finally:
-            loop.stop()
-            with anyio.fail_after(WAIT_S):
-                await loop.stopped.wait()
+    async with running_loop(
+        tmp_path, telegram, on_member_again=lambda: woken.append(1), second=(SECOND_ID, SECOND_ID)
+    ) as (loop, _, _):
+        with anyio.fail_after(WAIT_S):
+            await telegram.idle.wait()
+        assert loop.handled == len(updates)
     return len(woken)
 
 
