@@ -14,9 +14,10 @@ import pytest
 from starlette.types import ASGIApp
 
 from plumbing.unix import bind_private
+from plumbing.wire import NOTIFY_PATH, SERVICE_KEY_HEADER
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.ledger import made_ledger  # noqa: F401 (the ops tests import it from here)
-from tests.support.procs import write_key
+from tests.support.procs import socket_client, write_key
 
 KEY = "status-test-key-0123456789"
 
@@ -49,3 +50,16 @@ def closed_socket(path: Path) -> str:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.bind(str(path))
     return str(path)
+
+
+def notify(socket_path: str, outbox_id: str) -> str:
+    """One row through the door on `socket_path` (as the notifier posts it), accepted; what the
+    door said of Telegram (`queued`, `sent`, `not_configured`)."""
+    with socket_client(socket_path) as client:
+        answer = client.post(
+            NOTIFY_PATH,
+            json={"text": f"row {outbox_id}", "kind": "todo.done", "outbox_id": outbox_id},
+            headers={SERVICE_KEY_HEADER: KEY},
+        )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["telegram"])

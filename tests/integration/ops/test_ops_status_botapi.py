@@ -29,7 +29,7 @@ from chief.door.config import DoorConfig
 from chief.serve import create_app
 from chief.telegram.emulator import EmulatorState, create_emulator, parse_fault
 from chief.telegram.pairing import PAIRING_FILE_NAME, Pairing, read_pairing, write_pairing
-from tests.integration.ops.conftest import KEY, door_on_socket, made_ledger
+from tests.integration.ops.conftest import KEY, door_on_socket, made_ledger, notify
 from tests.support.asgi import serve_asgi_in_thread
 from tests.support.phone import EmulatorOwner
 from tests.support.procs import coop, socket_client
@@ -162,17 +162,6 @@ def test_without_quiet_hours_nothing_names_them(home: Path) -> None:
 
 GROUP_ID = -5020240850
 SUPERGROUP_ID = -1005020240850
-NOTIFY_PATH = "/api/coop/engine/notify"
-
-
-def notify(door: Door, outbox_id: str) -> None:
-    with socket_client(door.socket_path) as client:
-        answer = client.post(
-            NOTIFY_PATH,
-            json={"text": f"row {outbox_id}", "kind": "todo.done", "outbox_id": outbox_id},
-            headers={"X-Coop-Service-Key": KEY},
-        )
-    assert answer.status_code == 200, answer.text
 
 
 def chat_texts(door: Door, chat_id: int) -> list[str]:
@@ -206,14 +195,14 @@ def test_a_group_made_a_supergroup_is_followed_once_told_there_and_loses_nothing
     with capture_logs() as logs, door_on_emulator(home, **settings) as door:
         door.emulator.migrate(GROUP_ID)
         for outbox_id in first:
-            notify(door, outbox_id)
+            notify(door.socket_path, outbox_id)
         wait_until_sync(
             lambda: len(rung_rows(door, SUPERGROUP_ID, first)) >= len(first),
             timeout_s=30,
             what="the rows to ring in the supergroup",
         )
         for outbox_id in later:
-            notify(door, outbox_id)
+            notify(door.socket_path, outbox_id)
         wait_until_sync(
             lambda: len(rung_rows(door, SUPERGROUP_ID, first + later)) >= len(first + later),
             timeout_s=30,
@@ -263,7 +252,7 @@ def test_a_move_the_door_cannot_follow_is_a_telegram_refused_line_naming_what_to
     with door_on_emulator(home, TELEGRAM_CHAT_ID=str(GROUP_ID)) as door:
         door.emulator.migrate(GROUP_ID)
         door.emulator.migrated[str(SUPERGROUP_ID)] = -1009999  # as no Bot API answers
-        notify(door, "1")
+        notify(door.socket_path, "1")
         wait_until_sync(lambda: door_status(door)["telegram_queue"]["refusal"], what="the refusal")
         human = coop_status(home, door, "--check")
     (line,) = [line for line in human.stdout.splitlines() if line.startswith("telegram refused")]
