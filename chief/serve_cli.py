@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve_locked(door_config: DoorConfig, chief_config: ChiefConfig) -> int:
-    """Bind the door's sockets under the serve lock, serve, and remove the Unix socket after. A
-    socket or a port it cannot take is one line (`plumbing.listening`'s shape)."""
+    """Bind the door's sockets under the serve lock, open chief.db once, serve, and remove the
+    Unix socket after. A socket or a port it cannot take (`plumbing.listening`'s shape) or a
+    chief.db it cannot open is one line."""
     from plumbing import door as door_address
     from plumbing.listening import CannotListen, bind_socket, bind_tcp
 
